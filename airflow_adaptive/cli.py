@@ -1,0 +1,186 @@
+"""``airflow-adaptive``: import history, inspect it, and ask for decisions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from airflow_adaptive.exceptions import AdaptiveError
+
+CHUNK_ROWS = 500
+
+
+def _repository() -> Any:
+    from airflow_adaptive.config import get_settings
+    from airflow_adaptive.store.access import open_repository
+
+    settings = get_settings()
+    return open_repository(settings.history_conn_id, settings.store_timeout_seconds)
+
+
+def _print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def cmd_history_import(args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    from airflow_adaptive.traces.nextflow import read_nextflow
+
+    repo = _repository()
+    total = 0
+    for path in args.files:
+        result = read_nextflow(path)
+        for skipped in result.skipped:
+            print(f"skipped {skipped}", file=sys.stderr)
+        rows = result.observations
+        with Progress(transient=True) as progress:
+            bar = progress.add_task(f"importing {path}", total=len(rows))
+            for start in range(0, len(rows), CHUNK_ROWS):
+                chunk = rows[start : start + CHUNK_ROWS]
+                repo.record(chunk)
+                progress.advance(bar, len(chunk))
+        total += len(rows)
+        print(f"{path}: {len(rows)} attempts imported, {len(result.skipped)} rows skipped")
+    return 0 if total else 1
+
+
+def cmd_history_show(args: argparse.Namespace) -> int:
+    from airflow_adaptive.core.units import format_bytes
+    from airflow_adaptive.store.spool import to_json
+
+    history = _repository().history(args.task_family, limit=args.limit)
+    if args.json:
+        _print_json([json.loads(to_json(o)) for o in history])
+        return 0
+    if not history:
+        print(f"no history for task family {args.task_family!r}")
+        return 1
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{args.task_family}: last {len(history)} attempts")
+    for column in ("finished", "run / try", "exit", "request", "limit", "peak", "wall s", "node"):
+        table.add_column(column)
+    for o in history:
+        table.add_row(
+            str(o.finished_at)[:19], f"{o.key.run_id[:24]} / {o.key.try_number}", o.exit_reason.value,
+            format_bytes(o.memory_request_bytes), format_bytes(o.memory_limit_bytes),
+            f"{format_bytes(o.usage.peak_memory_bytes)} ({o.usage.peak_kind.value})",
+            f"{o.usage.wall_seconds:.1f}" if o.usage.wall_seconds is not None else "-", o.node_name or "-",
+        )  # fmt: skip
+    Console().print(table)
+    return 0
+
+
+def cmd_decide(args: argparse.Namespace) -> int:
+    from airflow_adaptive.advisor import Advisor
+    from airflow_adaptive.config import get_settings
+    from airflow_adaptive.core.model import ExitReason, MemoryRequest, Observation, PeakKind, TaskKey, Usage
+    from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
+
+    user = MemoryRequest(
+        parse_memory_bytes(args.request, what="--request") if args.request else None,
+        parse_memory_bytes(args.limit, what="--limit") if args.limit else None,
+    )
+    advisor = Advisor(get_settings(), _repository)
+    decision = advisor.decide(args.task_family, user, input_size_bytes=args.input_size_bytes)
+    if args.previous_oom:
+        killed_at = decision.memory_limit_bytes or decision.memory_request_bytes
+        previous = Observation(
+            key=TaskKey("cli", "cli", "cli", -1, max(1, args.try_number - 1)),
+            task_family=args.task_family,
+            usage=Usage(peak_kind=PeakKind.CENSORED),
+            exit_reason=ExitReason.OOM_KILLED,
+            memory_request_bytes=killed_at,
+            memory_limit_bytes=killed_at,
+        )
+        decision = advisor.decide(
+            args.task_family, user, input_size_bytes=args.input_size_bytes, previous_attempt=previous
+        )
+    payload = {
+        "task_family": args.task_family,
+        "memory_request_bytes": decision.memory_request_bytes,
+        "memory_limit_bytes": decision.memory_limit_bytes,
+        "strategy": decision.strategy,
+        "explanation": decision.explanation,
+        "observations": decision.observations,
+        "adaptive": decision.adaptive,
+        "details": decision.details,
+    }
+    if args.json:
+        _print_json(payload)
+    else:
+        print(f"{decision.strategy}: {decision.explanation}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from airflow_adaptive.demo import run_demo
+
+    return run_demo(trace=args.trace, dag_file=args.dag_file, as_json=args.json)
+
+
+def cmd_config_reference(args: argparse.Namespace) -> int:
+    from airflow_adaptive.config import OPTIONS, SECTION
+
+    print(f"| `[{SECTION}]` option | type | default | meaning |\n|---|---|---|---|")
+    for name, (kind, default, description) in OPTIONS.items():
+        print(f"| `{name}` | {kind} | `{default}` | {description} |")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="airflow-adaptive", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    history = sub.add_parser("history", help="import or show task attempt history").add_subparsers(
+        dest="history_command", required=True
+    )
+    imp = history.add_parser("import", help="load a trace file into the history store")
+    imp.add_argument("--format", choices=["nextflow"], default="nextflow")
+    imp.add_argument("files", nargs="+", metavar="FILE")
+    imp.set_defaults(func=cmd_history_import)
+    show = history.add_parser("show", help="recent attempts of a task family")
+    show.add_argument("--task-family", required=True)
+    show.add_argument("--limit", type=int, default=50)
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=cmd_history_show)
+
+    decide = sub.add_parser("decide", help="the memory decision for a task family, and why")
+    decide.add_argument("--task-family", required=True)
+    decide.add_argument("--try-number", type=int, default=1)
+    decide.add_argument("--previous-oom", action="store_true", help="as if the previous try was OOM-killed")
+    decide.add_argument("--request", help="the user's memory request (Kubernetes quantity)")
+    decide.add_argument("--limit", help="the user's memory limit (Kubernetes quantity)")
+    decide.add_argument("--input-size-bytes", type=int)
+    decide.add_argument("--json", action="store_true")
+    decide.set_defaults(func=cmd_decide)
+
+    demo = sub.add_parser("demo", help="show the adaptive pod of every task of the example DAG")
+    demo.add_argument("--trace", help="warm the store from this Nextflow trace instead of generated history")
+    demo.add_argument("--dag-file", help="DAG file to show (default: the bundled example)")
+    demo.add_argument("--json", action="store_true")
+    demo.set_defaults(func=cmd_demo)
+
+    ref = sub.add_parser("config-reference", help="print the [adaptive] options as a Markdown table")
+    ref.set_defaults(func=cmd_config_reference)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except AdaptiveError as err:
+        print(f"airflow-adaptive: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,144 @@
+"""The ``[adaptive]`` config section: declared once, read once into a frozen object."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_adaptive.core.decide import SizingSettings
+
+SECTION = "adaptive"
+
+# name -> (type, default, description). The provider info and the docs are generated from this.
+OPTIONS: dict[str, tuple[str, str, str]] = {
+    "history_conn_id": (
+        "string",
+        "adaptive_history_default",
+        "Airflow connection whose SQLAlchemy URL (extra ``sqlalchemy_url``, or host/login/schema) reaches "
+        "the history store from task processes, where Airflow blocks its own ORM.",
+    ),
+    "store_timeout_seconds": (
+        "float",
+        "5.0",
+        "Connect and statement timeout for the history store. Past it the pod keeps the user's resources.",
+    ),
+    "strategy": ("string", "percentile-margin", "Registered name of the memory sizing strategy."),
+    "min_observations": (
+        "integer",
+        "3",
+        "Completed attempts of a task family needed before its memory is sized from history.",
+    ),
+    "history_window": ("integer", "500", "Most recent attempts of a task family that a decision reads."),
+    "oom_retry_policy": (
+        "string",
+        "double",
+        "Memory for the try after an OOM kill: ``double`` or ``vpa-bump`` (max(+100 MiB, x1.2)).",
+    ),
+    "max_allocatable_memory": (
+        "string",
+        "64Gi",
+        "Largest memory any node can allocate (Kubernetes quantity). No decision goes above it.",
+    ),
+    "min_memory": ("string", "64Mi", "Smallest memory request a decision gives (Kubernetes quantity)."),
+    "limit_to_request_ratio": (
+        "float",
+        "1.0",
+        "Memory limit as a multiple of the decided request (1.0: limit = request, no overcommit).",
+    ),
+    "mutate_all_pods": (
+        "boolean",
+        "False",
+        "Let the pod-mutation policy size every pod that carries Airflow's labels, not only the operator's.",
+    ),
+    "metrics_sample_interval_seconds": (
+        "float",
+        "10.0",
+        "How often the metrics API is sampled for containers whose command cannot be wrapped.",
+    ),
+    "spool_dir": (
+        "string",
+        "",
+        "Folder for attempts that could not be recorded; they are written on the next successful access. "
+        "Empty: ``$AIRFLOW_HOME/adaptive-spool``.",
+    ),
+}
+
+
+def provider_config() -> dict[str, Any]:
+    """The ``config`` entry of the provider info."""
+    return {
+        SECTION: {
+            "description": "Adaptive memory sizing and task history for Kubernetes pods.",
+            "options": {
+                name: {
+                    "description": description,
+                    "version_added": "0.1.0",
+                    "type": kind,
+                    "example": None,
+                    "default": default,
+                }
+                for name, (kind, default, description) in OPTIONS.items()
+            },
+        }
+    }
+
+
+@dataclass(frozen=True)
+class AdaptiveSettings:
+    """Everything the provider reads from configuration."""
+
+    history_conn_id: str
+    store_timeout_seconds: float
+    history_window: int
+    mutate_all_pods: bool
+    metrics_sample_interval_seconds: float
+    spool_dir: str
+    sizing: SizingSettings
+
+
+def _raw(name: str) -> str:
+    from airflow.configuration import conf
+
+    return str(conf.get(SECTION, name, fallback=OPTIONS[name][1]))
+
+
+def load_settings() -> AdaptiveSettings:
+    """Read ``[adaptive]`` once; bad values raise a typed error naming the option."""
+    from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
+
+    def number(name: str, kind: type[int] | type[float]) -> Any:
+        try:
+            return kind(_raw(name))
+        except ValueError:
+            raise ValueError(f"[{SECTION}] {name} = {_raw(name)!r} is not a {kind.__name__}") from None
+
+    spool = _raw("spool_dir")
+    if not spool:
+        import os
+
+        spool = os.path.join(os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "adaptive-spool")
+    return AdaptiveSettings(
+        history_conn_id=_raw("history_conn_id"),
+        store_timeout_seconds=number("store_timeout_seconds", float),
+        history_window=number("history_window", int),
+        mutate_all_pods=_raw("mutate_all_pods").strip().lower() in {"true", "1", "yes", "on"},
+        metrics_sample_interval_seconds=number("metrics_sample_interval_seconds", float),
+        spool_dir=spool,
+        sizing=SizingSettings(
+            strategy=_raw("strategy"),
+            min_observations=number("min_observations", int),
+            floor_bytes=parse_memory_bytes(_raw("min_memory"), what=f"[{SECTION}] min_memory"),
+            cap_bytes=parse_memory_bytes(
+                _raw("max_allocatable_memory"), what=f"[{SECTION}] max_allocatable_memory"
+            ),
+            retry_policy=_raw("oom_retry_policy"),
+            limit_to_request_ratio=number("limit_to_request_ratio", float),
+        ),
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def get_settings() -> AdaptiveSettings:
+    """The settings of this process (read once; ``get_settings.cache_clear()`` re-reads)."""
+    return load_settings()

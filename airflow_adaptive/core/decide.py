@@ -1,0 +1,125 @@
+"""The memory decision: history + the user's request + settings -> Decision."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from airflow_adaptive.core.model import MIB, Decision, MemoryRequest, Observation, PeakKind
+from airflow_adaptive.core.sizing import Sample, WithBounds, get_retry_policy, make_predictor
+from airflow_adaptive.core.sizing.retry import vpa_bump
+from airflow_adaptive.core.units import format_bytes
+
+
+@dataclass(frozen=True)
+class SizingSettings:
+    """Configuration the decision needs, read once at the edge."""
+
+    strategy: str = "percentile-margin"
+    min_observations: int = 3
+    floor_bytes: int = 64 * MIB
+    cap_bytes: int = 64 * 1024 * MIB
+    retry_policy: str = "double"
+    limit_to_request_ratio: float = 1.0
+
+
+def to_samples(history: Sequence[Observation]) -> list[Sample]:
+    """Usable samples from recorded attempts.
+
+    A censored (OOM-killed) attempt counts as the VPA does: a sample at the bumped
+    limit, because the task needed at least its limit.
+    """
+    samples: list[Sample] = []
+    for obs in history:
+        usage = obs.usage
+        if obs.oom_killed and obs.memory_limit_bytes:
+            samples.append(Sample(vpa_bump(obs.memory_limit_bytes), obs.input_size_bytes, usage.wall_seconds, True))
+        elif usage.peak_memory_bytes and usage.peak_memory_bytes > 0 and not obs.oom_killed:
+            samples.append(
+                Sample(
+                    usage.peak_memory_bytes,
+                    obs.input_size_bytes,
+                    usage.wall_seconds,
+                    usage.peak_kind is PeakKind.SAMPLED,
+                )
+            )
+    return samples
+
+
+def decide_memory(
+    history: Sequence[Observation],
+    user: MemoryRequest,
+    settings: SizingSettings,
+    *,
+    previous_attempt: Observation | None = None,
+    input_size_bytes: int | None = None,
+) -> Decision:
+    """Decide request and limit for the next attempt of a task family.
+
+    ``previous_attempt`` is this task instance's previous try, when there was one:
+    an OOM kill there escalates by the retry policy, never above ``cap_bytes``.
+    """
+    samples = to_samples(history)
+    predicted: int | None = None
+    basis = ""
+    strategy = settings.strategy
+    if len(samples) >= settings.min_observations:
+        predictor = WithBounds(make_predictor(settings.strategy), settings.floor_bytes, settings.cap_bytes)
+        predicted = predictor.fit(samples).predict(input_size_bytes)
+        basis = predictor.explain()
+        lower = sum(s.lower_bound for s in samples)
+        if lower:
+            basis += f" ({lower} of {len(samples)} peaks are lower bounds: sampled or OOM-killed)"
+
+    details: dict[str, float | int | str | None] = {
+        "samples": len(samples),
+        "predicted_bytes": predicted,
+        "user_request_bytes": user.request_bytes,
+        "user_limit_bytes": user.limit_bytes,
+        "cap_bytes": settings.cap_bytes,
+    }
+    killed_at = _killed_at(previous_attempt, user)
+    if killed_at is not None:
+        escalated = get_retry_policy(settings.retry_policy)(killed_at)
+        target = max(escalated, predicted or 0)
+        request = min(target, settings.cap_bytes)
+        why = (
+            f"try {previous_attempt.key.try_number if previous_attempt else '?'} was OOM-killed at "
+            f"{format_bytes(killed_at)}; {settings.retry_policy} gives {format_bytes(escalated)}"
+        )
+        if predicted is not None:
+            why += f"; history says {format_bytes(predicted)} ({basis})"
+        if target > settings.cap_bytes:
+            why += f"; capped at the largest allocatable {format_bytes(settings.cap_bytes)}"
+        details["killed_at_bytes"] = killed_at
+        return Decision(
+            request,
+            request,
+            f"{strategy}+{settings.retry_policy}",
+            why,
+            observations=len(samples),
+            details=details,
+        )
+
+    if predicted is None:
+        return Decision(
+            user.request_bytes,
+            user.limit_bytes,
+            "user",
+            f"{len(samples)} usable observation(s), fewer than {settings.min_observations}: "
+            f"keeping the user's request {format_bytes(user.request_bytes)}",
+            observations=len(samples),
+            adaptive=False,
+            details=details,
+        )
+    limit = min(settings.cap_bytes, int(predicted * settings.limit_to_request_ratio))
+    why = f"{basis} -> request {format_bytes(predicted)}"
+    if user.request_bytes:
+        why += f" (user asked {format_bytes(user.request_bytes)})"
+    return Decision(predicted, max(limit, predicted), strategy, why, observations=len(samples), details=details)
+
+
+def _killed_at(previous: Observation | None, user: MemoryRequest) -> int | None:
+    if previous is None or not previous.oom_killed:
+        return None
+    return previous.memory_limit_bytes or previous.memory_request_bytes or user.limit_bytes or user.request_bytes

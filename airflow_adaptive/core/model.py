@@ -1,0 +1,112 @@
+"""Value types shared by every layer."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+
+MIB = 1024**2
+GIB = 1024**3
+
+
+class ExitReason(str, enum.Enum):
+    """Why a container stopped, as Kubernetes reports it (plus what we infer)."""
+
+    COMPLETED = "Completed"
+    OOM_KILLED = "OOMKilled"
+    ERROR = "Error"
+    EVICTED = "Evicted"
+    DEADLINE_EXCEEDED = "DeadlineExceeded"
+    UNKNOWN = "Unknown"
+
+    @classmethod
+    def parse(cls, value: str | None) -> ExitReason:
+        for member in cls:
+            if value == member.value:
+                return member
+        return cls.UNKNOWN
+
+
+class PeakKind(str, enum.Enum):
+    """How trustworthy an observed memory peak is."""
+
+    MEASURED = "measured"  # cgroup memory.peak / max_usage written by the wrapper
+    SAMPLED = "sampled"  # max of metrics-API samples: a lower bound
+    CENSORED = "censored"  # OOM-killed: the true peak was at least the limit
+    NONE = "none"  # nothing known
+
+
+@dataclass(frozen=True)
+class TaskKey:
+    """Identity of one task attempt, as Airflow names it."""
+
+    dag_id: str
+    task_id: str
+    run_id: str
+    map_index: int = -1
+    try_number: int = 1
+
+    @property
+    def default_family(self) -> str:
+        return f"{self.dag_id}.{self.task_id}"
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a finished container reported about itself (all optional)."""
+
+    peak_memory_bytes: int | None = None
+    cpu_core_seconds: float | None = None
+    wall_seconds: float | None = None
+    read_bytes: int | None = None
+    write_bytes: int | None = None
+    peak_kind: PeakKind = PeakKind.NONE
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One recorded task attempt: what it asked for, what it used, how it ended."""
+
+    key: TaskKey
+    task_family: str
+    usage: Usage
+    exit_reason: ExitReason
+    exit_code: int | None = None
+    memory_request_bytes: int | None = None
+    memory_limit_bytes: int | None = None
+    input_size_bytes: int | None = None
+    node_name: str | None = None
+    finished_at: datetime | None = None
+    strategy: str | None = None
+    explanation: str | None = None
+
+    @property
+    def oom_killed(self) -> bool:
+        return self.exit_reason is ExitReason.OOM_KILLED
+
+
+@dataclass(frozen=True)
+class MemoryRequest:
+    """The memory a user (or a previous decision) asked for, in bytes."""
+
+    request_bytes: int | None = None
+    limit_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to give a pod and why. `adaptive` is False when the user's values are kept."""
+
+    memory_request_bytes: int | None
+    memory_limit_bytes: int | None
+    strategy: str
+    explanation: str
+    observations: int = 0
+    adaptive: bool = True
+    details: dict[str, float | int | str | None] = field(default_factory=dict)
+
+    def summary(self, max_chars: int = 240) -> str:
+        """The explanation, shortened for a pod annotation."""
+        text = self.explanation
+        return text if len(text) <= max_chars else text[: max_chars - 1] + "…"

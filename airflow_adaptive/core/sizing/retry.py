@@ -1,0 +1,33 @@
+"""Retry policies: how much memory the try after an OOM kill gets."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from airflow_adaptive.core.model import MIB
+from airflow_adaptive.exceptions import UnknownStrategyError
+
+RetryPolicy = Callable[[int], int]
+"""Maps the limit at which a try was OOM-killed (bytes) to the next try's memory."""
+
+
+def double(killed_at_bytes: int) -> int:
+    """Phung's double allocation / Nextflow's ``memory * task.attempt``."""
+    return 2 * killed_at_bytes
+
+
+def vpa_bump(killed_at_bytes: int) -> int:
+    """Kubernetes VPA after an OOM: max(used + 100 MiB, used x 1.2)."""
+    return max(killed_at_bytes + 100 * MIB, int(killed_at_bytes * 1.2))
+
+
+RETRY_POLICIES: dict[str, RetryPolicy] = {"double": double, "vpa-bump": vpa_bump}
+
+
+def get_retry_policy(name: str) -> RetryPolicy:
+    try:
+        return RETRY_POLICIES[name]
+    except KeyError:
+        raise UnknownStrategyError(
+            f"unknown OOM retry policy {name!r}; known: {', '.join(sorted(RETRY_POLICIES))}"
+        ) from None

@@ -1,0 +1,15 @@
+"""Human-readable byte counts for explanations."""
+
+from __future__ import annotations
+
+
+def format_bytes(value: float | None) -> str:
+    """Binary units, three significant digits: 1.5 GiB, 250 MiB."""
+    if value is None:
+        return "unset"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.3g} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")

@@ -1,0 +1,23 @@
+"""One typed exception hierarchy for the provider (no Airflow imports here)."""
+
+from __future__ import annotations
+
+
+class AdaptiveError(Exception):
+    """Base class of every error raised by airflow-adaptive."""
+
+
+class InvalidQuantityError(AdaptiveError, ValueError):
+    """A Kubernetes resource quantity could not be parsed or is not positive."""
+
+
+class HistoryUnavailableError(AdaptiveError):
+    """The history store could not be reached; callers fail open."""
+
+
+class TraceFormatError(AdaptiveError, ValueError):
+    """A trace file has no usable rows or is of an unknown format."""
+
+
+class UnknownStrategyError(AdaptiveError, KeyError):
+    """No predictor or retry policy is registered under the given name."""

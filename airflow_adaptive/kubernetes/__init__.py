@@ -1,0 +1,1 @@
+"""Adapters between Kubernetes client models and the core types."""

@@ -1,0 +1,149 @@
+"""Reading and changing V1Pod objects: user resources in, decisions out, observations back."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timezone
+
+from airflow.providers.cncf.kubernetes.pod_generator import make_safe_label_value
+from kubernetes.client import models as k8s
+
+from airflow_adaptive.core.model import (
+    Decision,
+    ExitReason,
+    MemoryRequest,
+    Observation,
+    PeakKind,
+    TaskKey,
+    Usage,
+)
+from airflow_adaptive.core.telemetry import parse_usage
+from airflow_adaptive.kubernetes.quantity import format_memory, parse_memory_bytes
+
+PREFIX = "adaptive.airflow.io"
+FAMILY_LABEL = f"{PREFIX}/task-family"
+STRATEGY_LABEL = f"{PREFIX}/strategy"
+OPT_OUT_LABEL = f"{PREFIX}/opt-out"
+MANAGED_LABEL = f"{PREFIX}/managed-by"
+DECISION_ANNOTATION = f"{PREFIX}/decision"
+STRATEGY_ANNOTATION = f"{PREFIX}/strategy"
+FAMILY_ANNOTATION = f"{PREFIX}/task-family"
+
+
+def find_container(pod: k8s.V1Pod, name: str | None) -> k8s.V1Container | None:
+    containers = (pod.spec.containers if pod.spec else None) or []
+    if name is not None:
+        for container in containers:
+            if container.name == name:
+                return container
+    return containers[0] if containers else None
+
+
+def memory_of(resources: k8s.V1ResourceRequirements | dict | None, *, what: str = "memory") -> MemoryRequest:
+    """The memory request and limit in bytes; bad quantities raise InvalidQuantityError."""
+    if resources is None:
+        return MemoryRequest()
+    if isinstance(resources, dict):
+        requests, limits = resources.get("requests"), resources.get("limits")
+    else:
+        requests, limits = resources.requests, resources.limits
+    req = (requests or {}).get("memory")
+    lim = (limits or {}).get("memory")
+    return MemoryRequest(
+        parse_memory_bytes(req, what=f"{what} request") if req is not None else None,
+        parse_memory_bytes(lim, what=f"{what} limit") if lim is not None else None,
+    )
+
+
+def apply_decision(
+    pod: k8s.V1Pod, decision: Decision, task_family: str, container_name: str | None, *, managed_by: str
+) -> k8s.V1Pod:
+    """Write the decision into the pod: resources, our labels, a decision annotation.
+
+    Airflow's own labels are never touched; our label values are made valid.
+    """
+    metadata = pod.metadata or k8s.V1ObjectMeta()
+    pod.metadata = metadata
+    metadata.labels = dict(metadata.labels or {})
+    metadata.annotations = dict(metadata.annotations or {})
+    metadata.labels[FAMILY_LABEL] = make_safe_label_value(task_family)
+    metadata.labels[STRATEGY_LABEL] = make_safe_label_value(decision.strategy)
+    metadata.labels[MANAGED_LABEL] = managed_by
+    metadata.annotations[FAMILY_ANNOTATION] = task_family
+    metadata.annotations[STRATEGY_ANNOTATION] = decision.strategy
+    metadata.annotations[DECISION_ANNOTATION] = decision.summary(max_chars=1000)
+    container = find_container(pod, container_name)
+    if container is None or not decision.adaptive:
+        return pod
+    resources = container.resources or k8s.V1ResourceRequirements()
+    requests = dict(resources.requests or {})
+    limits = dict(resources.limits or {})
+    if decision.memory_request_bytes is not None:
+        requests["memory"] = format_memory(decision.memory_request_bytes)
+    if decision.memory_limit_bytes is not None:
+        limits["memory"] = format_memory(decision.memory_limit_bytes)
+    container.resources = k8s.V1ResourceRequirements(
+        requests=requests or None, limits=limits or None, claims=resources.claims
+    )
+    return pod
+
+
+def _terminated(pod: k8s.V1Pod, container_name: str) -> k8s.V1ContainerStateTerminated | None:
+    for status in (pod.status.container_statuses if pod.status else None) or []:
+        if status.name == container_name and status.state and status.state.terminated:
+            return status.state.terminated
+    return None
+
+
+def observe_pod(
+    remote_pod: k8s.V1Pod,
+    container_name: str,
+    key: TaskKey,
+    task_family: str,
+    *,
+    input_size_bytes: int | None = None,
+    sampled_peak_bytes: int | None = None,
+) -> Observation:
+    """The attempt as the final pod shows it.
+
+    OOM kills are censored (the peak was at least the limit); with no wrapper output,
+    a metrics-API peak is kept as a lower bound.
+    """
+    terminated = _terminated(remote_pod, container_name)
+    phase = remote_pod.status.phase if remote_pod.status else None
+    reason = ExitReason.parse(terminated.reason if terminated else None)
+    if terminated is None and remote_pod.status and remote_pod.status.reason == "Evicted":
+        reason = ExitReason.EVICTED
+    elif terminated is None and phase == "Failed":
+        reason = ExitReason.ERROR
+    usage = parse_usage(terminated.message if terminated else None) or Usage()
+    if reason is ExitReason.OOM_KILLED:
+        usage = replace(usage, peak_memory_bytes=None, peak_kind=PeakKind.CENSORED)
+    elif usage.peak_kind is PeakKind.NONE and sampled_peak_bytes:
+        usage = replace(usage, peak_memory_bytes=sampled_peak_bytes, peak_kind=PeakKind.SAMPLED)
+    if usage.wall_seconds is None and terminated is not None:
+        usage = replace(usage, wall_seconds=_wall_seconds(terminated))
+    annotations = (remote_pod.metadata.annotations if remote_pod.metadata else None) or {}
+    container = find_container(remote_pod, container_name)
+    memory = memory_of(container.resources if container else None)
+    return Observation(
+        key=key,
+        task_family=task_family,
+        usage=usage,
+        exit_reason=reason,
+        exit_code=terminated.exit_code if terminated else None,
+        memory_request_bytes=memory.request_bytes,
+        memory_limit_bytes=memory.limit_bytes,
+        input_size_bytes=input_size_bytes,
+        node_name=remote_pod.spec.node_name if remote_pod.spec else None,
+        finished_at=(terminated.finished_at if terminated and terminated.finished_at else None)
+        or datetime.now(timezone.utc),
+        strategy=annotations.get(STRATEGY_ANNOTATION),
+        explanation=annotations.get(DECISION_ANNOTATION),
+    )
+
+
+def _wall_seconds(terminated: k8s.V1ContainerStateTerminated | None) -> float | None:
+    if terminated is None or not terminated.started_at or not terminated.finished_at:
+        return None
+    return max(0.0, (terminated.finished_at - terminated.started_at).total_seconds())

@@ -1,0 +1,64 @@
+"""The POSIX ``sh`` wrapper that reports a container's own resource usage on exit.
+
+It runs the user's command as a child (stdin, stdout and stderr untouched),
+forwards TERM and INT to it, then appends one usage line to the termination
+message file and exits with the child's exit code. It needs only ``sh`` and
+``/proc``: no awk, no coreutils beyond the shell's builtins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from airflow_adaptive.core.telemetry import USAGE_PREFIX
+
+TERMINATION_FILE_ENV = "ADAPTIVE_TERMINATION_FILE"
+CGROUP_ROOT_ENV = "ADAPTIVE_CGROUP_ROOT"
+
+WRAPPER_SCRIPT = r"""
+uptime_cs() { read -r up _ < /proc/uptime 2>/dev/null || { echo; return; }; s=${up%.*}; c=${up#*.}; echo $((s * 100 + 1$c - 100)); }
+t0=$(uptime_cs)
+exec 3<&0
+"$@" <&3 3<&- &
+child=$!
+exec 3<&-
+trap 'kill -TERM "$child" 2>/dev/null' TERM
+trap 'kill -INT "$child" 2>/dev/null' INT
+wait "$child"; rc=$?
+while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
+t1=$(uptime_cs)
+cg=${ADAPTIVE_CGROUP_ROOT:-/sys/fs/cgroup}
+peak=null; cpu=null; rb=null; wb=null; wall=null
+if [ -r "$cg/memory.peak" ]; then read -r peak < "$cg/memory.peak"
+elif [ -r "$cg/memory/memory.max_usage_in_bytes" ]; then read -r peak < "$cg/memory/memory.max_usage_in_bytes"
+fi
+if [ -r "$cg/cpu.stat" ]; then
+  while read -r k v; do [ "$k" = usage_usec ] && cpu=$((v / 1000)); done < "$cg/cpu.stat"
+elif [ -r "$cg/cpuacct/cpuacct.usage" ]; then read -r v < "$cg/cpuacct/cpuacct.usage"; cpu=$((v / 1000000))
+fi
+if [ -r "$cg/io.stat" ]; then
+  rb=0; wb=0
+  while read -r line; do for f in $line; do case $f in
+    rbytes=*) rb=$((rb + ${f#rbytes=}));; wbytes=*) wb=$((wb + ${f#wbytes=}));; esac; done; done < "$cg/io.stat"
+elif [ -r "$cg/blkio/blkio.throttle.io_service_bytes" ]; then
+  rb=0; wb=0
+  while read -r _ op n; do case $op in Read) rb=$((rb + n));; Write) wb=$((wb + n));; esac; done < "$cg/blkio/blkio.throttle.io_service_bytes"
+fi
+[ -n "$t0" ] && [ -n "$t1" ] && wall=$(((t1 - t0) * 10))
+[ "$cpu" = null ] || cpu="$((cpu / 1000)).$(printf %03d $((cpu % 1000)))"
+[ "$wall" = null ] || wall="$((wall / 1000)).$(printf %03d $((wall % 1000)))"
+printf '\n%s{"v":1,"exit_code":%s,"peak_memory_bytes":%s,"cpu_core_seconds":%s,"wall_seconds":%s,"read_bytes":%s,"write_bytes":%s}\n' \
+  "__PREFIX__" "$rc" "${peak:-null}" "$cpu" "$wall" "$rb" "$wb" >> "${ADAPTIVE_TERMINATION_FILE:-/dev/termination-log}" 2>/dev/null
+exit "$rc"
+""".replace("__PREFIX__", USAGE_PREFIX).strip()
+
+WRAPPER_NAME = "adaptive-usage-wrapper"
+
+
+def wrap_command(cmds: Sequence[str], arguments: Sequence[str]) -> list[str]:
+    """The container command that runs ``cmds + arguments`` under the wrapper."""
+    return ["/bin/sh", "-c", WRAPPER_SCRIPT, WRAPPER_NAME, *cmds, *arguments]
+
+
+def is_wrapped(command: Sequence[str] | None) -> bool:
+    return bool(command) and len(command or []) >= 4 and command[3] == WRAPPER_NAME  # type: ignore[index]

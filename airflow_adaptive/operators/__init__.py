@@ -1,0 +1,5 @@
+"""Operators of the provider."""
+
+from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator, AdaptiveMemoryCapReached, AdaptiveOOMKilled
+
+__all__ = ["AdaptiveKubernetesPodOperator", "AdaptiveMemoryCapReached", "AdaptiveOOMKilled"]

@@ -1,0 +1,177 @@
+"""KubernetesPodOperator that sizes memory from history and records what each attempt used."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
+from kubernetes.client import models as k8s
+
+from airflow_adaptive.advisor import Advisor, keep_user
+from airflow_adaptive.config import get_settings
+from airflow_adaptive.core.model import Decision, ExitReason, Observation, TaskKey
+from airflow_adaptive.core.units import format_bytes
+from airflow_adaptive.exceptions import InvalidQuantityError
+from airflow_adaptive.kubernetes.metrics import PeakSampler
+from airflow_adaptive.kubernetes.pods import (
+    FAMILY_ANNOTATION,
+    MANAGED_LABEL,
+    apply_decision,
+    find_container,
+    memory_of,
+    observe_pod,
+)
+from airflow_adaptive.kubernetes.wrapper import TERMINATION_FILE_ENV, is_wrapped, wrap_command
+
+
+class AdaptiveOOMKilled(AirflowException):
+    """The task's container was OOM-killed; the next try gets more memory."""
+
+
+class AdaptiveMemoryCapReached(AirflowFailException):
+    """The task was OOM-killed at the largest allocatable memory; retrying cannot help."""
+
+
+def task_key(context: Any) -> TaskKey | None:
+    ti = (context or {}).get("ti")
+    if ti is None:
+        return None
+    map_index = getattr(ti, "map_index", -1)
+    return TaskKey(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else map_index, ti.try_number)
+
+
+class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
+    """A KubernetesPodOperator whose memory comes from the history of its task family.
+
+    :param task_family: history key shared by tasks that do the same work
+        (default ``dag_id.task_id``); several DAGs may share one family.
+    :param input_size_bytes: declared input size of this attempt, for size-aware strategies. (templated)
+    :param adaptive: set False to record history without changing resources.
+    """
+
+    template_fields: Sequence[str] = (*KubernetesPodOperator.template_fields, "input_size_bytes")
+
+    def __init__(
+        self,
+        *,
+        task_family: str | None = None,
+        input_size_bytes: int | str | None = None,
+        adaptive: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.task_family = task_family
+        self.input_size_bytes = input_size_bytes
+        self.adaptive = adaptive
+        # The policy leaves pods that carry this label to the operator.
+        self.labels = {**(self.labels or {}), MANAGED_LABEL: "operator"}
+        resources = self.container_resources
+        if resources is not None and "{{" not in str(resources):
+            memory_of(resources, what=f"task {self.task_id!r} container_resources memory")
+
+    @property
+    def family(self) -> str:
+        return self.task_family or f"{self.dag_id}.{self.task_id}"
+
+    def _input_size(self) -> int | None:
+        if self.input_size_bytes in (None, ""):
+            return None
+        try:
+            size = int(self.input_size_bytes)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise InvalidQuantityError(
+                f"task {self.task_id!r}: input_size_bytes={self.input_size_bytes!r} is not a whole number"
+            ) from None
+        if size < 0:
+            raise InvalidQuantityError(f"task {self.task_id!r}: input_size_bytes must not be negative")
+        return size
+
+    def build_pod_request_obj(self, context: Any = None, *, dry_run: bool = False) -> k8s.V1Pod:
+        pod = super().build_pod_request_obj(context, dry_run=dry_run)
+        container = find_container(pod, self.base_container_name)
+        if container is not None and container.command and not is_wrapped(container.command):
+            container.command = wrap_command(container.command, container.args or [])
+            container.args = None
+            if container.termination_message_path:
+                env = list(container.env or [])
+                env.append(k8s.V1EnvVar(name=TERMINATION_FILE_ENV, value=container.termination_message_path))
+                container.env = env
+        decision = self.decide(pod, context)
+        self.log.info("airflow-adaptive [%s] %s", decision.strategy, decision.explanation)
+        return apply_decision(pod, decision, self.family, self.base_container_name, managed_by="operator")
+
+    def decide(self, pod: k8s.V1Pod, context: Any) -> Decision:
+        container = find_container(pod, self.base_container_name)
+        user = memory_of(container.resources if container else None)
+        if not self.adaptive:
+            return keep_user(user, "adaptive sizing is off for this task")
+        return Advisor(get_settings()).decide(self.family, user, task_key(context), input_size_bytes=self._input_size())
+
+    def _command_wrapped(self) -> bool:
+        pod = self.pod_request_obj
+        container = find_container(pod, self.base_container_name) if pod is not None else None
+        return bool(container is not None and is_wrapped(container.command))
+
+    def await_pod_completion(self, pod: k8s.V1Pod) -> None:
+        """Sample the metrics API while the pod runs when the command could not be wrapped."""
+        if self._command_wrapped():
+            return super().await_pod_completion(pod)
+        sampler = PeakSampler(
+            self.client.api_client,
+            pod.metadata.namespace,
+            pod.metadata.name,
+            self.base_container_name,
+            get_settings().metrics_sample_interval_seconds,
+        )
+        with sampler:
+            super().await_pod_completion(pod)
+        self._sampled_peak_bytes = sampler.peak_bytes
+
+    def cleanup(
+        self,
+        pod: k8s.V1Pod,
+        remote_pod: k8s.V1Pod,
+        xcom_result: dict | None = None,
+        context: Any = None,
+    ) -> None:
+        observation = self._record(remote_pod, context)
+        try:
+            super().cleanup(pod=pod, remote_pod=remote_pod, xcom_result=xcom_result, context=context)
+        except AirflowException as err:
+            if observation is None or observation.exit_reason is not ExitReason.OOM_KILLED:
+                raise
+            raise self._oom_error(observation) from err
+        if observation is not None and observation.exit_reason is ExitReason.OOM_KILLED:
+            raise self._oom_error(observation)
+
+    def _record(self, remote_pod: k8s.V1Pod | None, context: Any) -> Observation | None:
+        key = task_key(context)
+        if remote_pod is None or key is None or self._killed:
+            return None
+        annotations = (remote_pod.metadata.annotations if remote_pod.metadata else None) or {}
+        observation = observe_pod(
+            remote_pod,
+            self.base_container_name,
+            key,
+            annotations.get(FAMILY_ANNOTATION, self.family),
+            input_size_bytes=self._input_size(),
+            sampled_peak_bytes=getattr(self, "_sampled_peak_bytes", None),
+        )
+        Advisor(get_settings()).record(observation)
+        return observation
+
+    def _oom_error(self, observation: Observation) -> AirflowException:
+        limit = observation.memory_limit_bytes
+        cap = get_settings().sizing.cap_bytes
+        if limit is not None and limit >= cap:
+            return AdaptiveMemoryCapReached(
+                f"task family {observation.task_family!r} was OOM-killed at {format_bytes(limit)}, the "
+                f"largest allocatable memory ([adaptive] max_allocatable_memory = {format_bytes(cap)}); "
+                "it needs a bigger node or less memory, retrying cannot help"
+            )
+        return AdaptiveOOMKilled(
+            f"task family {observation.task_family!r} was OOM-killed at {format_bytes(limit)} "
+            f"(try {observation.key.try_number}); the next try gets more memory"
+        )

@@ -1,0 +1,118 @@
+"""Reaching the history store from whichever Airflow process we run in.
+
+Scheduler, api-server and CLI have Airflow's own engine. Task processes do not
+(Airflow 3 blocks the ORM there), so they use an Airflow connection holding a
+SQLAlchemy URL. Either may be missing: callers then fail open.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.engine import URL, make_url
+
+from airflow_adaptive.exceptions import HistoryUnavailableError
+from airflow_adaptive.store.repository import HistoryRepository
+
+log = logging.getLogger(__name__)
+
+_DRIVERS = {"postgres": "postgresql", "postgresql": "postgresql", "sqlite": "sqlite", "mysql": "mysql"}
+_engines: dict[str, Engine] = {}
+_lock = threading.Lock()
+_warned: set[str] = set()
+
+
+def warn_once(reason: str) -> None:
+    """Log a fail-open reason once per process (a busy scheduler would repeat it per pod)."""
+    with _lock:
+        if reason in _warned:
+            return
+        _warned.add(reason)
+    log.warning("airflow-adaptive: %s; pods keep the user's resources", reason)
+
+
+def connection_url(conn: Any) -> URL:
+    """The SQLAlchemy URL of an Airflow connection: extra ``sqlalchemy_url`` first, else its parts."""
+    extra = conn.extra_dejson if hasattr(conn, "extra_dejson") else {}
+    if extra.get("sqlalchemy_url"):
+        return make_url(extra["sqlalchemy_url"])
+    driver = _DRIVERS.get((conn.conn_type or "").lower())
+    if driver is None:
+        raise HistoryUnavailableError(
+            f"connection {conn.conn_id!r} has type {conn.conn_type!r}; use postgres, mysql or sqlite, "
+            "or set extra 'sqlalchemy_url'"
+        )
+    if driver == "sqlite":
+        return URL.create("sqlite", database=conn.host or conn.schema)
+    return URL.create(
+        driver,
+        username=conn.login or None,
+        password=conn.password or None,
+        host=conn.host or None,
+        port=conn.port or None,
+        database=conn.schema or None,
+    )
+
+
+def _timeout_args(url: URL, timeout_seconds: float) -> dict[str, Any]:
+    backend = url.get_backend_name()
+    if backend == "postgresql":
+        millis = int(timeout_seconds * 1000)
+        return {"connect_timeout": max(1, int(timeout_seconds)), "options": f"-c statement_timeout={millis}"}
+    if backend == "sqlite":
+        return {"timeout": timeout_seconds}
+    if backend in ("mysql", "mariadb"):
+        seconds = max(1, int(timeout_seconds))
+        return {"connect_timeout": seconds, "read_timeout": seconds, "write_timeout": seconds}
+    return {}
+
+
+def engine_for_url(url: URL | str, timeout_seconds: float) -> Engine:
+    """One pooled engine per URL per process, with short timeouts."""
+    url = make_url(url)
+    key = url.render_as_string(hide_password=False)
+    with _lock:
+        engine = _engines.get(key)
+        if engine is None:
+            engine = create_engine(
+                url, connect_args=_timeout_args(url, timeout_seconds), pool_pre_ping=True, future=True
+            )
+            _engines[key] = engine
+    return engine
+
+
+def airflow_engine() -> Engine | None:
+    """Airflow's own engine, or None in processes where Airflow blocks the ORM."""
+    try:
+        from airflow import settings
+
+        engine = settings.engine
+    except (AttributeError, RuntimeError, ImportError):
+        return None
+    if engine is None or str(engine.url).startswith("airflow-db-not-allowed"):
+        return None
+    return engine
+
+
+def _connection(conn_id: str) -> Any:
+    from airflow.sdk import BaseHook
+
+    return BaseHook.get_connection(conn_id)
+
+
+def open_repository(conn_id: str, timeout_seconds: float, *, prefer_airflow_engine: bool = True) -> HistoryRepository:
+    """The history repository for this process, or HistoryUnavailableError saying why not."""
+    if prefer_airflow_engine:
+        engine = airflow_engine()
+        if engine is not None:
+            return HistoryRepository(engine)
+    try:
+        conn = _connection(conn_id)
+    except Exception as err:  # any secrets backend or API error means "not available"
+        raise HistoryUnavailableError(
+            f"no database access in this process and connection {conn_id!r} is unavailable ({err})"
+        ) from err
+    return HistoryRepository(engine_for_url(connection_url(conn), timeout_seconds))

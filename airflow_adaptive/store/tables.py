@@ -1,0 +1,59 @@
+"""Table definitions, with their own MetaData and explicit index names."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+# Airflow's naming convention, so ORM create_all and migrations name things alike.
+NAMING_CONVENTION = {
+    "ix": "idx_%(column_0_label)s",
+    "uq": "%(table_name)s_%(column_0_name)s_uq",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "%(table_name)s_%(column_0_name)s_fkey",
+    "pk": "%(table_name)s_pkey",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+task_attempt = Table(
+    "adaptive_task_attempt",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("dag_id", String(250), nullable=False),
+    Column("task_id", String(250), nullable=False),
+    Column("run_id", String(250), nullable=False),
+    Column("map_index", Integer, nullable=False, server_default="-1"),
+    Column("try_number", Integer, nullable=False),
+    Column("task_family", String(250), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=False),
+    Column("memory_request_bytes", BigInteger),
+    Column("memory_limit_bytes", BigInteger),
+    Column("peak_memory_bytes", BigInteger),
+    Column("peak_kind", String(16), nullable=False, server_default="none"),
+    Column("cpu_core_seconds", Float),
+    Column("wall_seconds", Float),
+    Column("read_bytes", BigInteger),
+    Column("write_bytes", BigInteger),
+    Column("input_size_bytes", BigInteger),
+    Column("node_name", String(253)),
+    Column("exit_reason", String(64), nullable=False),
+    Column("exit_code", Integer),
+    Column("strategy", String(100)),
+    Column("explanation", Text),
+    UniqueConstraint(
+        "dag_id", "task_id", "run_id", "map_index", "try_number", name="adaptive_task_attempt_key_uq"
+    ),
+    Index("idx_adaptive_task_attempt_family_finished", "task_family", "finished_at"),
+)

@@ -1,0 +1,1 @@
+"""Importers of task-resource traces into observations."""
