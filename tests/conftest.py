@@ -1,0 +1,87 @@
+"""Test session: a private AIRFLOW_HOME and a real metadata database (SQLite, or PostgreSQL).
+
+``ADAPTIVE_TEST_DB=postgres`` runs everything against the PostgreSQL server
+(``ADAPTIVE_TEST_POSTGRES_URL``, default the local ``test`` database).
+Configuration must be in the environment before Airflow is imported.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+_HOME = Path(tempfile.mkdtemp(prefix="adaptive-test-home-"))
+(_HOME / "dags").mkdir()
+DB_KIND = os.environ.get("ADAPTIVE_TEST_DB", "sqlite")
+POSTGRES_URL = os.environ.get("ADAPTIVE_TEST_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test")
+DB_URL = POSTGRES_URL if DB_KIND == "postgres" else f"sqlite:///{_HOME}/airflow.db"
+os.environ.update(
+    {
+        "AIRFLOW_HOME": str(_HOME),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(_HOME / "dags"),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": DB_URL,
+        "AIRFLOW__ADAPTIVE__SPOOL_DIR": str(_HOME / "spool"),
+        "AIRFLOW__ADAPTIVE__STORE_TIMEOUT_SECONDS": "3",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": "http://127.0.0.1:1/execution/",
+    }
+)
+
+import pytest  # noqa: E402
+from kubernetes.client import ApiClient  # noqa: E402
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def pytest_report_header() -> str:
+    return f"airflow-adaptive tests on {DB_KIND}: {DB_URL.split('@')[-1]}"
+
+
+@pytest.fixture(scope="session")
+def airflow_home() -> Path:
+    return _HOME
+
+
+@pytest.fixture(scope="session", autouse=True)
+def airflow_db() -> Iterator[str]:
+    """Airflow's tables and ours, created once per session through Airflow's own reset."""
+    from airflow.utils.db import resetdb
+
+    resetdb(skip_init=False)
+    yield DB_URL
+
+
+@pytest.fixture
+def engine(airflow_db: str) -> Any:
+    from airflow import settings
+
+    return settings.engine
+
+
+@pytest.fixture(autouse=True)
+def clean_history(airflow_db: str) -> Iterator[None]:
+    """Every test starts with an empty history table and fresh settings."""
+    from airflow import settings
+    from sqlalchemy import delete
+
+    from airflow_adaptive.config import get_settings
+    from airflow_adaptive.store.tables import task_attempt
+
+    with settings.engine.begin() as conn:
+        conn.execute(delete(task_attempt))
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+def validate_pod(pod: Any) -> dict[str, Any]:
+    """The pod as the API server would receive it, checked against the Kubernetes 1.33 schema (strict)."""
+    import kubernetes_validate
+
+    data = pod if isinstance(pod, dict) else ApiClient().sanitize_for_serialization(pod)
+    data = {"apiVersion": "v1", "kind": "Pod", **data}
+    kubernetes_validate.validate(data, "1.33", strict=True)
+    return data

@@ -1,0 +1,274 @@
+"""FakeKubernetesApi: a test double of the Kubernetes API server, for end-to-end operator tests.
+
+It speaks just enough of the core/v1 pods API (create, read, list with label
+selectors, log, patch, delete, events) and metrics.k8s.io for
+KubernetesPodOperator, its trigger and our sampler. Instead of a kubelet it
+*runs* the container command locally with ``sh`` and a fake cgroup folder
+whose ``memory.peak`` is the peak the test scripted for that task: a peak above
+the memory limit ends the container ``OOMKilled`` (exit 137, no message), as
+the kernel would; otherwise the command's exit code and termination-message
+file become the container's terminated state.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from kubernetes.utils import parse_quantity
+
+PeakFor = Callable[[dict[str, Any]], int]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _selector_matches(selector: str, labels: dict[str, str]) -> bool:
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key) == value:
+                return False
+        elif "=" in term:
+            key, value = term.split("=", 1)
+            if labels.get(key.rstrip("=")) != value:
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+class FakeKubernetesApi:
+    """Start with ``with FakeKubernetesApi(tmp_path, peak_for) as api:``; ``api.kubeconfig`` points at it."""
+
+    def __init__(self, workdir: Path, peak_for: PeakFor, node_name: str = "node-a") -> None:
+        self.workdir = workdir
+        self.peak_for = peak_for
+        self.node_name = node_name
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.created: list[dict[str, Any]] = []  # every pod body as POSTed, in order
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.requests: list[tuple[str, str]] = []
+        self.logs: dict[tuple[str, str], str] = {}
+        self.metrics_memory: str | None = None  # served by metrics.k8s.io when set
+        self._reads: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.kubeconfig = workdir / "kubeconfig.yaml"
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def __enter__(self) -> FakeKubernetesApi:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        host, port = self._server.server_address[:2]
+        self.url = f"http://{host}:{port}"
+        self.kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+                    "users": [{"name": "fake", "user": {"token": "fake-token"}}],
+                    "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+                    "current-context": "fake",
+                }
+            )
+        )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    # -- the kubelet stand-in --------------------------------------------------------------------
+    def _run_container(self, pod: dict[str, Any]) -> None:
+        container = pod["spec"]["containers"][0]
+        limit = (container.get("resources") or {}).get("limits", {}).get("memory")
+        peak = self.peak_for(pod)
+        started = _now()
+        if limit is not None and peak > parse_quantity(limit):
+            terminated = {"exitCode": 137, "reason": "OOMKilled", "startedAt": started, "finishedAt": _now()}
+            output = ""
+        else:
+            terminated, output = self._execute(container, peak)
+            terminated.update(startedAt=started, finishedAt=_now())
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        self.logs[key] = output
+        pod["spec"]["nodeName"] = self.node_name
+        pod["status"] = {
+            "phase": "Succeeded" if terminated["exitCode"] == 0 else "Failed",
+            "containerStatuses": [
+                {
+                    "name": container["name"],
+                    "image": container.get("image", ""),
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {"terminated": terminated},
+                }
+            ],
+        }
+
+    def _execute(self, container: dict[str, Any], peak: int) -> tuple[dict[str, Any], str]:
+        command = [*(container.get("command") or []), *(container.get("args") or [])]
+        if not command:  # the image's entrypoint would run: nothing to execute here
+            return {"exitCode": 0, "reason": "Completed"}, ""
+        with tempfile.TemporaryDirectory(dir=self.workdir) as tmp:
+            cgroup = Path(tmp, "cgroup")
+            cgroup.mkdir()
+            (cgroup / "memory.peak").write_text(f"{peak}\n")
+            (cgroup / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\n")
+            (cgroup / "io.stat").write_text("8:0 rbytes=4096 wbytes=8192 rios=1 wios=2\n")
+            message_file = Path(tmp, "termination-log")
+            message_file.touch()
+            env = {
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "ADAPTIVE_CGROUP_ROOT": str(cgroup),
+                "ADAPTIVE_TERMINATION_FILE": str(message_file),
+            }
+            env.update({e["name"]: e.get("value", "") for e in container.get("env") or [] if e["name"] != "ADAPTIVE_TERMINATION_FILE"})
+            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+            message = message_file.read_text()
+        reason = "Completed" if done.returncode == 0 else "Error"
+        state: dict[str, Any] = {"exitCode": done.returncode, "reason": reason}
+        if message:
+            state["message"] = message
+        return state, done.stdout + done.stderr
+
+    # -- HTTP ------------------------------------------------------------------------------------
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:  # keep test output quiet
+                pass
+
+            def _send(self, status: int, body: Any, content_type: str = "application/json") -> None:
+                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _not_found(self) -> None:
+                self._send(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404})
+
+            def _body(self) -> dict[str, Any]:
+                length = int(self.headers.get("Content-Length") or 0)
+                return json.loads(self.rfile.read(length) or b"{}")
+
+            def _route(self, method: str) -> None:
+                url = urlparse(self.path)
+                query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+                parts = url.path.strip("/").split("/")
+                with api._lock:
+                    api.requests.append((method, url.path))
+                if parts[:2] == ["apis", "metrics.k8s.io"] and len(parts) == 7:
+                    return self._metrics(parts[4], parts[6])
+                if parts[:3] != ["api", "v1", "namespaces"] or len(parts) < 5:
+                    return self._not_found()
+                namespace, kind = parts[3], parts[4]
+                if kind == "events":
+                    return self._send(200, {"kind": "EventList", "apiVersion": "v1", "items": []})
+                if kind != "pods":
+                    return self._not_found()
+                name = parts[5] if len(parts) > 5 else None
+                sub = parts[6] if len(parts) > 6 else None
+                if method == "POST" and name is None:
+                    return self._create(namespace)
+                if method == "GET" and name is None:
+                    return self._list(namespace, query.get("labelSelector", ""))
+                key = (namespace, name or "")
+                with api._lock:
+                    pod = api.pods.get(key)
+                if pod is None:
+                    return self._not_found()
+                if sub == "log":
+                    return self._log(key, query)
+                if method == "GET":
+                    return self._send(200, self._read(key, pod))
+                if method == "PATCH":
+                    patch = self._body()
+                    with api._lock:
+                        api.patches.append((name or "", patch))
+                        pod["metadata"].setdefault("labels", {}).update((patch.get("metadata") or {}).get("labels") or {})
+                    return self._send(200, pod)
+                if method == "DELETE":
+                    with api._lock:
+                        api.pods.pop(key, None)
+                    return self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+                return self._not_found()
+
+            def _create(self, namespace: str) -> None:
+                pod = self._body()
+                with api._lock:
+                    api.created.append(copy.deepcopy(pod))
+                pod.setdefault("metadata", {})["namespace"] = namespace
+                pod["metadata"].update(uid=f"uid-{len(api.created)}", creationTimestamp=_now(), resourceVersion="1")
+                pod["status"] = {"phase": "Pending"}
+                with api._lock:
+                    api.pods[(namespace, pod["metadata"]["name"])] = pod
+                self._send(201, pod)
+
+            def _read(self, key: tuple[str, str], pod: dict[str, Any]) -> dict[str, Any]:
+                """Pending on the first read, then the container has run to its end."""
+                with api._lock:
+                    api._reads[key] = api._reads.get(key, 0) + 1
+                    first = api._reads[key] == 1
+                if not first and pod["status"].get("phase") == "Pending":
+                    api._run_container(pod)
+                return pod
+
+            def _list(self, namespace: str, selector: str) -> None:
+                with api._lock:
+                    items = [
+                        p for (ns, _), p in api.pods.items()
+                        if ns == namespace and _selector_matches(selector, p["metadata"].get("labels") or {})
+                    ]  # fmt: skip
+                self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
+
+            def _log(self, key: tuple[str, str], query: dict[str, str]) -> None:
+                lines = api.logs.get(key, "").splitlines()
+                stamp = "2026-11-25T00:00:00.000000000Z "
+                text = "".join(f"{stamp if query.get('timestamps') == 'true' else ''}{line}\n" for line in lines)
+                self._send(200, text, "text/plain")
+
+            def _metrics(self, namespace: str, name: str) -> None:
+                with api._lock:
+                    pod = api.pods.get((namespace, name))
+                if pod is None or api.metrics_memory is None:
+                    return self._not_found()
+                containers = [
+                    {"name": c["name"], "usage": {"cpu": "100m", "memory": api.metrics_memory}}
+                    for c in pod["spec"]["containers"]
+                ]
+                self._send(200, {"kind": "PodMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
+                                 "metadata": {"name": name, "namespace": namespace}, "containers": containers})  # fmt: skip
+
+            def do_GET(self) -> None:
+                self._route("GET")
+
+            def do_POST(self) -> None:
+                self._route("POST")
+
+            def do_PATCH(self) -> None:
+                self._route("PATCH")
+
+            def do_DELETE(self) -> None:
+                self._route("DELETE")
+
+        return Handler

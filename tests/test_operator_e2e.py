@@ -1,0 +1,113 @@
+"""The operator end to end: real Airflow 3.3 (``dag.test``), real database, FakeKubernetesApi."""
+
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.providers.cncf.kubernetes.pod_generator import make_safe_label_value
+from sqlalchemy import select
+
+from airflow_adaptive.kubernetes.pods import DECISION_ANNOTATION, FAMILY_LABEL
+from airflow_adaptive.store.tables import task_attempt
+from tests.conftest import validate_pod
+from tests.fake_kubernetes import FakeKubernetesApi
+
+MIB = 1024**2
+
+DAG_TEMPLATE = '''
+from datetime import datetime, timedelta
+from airflow.sdk import DAG
+from kubernetes.client import models as k8s
+from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
+
+with DAG(dag_id={dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
+         default_args={{"retries": {retries}, "retry_delay": timedelta(seconds=0)}}) as dag:
+    AdaptiveKubernetesPodOperator(
+        task_id="work",
+        task_family={family!r},
+        image="busybox",
+        cmds=["sh", "-c"],
+        arguments=["echo working; echo oops >&2"],
+        container_resources=k8s.V1ResourceRequirements(
+            requests={{"memory": {memory!r}, "cpu": "100m"}}, limits={{"memory": {memory!r}}}),
+        config_file={kubeconfig!r},
+        in_cluster=False,
+        namespace="default",
+        deferrable={deferrable!r},
+        poll_interval=0.1,
+        base_container_status_polling_interval=0.1,
+        startup_check_interval_seconds=0,
+        get_logs=True,
+    )
+'''
+
+
+def run_dag(airflow_home: Path, api: FakeKubernetesApi, dag_id: str, *, deferrable: bool, memory: str = "256Mi",
+            retries: int = 2, family: str = "e2e.work") -> Any:  # fmt: skip
+    path = airflow_home / "dags" / f"{dag_id}.py"
+    path.write_text(textwrap.dedent(DAG_TEMPLATE.format(
+        dag_id=dag_id, retries=retries, family=family, memory=memory,
+        kubeconfig=str(api.kubeconfig), deferrable=deferrable)))  # fmt: skip
+    spec = importlib.util.spec_from_file_location(dag_id, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    dag = next(v for v in vars(module).values() if getattr(v, "dag_id", None) == dag_id)
+    return dag.test()
+
+
+def stored(engine: Any, family: str) -> list[Any]:
+    with engine.connect() as conn:
+        return conn.execute(
+            select(task_attempt).where(task_attempt.c.task_family == family).order_by(task_attempt.c.try_number)
+        ).all()
+
+
+@pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
+def test_successful_pod_is_recorded_with_its_usage(airflow_home: Path, tmp_path: Path, engine: Any, deferrable: bool) -> None:
+    with FakeKubernetesApi(tmp_path, lambda pod: 100 * MIB) as api:
+        dr = run_dag(airflow_home, api, f"e2e_ok_{int(deferrable)}", deferrable=deferrable)
+    assert dr.state == "success"
+    assert len(api.created) == 1
+    pod = validate_pod(api.created[0])
+    labels = pod["metadata"]["labels"]
+    assert labels["dag_id"] == f"e2e_ok_{int(deferrable)}" and labels["task_id"] == "work"
+    assert labels["run_id"] == make_safe_label_value(dr.run_id)
+    assert labels["kubernetes_pod_operator"] == "True" and labels["try_number"] == "1"
+    assert labels[FAMILY_LABEL] == "e2e.work"
+    assert pod["spec"]["containers"][0]["command"][:2] == ["/bin/sh", "-c"]
+    rows = stored(engine, "e2e.work")
+    assert len(rows) == 1
+    row = rows[0]
+    assert (row.exit_reason, row.exit_code, row.try_number) == ("Completed", 0, 1)
+    assert row.peak_memory_bytes == 100 * MIB and row.peak_kind == "measured"
+    assert row.cpu_core_seconds == pytest.approx(2.5)
+    assert (row.read_bytes, row.write_bytes) == (4096, 8192)
+    assert row.memory_limit_bytes == 256 * MIB
+    assert row.node_name == "node-a" and row.run_id == dr.run_id
+    assert row.strategy == "user"
+
+
+@pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
+def test_oom_killed_try_is_censored_and_the_retry_gets_more_memory(
+    airflow_home: Path, tmp_path: Path, engine: Any, deferrable: bool
+) -> None:
+    with FakeKubernetesApi(tmp_path, lambda pod: 300 * MIB) as api:
+        dr = run_dag(airflow_home, api, f"e2e_oom_{int(deferrable)}", deferrable=deferrable, family="e2e.oom")
+    assert dr.state == "success"
+    limits = [validate_pod(p)["spec"]["containers"][0]["resources"]["limits"]["memory"] for p in api.created]
+    assert limits == ["256Mi", "512Mi"]
+    second = api.created[1]["metadata"]
+    assert "OOM-killed" in second["annotations"][DECISION_ANNOTATION]
+    rows = stored(engine, "e2e.oom")
+    assert [(r.try_number, r.exit_reason, r.peak_kind) for r in rows] == [
+        (1, "OOMKilled", "censored"),
+        (2, "Completed", "measured"),
+    ]
+    assert rows[0].exit_code == 137 and rows[0].peak_memory_bytes is None
+    assert rows[0].memory_limit_bytes == 256 * MIB and rows[1].memory_limit_bytes == 512 * MIB
+    assert rows[1].peak_memory_bytes == 300 * MIB
