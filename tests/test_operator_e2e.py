@@ -30,8 +30,8 @@ with DAG(dag_id={dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catc
         task_id="work",
         task_family={family!r},
         image="busybox",
-        cmds=["sh", "-c"],
-        arguments=["echo working; echo oops >&2"],
+        cmds={cmds!r},
+        arguments={arguments!r},
         container_resources=k8s.V1ResourceRequirements(
             requests={{"memory": {memory!r}, "cpu": "100m"}}, limits={{"memory": {memory!r}}}),
         config_file={kubeconfig!r},
@@ -47,11 +47,12 @@ with DAG(dag_id={dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catc
 
 
 def run_dag(airflow_home: Path, api: FakeKubernetesApi, dag_id: str, *, deferrable: bool, memory: str = "256Mi",
-            retries: int = 2, family: str = "e2e.work") -> Any:  # fmt: skip
+            retries: int = 2, family: str = "e2e.work", command: bool = True) -> Any:  # fmt: skip
     path = airflow_home / "dags" / f"{dag_id}.py"
     path.write_text(textwrap.dedent(DAG_TEMPLATE.format(
         dag_id=dag_id, retries=retries, family=family, memory=memory,
-        kubeconfig=str(api.kubeconfig), deferrable=deferrable)))  # fmt: skip
+        kubeconfig=str(api.kubeconfig), deferrable=deferrable,
+        cmds=["sh", "-c"] if command else None, arguments=["echo working; echo oops >&2"] if command else None)))  # fmt: skip
     spec = importlib.util.spec_from_file_location(dag_id, path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -111,3 +112,26 @@ def test_oom_killed_try_is_censored_and_the_retry_gets_more_memory(
     assert rows[0].exit_code == 137 and rows[0].peak_memory_bytes is None
     assert rows[0].memory_limit_bytes == 256 * MIB and rows[1].memory_limit_bytes == 512 * MIB
     assert rows[1].peak_memory_bytes == 300 * MIB
+
+
+def test_a_try_at_the_cap_fails_without_further_retries(
+    airflow_home: Path, tmp_path: Path, engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__MAX_ALLOCATABLE_MEMORY", "512Mi")
+    with FakeKubernetesApi(tmp_path, lambda pod: 600 * MIB) as api:
+        dr = run_dag(airflow_home, api, "e2e_cap", deferrable=False, retries=3, family="e2e.cap")
+    assert dr.state == "failed"
+    limits = [p["spec"]["containers"][0]["resources"]["limits"]["memory"] for p in api.created]
+    assert limits == ["256Mi", "512Mi"]  # retries=3, but a try at the cap ends the task
+    assert [r.exit_reason for r in stored(engine, "e2e.cap")] == ["OOMKilled", "OOMKilled"]
+
+
+def test_entrypoint_pods_are_sampled_from_the_metrics_api(airflow_home: Path, tmp_path: Path, engine: Any) -> None:
+    with FakeKubernetesApi(tmp_path, lambda pod: 100 * MIB) as api:
+        api.metrics_memory = "150Mi"
+        dr = run_dag(airflow_home, api, "e2e_sampled", deferrable=False, family="e2e.sampled", command=False)
+    assert dr.state == "success"
+    assert not api.created[0]["spec"]["containers"][0].get("command")
+    assert any(path.startswith("/apis/metrics.k8s.io/") for _, path in api.requests)
+    (row,) = stored(engine, "e2e.sampled")
+    assert (row.peak_memory_bytes, row.peak_kind) == (150 * MIB, "sampled")

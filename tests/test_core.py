@@ -1,0 +1,114 @@
+"""Pure policy: the import rule, the decision, and the termination-message parser."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from airflow_adaptive.core.decide import SizingSettings, decide_memory
+from airflow_adaptive.core.model import GIB, MIB, ExitReason, MemoryRequest, Observation, PeakKind, TaskKey, Usage
+from airflow_adaptive.core.sizing import make_predictor, predictor_names
+from airflow_adaptive.core.telemetry import USAGE_PREFIX, parse_usage
+from airflow_adaptive.exceptions import UnknownStrategyError
+
+CORE = Path(__file__).resolve().parents[1] / "airflow_adaptive" / "core"
+FORBIDDEN = {"airflow", "kubernetes", "sqlalchemy"}
+
+
+def test_core_imports_nothing_from_airflow_kubernetes_or_sqlalchemy() -> None:
+    offenders = []
+    for path in CORE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names] if isinstance(node, ast.Import)
+                else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )  # fmt: skip
+            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in FORBIDDEN]
+    assert offenders == []
+    assert len(list(CORE.rglob("*.py"))) >= 5  # the rule really looked at the package
+
+
+def obs(peak: int | None, *, reason: ExitReason = ExitReason.COMPLETED, limit: int | None = None,
+        kind: PeakKind = PeakKind.MEASURED, try_number: int = 1) -> Observation:  # fmt: skip
+    return Observation(
+        key=TaskKey("d", "t", f"r{peak}", -1, try_number),
+        task_family="d.t",
+        usage=Usage(peak_memory_bytes=peak, peak_kind=kind),
+        exit_reason=reason,
+        memory_request_bytes=limit,
+        memory_limit_bytes=limit,
+    )
+
+
+SETTINGS = SizingSettings(min_observations=3, cap_bytes=64 * GIB)
+USER = MemoryRequest(8 * GIB, 8 * GIB)
+
+
+def test_too_little_history_keeps_the_users_request() -> None:
+    d = decide_memory([obs(1 * GIB), obs(2 * GIB)], USER, SETTINGS)
+    assert (d.memory_request_bytes, d.memory_limit_bytes, d.adaptive) == (8 * GIB, 8 * GIB, False)
+    assert "fewer than 3" in d.explanation
+
+
+def test_enough_history_gives_p95_plus_margin_and_says_so() -> None:
+    peaks = [i * 100 * MIB for i in range(1, 21)]
+    d = decide_memory([obs(p) for p in peaks], USER, SETTINGS)
+    p95 = 1905 * MIB  # numpy's linear interpolation between 1900 and 2000 MiB
+    assert d.memory_request_bytes == int(p95 * 1.15)
+    assert d.memory_limit_bytes == d.memory_request_bytes
+    assert d.strategy == "percentile-margin" and d.observations == 20
+    assert "P95 of 20 peaks" in d.explanation and "+15% margin" in d.explanation
+
+
+def test_oom_kill_in_history_counts_as_a_bumped_lower_bound() -> None:
+    history = [obs(1 * GIB)] * 5 + [obs(None, reason=ExitReason.OOM_KILLED, limit=2 * GIB, kind=PeakKind.CENSORED)]
+    d = decide_memory(history, USER, SizingSettings(min_observations=3, strategy="pc95"))
+    assert d.memory_request_bytes > 2 * GIB  # the task once needed more than 2 GiB
+    assert "lower bounds" in d.explanation
+
+
+def test_previous_oom_escalates_by_the_retry_policy_and_is_capped() -> None:
+    killed = obs(None, reason=ExitReason.OOM_KILLED, limit=4 * GIB, try_number=1)
+    doubled = decide_memory([], USER, SETTINGS, previous_attempt=killed)
+    assert doubled.memory_request_bytes == 8 * GIB and doubled.strategy.endswith("+double")
+    bumped = decide_memory([], USER, SizingSettings(retry_policy="vpa-bump"), previous_attempt=killed)
+    assert bumped.memory_request_bytes == int(4 * GIB * 1.2)
+    capped = decide_memory([], USER, SizingSettings(cap_bytes=6 * GIB), previous_attempt=killed)
+    assert capped.memory_request_bytes == 6 * GIB and "capped" in capped.explanation
+
+
+def test_history_above_the_cap_is_capped_and_tiny_history_is_floored() -> None:
+    big = decide_memory([obs(100 * GIB)] * 3, USER, SETTINGS)
+    assert big.memory_request_bytes == 64 * GIB
+    tiny = decide_memory([obs(1000)] * 3, USER, SizingSettings(floor_bytes=64 * MIB))
+    assert tiny.memory_request_bytes == 64 * MIB
+
+
+def test_unknown_strategy_is_a_typed_error_naming_the_known_ones() -> None:
+    with pytest.raises(UnknownStrategyError, match="percentile-margin"):
+        make_predictor("nope")
+    assert {"pc50", "pc95", "percentile-margin"} <= set(predictor_names())
+
+
+@pytest.mark.parametrize(
+    ("message", "peak"),
+    [
+        (f'{USAGE_PREFIX}{{"peak_memory_bytes": 123, "cpu_core_seconds": 1.5}}', 123),
+        (f'user text\n{USAGE_PREFIX}{{"peak_memory_bytes": 1}}\n{USAGE_PREFIX}{{"peak_memory_bytes": 7}}', 7),
+        (f'{USAGE_PREFIX}{{"peak_memory_bytes": -5}}', None),
+        (f'{USAGE_PREFIX}{{"peak_memory_bytes": "12"}}', None),
+        (f'{USAGE_PREFIX}{{"peak_memory_bytes": true}}', None),
+    ],
+)
+def test_usage_line_parsing(message: str, peak: int | None) -> None:
+    usage = parse_usage(message)
+    assert usage is not None and usage.peak_memory_bytes == peak
+    assert usage.peak_kind is (PeakKind.MEASURED if peak else PeakKind.NONE)
+
+
+@pytest.mark.parametrize("message", [None, "", "no usage here", f"{USAGE_PREFIX}{{not json", f"{USAGE_PREFIX}[1, 2]"])
+def test_missing_or_malformed_usage_is_none_not_zero(message: str | None) -> None:
+    assert parse_usage(message) is None

@@ -1,0 +1,164 @@
+"""The history store on the session's real database: migrations, upserts, bad rows, parallel writers."""
+
+from __future__ import annotations
+
+import multiprocessing
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import create_engine, func, inspect, insert, select
+
+from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
+from airflow_adaptive.store.db_manager import AdaptiveDBManager
+from airflow_adaptive.store.repository import HistoryRepository
+from airflow_adaptive.store.tables import task_attempt
+from tests.conftest import DB_KIND, DB_URL
+
+T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
+
+
+def attempt(n: int, *, family: str = "f", peak: int = 100, try_number: int = 1, run: str | None = None) -> Observation:
+    return Observation(
+        key=TaskKey("dag", "task", run or f"run{n}", -1, try_number),
+        task_family=family,
+        usage=Usage(peak_memory_bytes=peak, wall_seconds=1.0, peak_kind=PeakKind.MEASURED),
+        exit_reason=ExitReason.COMPLETED,
+        exit_code=0,
+        memory_limit_bytes=1000,
+        finished_at=T0 + timedelta(minutes=n),
+    )
+
+
+def alembic_config(url: str) -> Config:
+    config = Config(AdaptiveDBManager.alembic_file)
+    config.set_main_option("script_location", AdaptiveDBManager.migration_dir)
+    config.set_main_option("sqlalchemy.url", url)
+    return config
+
+
+def test_migrations_upgrade_and_downgrade(tmp_path: Path) -> None:
+    url = DB_URL if DB_KIND == "postgres" else f"sqlite:///{tmp_path}/m.db"
+    config = alembic_config(url)
+    engine = create_engine(url)
+    try:
+        command.downgrade(config, "base")
+        assert not inspect(engine).has_table("adaptive_task_attempt")
+        command.upgrade(config, "head")
+        inspector = inspect(engine)
+        assert inspector.has_table("adaptive_task_attempt")
+        assert {"task_family", "peak_memory_bytes", "exit_reason", "strategy"} <= {
+            c["name"] for c in inspector.get_columns("adaptive_task_attempt")
+        }
+        assert "idx_adaptive_task_attempt_family_finished" in {i["name"] for i in inspector.get_indexes("adaptive_task_attempt")}
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("select version_num from alembic_version_adaptive").scalar() == "a7d1c0f3e201"
+    finally:
+        command.upgrade(config, "head")
+        engine.dispose()
+
+
+def test_orm_and_migration_schemas_agree(tmp_path: Path) -> None:
+    """create_all (fresh install) and the migration chain give the same columns and indexes."""
+    from airflow_adaptive.store.tables import metadata
+
+    by_orm = create_engine(f"sqlite:///{tmp_path}/orm.db")
+    metadata.create_all(by_orm)
+    by_migration = f"sqlite:///{tmp_path}/mig.db"
+    command.upgrade(alembic_config(by_migration), "head")
+    a, b = inspect(by_orm), inspect(create_engine(by_migration))
+    table = "adaptive_task_attempt"
+    assert [(c["name"], str(c["type"]), c["nullable"]) for c in a.get_columns(table)] == [
+        (c["name"], str(c["type"]), c["nullable"]) for c in b.get_columns(table)
+    ]
+    assert {i["name"] for i in a.get_indexes(table)} == {i["name"] for i in b.get_indexes(table)}
+
+
+def test_record_is_idempotent_on_the_attempt_key(engine: Any) -> None:
+    repo = HistoryRepository(engine)
+    repo.record([attempt(1, peak=100)])
+    repo.record([attempt(1, peak=150)])  # the same attempt recorded again, e.g. from the spool
+    history = repo.history("f")
+    assert [o.usage.peak_memory_bytes for o in history] == [150]
+
+
+def test_history_is_newest_window_oldest_first(engine: Any) -> None:
+    repo = HistoryRepository(engine)
+    repo.record([attempt(n, peak=n) for n in range(10)] + [attempt(99, family="other")])
+    history = repo.history("f", limit=4)
+    assert [o.usage.peak_memory_bytes for o in history] == [6, 7, 8, 9]
+    assert history[-1].finished_at == T0 + timedelta(minutes=9)
+    assert repo.attempt(TaskKey("dag", "task", "run3", -1, 1)).usage.peak_memory_bytes == 3  # type: ignore[union-attr]
+    assert repo.attempt(TaskKey("dag", "task", "run3", -1, 2)) is None
+    assert repo.families() == [("f", 10, 0), ("other", 1, 0)]
+
+
+def test_malformed_rows_are_skipped_not_read_as_zero(engine: Any) -> None:
+    repo = HistoryRepository(engine)
+    repo.record([attempt(1, peak=100)])
+    base = dict(dag_id="dag", task_id="task", map_index=-1, try_number=1, task_family="f", finished_at=T0,
+                exit_reason="Completed")  # fmt: skip
+    with engine.begin() as conn:
+        conn.execute(insert(task_attempt).values(run_id="neg", peak_memory_bytes=-5, **base))
+        conn.execute(insert(task_attempt).values(run_id="kind", peak_memory_bytes=5, peak_kind="bogus", **base))
+        conn.execute(insert(task_attempt).values(run_id="reason", peak_memory_bytes=7, exit_reason="Weird",
+                                                 **{k: v for k, v in base.items() if k != "exit_reason"}))  # fmt: skip
+    history = repo.history("f")
+    assert sorted(o.key.run_id for o in history) == ["reason", "run1"]
+    assert next(o for o in history if o.key.run_id == "reason").exit_reason is ExitReason.UNKNOWN
+
+
+def _writer(url: str, worker: int, n: int) -> None:
+    engine = create_engine(url)
+    repo = HistoryRepository(engine)
+    # Every worker writes its own attempts and re-writes a shared set, one row per transaction.
+    for i in range(n):
+        repo.record([attempt(i, run=f"w{worker}-{i}")])
+        repo.record([attempt(i, run=f"shared-{i}", peak=worker)])
+    engine.dispose()
+
+
+@pytest.mark.skipif(DB_KIND != "postgres", reason="parallel writers need a server database")
+def test_parallel_writers_lose_and_duplicate_nothing(engine: Any) -> None:
+    workers, n = 4, 40
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(DB_URL, w, n)) for w in range(workers)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    with engine.connect() as conn:
+        total = conn.execute(select(func.count()).select_from(task_attempt)).scalar()
+        distinct_shared = conn.execute(
+            select(func.count()).select_from(task_attempt).where(task_attempt.c.run_id.like("shared-%"))
+        ).scalar()
+    assert total == workers * n + n
+    assert distinct_shared == n
+
+
+def test_airflow_db_migrate_and_reset_manage_our_tables(tmp_path: Path) -> None:
+    """The real CLI: ``airflow db migrate`` creates our tables, ``db reset -y`` drops and recreates them."""
+    import os
+
+    env = dict(os.environ, AIRFLOW_HOME=str(tmp_path))
+    url = DB_URL if DB_KIND == "postgres" else f"sqlite:///{tmp_path}/cli.db"
+    env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = url
+    airflow = [sys.executable, "-m", "airflow"]
+    subprocess.run([*airflow, "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(insert(task_attempt).values(dag_id="d", task_id="t", run_id="r", try_number=1, task_family="f",
+                                                 finished_at=T0, exit_reason="Completed"))  # fmt: skip
+    subprocess.run([*airflow, "db", "reset", "-y"], env=env, check=True, capture_output=True, timeout=300)
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(task_attempt)).scalar() == 0
+        assert conn.exec_driver_sql("select version_num from alembic_version_adaptive").scalar() == "a7d1c0f3e201"
+    check = subprocess.run([*airflow, "db", "check-migrations", "-t", "5"], env=env, capture_output=True, timeout=300)
+    assert check.returncode == 0, check.stderr
+    engine.dispose()

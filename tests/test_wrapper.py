@@ -1,0 +1,108 @@
+"""The POSIX sh wrapper, run for real with sh and a fake cgroup folder."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_adaptive.core.model import PeakKind
+from airflow_adaptive.core.telemetry import parse_usage
+from airflow_adaptive.kubernetes.wrapper import is_wrapped, wrap_command
+
+SHELLS = [s for s in ("/bin/sh", "/bin/dash", "/bin/bash", "/bin/busybox") if shutil.which(s)]
+
+
+def run(tmp_path: Path, script: str, cgroup: Path, shell: str = "/bin/sh", stdin: str = "") -> tuple[subprocess.CompletedProcess[str], str]:
+    message = tmp_path / "termination-log"
+    message.write_text("")
+    command = wrap_command(["sh", "-c", script], [])
+    command[0] = shell
+    if shell.endswith("busybox"):
+        command.insert(1, "sh")
+    env = {"PATH": os.environ["PATH"], "ADAPTIVE_CGROUP_ROOT": str(cgroup), "ADAPTIVE_TERMINATION_FILE": str(message)}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, input=stdin, timeout=30)
+    return done, message.read_text()
+
+
+@pytest.fixture
+def cgroup_v2(tmp_path: Path) -> Path:
+    root = tmp_path / "cg2"
+    root.mkdir()
+    (root / "memory.peak").write_text("734003200\n")
+    (root / "cpu.stat").write_text("usage_usec 1234567\nuser_usec 1000000\nsystem_usec 234567\n")
+    (root / "io.stat").write_text("8:0 rbytes=100 wbytes=200 rios=1 wios=1\n259:0 rbytes=1000 wbytes=2000 rios=3 wios=4\n")
+    return root
+
+
+@pytest.fixture
+def cgroup_v1(tmp_path: Path) -> Path:
+    root = tmp_path / "cg1"
+    for sub in ("memory", "cpuacct", "blkio"):
+        (root / sub).mkdir(parents=True)
+    (root / "memory" / "memory.max_usage_in_bytes").write_text("52428800\n")
+    (root / "cpuacct" / "cpuacct.usage").write_text("3000000000\n")
+    (root / "blkio" / "blkio.throttle.io_service_bytes").write_text(
+        "8:0 Read 4096\n8:0 Write 512\n8:0 Sync 0\n8:0 Total 4608\nTotal 4608\n"
+    )
+    return root
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_exit_code_stdout_and_stderr_are_untouched(tmp_path: Path, cgroup_v2: Path, shell: str) -> None:
+    done, message = run(tmp_path, "echo out; echo err >&2; exit 42", cgroup_v2, shell)
+    assert (done.returncode, done.stdout, done.stderr) == (42, "out\n", "err\n")
+    usage = parse_usage(message)
+    assert usage is not None
+    assert usage.peak_memory_bytes == 734003200 and usage.peak_kind is PeakKind.MEASURED
+    assert usage.cpu_core_seconds == pytest.approx(1.234)
+    assert (usage.read_bytes, usage.write_bytes) == (1100, 2200)
+    assert usage.wall_seconds is not None and usage.wall_seconds >= 0
+
+
+def test_cgroup_v1_fallback(tmp_path: Path, cgroup_v1: Path) -> None:
+    done, message = run(tmp_path, "true", cgroup_v1)
+    usage = parse_usage(message)
+    assert done.returncode == 0 and usage is not None
+    assert (usage.peak_memory_bytes, usage.read_bytes, usage.write_bytes) == (52428800, 4096, 512)
+    assert usage.cpu_core_seconds == pytest.approx(3.0)
+
+
+def test_no_cgroup_files_give_unknowns_not_zeros(tmp_path: Path) -> None:
+    done, message = run(tmp_path, "exit 0", tmp_path / "missing")
+    usage = parse_usage(message)
+    assert usage is not None
+    assert (usage.peak_memory_bytes, usage.cpu_core_seconds, usage.read_bytes) == (None, None, None)
+
+
+def test_stdin_reaches_the_command(tmp_path: Path, cgroup_v2: Path) -> None:
+    done, _ = run(tmp_path, "cat", cgroup_v2, stdin="hello\n")
+    assert done.stdout == "hello\n"
+
+
+def test_existing_termination_message_is_kept(tmp_path: Path, cgroup_v2: Path) -> None:
+    done, message = run(tmp_path, 'echo "my result" > "$ADAPTIVE_TERMINATION_FILE"', cgroup_v2)
+    assert message.startswith("my result\n") and parse_usage(message) is not None
+
+
+def test_sigterm_is_forwarded_and_the_childs_status_returned(tmp_path: Path, cgroup_v2: Path) -> None:
+    message = tmp_path / "termination-log"
+    command = wrap_command(["sh", "-c", "trap 'echo got-term; exit 7' TERM; while :; do sleep 0.05; done"], [])
+    env = {"PATH": os.environ["PATH"], "ADAPTIVE_CGROUP_ROOT": str(cgroup_v2), "ADAPTIVE_TERMINATION_FILE": str(message)}
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=10)
+    assert (proc.returncode, out) == (7, "got-term\n")
+    assert parse_usage(message.read_text()) is not None
+
+
+def test_wrapping_is_recognised() -> None:
+    assert is_wrapped(wrap_command(["echo"], ["hi"]))
+    assert not is_wrapped(["/bin/sh", "-c", "echo hi"])
+    assert not is_wrapped(None)
