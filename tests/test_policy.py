@@ -1,0 +1,108 @@
+"""The pod-mutation policy, run by Airflow's own call sites (KPO build and PodGenerator)."""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime, timezone
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+from airflow.providers.cncf.kubernetes.pod_generator import PodGenerator, make_safe_label_value
+from kubernetes.client import models as k8s
+
+from airflow_adaptive.core.model import GIB, ExitReason, PeakKind, TaskKey, Usage
+from airflow_adaptive.kubernetes.pods import DECISION_ANNOTATION, FAMILY_LABEL, OPT_OUT_LABEL
+from airflow_adaptive.policy import pod_mutation_hook
+from airflow_adaptive.store.repository import HistoryRepository
+from tests.conftest import validate_pod
+from tests.test_store import attempt
+
+RUN_ID = "manual__2026-11-25T10:00:00+00:00"
+
+
+@pytest.fixture
+def mutate_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__MUTATE_ALL_PODS", "True")
+
+
+def history(engine: Any, family: str = "etl.load", n: int = 5) -> None:
+    HistoryRepository(engine).record([attempt(i, family=family, peak=GIB) for i in range(n)])
+
+
+def kpo_pod(try_number: int = 1, labels: dict[str, str] | None = None, memory: str = "4Gi") -> k8s.V1Pod:
+    """A plain KubernetesPodOperator pod; Airflow calls our hook inside this build."""
+    op = KubernetesPodOperator(
+        task_id="load", image="busybox", cmds=["true"], labels=labels or {},
+        container_resources=k8s.V1ResourceRequirements(requests={"memory": memory}, limits={"memory": memory}),
+    )  # fmt: skip
+    ti = SimpleNamespace(dag_id="etl", task_id="load", map_index=-1, try_number=try_number)
+    return op.build_pod_request_obj({"ti": ti, "run_id": RUN_ID, "dag": SimpleNamespace()}, dry_run=True)
+
+
+def memory(pod: k8s.V1Pod) -> str:
+    return pod.spec.containers[0].resources.limits["memory"]
+
+
+def test_off_by_default(engine: Any) -> None:
+    history(engine)
+    pod = kpo_pod()
+    assert memory(pod) == "4Gi" and FAMILY_LABEL not in pod.metadata.labels
+
+
+def test_plain_kpo_pod_is_sized_from_history_and_airflow_labels_stay(engine: Any, mutate_all: None) -> None:
+    history(engine)
+    pod = kpo_pod()
+    assert memory(pod) == "1178Mi"  # P95 of 1 GiB peaks + 15 %
+    labels = pod.metadata.labels
+    assert labels[FAMILY_LABEL] == "etl.load"
+    assert {k: labels[k] for k in ("dag_id", "task_id", "run_id", "try_number", "kubernetes_pod_operator")} == {
+        "dag_id": "etl", "task_id": "load", "run_id": make_safe_label_value(RUN_ID), "try_number": "1",
+        "kubernetes_pod_operator": "True",
+    }  # fmt: skip
+    assert "P95 of 5 peaks" in pod.metadata.annotations[DECISION_ANNOTATION]
+    validate_pod(pod)
+
+
+def test_opt_out_label_is_respected(engine: Any, mutate_all: None) -> None:
+    history(engine)
+    pod = kpo_pod(labels={OPT_OUT_LABEL: "true"})
+    assert memory(pod) == "4Gi" and FAMILY_LABEL not in pod.metadata.labels
+
+
+def test_previous_oom_of_a_sanitised_run_escalates(engine: Any, mutate_all: None) -> None:
+    killed = attempt(0, family="etl.load", run=RUN_ID)
+    killed = type(killed)(**{**killed.__dict__, "key": TaskKey("etl", "load", RUN_ID, -1, 1),
+                             "usage": Usage(peak_kind=PeakKind.CENSORED), "exit_reason": ExitReason.OOM_KILLED,
+                             "memory_limit_bytes": 4 * GIB})  # fmt: skip
+    HistoryRepository(engine).record([killed])
+    pod = kpo_pod(try_number=2)
+    assert memory(pod) == "8192Mi"
+    assert "OOM-killed" in pod.metadata.annotations[DECISION_ANNOTATION]
+
+
+def test_a_failure_inside_leaves_the_pod_exactly_as_it_was(engine: Any, mutate_all: None) -> None:
+    history(engine)
+    pod = KubernetesPodOperator(
+        task_id="load", image="busybox",
+        container_resources=k8s.V1ResourceRequirements(limits={"memory": "plenty"}),
+    ).build_pod_request_obj({"ti": SimpleNamespace(dag_id="etl", task_id="load", map_index=-1, try_number=1),
+                             "run_id": RUN_ID, "dag": SimpleNamespace()}, dry_run=True)  # fmt: skip
+    before = copy.deepcopy(pod)
+    pod_mutation_hook(pod)  # run again directly: it must not raise either
+    assert pod == before
+    assert FAMILY_LABEL not in pod.metadata.labels
+
+
+def test_kubernetes_executor_worker_pod(engine: Any, mutate_all: None) -> None:
+    history(engine, family="etl.transform")
+    pod = PodGenerator.construct_pod(
+        dag_id="etl", task_id="transform", pod_id="etl-transform-abc", try_number=1, kube_image="apache/airflow:3.3.2",
+        date=datetime(2026, 11, 25, tzinfo=timezone.utc), args=["airflow", "tasks", "run"], pod_override_object=None,
+        base_worker_pod=k8s.V1Pod(metadata=k8s.V1ObjectMeta(), spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="base")])),
+        namespace="airflow", scheduler_job_id="7", run_id=RUN_ID, with_mutation_hook=True,
+    )  # fmt: skip
+    assert memory(pod) == "1178Mi"
+    assert pod.metadata.labels["airflow-worker"] == "7" and pod.metadata.labels[FAMILY_LABEL] == "etl.transform"
+    validate_pod(pod)
