@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict
-from typing import Any
+from typing import Any, TextIO
 
 from airflow_adaptive.exceptions import AdaptiveError
 
@@ -22,12 +22,12 @@ def _repository() -> Any:
     return open_repository(settings.history_conn_id, settings.store_timeout_seconds)
 
 
-def _print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2, default=str)
-    sys.stdout.write("\n")
+def _print_json(data: Any, out: TextIO) -> None:
+    json.dump(data, out, indent=2, default=str)
+    out.write("\n")
 
 
-def cmd_history_import(args: argparse.Namespace) -> int:
+def cmd_history_import(args: argparse.Namespace, out: TextIO) -> int:
     from rich.progress import Progress
 
     from airflow_adaptive.traces.nextflow import read_nextflow
@@ -46,20 +46,20 @@ def cmd_history_import(args: argparse.Namespace) -> int:
                 repo.record(chunk)
                 progress.advance(bar, len(chunk))
         total += len(rows)
-        print(f"{path}: {len(rows)} attempts imported, {len(result.skipped)} rows skipped")
+        print(f"{path}: {len(rows)} attempts imported, {len(result.skipped)} rows skipped", file=out)
     return 0 if total else 1
 
 
-def cmd_history_show(args: argparse.Namespace) -> int:
+def cmd_history_show(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.core.units import format_bytes
     from airflow_adaptive.store.spool import to_json
 
     history = _repository().history(args.task_family, limit=args.limit)
     if args.json:
-        _print_json([json.loads(to_json(o)) for o in history])
+        _print_json([json.loads(to_json(o)) for o in history], out)
         return 0
     if not history:
-        print(f"no history for task family {args.task_family!r}")
+        print(f"no history for task family {args.task_family!r}", file=out)
         return 1
     from rich.console import Console
     from rich.table import Table
@@ -74,11 +74,11 @@ def cmd_history_show(args: argparse.Namespace) -> int:
             f"{format_bytes(o.usage.peak_memory_bytes)} ({o.usage.peak_kind.value})",
             f"{o.usage.wall_seconds:.1f}" if o.usage.wall_seconds is not None else "-", o.node_name or "-",
         )  # fmt: skip
-    Console().print(table)
+    Console(file=out).print(table)
     return 0
 
 
-def cmd_decide(args: argparse.Namespace) -> int:
+def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.advisor import Advisor
     from airflow_adaptive.config import get_settings
     from airflow_adaptive.core.model import ExitReason, MemoryRequest, Observation, PeakKind, TaskKey, Usage
@@ -114,24 +114,24 @@ def cmd_decide(args: argparse.Namespace) -> int:
         "details": decision.details,
     }
     if args.json:
-        _print_json(payload)
+        _print_json(payload, out)
     else:
-        print(f"{decision.strategy}: {decision.explanation}")
+        print(f"{decision.strategy}: {decision.explanation}", file=out)
     return 0
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
+def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.demo import run_demo
 
-    return run_demo(trace=args.trace, dag_file=args.dag_file, as_json=args.json)
+    return run_demo(out, trace=args.trace, dag_file=args.dag_file, as_json=args.json)
 
 
-def cmd_config_reference(args: argparse.Namespace) -> int:
+def cmd_config_reference(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.config import OPTIONS, SECTION
 
-    print(f"| `[{SECTION}]` option | type | default | meaning |\n|---|---|---|---|")
+    print(f"| `[{SECTION}]` option | type | default | meaning |\n|---|---|---|---|", file=out)
     for name, (kind, default, description) in OPTIONS.items():
-        print(f"| `{name}` | {kind} | `{default}` | {description} |")
+        print(f"| `{name}` | {kind} | `{default}` | {description} |", file=out)
     return 0
 
 
@@ -175,8 +175,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    out = sys.stdout
     try:
-        return int(args.func(args))
+        # Results go to stdout; everything Airflow logs meanwhile goes to stderr, so --json pipes cleanly.
+        with contextlib.redirect_stdout(sys.stderr):
+            return int(args.func(args, out))
     except AdaptiveError as err:
         print(f"airflow-adaptive: error: {err}", file=sys.stderr)
         return 2

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -74,7 +73,7 @@ def _load_dag(dag_file: str | None) -> Any:
     return dags[0]
 
 
-def run_demo(trace: str | None = None, dag_file: str | None = None, as_json: bool = False) -> int:
+def run_demo(out: TextIO, trace: str | None = None, dag_file: str | None = None, as_json: bool = False) -> int:
     from kubernetes.client import ApiClient
 
     from airflow_adaptive.cli import _repository
@@ -114,8 +113,8 @@ def run_demo(trace: str | None = None, dag_file: str | None = None, as_json: boo
             }
         )
     if as_json:
-        json.dump({"source": source, "dag_id": dag.dag_id, "tasks": rows}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        json.dump({"source": source, "dag_id": dag.dag_id, "tasks": rows}, out, indent=2)
+        out.write("\n")
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -129,5 +128,5 @@ def run_demo(trace: str | None = None, dag_file: str | None = None, as_json: boo
             f"{format_bytes(row['memory_request_bytes'])} / {format_bytes(row['memory_limit_bytes'])}",
             row["strategy"], row["explanation"],
         )  # fmt: skip
-    Console(width=160).print(table)
+    Console(file=out, width=160).print(table)
     return 0

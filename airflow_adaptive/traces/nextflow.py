@@ -42,7 +42,7 @@ def read_nextflow(path: str | os.PathLike[str], sep: str | None = None) -> Impor
         raw = frame[column].str.strip() if column in frame.columns else pd.Series("", index=frame.index)
         values = pd.to_numeric(raw.where(~raw.isin(MISSING)), errors="coerce")
         invalid = values.isna() & ~raw.isin(MISSING) | (values < 0)
-        bad = bad.where(~invalid, bad + f"{column}={raw.astype(str)!s} ")
+        bad = bad.where(~invalid, bad + f"{column}=" + raw + " ")
         numbers[column] = values.where(~invalid)
     result = ImportResult()
     stem = os.path.basename(name)

@@ -1,0 +1,91 @@
+"""``airflow-adaptive`` commands, in process against the session database."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from airflow_adaptive.cli import main
+from tests.conftest import SHARED_DATA, validate_pod
+
+CHIPSEQ = SHARED_DATA / "nextflow-traces" / "chipseq.csv"
+BWA = "NFCORE_CHIPSEQ:CHIPSEQ:ALIGN_BWA_MEM:BWA_MEM"
+
+HEADER = "task_id,hash,process,name,status,exit,attempt,memory,peak_rss,realtime,%cpu,rchar,wchar,complete,hostname\n"
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.skipif(not CHIPSEQ.exists(), reason="shared traces not present")
+def test_chipseq_bwa_mem_decision(capsys: pytest.CaptureFixture[str]) -> None:
+    import pandas as pd
+
+    assert main(["history", "import", "--format", "nextflow", str(CHIPSEQ)]) == 0
+    assert "2938 attempts imported, 0 rows skipped" in capsys.readouterr().out
+    trace = pd.read_csv(CHIPSEQ, na_values="-")
+    bwa = trace[trace.process == BWA]
+    decision = run_json(capsys, "decide", "--task-family", BWA)
+    assert bwa.peak_rss.median() < decision["memory_request_bytes"] < 0.75 * bwa["memory"].median()
+    assert decision["strategy"] == "percentile-margin" and decision["observations"] == len(bwa) == 87
+    assert "P95 of 87 peaks" in decision["explanation"] and "GiB" in decision["explanation"]
+    after_oom = run_json(capsys, "decide", "--task-family", BWA, "--previous-oom", "--try-number", "2")
+    assert after_oom["memory_request_bytes"] > decision["memory_request_bytes"]
+    assert "OOM-killed" in after_oom["explanation"]
+
+
+def test_import_reports_malformed_rows_and_decides_from_the_rest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "trace.csv"
+    rows = [f"{i},h{i},ALIGN,ALIGN ({i}),COMPLETED,0,1,8589934592,{(1 + i) * 2**30},60000,150,1,1,{1700000000000 + i},n1"
+            for i in range(1, 6)]  # fmt: skip
+    rows.append("6,h6,ALIGN,ALIGN (6),COMPLETED,0,1,8589934592,lots,60000,150,1,1,1700000000006,n1")
+    rows.append("7,h7,ALIGN,ALIGN (7),FAILED,137,1,2147483648,-,1000,100,1,1,1700000000007,n1")
+    trace.write_text(HEADER + "\n".join(rows) + "\n")
+    assert main(["history", "import", str(trace)]) == 0
+    captured = capsys.readouterr()
+    assert f"{trace}:7: not a non-negative number: peak_rss=lots" in captured.err
+    assert "6 attempts imported, 1 rows skipped" in captured.out
+    shown = run_json(capsys, "history", "show", "--task-family", "ALIGN")
+    assert [r["exit_reason"] for r in shown].count("OOMKilled") == 1
+    assert all(r["usage"]["peak_memory_bytes"] != 0 for r in shown)
+    decision = run_json(capsys, "decide", "--task-family", "ALIGN", "--request", "8Gi")
+    assert decision["observations"] == 6 and decision["memory_request_bytes"] < 8 * 2**30
+
+
+def test_a_file_with_no_usable_rows_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty.csv"
+    empty.write_text(HEADER + "1,h,P,P (1),ABORTED,-,1,-,-,-,-,-,-,-,-\n")
+    assert main(["history", "import", str(empty)]) == 2
+    assert "no usable rows" in capsys.readouterr().err
+    not_a_trace = tmp_path / "other.csv"
+    not_a_trace.write_text("a,b\n1,2\n")
+    assert main(["history", "import", str(not_a_trace)]) == 2
+    assert "missing columns process, status" in capsys.readouterr().err
+
+
+def test_bad_request_quantity_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["decide", "--task-family", "x", "--request", "1.5GB-nonsense"]) == 2
+    assert "--request" in capsys.readouterr().err
+
+
+def test_demo_shows_a_valid_adaptive_pod_for_every_task(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_json(capsys, "demo")
+    tasks = {t["task_id"]: t for t in result["tasks"]}
+    assert len(tasks) == 11 and result["dag_id"] == "adaptive_genomics"
+    for task in tasks.values():
+        validate_pod(task["pod"])
+        assert task["strategy"] == "percentile-margin"
+        assert task["memory_request_bytes"] < task["user_request_bytes"] or task["task_family"] == "genomics.align"
+    assert "OOM-killed" in tasks["align_HG002"]["explanation"]
+
+
+def test_config_reference_lists_every_option(capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_adaptive.config import OPTIONS
+
+    assert main(["config-reference"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"`{name}`" in out for name in OPTIONS)
