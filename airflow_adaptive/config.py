@@ -117,7 +117,9 @@ def load_settings() -> AdaptiveSettings:
     if not spool:
         import os
 
-        spool = os.path.join(os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "adaptive-spool")
+        spool = os.path.join(
+            os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "adaptive-spool"
+        )
     return AdaptiveSettings(
         history_conn_id=_raw("history_conn_id"),
         store_timeout_seconds=number("store_timeout_seconds", float),

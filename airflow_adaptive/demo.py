@@ -73,12 +73,19 @@ def _load_dag(dag_file: str | None) -> Any:
     return dags[0]
 
 
-def run_demo(out: TextIO, trace: str | None = None, dag_file: str | None = None, as_json: bool = False) -> int:
+def run_demo(
+    out: TextIO, trace: str | None = None, dag_file: str | None = None, as_json: bool = False
+) -> int:
     from kubernetes.client import ApiClient
 
     from airflow_adaptive.cli import _repository
     from airflow_adaptive.core.units import format_bytes
-    from airflow_adaptive.kubernetes.pods import DECISION_ANNOTATION, STRATEGY_ANNOTATION, find_container, memory_of
+    from airflow_adaptive.kubernetes.pods import (
+        DECISION_ANNOTATION,
+        STRATEGY_ANNOTATION,
+        find_container,
+        memory_of,
+    )
     from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
 
     repo = _repository()

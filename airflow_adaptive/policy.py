@@ -69,7 +69,13 @@ def previous_attempt(key: TaskKey, run_id_is_label: bool) -> Observation | None:
 def mutate(pod: k8s.V1Pod) -> None:
     from airflow_adaptive.advisor import STORE_ERRORS, Advisor
     from airflow_adaptive.config import get_settings
-    from airflow_adaptive.kubernetes.pods import MANAGED_LABEL, OPT_OUT_LABEL, apply_decision, find_container, memory_of
+    from airflow_adaptive.kubernetes.pods import (
+        MANAGED_LABEL,
+        OPT_OUT_LABEL,
+        apply_decision,
+        find_container,
+        memory_of,
+    )
 
     settings = get_settings()
     if not settings.mutate_all_pods:

@@ -16,7 +16,9 @@ from typing import Any
 _HOME = Path(tempfile.mkdtemp(prefix="adaptive-test-home-"))
 (_HOME / "dags").mkdir()
 DB_KIND = os.environ.get("ADAPTIVE_TEST_DB", "sqlite")
-POSTGRES_URL = os.environ.get("ADAPTIVE_TEST_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test")
+POSTGRES_URL = os.environ.get(
+    "ADAPTIVE_TEST_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
+)
 DB_URL = POSTGRES_URL if DB_KIND == "postgres" else f"sqlite:///{_HOME}/airflow.db"
 os.environ.update(
     {

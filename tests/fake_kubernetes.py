@@ -139,7 +139,13 @@ class FakeKubernetesApi:
                 "ADAPTIVE_CGROUP_ROOT": str(cgroup),
                 "ADAPTIVE_TERMINATION_FILE": str(message_file),
             }
-            env.update({e["name"]: e.get("value", "") for e in container.get("env") or [] if e["name"] != "ADAPTIVE_TERMINATION_FILE"})
+            env.update(
+                {
+                    e["name"]: e.get("value", "")
+                    for e in container.get("env") or []
+                    if e["name"] != "ADAPTIVE_TERMINATION_FILE"
+                }
+            )
             done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
             message = message_file.read_text()
         reason = "Completed" if done.returncode == 0 else "Error"
@@ -165,7 +171,16 @@ class FakeKubernetesApi:
                 self.wfile.write(data)
 
             def _not_found(self) -> None:
-                self._send(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404})
+                self._send(
+                    404,
+                    {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "status": "Failure",
+                        "reason": "NotFound",
+                        "code": 404,
+                    },
+                )
 
             def _body(self) -> dict[str, Any]:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -205,7 +220,9 @@ class FakeKubernetesApi:
                     patch = self._body()
                     with api._lock:
                         api.patches.append((name or "", patch))
-                        pod["metadata"].setdefault("labels", {}).update((patch.get("metadata") or {}).get("labels") or {})
+                        pod["metadata"].setdefault("labels", {}).update(
+                            (patch.get("metadata") or {}).get("labels") or {}
+                        )
                     return self._send(200, pod)
                 if method == "DELETE":
                     with api._lock:
@@ -218,7 +235,9 @@ class FakeKubernetesApi:
                 with api._lock:
                     api.created.append(copy.deepcopy(pod))
                 pod.setdefault("metadata", {})["namespace"] = namespace
-                pod["metadata"].update(uid=f"uid-{len(api.created)}", creationTimestamp=_now(), resourceVersion="1")
+                pod["metadata"].update(
+                    uid=f"uid-{len(api.created)}", creationTimestamp=_now(), resourceVersion="1"
+                )
                 pod["status"] = {"phase": "Pending"}
                 with api._lock:
                     api.pods[(namespace, pod["metadata"]["name"])] = pod
@@ -244,7 +263,9 @@ class FakeKubernetesApi:
             def _log(self, key: tuple[str, str], query: dict[str, str]) -> None:
                 lines = api.logs.get(key, "").splitlines()
                 stamp = "2026-11-25T00:00:00.000000000Z "
-                text = "".join(f"{stamp if query.get('timestamps') == 'true' else ''}{line}\n" for line in lines)
+                text = "".join(
+                    f"{stamp if query.get('timestamps') == 'true' else ''}{line}\n" for line in lines
+                )
                 self._send(200, text, "text/plain")
 
             def _metrics(self, namespace: str, name: str) -> None:

@@ -38,7 +38,9 @@ def test_chipseq_bwa_mem_decision(capsys: pytest.CaptureFixture[str]) -> None:
     assert "OOM-killed" in after_oom["explanation"]
 
 
-def test_import_reports_malformed_rows_and_decides_from_the_rest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_import_reports_malformed_rows_and_decides_from_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     trace = tmp_path / "trace.csv"
     rows = [f"{i},h{i},ALIGN,ALIGN ({i}),COMPLETED,0,1,8589934592,{(1 + i) * 2**30},60000,150,1,1,{1700000000000 + i},n1"
             for i in range(1, 6)]  # fmt: skip
@@ -79,7 +81,10 @@ def test_demo_shows_a_valid_adaptive_pod_for_every_task(capsys: pytest.CaptureFi
     for task in tasks.values():
         validate_pod(task["pod"])
         assert task["strategy"] == "percentile-margin"
-        assert task["memory_request_bytes"] < task["user_request_bytes"] or task["task_family"] == "genomics.align"
+        assert (
+            task["memory_request_bytes"] < task["user_request_bytes"]
+            or task["task_family"] == "genomics.align"
+        )
     assert "OOM-killed" in tasks["align_HG002"]["explanation"]
 
 

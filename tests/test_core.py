@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 
 from airflow_adaptive.core.decide import SizingSettings, decide_memory
-from airflow_adaptive.core.model import GIB, MIB, ExitReason, MemoryRequest, Observation, PeakKind, TaskKey, Usage
+from airflow_adaptive.core.model import (
+    GIB,
+    MIB,
+    ExitReason,
+    MemoryRequest,
+    Observation,
+    PeakKind,
+    TaskKey,
+    Usage,
+)
 from airflow_adaptive.core.sizing import make_predictor, predictor_names
 from airflow_adaptive.core.telemetry import USAGE_PREFIX, parse_usage
 from airflow_adaptive.exceptions import UnknownStrategyError
@@ -64,7 +73,9 @@ def test_enough_history_gives_p95_plus_margin_and_says_so() -> None:
 
 
 def test_oom_kill_in_history_counts_as_a_bumped_lower_bound() -> None:
-    history = [obs(1 * GIB)] * 5 + [obs(None, reason=ExitReason.OOM_KILLED, limit=2 * GIB, kind=PeakKind.CENSORED)]
+    history = [obs(1 * GIB)] * 5 + [
+        obs(None, reason=ExitReason.OOM_KILLED, limit=2 * GIB, kind=PeakKind.CENSORED)
+    ]
     d = decide_memory(history, USER, SizingSettings(min_observations=3, strategy="pc95"))
     assert d.memory_request_bytes > 2 * GIB  # the task once needed more than 2 GiB
     assert "lower bounds" in d.explanation
@@ -109,6 +120,8 @@ def test_usage_line_parsing(message: str, peak: int | None) -> None:
     assert usage.peak_kind is (PeakKind.MEASURED if peak else PeakKind.NONE)
 
 
-@pytest.mark.parametrize("message", [None, "", "no usage here", f"{USAGE_PREFIX}{{not json", f"{USAGE_PREFIX}[1, 2]"])
+@pytest.mark.parametrize(
+    "message", [None, "", "no usage here", f"{USAGE_PREFIX}{{not json", f"{USAGE_PREFIX}[1, 2]"]
+)
 def test_missing_or_malformed_usage_is_none_not_zero(message: str | None) -> None:
     assert parse_usage(message) is None

@@ -41,7 +41,11 @@ def test_database_down_keeps_the_users_request_and_warns_once(caplog: pytest.Log
         first = advisor.decide("f", USER)
         second = advisor.decide("f", USER)
     for decision in (first, second):
-        assert (decision.memory_request_bytes, decision.adaptive, decision.strategy) == (2 * GIB, False, "user")
+        assert (decision.memory_request_bytes, decision.adaptive, decision.strategy) == (
+            2 * GIB,
+            False,
+            "user",
+        )
         assert "history store unavailable" in decision.explanation
     assert sum("history store unavailable" in r.getMessage() for r in caplog.records) == 1
 
@@ -57,7 +61,10 @@ def test_missing_connection_without_orm_is_unavailable(monkeypatch: pytest.Monke
 def test_connection_url_from_an_airflow_connection(monkeypatch: pytest.MonkeyPatch, engine: Any) -> None:
     """Task processes reach the store through the connection: here, the session's own database."""
     monkeypatch.setattr(access, "airflow_engine", lambda: None)
-    monkeypatch.setenv("AIRFLOW_CONN_ADAPTIVE_HISTORY_DEFAULT", json.dumps({"conn_type": "generic", "extra": {"sqlalchemy_url": DB_URL}}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_ADAPTIVE_HISTORY_DEFAULT",
+        json.dumps({"conn_type": "generic", "extra": {"sqlalchemy_url": DB_URL}}),
+    )
     HistoryRepository(engine).record([attempt(n, peak=GIB) for n in range(3)])
     repo = open_repository("adaptive_history_default", 2.0)
     assert len(repo.history("f")) == 3
@@ -66,9 +73,23 @@ def test_connection_url_from_an_airflow_connection(monkeypatch: pytest.MonkeyPat
 def test_connection_parts_become_a_sqlalchemy_url() -> None:
     from airflow.models.connection import Connection
 
-    conn = Connection(conn_id="h", conn_type="postgres", host="db", login="adaptive", password="s3cr%t", port=5432, schema="airflow")
+    conn = Connection(
+        conn_id="h",
+        conn_type="postgres",
+        host="db",
+        login="adaptive",
+        password="s3cr%t",
+        port=5432,
+        schema="airflow",
+    )
     url = access.connection_url(conn)
-    assert (url.drivername, url.host, url.username, url.password, url.database) == ("postgresql", "db", "adaptive", "s3cr%t", "airflow")
+    assert (url.drivername, url.host, url.username, url.password, url.database) == (
+        "postgresql",
+        "db",
+        "adaptive",
+        "s3cr%t",
+        "airflow",
+    )
     with pytest.raises(access.HistoryUnavailableError, match="http"):
         access.connection_url(Connection(conn_id="x", conn_type="http", host="h"))
 
@@ -119,7 +140,9 @@ def test_blocked_orm_and_no_connection_still_builds_the_users_pod(tmp_path: Path
     )
     env = dict(os.environ)
     env.pop("AIRFLOW_CONN_ADAPTIVE_HISTORY_DEFAULT", None)
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     output = done.stdout + done.stderr
     assert "LIMIT 3Gi" in output  # the user's own quantity, untouched

@@ -18,7 +18,7 @@ from tests.fake_kubernetes import FakeKubernetesApi
 
 MIB = 1024**2
 
-DAG_TEMPLATE = '''
+DAG_TEMPLATE = """
 from datetime import datetime, timedelta
 from airflow.sdk import DAG
 from kubernetes.client import models as k8s
@@ -43,7 +43,7 @@ with DAG(dag_id={dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catc
         startup_check_interval_seconds=0,
         get_logs=True,
     )
-'''
+"""
 
 
 def run_dag(airflow_home: Path, api: FakeKubernetesApi, dag_id: str, *, deferrable: bool, memory: str = "256Mi",
@@ -64,12 +64,16 @@ def run_dag(airflow_home: Path, api: FakeKubernetesApi, dag_id: str, *, deferrab
 def stored(engine: Any, family: str) -> list[Any]:
     with engine.connect() as conn:
         return conn.execute(
-            select(task_attempt).where(task_attempt.c.task_family == family).order_by(task_attempt.c.try_number)
+            select(task_attempt)
+            .where(task_attempt.c.task_family == family)
+            .order_by(task_attempt.c.try_number)
         ).all()
 
 
 @pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
-def test_successful_pod_is_recorded_with_its_usage(airflow_home: Path, tmp_path: Path, engine: Any, deferrable: bool) -> None:
+def test_successful_pod_is_recorded_with_its_usage(
+    airflow_home: Path, tmp_path: Path, engine: Any, deferrable: bool
+) -> None:
     with FakeKubernetesApi(tmp_path, lambda pod: 100 * MIB) as api:
         dr = run_dag(airflow_home, api, f"e2e_ok_{int(deferrable)}", deferrable=deferrable)
     assert dr.state == "success"
@@ -126,7 +130,9 @@ def test_a_try_at_the_cap_fails_without_further_retries(
     assert [r.exit_reason for r in stored(engine, "e2e.cap")] == ["OOMKilled", "OOMKilled"]
 
 
-def test_entrypoint_pods_are_sampled_from_the_metrics_api(airflow_home: Path, tmp_path: Path, engine: Any) -> None:
+def test_entrypoint_pods_are_sampled_from_the_metrics_api(
+    airflow_home: Path, tmp_path: Path, engine: Any
+) -> None:
     with FakeKubernetesApi(tmp_path, lambda pod: 100 * MIB) as api:
         api.metrics_memory = "150Mi"
         dr = run_dag(airflow_home, api, "e2e_sampled", deferrable=False, family="e2e.sampled", command=False)

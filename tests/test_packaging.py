@@ -13,7 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def airflow(*args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "airflow", *args], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "airflow", *args], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -34,7 +36,10 @@ def test_policy_entry_point_is_loaded() -> None:
     from airflow.settings import get_policy_plugin_manager
 
     names = [name for name, _ in get_policy_plugin_manager().list_name_plugin()]
-    assert any("airflow_adaptive.policy" in str(plugin) for _, plugin in get_policy_plugin_manager().list_name_plugin()), names
+    assert any(
+        "airflow_adaptive.policy" in str(plugin)
+        for _, plugin in get_policy_plugin_manager().list_name_plugin()
+    ), names
 
 
 @pytest.fixture(scope="module")
@@ -71,5 +76,10 @@ def test_example_dags_parse_without_errors() -> None:
 
 
 def test_plugins_folder_shim_imports() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "plugins" / "adaptive_plugin.py")], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "plugins" / "adaptive_plugin.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr

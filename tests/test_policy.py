@@ -104,5 +104,7 @@ def test_kubernetes_executor_worker_pod(engine: Any, mutate_all: None) -> None:
         namespace="airflow", scheduler_job_id="7", run_id=RUN_ID, with_mutation_hook=True,
     )  # fmt: skip
     assert memory(pod) == "1178Mi"
-    assert pod.metadata.labels["airflow-worker"] == "7" and pod.metadata.labels[FAMILY_LABEL] == "etl.transform"
+    assert (
+        pod.metadata.labels["airflow-worker"] == "7" and pod.metadata.labels[FAMILY_LABEL] == "etl.transform"
+    )
     validate_pod(pod)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import create_engine, func, inspect, insert, select
+from sqlalchemy import create_engine, func, insert, inspect, select
 
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.store.db_manager import AdaptiveDBManager
@@ -23,7 +23,9 @@ from tests.conftest import DB_KIND, DB_URL
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
 
-def attempt(n: int, *, family: str = "f", peak: int = 100, try_number: int = 1, run: str | None = None) -> Observation:
+def attempt(
+    n: int, *, family: str = "f", peak: int = 100, try_number: int = 1, run: str | None = None
+) -> Observation:
     return Observation(
         key=TaskKey("dag", "task", run or f"run{n}", -1, try_number),
         task_family=family,
@@ -55,9 +57,14 @@ def test_migrations_upgrade_and_downgrade(tmp_path: Path) -> None:
         assert {"task_family", "peak_memory_bytes", "exit_reason", "strategy"} <= {
             c["name"] for c in inspector.get_columns("adaptive_task_attempt")
         }
-        assert "idx_adaptive_task_attempt_family_finished" in {i["name"] for i in inspector.get_indexes("adaptive_task_attempt")}
+        assert "idx_adaptive_task_attempt_family_finished" in {
+            i["name"] for i in inspector.get_indexes("adaptive_task_attempt")
+        }
         with engine.connect() as conn:
-            assert conn.exec_driver_sql("select version_num from alembic_version_adaptive").scalar() == "a7d1c0f3e201"
+            assert (
+                conn.exec_driver_sql("select version_num from alembic_version_adaptive").scalar()
+                == "a7d1c0f3e201"
+            )
     finally:
         command.upgrade(config, "head")
         engine.dispose()
@@ -105,7 +112,9 @@ def test_malformed_rows_are_skipped_not_read_as_zero(engine: Any) -> None:
                 exit_reason="Completed")  # fmt: skip
     with engine.begin() as conn:
         conn.execute(insert(task_attempt).values(run_id="neg", peak_memory_bytes=-5, **base))
-        conn.execute(insert(task_attempt).values(run_id="kind", peak_memory_bytes=5, peak_kind="bogus", **base))
+        conn.execute(
+            insert(task_attempt).values(run_id="kind", peak_memory_bytes=5, peak_kind="bogus", **base)
+        )
         conn.execute(insert(task_attempt).values(run_id="reason", peak_memory_bytes=7, exit_reason="Weird",
                                                  **{k: v for k, v in base.items() if k != "exit_reason"}))  # fmt: skip
     history = repo.history("f")
@@ -158,7 +167,12 @@ def test_airflow_db_migrate_and_reset_manage_our_tables(tmp_path: Path) -> None:
     subprocess.run([*airflow, "db", "reset", "-y"], env=env, check=True, capture_output=True, timeout=300)
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(task_attempt)).scalar() == 0
-        assert conn.exec_driver_sql("select version_num from alembic_version_adaptive").scalar() == "a7d1c0f3e201"
-    check = subprocess.run([*airflow, "db", "check-migrations", "-t", "5"], env=env, capture_output=True, timeout=300)
+        assert (
+            conn.exec_driver_sql("select version_num from alembic_version_adaptive").scalar()
+            == "a7d1c0f3e201"
+        )
+    check = subprocess.run(
+        [*airflow, "db", "check-migrations", "-t", "5"], env=env, capture_output=True, timeout=300
+    )
     assert check.returncode == 0, check.stderr
     engine.dispose()

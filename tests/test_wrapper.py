@@ -18,14 +18,20 @@ from airflow_adaptive.kubernetes.wrapper import is_wrapped, wrap_command
 SHELLS = [s for s in ("/bin/sh", "/bin/dash", "/bin/bash", "/bin/busybox") if shutil.which(s)]
 
 
-def run(tmp_path: Path, script: str, cgroup: Path, shell: str = "/bin/sh", stdin: str = "") -> tuple[subprocess.CompletedProcess[str], str]:
+def run(
+    tmp_path: Path, script: str, cgroup: Path, shell: str = "/bin/sh", stdin: str = ""
+) -> tuple[subprocess.CompletedProcess[str], str]:
     message = tmp_path / "termination-log"
     message.write_text("")
     command = wrap_command(["sh", "-c", script], [])
     command[0] = shell
     if shell.endswith("busybox"):
         command.insert(1, "sh")
-    env = {"PATH": os.environ["PATH"], "ADAPTIVE_CGROUP_ROOT": str(cgroup), "ADAPTIVE_TERMINATION_FILE": str(message)}
+    env = {
+        "PATH": os.environ["PATH"],
+        "ADAPTIVE_CGROUP_ROOT": str(cgroup),
+        "ADAPTIVE_TERMINATION_FILE": str(message),
+    }
     done = subprocess.run(command, env=env, capture_output=True, text=True, input=stdin, timeout=30)
     return done, message.read_text()
 
@@ -36,7 +42,9 @@ def cgroup_v2(tmp_path: Path) -> Path:
     root.mkdir()
     (root / "memory.peak").write_text("734003200\n")
     (root / "cpu.stat").write_text("usage_usec 1234567\nuser_usec 1000000\nsystem_usec 234567\n")
-    (root / "io.stat").write_text("8:0 rbytes=100 wbytes=200 rios=1 wios=1\n259:0 rbytes=1000 wbytes=2000 rios=3 wios=4\n")
+    (root / "io.stat").write_text(
+        "8:0 rbytes=100 wbytes=200 rios=1 wios=1\n259:0 rbytes=1000 wbytes=2000 rios=3 wios=4\n"
+    )
     return root
 
 
@@ -76,7 +84,7 @@ def test_cgroup_v1_fallback(tmp_path: Path, cgroup_v1: Path) -> None:
 def test_no_cgroup_files_give_unknowns_not_zeros(tmp_path: Path) -> None:
     done, message = run(tmp_path, "exit 0", tmp_path / "missing")
     usage = parse_usage(message)
-    assert usage is not None
+    assert done.returncode == 0 and usage is not None
     assert (usage.peak_memory_bytes, usage.cpu_core_seconds, usage.read_bytes) == (None, None, None)
 
 
@@ -86,14 +94,20 @@ def test_stdin_reaches_the_command(tmp_path: Path, cgroup_v2: Path) -> None:
 
 
 def test_existing_termination_message_is_kept(tmp_path: Path, cgroup_v2: Path) -> None:
-    done, message = run(tmp_path, 'echo "my result" > "$ADAPTIVE_TERMINATION_FILE"', cgroup_v2)
+    _done, message = run(tmp_path, 'echo "my result" > "$ADAPTIVE_TERMINATION_FILE"', cgroup_v2)
     assert message.startswith("my result\n") and parse_usage(message) is not None
 
 
 def test_sigterm_is_forwarded_and_the_childs_status_returned(tmp_path: Path, cgroup_v2: Path) -> None:
     message = tmp_path / "termination-log"
-    command = wrap_command(["sh", "-c", "trap 'echo got-term; exit 7' TERM; while :; do sleep 0.05; done"], [])
-    env = {"PATH": os.environ["PATH"], "ADAPTIVE_CGROUP_ROOT": str(cgroup_v2), "ADAPTIVE_TERMINATION_FILE": str(message)}
+    command = wrap_command(
+        ["sh", "-c", "trap 'echo got-term; exit 7' TERM; while :; do sleep 0.05; done"], []
+    )
+    env = {
+        "PATH": os.environ["PATH"],
+        "ADAPTIVE_CGROUP_ROOT": str(cgroup_v2),
+        "ADAPTIVE_TERMINATION_FILE": str(message),
+    }
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
     time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)

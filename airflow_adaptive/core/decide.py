@@ -33,7 +33,9 @@ def to_samples(history: Sequence[Observation]) -> list[Sample]:
     for obs in history:
         usage = obs.usage
         if obs.oom_killed and obs.memory_limit_bytes:
-            samples.append(Sample(vpa_bump(obs.memory_limit_bytes), obs.input_size_bytes, usage.wall_seconds, True))
+            samples.append(
+                Sample(vpa_bump(obs.memory_limit_bytes), obs.input_size_bytes, usage.wall_seconds, True)
+            )
         elif usage.peak_memory_bytes and usage.peak_memory_bytes > 0 and not obs.oom_killed:
             samples.append(
                 Sample(
@@ -116,10 +118,14 @@ def decide_memory(
     why = f"{basis} -> request {format_bytes(predicted)}"
     if user.request_bytes:
         why += f" (user asked {format_bytes(user.request_bytes)})"
-    return Decision(predicted, max(limit, predicted), strategy, why, observations=len(samples), details=details)
+    return Decision(
+        predicted, max(limit, predicted), strategy, why, observations=len(samples), details=details
+    )
 
 
 def _killed_at(previous: Observation | None, user: MemoryRequest) -> int | None:
     if previous is None or not previous.oom_killed:
         return None
-    return previous.memory_limit_bytes or previous.memory_request_bytes or user.limit_bytes or user.request_bytes
+    return (
+        previous.memory_limit_bytes or previous.memory_request_bytes or user.limit_bytes or user.request_bytes
+    )

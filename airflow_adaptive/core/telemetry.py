@@ -29,8 +29,8 @@ def parse_usage(message: str | None) -> Usage | None:
         return None
     if not isinstance(raw, dict):
         return None
-    ints = {name: _number(raw.get(name), int) for name in _INT_FIELDS}
-    floats = {name: _number(raw.get(name), float) for name in _FLOAT_FIELDS}
+    ints = {name: _whole(raw.get(name)) for name in _INT_FIELDS}
+    floats = {name: _number(raw.get(name)) for name in _FLOAT_FIELDS}
     peak = ints["peak_memory_bytes"]
     return Usage(
         peak_memory_bytes=peak,
@@ -42,9 +42,15 @@ def parse_usage(message: str | None) -> Usage | None:
     )
 
 
-def _number(value: object, kind: type[int] | type[float]) -> int | float | None:
+def _number(value: object) -> float | None:
+    """A finite, non-negative number, else None (booleans and strings are not numbers here)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     if not math.isfinite(value) or value < 0:
         return None
-    return kind(value)
+    return float(value)
+
+
+def _whole(value: object) -> int | None:
+    number = _number(value)
+    return None if number is None else int(number)

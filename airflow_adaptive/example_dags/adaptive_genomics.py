@@ -16,7 +16,9 @@ from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
 SAMPLES = ("NA12878", "NA12891", "NA12892", "HG002")
 REFERENCE = k8s.V1Volume(
     name="reference",
-    persistent_volume_claim=k8s.V1PersistentVolumeClaimVolumeSource(claim_name="reference-grch38", read_only=True),
+    persistent_volume_claim=k8s.V1PersistentVolumeClaimVolumeSource(
+        claim_name="reference-grch38", read_only=True
+    ),
 )
 REFERENCE_MOUNT = k8s.V1VolumeMount(name="reference", mount_path="/ref", read_only=True)
 

@@ -1,5 +1,9 @@
 """Operators of the provider."""
 
-from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator, AdaptiveMemoryCapReached, AdaptiveOOMKilled
+from airflow_adaptive.operators.pod import (
+    AdaptiveKubernetesPodOperator,
+    AdaptiveMemoryCapReached,
+    AdaptiveOOMKilled,
+)
 
 __all__ = ["AdaptiveKubernetesPodOperator", "AdaptiveMemoryCapReached", "AdaptiveOOMKilled"]

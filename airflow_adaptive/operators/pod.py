@@ -79,7 +79,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         if self.input_size_bytes in (None, ""):
             return None
         try:
-            size = int(self.input_size_bytes)  # type: ignore[arg-type]
+            size = int(self.input_size_bytes)
         except (TypeError, ValueError):
             raise InvalidQuantityError(
                 f"task {self.task_id!r}: input_size_bytes={self.input_size_bytes!r} is not a whole number"
@@ -107,14 +107,16 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         user = memory_of(container.resources if container else None)
         if not self.adaptive:
             return keep_user(user, "adaptive sizing is off for this task")
-        return Advisor(get_settings()).decide(self.family, user, task_key(context), input_size_bytes=self._input_size())
+        return Advisor(get_settings()).decide(
+            self.family, user, task_key(context), input_size_bytes=self._input_size()
+        )
 
     def _command_wrapped(self) -> bool:
         pod = self.pod_request_obj
         container = find_container(pod, self.base_container_name) if pod is not None else None
         return bool(container is not None and is_wrapped(container.command))
 
-    def await_pod_completion(self, pod: k8s.V1Pod) -> None:
+    def await_pod_completion(self, pod: k8s.V1Pod) -> None:  # type: ignore[override]
         """Sample the metrics API while the pod runs when the command could not be wrapped."""
         if self._command_wrapped():
             return super().await_pod_completion(pod)

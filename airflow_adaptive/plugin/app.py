@@ -29,7 +29,11 @@ def create_app() -> FastAPI:
         try:
             families = open_repository(settings.history_conn_id, settings.store_timeout_seconds).families()
         except STORE_ERRORS as err:
-            return {"status": "degraded", "store": f"unavailable: {type(err).__name__}", "version": __version__}
+            return {
+                "status": "degraded",
+                "store": f"unavailable: {type(err).__name__}",
+                "version": __version__,
+            }
         return {"status": "ok", "store": "ok", "task_families": len(families), "version": __version__}
 
     @app.get("/families")

@@ -103,7 +103,9 @@ def _connection(conn_id: str) -> Any:
     return BaseHook.get_connection(conn_id)
 
 
-def open_repository(conn_id: str, timeout_seconds: float, *, prefer_airflow_engine: bool = True) -> HistoryRepository:
+def open_repository(
+    conn_id: str, timeout_seconds: float, *, prefer_airflow_engine: bool = True
+) -> HistoryRepository:
     """The history repository for this process, or HistoryUnavailableError saying why not."""
     if prefer_airflow_engine:
         engine = airflow_engine()

@@ -138,7 +138,9 @@ class HistoryRepository:
             found = _observations(conn.execute(stmt).all())
         return found[0] if found else None
 
-    def attempts_for_try(self, dag_id: str, task_id: str, try_number: int, *, limit: int = 200) -> list[Observation]:
+    def attempts_for_try(
+        self, dag_id: str, task_id: str, try_number: int, *, limit: int = 200
+    ) -> list[Observation]:
         """Recent attempts of a task at one try number (for callers that only know sanitised run ids)."""
         stmt = (
             select(task_attempt)
@@ -155,7 +157,11 @@ class HistoryRepository:
 
     def families(self) -> list[tuple[str, int, int]]:
         """(task family, attempts, OOM kills) for every family, most attempts first."""
-        oom = func.sum(func.cast(task_attempt.c.exit_reason == ExitReason.OOM_KILLED.value, task_attempt.c.try_number.type))
+        oom = func.sum(
+            func.cast(
+                task_attempt.c.exit_reason == ExitReason.OOM_KILLED.value, task_attempt.c.try_number.type
+            )
+        )
         stmt = (
             select(task_attempt.c.task_family, func.count(), oom)
             .group_by(task_attempt.c.task_family)

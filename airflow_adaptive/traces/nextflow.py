@@ -73,8 +73,13 @@ def read_nextflow(path: str | os.PathLike[str], sep: str | None = None) -> Impor
         kind = PeakKind.CENSORED if oom else PeakKind.MEASURED if peak else PeakKind.NONE
         result.observations.append(
             Observation(
-                key=TaskKey("trace", process[:250], f"trace:{stem}", int(task_no if task_no is not None else pos),
-                            int(num("attempt") or 1)),  # fmt: skip
+                key=TaskKey(
+                    "trace",
+                    process[:250],
+                    f"trace:{stem}",
+                    int(task_no if task_no is not None else pos),
+                    int(num("attempt") or 1),
+                ),
                 task_family=process[:250],
                 usage=Usage(
                     peak_memory_bytes=None if oom else _int(peak),

@@ -51,10 +51,7 @@ class Wrapper(Predictor):
 
     def __init__(self, inner: Predictor) -> None:
         self.inner = inner
-
-    @property  # type: ignore[override]
-    def name(self) -> str:
-        return self.inner.name
+        self.name = inner.name  # a wrapped strategy keeps its registered name
 
     def fit(self, samples: Sequence[Sample]) -> Wrapper:
         self.inner.fit(samples)

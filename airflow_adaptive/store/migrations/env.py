@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from alembic import context
 from sqlalchemy import create_engine
 
@@ -14,7 +16,7 @@ def _include_object(obj, name, type_, reflected, compare_to):  # type: ignore[no
     return type_ != "table" or name in metadata.tables
 
 
-def _configure(**kwargs: object) -> None:
+def _configure(**kwargs: Any) -> None:
     context.configure(
         target_metadata=metadata,
         version_table=VERSION_TABLE,
