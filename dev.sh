@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# airflow-adaptive developer entry point.
+#   ./dev.sh demo [--trace FILE]   install, migrate the embedded SQLite store, show the example DAG's adaptive pods
+#   ./dev.sh test                  install, lint, type-check, run the tests on SQLite and PostgreSQL
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$PWD
+VENV=${VENV:-$ROOT/.venv}
+PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
+
+setup() {
+  if [ ! -x "$VENV/bin/python" ]; then
+    "$PYTHON" -m venv "$VENV"
+  fi
+  if [ ! -f "$VENV/.installed" ] || [ pyproject.toml -nt "$VENV/.installed" ] || [ constraints.txt -nt "$VENV/.installed" ]; then
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -U pip
+    # constraints.txt pins the whole resolution so every fresh install is the same.
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[dev]"
+    touch "$VENV/.installed"
+  fi
+  export PATH="$VENV/bin:$PATH"
+}
+
+airflow_env() {
+  export AIRFLOW_HOME=${AIRFLOW_HOME:-$ROOT/.airflow-home}
+  export AIRFLOW__CORE__LOAD_EXAMPLES=False
+  export AIRFLOW__CORE__DAGS_FOLDER=${AIRFLOW__CORE__DAGS_FOLDER:-$ROOT/dags}
+  mkdir -p "$AIRFLOW_HOME"
+}
+
+postgres_url() {
+  echo "${ADAPTIVE_TEST_POSTGRES_URL:-postgresql+psycopg2://postgres@127.0.0.1:5432/test}"
+}
+
+postgres_up() {
+  python - "$(postgres_url)" <<'PY'
+import sys
+from sqlalchemy import create_engine, text
+try:
+    with create_engine(sys.argv[1], connect_args={"connect_timeout": 3}).connect() as conn:
+        conn.execute(text("select 1"))
+except Exception as err:
+    print(f"PostgreSQL not reachable: {err}".splitlines()[0], file=sys.stderr)
+    sys.exit(1)
+PY
+}
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+  demo)
+    setup
+    airflow_env
+    airflow db migrate >/dev/null
+    airflow-adaptive demo "$@"
+    ;;
+  test)
+    setup
+    ruff check .
+    ruff format --check .
+    mypy
+    echo "== tests on SQLite =="
+    ADAPTIVE_TEST_DB=sqlite python -m pytest "$@"
+    if postgres_up; then
+      echo "== tests on PostgreSQL =="
+      ADAPTIVE_TEST_DB=postgres ADAPTIVE_TEST_POSTGRES_URL=$(postgres_url) python -m pytest "$@"
+    elif [ "${ADAPTIVE_REQUIRE_POSTGRES:-0}" = 1 ]; then
+      echo "PostgreSQL is required here (ADAPTIVE_REQUIRE_POSTGRES=1) but not reachable" >&2
+      exit 1
+    else
+      echo "== PostgreSQL not reachable: skipped the PostgreSQL run =="
+    fi
+    ;;
+  *)
+    echo "usage: ./dev.sh demo [--trace FILE] | ./dev.sh test [pytest args]" >&2
+    exit 2
+    ;;
+esac
