@@ -149,3 +149,30 @@ def test_blocked_orm_and_no_connection_still_builds_the_users_pod(tmp_path: Path
     assert "WHY history store unavailable" in output
     assert output.count("airflow-adaptive: history store unavailable") == 1
     assert "isn't defined" in output  # the log says why
+
+
+@pytest.mark.skipif(not DB_URL.startswith("postgresql"), reason="roles need PostgreSQL")
+def test_least_privilege_role_from_the_readme_can_record_and_read(engine: Any) -> None:
+    """The README's grants are enough for task processes, and nothing more is needed."""
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+
+    with engine.begin() as conn:
+        if conn.execute(text("select 1 from pg_roles where rolname = 'airflow_adaptive_test'")).scalar():
+            conn.execute(text("DROP OWNED BY airflow_adaptive_test"))  # left over by an interrupted run
+            conn.execute(text("DROP ROLE airflow_adaptive_test"))
+        conn.execute(text("CREATE ROLE airflow_adaptive_test LOGIN"))
+        database = make_url(DB_URL).database
+        conn.execute(text(f'GRANT CONNECT ON DATABASE "{database}" TO airflow_adaptive_test'))
+        conn.execute(text("GRANT USAGE ON SCHEMA public TO airflow_adaptive_test"))
+        conn.execute(text("GRANT SELECT, INSERT, UPDATE ON adaptive_task_attempt TO airflow_adaptive_test"))
+        conn.execute(text("GRANT USAGE ON SEQUENCE adaptive_task_attempt_id_seq TO airflow_adaptive_test"))
+    url = make_url(DB_URL).set(username="airflow_adaptive_test", password=None)
+    repo = HistoryRepository(access.engine_for_url(url, 3.0))
+    repo.record([attempt(n, peak=GIB) for n in range(3)])
+    repo.record([attempt(0, peak=2 * GIB)])  # the upsert path needs UPDATE
+    assert [o.usage.peak_memory_bytes for o in repo.history("f")] == [2 * GIB, GIB, GIB]
+    repo.engine.dispose()
+    with engine.begin() as conn:
+        conn.execute(text("DROP OWNED BY airflow_adaptive_test"))
+        conn.execute(text("DROP ROLE airflow_adaptive_test"))

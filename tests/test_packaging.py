@@ -83,3 +83,10 @@ def test_plugins_folder_shim_imports() -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_readme_configuration_reference_is_the_generated_one(capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_adaptive.cli import main
+
+    assert main(["config-reference"]) == 0
+    assert capsys.readouterr().out.strip() in (ROOT / "README.md").read_text()
