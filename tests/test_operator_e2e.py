@@ -130,14 +130,49 @@ def test_a_try_at_the_cap_fails_without_further_retries(
     assert [r.exit_reason for r in stored(engine, "e2e.cap")] == ["OOMKilled", "OOMKilled"]
 
 
+@pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
 def test_entrypoint_pods_are_sampled_from_the_metrics_api(
-    airflow_home: Path, tmp_path: Path, engine: Any
+    airflow_home: Path, tmp_path: Path, engine: Any, deferrable: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__METRICS_SAMPLE_INTERVAL_SECONDS", "0.05")
+    family = f"e2e.sampled.{int(deferrable)}"
     with FakeKubernetesApi(tmp_path, lambda pod: 100 * MIB) as api:
         api.metrics_memory = "150Mi"
-        dr = run_dag(airflow_home, api, "e2e_sampled", deferrable=False, family="e2e.sampled", command=False)
+        dr = run_dag(
+            airflow_home,
+            api,
+            f"e2e_sampled_{int(deferrable)}",
+            deferrable=deferrable,
+            family=family,
+            command=False,
+        )
     assert dr.state == "success"
     assert not api.created[0]["spec"]["containers"][0].get("command")
     assert any(path.startswith("/apis/metrics.k8s.io/") for _, path in api.requests)
-    (row,) = stored(engine, "e2e.sampled")
+    (row,) = stored(engine, family)
     assert (row.peak_memory_bytes, row.peak_kind) == (150 * MIB, "sampled")
+
+
+def test_oom_errors_say_what_happened_and_what_comes_next(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
+    from airflow_adaptive.operators.pod import (
+        AdaptiveKubernetesPodOperator,
+        AdaptiveMemoryCapReached,
+        AdaptiveOOMKilled,
+    )
+
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__MAX_ALLOCATABLE_MEMORY", "1Gi")
+    op = AdaptiveKubernetesPodOperator(task_id="t", image="busybox")
+
+    def killed_at(limit: int) -> Observation:
+        return Observation(TaskKey("d", "t", "r", -1, 2), "d.t", Usage(peak_kind=PeakKind.CENSORED),
+                           ExitReason.OOM_KILLED, 137, limit, limit)  # fmt: skip
+
+    retry = op._oom_error(killed_at(512 * MIB))
+    assert isinstance(retry, AdaptiveOOMKilled) and not isinstance(retry, AirflowFailException)
+    assert "OOM-killed at 512 MiB (try 2); the next try gets more memory" in str(retry)
+    final = op._oom_error(killed_at(1024 * MIB))
+    assert isinstance(final, AdaptiveMemoryCapReached) and isinstance(final, AirflowFailException)
+    assert "largest allocatable memory" in str(final) and "retrying cannot help" in str(final)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 from types import TracebackType
+from typing import Any
 
 from kubernetes.client import ApiClient, CustomObjectsApi
 
@@ -15,6 +16,17 @@ from airflow_adaptive.exceptions import InvalidQuantityError
 from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
 
 log = logging.getLogger(__name__)
+
+
+def container_memory_bytes(pod_metrics: dict[str, Any], container: str) -> int | None:
+    """One container's working-set memory from a PodMetrics object, or None."""
+    for entry in pod_metrics.get("containers", []):
+        if entry.get("name") == container:
+            try:
+                return parse_memory_bytes(entry.get("usage", {}).get("memory"))
+            except InvalidQuantityError:
+                return None
+    return None
 
 
 class PeakSampler:
@@ -41,13 +53,8 @@ class PeakSampler:
         except Exception as err:  # metrics-server absent or pod not yet scraped: just no sample
             log.debug("no metrics for pod %s: %s", self._pod_name, err)
             return
-        for container in metrics.get("containers", []):
-            if container.get("name") != self._container:
-                continue
-            try:
-                used = parse_memory_bytes(container.get("usage", {}).get("memory"))
-            except InvalidQuantityError:
-                continue
+        used = container_memory_bytes(metrics, self._container)
+        if used is not None:
             self.samples += 1
             self.peak_bytes = max(self.peak_bytes or 0, used)
 

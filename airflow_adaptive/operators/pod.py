@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+from airflow.providers.cncf.kubernetes.triggers.pod import KubernetesPodTrigger
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 from kubernetes.client import models as k8s
 
@@ -23,6 +24,7 @@ from airflow_adaptive.kubernetes.pods import (
     memory_of,
     observe_pod,
 )
+from airflow_adaptive.kubernetes.trigger import SAMPLED_PEAK_KEY, SamplingPodTrigger
 from airflow_adaptive.kubernetes.wrapper import TERMINATION_FILE_ENV, is_wrapped, wrap_command
 
 
@@ -112,7 +114,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         )
 
     def _command_wrapped(self) -> bool:
-        pod = self.pod_request_obj
+        pod = self.pod_request_obj or self.pod
         container = find_container(pod, self.base_container_name) if pod is not None else None
         return bool(container is not None and is_wrapped(container.command))
 
@@ -130,6 +132,24 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         with sampler:
             super().await_pod_completion(pod)
         self._sampled_peak_bytes = sampler.peak_bytes
+
+    def defer(
+        self, *, trigger: Any, method_name: str, kwargs: dict[str, Any] | None = None, timeout: Any = None
+    ) -> NoReturn:
+        """In deferrable mode the trigger samples the metrics API when the command could not be wrapped."""
+        pod_trigger = isinstance(trigger, KubernetesPodTrigger) and not isinstance(
+            trigger, SamplingPodTrigger
+        )
+        if pod_trigger and not self._command_wrapped():
+            _, trigger_kwargs = trigger.serialize()
+            trigger = SamplingPodTrigger(
+                **trigger_kwargs, sample_interval_seconds=get_settings().metrics_sample_interval_seconds
+            )
+        super().defer(trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout)
+
+    def trigger_reentry(self, context: Any, event: dict[str, Any]) -> Any:
+        self._sampled_peak_bytes = event.get(SAMPLED_PEAK_KEY)
+        return super().trigger_reentry(context, event)
 
     def cleanup(
         self,
