@@ -1,7 +1,15 @@
 """Memory predictors and retry policies, registered by name."""
 
-from airflow_adaptive.core.sizing import percentile as _percentile  # noqa: F401  (registers)
+from airflow_adaptive.core.sizing import (  # noqa: F401  (importing registers the strategies)
+    adaptive as _adaptive,
+    baselines as _baselines,
+    bucketing as _bucketing,
+    percentile as _percentile,
+    regression as _regression,
+    tovar as _tovar,
+)
 from airflow_adaptive.core.sizing.base import (
+    ANCHORS,
     Predictor,
     Sample,
     WithBounds,
@@ -13,6 +21,7 @@ from airflow_adaptive.core.sizing.base import (
 from airflow_adaptive.core.sizing.retry import RETRY_POLICIES, get_retry_policy
 
 __all__ = [
+    "ANCHORS",
     "RETRY_POLICIES",
     "Predictor",
     "Sample",

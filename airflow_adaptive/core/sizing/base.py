@@ -2,7 +2,11 @@
 
 Predictors follow scikit-learn's estimator rules: ``__init__`` only stores
 parameters, ``fit`` learns attributes ending in ``_`` and returns ``self``,
-``predict`` is pure. Wrappers (margin, floor, cap) compose instead of flags.
+``predict`` is pure. Every predictor answers two questions: the first
+allocation of the next attempt (``predict``) and the allocation after an OOM
+kill at ``failed_bytes`` (``retry``). Until it has ``min_samples`` samples a
+predictor is cold and gives the user's request (or ``default_bytes``),
+doubling on failure. Wrappers (margin, bounds) compose instead of flags.
 """
 
 from __future__ import annotations
@@ -13,7 +17,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import numpy as np
+
 from airflow_adaptive.exceptions import UnknownStrategyError
+
+GIB = 1024**3
+MIB = 1024**2
 
 
 @dataclass(frozen=True)
@@ -27,23 +36,99 @@ class Sample:
 
 
 class Predictor(ABC):
-    """Predicts the memory (bytes) the next attempt of a task family needs."""
+    """Predicts the memory (bytes) an attempt of a task family needs."""
 
     name: str = ""
+    min_samples: int = 1
+    default_bytes: int = GIB
 
     def get_params(self) -> dict[str, Any]:
         sig = inspect.signature(type(self).__init__)
-        return {p: getattr(self, p) for p in sig.parameters if p != "self"}
+        return {p: getattr(self, p) for p in sig.parameters if p not in ("self", "args", "kwargs")}
+
+    def set_params(self, **params: Any) -> Predictor:
+        for key, value in params.items():
+            setattr(self, key, value)
+        return self
+
+    def fit(self, samples: Sequence[Sample]) -> Predictor:
+        self.n_samples_ = len(samples)
+        if self.n_samples_ >= self.min_samples:
+            self._fit(samples)
+        return self
+
+    @property
+    def warm(self) -> bool:
+        return getattr(self, "n_samples_", 0) >= self.min_samples
+
+    def predict(self, input_size_bytes: int | None = None, user_request_bytes: int | None = None) -> int:
+        if not self.warm:
+            return int(user_request_bytes or self.default_bytes)
+        return int(self._predict(input_size_bytes))
+
+    def retry(self, failed_bytes: int, input_size_bytes: int | None = None) -> int:
+        """The allocation after an OOM kill at ``failed_bytes``; more than ``failed_bytes``."""
+        if not self.warm:
+            return 2 * failed_bytes
+        return max(int(self._retry(failed_bytes, input_size_bytes)), failed_bytes + 1)
 
     def explain(self) -> str:
         """What the last ``fit`` learnt, in words, for decision explanations."""
         return self.name
 
-    @abstractmethod
-    def fit(self, samples: Sequence[Sample]) -> Predictor: ...
+    def set_prior(self, prior: RequestRatioPrior) -> None:
+        """Knowledge from other task families, for strategies that use it while cold (default: none)."""
 
     @abstractmethod
-    def predict(self, input_size_bytes: int | None = None) -> int: ...
+    def _fit(self, samples: Sequence[Sample]) -> None: ...
+
+    @abstractmethod
+    def _predict(self, input_size_bytes: int | None) -> float: ...
+
+    def _retry(self, failed_bytes: int, input_size_bytes: int | None) -> float:
+        return 2 * failed_bytes
+
+
+def peaks(samples: Sequence[Sample]) -> np.ndarray:
+    return np.fromiter((s.peak_memory_bytes for s in samples), dtype=float, count=len(samples))
+
+
+def runtimes(samples: Sequence[Sample]) -> np.ndarray:
+    """Wall seconds; unknown runtimes weigh as the mean of the known ones (or 1 s)."""
+    values = np.array([np.nan if s.wall_seconds is None else s.wall_seconds for s in samples], dtype=float)
+    known = values[~np.isnan(values)]
+    fill = float(known.mean()) if known.size else 1.0
+    return np.where(np.isnan(values), fill, np.maximum(values, 1e-3))
+
+
+class RequestRatioPrior:
+    """How much of their memory request tasks of *other* families really used (peak / request).
+
+    Users over-request consistently; a family with no history of its own can start from its
+    request scaled by a high quantile of that ratio, and fall back to the full request if killed.
+    """
+
+    def __init__(self, quantile: float = 0.95, margin_fraction: float = 0.10, min_ratios: int = 20) -> None:
+        self.quantile = quantile
+        self.margin_fraction = margin_fraction
+        self.min_ratios = min_ratios
+        self._ratios: list[float] = []
+        self._value: float | None = None
+
+    def add(self, peak_bytes: int, request_bytes: int | None) -> None:
+        if request_bytes and request_bytes > 0 and peak_bytes > 0:
+            self._ratios.append(peak_bytes / request_bytes)
+            self._value = None
+
+    @property
+    def ratio(self) -> float | None:
+        """The scaling factor, or None until enough ratios were seen; never above 1."""
+        if len(self._ratios) < self.min_ratios:
+            return None
+        if self._value is None:
+            q = float(np.quantile(np.asarray(self._ratios), self.quantile))
+            self._value = min(1.0, q * (1.0 + self.margin_fraction))
+        return self._value
 
 
 class Wrapper(Predictor):
@@ -52,53 +137,80 @@ class Wrapper(Predictor):
     def __init__(self, inner: Predictor) -> None:
         self.inner = inner
         self.name = inner.name  # a wrapped strategy keeps its registered name
+        self.min_samples = inner.min_samples
 
     def fit(self, samples: Sequence[Sample]) -> Wrapper:
         self.inner.fit(samples)
+        self.n_samples_ = len(samples)
         return self
+
+    @property
+    def warm(self) -> bool:
+        return self.inner.warm
+
+    def set_prior(self, prior: RequestRatioPrior) -> None:
+        self.inner.set_prior(prior)
+
+    def predict(self, input_size_bytes: int | None = None, user_request_bytes: int | None = None) -> int:
+        return self._post(self.inner.predict(input_size_bytes, user_request_bytes), cold=not self.inner.warm)
+
+    def retry(self, failed_bytes: int, input_size_bytes: int | None = None) -> int:
+        return self._post(self.inner.retry(failed_bytes, input_size_bytes), cold=True)
+
+    def _post(self, value: int, *, cold: bool) -> int:
+        return value
+
+    def _fit(self, samples: Sequence[Sample]) -> None:  # pragma: no cover - fit is overridden
+        raise NotImplementedError
+
+    def _predict(self, input_size_bytes: int | None) -> float:  # pragma: no cover - predict is overridden
+        raise NotImplementedError
 
     def explain(self) -> str:
         return self.inner.explain()
 
 
 class WithMargin(Wrapper):
-    """Adds a relative safety margin (0.15 = +15 %)."""
+    """Adds a relative safety margin (0.15 = +15 %) to warm first allocations."""
 
     def __init__(self, inner: Predictor, margin_fraction: float = 0.15) -> None:
         super().__init__(inner)
         self.margin_fraction = margin_fraction
 
-    def predict(self, input_size_bytes: int | None = None) -> int:
-        return int(self.inner.predict(input_size_bytes) * (1.0 + self.margin_fraction))
+    def _post(self, value: int, *, cold: bool) -> int:
+        return value if cold else int(value * (1.0 + self.margin_fraction))
 
     def explain(self) -> str:
         return f"{self.inner.explain()}, +{self.margin_fraction:.0%} margin"
 
 
 class WithBounds(Wrapper):
-    """Keeps predictions within [floor, cap] bytes."""
+    """Keeps every allocation within [floor, cap] bytes."""
 
-    def __init__(self, inner: Predictor, floor_bytes: int = 1024**2, cap_bytes: int | None = None) -> None:
+    def __init__(self, inner: Predictor, floor_bytes: int = MIB, cap_bytes: int | None = None) -> None:
         super().__init__(inner)
         self.floor_bytes = floor_bytes
         self.cap_bytes = cap_bytes
 
-    def predict(self, input_size_bytes: int | None = None) -> int:
-        value = max(self.floor_bytes, self.inner.predict(input_size_bytes))
+    def _post(self, value: int, *, cold: bool) -> int:
+        value = max(self.floor_bytes, value)
         return value if self.cap_bytes is None else min(self.cap_bytes, value)
 
 
-P = TypeVar("P", bound=Callable[..., Predictor])
+F = TypeVar("F", bound=Callable[..., Predictor])
 _PREDICTORS: dict[str, Callable[..., Predictor]] = {}
+ANCHORS: list[str] = []  # the published strategies our default is measured against
 
 
-def register_predictor(name: str) -> Callable[[P], P]:
+def register_predictor(name: str, *, anchor: bool = False) -> Callable[[F], F]:
     """Register a predictor factory under a stable name used in config, CLI and UI."""
 
-    def add(factory: P) -> P:
+    def add(factory: F) -> F:
         if name in _PREDICTORS:
             raise ValueError(f"predictor {name!r} registered twice")
         _PREDICTORS[name] = factory
+        if anchor:
+            ANCHORS.append(name)
         return factory
 
     return add
@@ -108,11 +220,14 @@ def predictor_names() -> list[str]:
     return sorted(_PREDICTORS)
 
 
-def make_predictor(name: str, **params: Any) -> Predictor:
+def make_predictor(name: str, *, cap_bytes: int | None = None, floor_bytes: int = MIB, **params: Any) -> Predictor:
+    """The named predictor, bounded to [floor, cap]; factories that take ``cap_bytes`` get it too."""
     try:
         factory = _PREDICTORS[name]
     except KeyError:
         raise UnknownStrategyError(
             f"unknown sizing strategy {name!r}; known: {', '.join(predictor_names())}"
         ) from None
-    return factory(**params)
+    if cap_bytes is not None and "cap_bytes" in inspect.signature(factory).parameters:
+        params["cap_bytes"] = cap_bytes
+    return WithBounds(factory(**params), floor_bytes, cap_bytes)

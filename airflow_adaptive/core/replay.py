@@ -1,0 +1,170 @@
+"""Online replay of a trace through a sizing strategy, with the metrics of Witt and Phung.
+
+Tasks arrive in submission order (trace order without timestamps). A strategy
+sees only the instances of the same family that completed before the task
+started (``completed``) or every earlier instance (``sequential``). An
+allocation below the true peak is an OOM kill that costs
+allocation x runtime x time-to-failure, then the strategy's retry policy
+answers; nothing goes above the cap, and an instance killed at the cap never
+succeeds.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from airflow_adaptive.core.sizing import Predictor, Sample, make_predictor
+from airflow_adaptive.core.sizing.base import MIB, RequestRatioPrior
+
+GB_H = 1e9 * 3600.0  # byte-seconds in one GB-hour
+HISTORY_MODES = ("completed", "sequential")
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """One task instance of a trace, as the replay needs it."""
+
+    family: str
+    peak_bytes: int
+    wall_seconds: float
+    input_size_bytes: int | None = None
+    user_request_bytes: int | None = None
+    start_s: float | None = None  # when it started; None: trace order only
+    finish_s: float | None = None
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    history: str = "completed"
+    time_to_failure: float = 1.0
+    cap_bytes: int | None = None  # default: the largest peak rounded up to a power of two
+    floor_bytes: int = MIB
+    refit_growth: float = 0.0  # refit when history grew by this fraction (0: after every completion)
+    max_attempts: int = 64
+
+    def __post_init__(self) -> None:
+        if self.history not in HISTORY_MODES:
+            raise ValueError(f"history must be one of {HISTORY_MODES}, not {self.history!r}")
+        if not 0.0 < self.time_to_failure <= 1.0:
+            raise ValueError("time_to_failure must be in (0, 1]")
+
+
+@dataclass
+class StrategyResult:
+    """Totals over every attempt of every instance."""
+
+    strategy: str
+    instances: int = 0
+    waste_byte_s: float = 0.0
+    used_byte_s: float = 0.0
+    whole_node_waste_byte_s: float = 0.0
+    retries: int = 0
+    failed: int = 0
+    efficiency_sum: float = 0.0
+    first_allocations: list[tuple[str, int, int]] = field(default_factory=list)  # (family, predicted, peak)
+
+    def metrics(self) -> dict[str, float | int]:
+        n = max(self.instances, 1)
+        return {
+            "waste_gb_h": self.waste_byte_s / GB_H,
+            "maq": self.used_byte_s / (self.used_byte_s + self.waste_byte_s) if self.used_byte_s else 0.0,
+            "wrr": 1.0 - self.waste_byte_s / self.whole_node_waste_byte_s if self.whole_node_waste_byte_s else 0.0,
+            "ate": self.efficiency_sum / n,
+            "retries_per_100": 100.0 * self.retries / n,
+            "failed": self.failed,
+        }
+
+
+def default_cap_bytes(runs: Iterable[TaskRun]) -> int:
+    """The largest peak rounded up to a power of two: the 'largest node' of a trace."""
+    largest = max((r.peak_bytes for r in runs), default=MIB)
+    return 1 << max(int(largest - 1).bit_length(), 20)
+
+
+def arrival_order(runs: Sequence[TaskRun]) -> list[int]:
+    if runs and all(r.start_s is not None for r in runs):
+        return sorted(range(len(runs)), key=lambda i: (runs[i].start_s, i))
+    return list(range(len(runs)))
+
+
+class _Family:
+    """One family's predictor and history, refitted only when the history changed."""
+
+    def __init__(self, predictor: Predictor, refit_growth: float) -> None:
+        self.predictor = predictor
+        self.samples: list[Sample] = []
+        self.fitted = -1
+        self.refit_growth = refit_growth
+
+    def ready(self) -> Predictor:
+        n = len(self.samples)
+        if n != self.fitted and (
+            self.fitted < 0 or n < 20 or n >= self.fitted * (1.0 + self.refit_growth) or self.refit_growth == 0
+        ):
+            self.predictor.fit(self.samples)
+            self.fitted = n
+        return self.predictor
+
+
+def replay(
+    runs: Sequence[TaskRun], strategy: str, config: ReplayConfig = ReplayConfig(), **params: object
+) -> StrategyResult:
+    """Replay ``runs`` through the named strategy; deterministic for given runs and parameters."""
+    cap = config.cap_bytes or default_cap_bytes(runs)
+    families: dict[str, _Family] = {}
+    result = StrategyResult(strategy)
+    completed = config.history == "completed" and bool(runs) and all(r.start_s is not None for r in runs)
+    pending: list[tuple[float, int]] = []  # (finish time, run index) not yet visible to predictors
+    ttf = config.time_to_failure
+
+    prior = RequestRatioPrior(quantile=0.99)  # what other families used of their requests, for cold starts
+
+    def family(name: str) -> _Family:
+        if name not in families:
+            predictor = make_predictor(strategy, cap_bytes=cap, floor_bytes=config.floor_bytes, **params)
+            predictor.set_prior(prior)
+            families[name] = _Family(predictor, config.refit_growth)
+        return families[name]
+
+    def learn(run: TaskRun) -> None:
+        family(run.family).samples.append(Sample(run.peak_bytes, run.input_size_bytes, run.wall_seconds))
+        prior.add(run.peak_bytes, run.user_request_bytes)
+
+    for index in arrival_order(runs):
+        run = runs[index]
+        if completed:
+            while pending and pending[0][0] <= (run.start_s or 0.0):
+                learn(runs[heapq.heappop(pending)[1]])
+        predictor = family(run.family).ready()
+        t = max(run.wall_seconds, 1e-3)
+        alloc = predictor.predict(run.input_size_bytes, run.user_request_bytes)
+        result.first_allocations.append((run.family, alloc, run.peak_bytes))
+        allocated_byte_s = 0.0
+        succeeded = False
+        for _ in range(config.max_attempts):
+            if alloc >= run.peak_bytes:
+                result.waste_byte_s += (alloc - run.peak_bytes) * t
+                allocated_byte_s += alloc * t
+                succeeded = True
+                break
+            result.waste_byte_s += alloc * t * ttf
+            allocated_byte_s += alloc * t * ttf
+            result.retries += 1
+            if alloc >= cap:
+                break
+            alloc = predictor.retry(alloc, run.input_size_bytes)
+        result.instances += 1
+        result.used_byte_s += run.peak_bytes * t if succeeded else 0.0
+        result.failed += not succeeded
+        result.whole_node_waste_byte_s += (cap - run.peak_bytes) * t if run.peak_bytes <= cap else cap * t * ttf
+        result.efficiency_sum += (run.peak_bytes * t / allocated_byte_s) if succeeded and allocated_byte_s else 0.0
+        if not succeeded:
+            continue
+        if completed:
+            finish = run.finish_s if run.finish_s is not None else (run.start_s or 0.0) + t
+            heapq.heappush(pending, (finish, index))
+        else:
+            learn(run)
+    return result

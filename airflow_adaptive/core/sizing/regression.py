@@ -1,0 +1,143 @@
+"""Memory as a linear function of input size (Witt et al.), and Witt's low-wastage regression."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from scipy.optimize import minimize
+from statsmodels.regression.quantile_regression import QuantReg
+
+from airflow_adaptive.core.sizing.base import Predictor, Sample, peaks, register_predictor, runtimes
+from airflow_adaptive.core.units import format_bytes
+
+OFFSETS = ("mean+-", "mean-", "max-")
+
+
+def _inputs(samples: Sequence[Sample]) -> np.ndarray | None:
+    """Input sizes, or None when any is unknown or they do not vary (no slope to learn)."""
+    sizes = [s.input_size_bytes for s in samples]
+    if any(v is None for v in sizes):
+        return None
+    x = np.array(sizes, dtype=float)
+    return x if np.ptp(x) > 0 else None
+
+
+class LinearRegressionPredictor(Predictor):
+    """OLS of peak on input size plus an offset from the residuals; intercept-only without sizes.
+
+    Offsets (Witt): ``mean+-`` the std of all residuals, ``mean-`` the std of the
+    under-predictions only, ``max-`` the largest under-prediction.
+    """
+
+    name = "linear-regression"
+    min_samples = 2
+
+    def __init__(self, offset: str = "mean-") -> None:
+        self.offset = offset
+
+    def _fit(self, samples: Sequence[Sample]) -> None:
+        if self.offset not in OFFSETS:
+            raise ValueError(f"offset must be one of {OFFSETS}, not {self.offset!r}")
+        y = peaks(samples)
+        x = _inputs(samples)
+        if x is None:
+            self.slope_, self.intercept_, self.mean_input_ = 0.0, float(y.mean()), 0.0
+        else:
+            self.slope_, self.intercept_ = (float(v) for v in np.polyfit(x, y, 1))
+            self.mean_input_ = float(x.mean())
+        residuals = y - (self.intercept_ + self.slope_ * (x if x is not None else 0.0))
+        under = residuals[residuals > 0]
+        if self.offset == "mean+-":
+            self.offset_bytes_ = float(residuals.std())
+        elif self.offset == "mean-":
+            self.offset_bytes_ = float(under.std()) if under.size > 1 else float(under.sum())
+        else:
+            self.offset_bytes_ = float(under.max(initial=0.0))
+
+    def _predict(self, input_size_bytes: int | None) -> float:
+        # Without a size, the typical (mean) input is the best guess.
+        x = self.mean_input_ if input_size_bytes is None else float(input_size_bytes)
+        return max(self.intercept_ + self.slope_ * x, 0.0) + self.offset_bytes_
+
+    def explain(self) -> str:
+        return (
+            f"{format_bytes(self.intercept_)} + {self.slope_:.3g} x input, "
+            f"+ {self.offset} offset {format_bytes(self.offset_bytes_)} ({self.n_samples_} samples)"
+        )
+
+
+def retry_waste(alloc: np.ndarray, peak: np.ndarray, runtime: np.ndarray, ttf: float) -> np.ndarray:
+    """Memory x time wasted per task when allocating ``alloc`` and doubling after each OOM kill."""
+    alloc = np.maximum(alloc, 1.0)
+    doublings = np.maximum(0, np.ceil(np.log2(np.maximum(peak / alloc, 1.0))))
+    final = alloc * 2.0**doublings
+    failed = alloc * (2.0**doublings - 1)  # the sum of every allocation before the last
+    return (final - peak) * runtime + failed * runtime * ttf
+
+
+class LowWastagePredictor(Predictor):
+    """Witt et al. 2019: the line a + b x minimising total wasted memory x time under doubling retries.
+
+    Starts from quantile-regression fits (statsmodels QuantReg at several quantiles) and refines
+    the best with Nelder-Mead on the wastage.
+    """
+
+    name = "low-wastage"
+    min_samples = 3
+
+    def __init__(self, time_to_failure: float = 1.0, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)) -> None:
+        self.time_to_failure = time_to_failure
+        self.quantiles = quantiles
+
+    def _fit(self, samples: Sequence[Sample]) -> None:
+        y, t = peaks(samples), runtimes(samples)
+        x = _inputs(samples)
+        scale = float(y.max())
+        yn = y / scale
+
+        def waste(params: np.ndarray, xs: np.ndarray) -> float:
+            return float(retry_waste((params[0] + params[1] * xs) * scale, y, t, self.time_to_failure).sum())
+
+        if x is None:
+            candidates = [np.array([q, 0.0]) for q in np.quantile(yn, self.quantiles)]
+            xs = np.zeros_like(y)
+        else:
+            xs = x / float(x.max())
+            design = np.column_stack([np.ones_like(xs), xs])
+            candidates = [
+                np.asarray(QuantReg(yn, design).fit(q=q, max_iter=200).params, dtype=float) for q in self.quantiles
+            ]
+        start = min(candidates, key=lambda p: waste(p, xs))
+        if x is None:
+            result = minimize(lambda p: waste(np.array([p[0], 0.0]), xs), start[:1], method="Nelder-Mead")
+            best = np.array([result.x[0], 0.0])
+        else:
+            best = minimize(lambda p: waste(p, xs), start, method="Nelder-Mead").x
+        self.intercept_ = float(best[0] * scale)
+        self.slope_ = float(best[1] * scale / float(x.max())) if x is not None else 0.0
+
+    def _predict(self, input_size_bytes: int | None) -> float:
+        x = float(input_size_bytes) if input_size_bytes is not None else 0.0
+        return max(self.intercept_ + self.slope_ * x, 1.0)
+
+    def explain(self) -> str:
+        return f"low-wastage line {format_bytes(self.intercept_)} + {self.slope_:.3g} x input"
+
+
+@register_predictor("lr-mean+-", anchor=True)
+def lr_mean_pm() -> Predictor:
+    return LinearRegressionPredictor("mean+-")
+
+
+@register_predictor("lr-mean-", anchor=True)
+def lr_mean_minus() -> Predictor:
+    return LinearRegressionPredictor("mean-")
+
+
+@register_predictor("lr-max-", anchor=True)
+def lr_max_minus() -> Predictor:
+    return LinearRegressionPredictor("max-")
+
+
+register_predictor("low-wastage", anchor=True)(LowWastagePredictor)
