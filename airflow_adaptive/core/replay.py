@@ -70,7 +70,9 @@ class StrategyResult:
         return {
             "waste_gb_h": self.waste_byte_s / GB_H,
             "maq": self.used_byte_s / (self.used_byte_s + self.waste_byte_s) if self.used_byte_s else 0.0,
-            "wrr": 1.0 - self.waste_byte_s / self.whole_node_waste_byte_s if self.whole_node_waste_byte_s else 0.0,
+            "wrr": 1.0 - self.waste_byte_s / self.whole_node_waste_byte_s
+            if self.whole_node_waste_byte_s
+            else 0.0,
             "ate": self.efficiency_sum / n,
             "retries_per_100": 100.0 * self.retries / n,
             "failed": self.failed,
@@ -101,7 +103,10 @@ class _Family:
     def ready(self) -> Predictor:
         n = len(self.samples)
         if n != self.fitted and (
-            self.fitted < 0 or n < 20 or n >= self.fitted * (1.0 + self.refit_growth) or self.refit_growth == 0
+            self.fitted < 0
+            or n < 20
+            or n >= self.fitted * (1.0 + self.refit_growth)
+            or self.refit_growth == 0
         ):
             self.predictor.fit(self.samples)
             self.fitted = n
@@ -158,8 +163,12 @@ def replay(
         result.instances += 1
         result.used_byte_s += run.peak_bytes * t if succeeded else 0.0
         result.failed += not succeeded
-        result.whole_node_waste_byte_s += (cap - run.peak_bytes) * t if run.peak_bytes <= cap else cap * t * ttf
-        result.efficiency_sum += (run.peak_bytes * t / allocated_byte_s) if succeeded and allocated_byte_s else 0.0
+        result.whole_node_waste_byte_s += (
+            (cap - run.peak_bytes) * t if run.peak_bytes <= cap else cap * t * ttf
+        )
+        result.efficiency_sum += (
+            (run.peak_bytes * t / allocated_byte_s) if succeeded and allocated_byte_s else 0.0
+        )
         if not succeeded:
             continue
         if completed:

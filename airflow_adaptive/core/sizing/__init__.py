@@ -1,13 +1,7 @@
 """Memory predictors and retry policies, registered by name."""
 
-from airflow_adaptive.core.sizing import (  # noqa: F401  (importing registers the strategies)
-    adaptive as _adaptive,
-    baselines as _baselines,
-    bucketing as _bucketing,
-    percentile as _percentile,
-    regression as _regression,
-    tovar as _tovar,
-)
+# Importing the strategy modules registers them.
+from airflow_adaptive.core.sizing import adaptive, baselines, bucketing, percentile, regression, tovar
 from airflow_adaptive.core.sizing.base import (
     ANCHORS,
     Predictor,
@@ -27,8 +21,14 @@ __all__ = [
     "Sample",
     "WithBounds",
     "WithMargin",
+    "adaptive",
+    "baselines",
+    "bucketing",
     "get_retry_policy",
     "make_predictor",
+    "percentile",
     "predictor_names",
     "register_predictor",
+    "regression",
+    "tovar",
 ]

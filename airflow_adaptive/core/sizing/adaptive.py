@@ -41,6 +41,10 @@ def replayed_cost(alloc: np.ndarray, peak: float, runtime: float, ceiling: float
 class AdaptivePredictor(Predictor):
     name = "adaptive"
     min_samples = 2
+    scores_: np.ndarray
+    failures_: np.ndarray
+    weight_: float
+    inputs_: np.ndarray | None
 
     def __init__(
         self,
@@ -113,12 +117,17 @@ class AdaptivePredictor(Predictor):
             and cached.size <= r.size
             and np.array_equal(cached, r[: cached.size])
         ):
-            start, scores, failures, weight = cached.size, self.scores_.copy(), self.failures_.copy(), self.weight_
+            start, scores, failures, weight = (
+                cached.size,
+                self.scores_.copy(),
+                self.failures_.copy(),
+                self.weight_,
+            )
         else:
             start, scores, failures, weight = 1, np.zeros(n_candidates), np.zeros(n_candidates), 0.0
         for i in range(max(start, 1), r.size):
             prev = r[:i]
-            alloc = self._allocations(prev, x[:i] if sized else None, float(x[i]) if sized else None)
+            alloc = self._allocations(prev, None if x is None else x[:i], None if x is None else float(x[i]))
             ceiling = float(prev.max()) * (1.0 + self.retry_margin)
             cost = replayed_cost(alloc, float(r[i]), float(t[i]), ceiling, self.time_to_failure)
             scores = scores * decay + np.where(np.isfinite(cost), cost, np.inf)

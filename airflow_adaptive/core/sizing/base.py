@@ -78,6 +78,7 @@ class Predictor(ABC):
 
     def set_prior(self, prior: RequestRatioPrior) -> None:
         """Knowledge from other task families, for strategies that use it while cold (default: none)."""
+        return None
 
     @abstractmethod
     def _fit(self, samples: Sequence[Sample]) -> None: ...
@@ -220,7 +221,9 @@ def predictor_names() -> list[str]:
     return sorted(_PREDICTORS)
 
 
-def make_predictor(name: str, *, cap_bytes: int | None = None, floor_bytes: int = MIB, **params: Any) -> Predictor:
+def make_predictor(
+    name: str, *, cap_bytes: int | None = None, floor_bytes: int = MIB, **params: Any
+) -> Predictor:
     """The named predictor, bounded to [floor, cap]; factories that take ``cap_bytes`` get it too."""
     try:
         factory = _PREDICTORS[name]

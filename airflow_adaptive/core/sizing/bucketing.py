@@ -9,6 +9,7 @@ proportion to its probability, skipping buckets at or below a failed allocation)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 
 import numpy as np
 from sklearn.cluster import KMeans
@@ -21,6 +22,7 @@ class _Buckets(Predictor):
     """Shared state: sorted bucket upper edges; retry climbs to the next edge, then the cap."""
 
     min_samples = 10  # warm-up observations before buckets are trusted (Phung, CCTools)
+    edges_: np.ndarray
 
     def __init__(self, cap_bytes: int | None = None) -> None:
         self.cap_bytes = cap_bytes
@@ -100,7 +102,9 @@ def expected_cost(edges: np.ndarray, probs: np.ndarray, means: np.ndarray) -> fl
 class _DrawnBuckets(_Buckets):
     """CCTools allocation: draw a bucket at random by probability; retries skip lower buckets."""
 
-    def __init__(self, recency_decay: float = 0.01, random_state: int = 0, cap_bytes: int | None = None) -> None:
+    def __init__(
+        self, recency_decay: float = 0.01, random_state: int = 0, cap_bytes: int | None = None
+    ) -> None:
         super().__init__(cap_bytes)
         self.recency_decay = recency_decay
         self.random_state = random_state
@@ -109,11 +113,9 @@ class _DrawnBuckets(_Buckets):
         """Buckets end at the sorted indices in ``cuts`` (inclusive; the last is len-1)."""
         bounds = [0, *[c + 1 for c in cuts]]
         self.edges_ = np.array([y[c] for c in cuts])
-        weight = np.array([w[a:b].sum() for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
+        weight = np.array([w[a:b].sum() for a, b in pairwise(bounds)])
         self.probs_ = weight / weight.sum()
-        self.means_ = np.array(
-            [np.average(y[a:b], weights=w[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-        )
+        self.means_ = np.array([np.average(y[a:b], weights=w[a:b]) for a, b in pairwise(bounds)])
         self.rng_ = np.random.default_rng([self.random_state, len(y)])
 
     def _sorted(self, samples: Sequence[Sample]) -> tuple[np.ndarray, np.ndarray]:
@@ -171,7 +173,12 @@ class GreedyBuckets(_DrawnBuckets):
         e_hi = np.divide(cyw[hi] - cyw[idx], w_hi, out=np.zeros_like(w_hi), where=w_hi > 0)
         p1, p2 = w_lo / total, w_hi / total
         brk, top = y[idx], y[hi]
-        cost = p1 * p1 * (brk - e_lo) + p1 * p2 * (top - e_lo) + p2 * p1 * (brk + top - e_hi) + p2 * p2 * (top - e_hi)
+        cost = (
+            p1 * p1 * (brk - e_lo)
+            + p1 * p2 * (top - e_lo)
+            + p2 * p1 * (brk + top - e_hi)
+            + p2 * p2 * (top - e_hi)
+        )
         return int(idx[len(cost) - 1 - int(np.argmin(cost[::-1]))])
 
 
@@ -181,7 +188,11 @@ class ExhaustiveBuckets(_DrawnBuckets):
     name = "exhaustive-buckets"
 
     def __init__(
-        self, max_buckets: int = 10, recency_decay: float = 0.01, random_state: int = 0, cap_bytes: int | None = None
+        self,
+        max_buckets: int = 10,
+        recency_decay: float = 0.01,
+        random_state: int = 0,
+        cap_bytes: int | None = None,
     ) -> None:
         super().__init__(recency_decay, random_state, cap_bytes)
         self.max_buckets = max_buckets

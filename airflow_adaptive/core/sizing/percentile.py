@@ -69,7 +69,9 @@ class VpaPredictor(Predictor):
 class WithFloor(WithMargin):
     """VPA's margin then its 250 MB floor."""
 
-    def __init__(self, inner: Predictor, margin_fraction: float = 0.15, floor_bytes: int = 250 * 10**6) -> None:
+    def __init__(
+        self, inner: Predictor, margin_fraction: float = 0.15, floor_bytes: int = 250 * 10**6
+    ) -> None:
         super().__init__(inner, margin_fraction)
         self.floor_bytes = floor_bytes
 

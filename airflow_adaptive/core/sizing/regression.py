@@ -106,7 +106,8 @@ class LowWastagePredictor(Predictor):
             xs = x / float(x.max())
             design = np.column_stack([np.ones_like(xs), xs])
             candidates = [
-                np.asarray(QuantReg(yn, design).fit(q=q, max_iter=200).params, dtype=float) for q in self.quantiles
+                np.asarray(QuantReg(yn, design).fit(q=q, max_iter=200).params, dtype=float)
+                for q in self.quantiles
             ]
         start = min(candidates, key=lambda p: waste(p, xs))
         if x is None:
