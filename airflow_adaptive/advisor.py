@@ -11,6 +11,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.decide import decide_memory
 from airflow_adaptive.core.model import Decision, MemoryRequest, Observation, TaskKey
+from airflow_adaptive.core.sizing.base import RequestRatioPrior
 from airflow_adaptive.core.units import format_bytes
 from airflow_adaptive.exceptions import AdaptiveError, HistoryUnavailableError
 from airflow_adaptive.store.access import open_repository, warn_once
@@ -60,6 +61,10 @@ class Advisor:
         try:
             repo = self._factory()
             history = repo.history(task_family, limit=self.settings.history_window)
+            prior = RequestRatioPrior(quantile=0.99)
+            if not history:  # other families' request ratios only matter for a cold start
+                for peak, request in repo.request_ratios():
+                    prior.add(peak, request)
             if previous_attempt is None and key is not None and key.try_number > 1:
                 previous_attempt = repo.attempt(replace(key, try_number=key.try_number - 1))
         except STORE_ERRORS as err:
@@ -73,6 +78,7 @@ class Advisor:
                 self.settings.sizing,
                 previous_attempt=previous_attempt,
                 input_size_bytes=input_size_bytes,
+                prior=prior,
             )
         except AdaptiveError as err:  # e.g. an unknown strategy name in config
             warn_once(str(err))

@@ -30,12 +30,12 @@ def _print_json(data: Any, out: TextIO) -> None:
 def cmd_history_import(args: argparse.Namespace, out: TextIO) -> int:
     from rich.progress import Progress
 
-    from airflow_adaptive.traces.nextflow import read_nextflow
+    from airflow_adaptive.traces.load import read_trace
 
     repo = _repository()
     total = 0
     for path in args.files:
-        result = read_nextflow(path)
+        result = read_trace(path, args.format)
         for skipped in result.skipped:
             print(f"skipped {skipped}", file=sys.stderr)
         rows = result.observations
@@ -120,6 +120,65 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
+    from rich.progress import Progress
+
+    from airflow_adaptive.core.replay import ReplayConfig
+    from airflow_adaptive.exceptions import TraceFormatError
+    from airflow_adaptive.traces.evaluate import DEFAULT_STRATEGY, evaluate, ratio_to_best_anchor
+    from airflow_adaptive.traces.load import expand_paths
+
+    traces, ignored = expand_paths(args.traces)
+    for path in ignored:
+        print(f"not a trace, ignored: {path}", file=sys.stderr)
+    if not traces:
+        raise TraceFormatError("no trace files found")
+    config = ReplayConfig(
+        history=args.history,
+        time_to_failure=args.time_to_failure,
+        cap_bytes=args.cap_bytes,
+        refit_growth=args.refit_growth,
+    )
+    with Progress(transient=True, disable=not sys.stderr.isatty()) as progress:
+        bar = progress.add_task("replaying", total=None)
+        report = evaluate(
+            traces,
+            args.strategy or ["all"],
+            config,
+            fmt=args.format,
+            workers=args.workers,
+            keep_allocations_for=DEFAULT_STRATEGY if args.plot else None,
+            on_progress=lambda done, total: progress.update(bar, completed=done, total=total),
+        )
+    if args.plot:
+        from airflow_adaptive.traces.plots import write_plots
+
+        for picture in write_plots(report, args.plot):
+            print(f"wrote {picture}", file=sys.stderr)
+    report.pop("_allocations", None)
+    if args.json:
+        _print_json(report, out)
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    for trace in report["traces"]:
+        table = Table(title=f"{trace['trace']} ({trace['instances']} tasks, history {trace['history']})")
+        for column in ("strategy", "waste GB·h", "MAQ", "WRR", "ATE", "retries/100", "failed"):
+            table.add_column(column, justify="right" if column != "strategy" else "left")
+        rows = sorted(trace["strategies"].items(), key=lambda kv: kv[1]["waste_gb_h"])
+        for name, m in rows:
+            table.add_row(
+                name, f"{m['waste_gb_h']:.2f}", f"{m['maq']:.3f}", f"{m['wrr']:.3f}", f"{m['ate']:.3f}",
+                f"{m['retries_per_100']:.1f}", str(m["failed"]),
+            )  # fmt: skip
+        ratio = ratio_to_best_anchor(trace)
+        caption = f"{DEFAULT_STRATEGY} / best anchor ({ratio[1]}) = {ratio[0]:.3f}" if ratio else None
+        table.caption = caption
+        Console(file=out, width=120).print(table)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.demo import run_demo
 
@@ -136,6 +195,9 @@ def cmd_config_reference(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from airflow_adaptive.core.replay import HISTORY_MODES
+    from airflow_adaptive.traces.load import FORMATS
+
     parser = argparse.ArgumentParser(prog="airflow-adaptive", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -143,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="history_command", required=True
     )
     imp = history.add_parser("import", help="load a trace file into the history store")
-    imp.add_argument("--format", choices=["nextflow"], default="nextflow")
+    imp.add_argument("--format", choices=FORMATS, default="auto")
     imp.add_argument("files", nargs="+", metavar="FILE")
     imp.set_defaults(func=cmd_history_import)
     show = history.add_parser("show", help="recent attempts of a task family")
@@ -161,6 +223,25 @@ def build_parser() -> argparse.ArgumentParser:
     decide.add_argument("--input-size-bytes", type=int)
     decide.add_argument("--json", action="store_true")
     decide.set_defaults(func=cmd_decide)
+
+    rep = sub.add_parser("replay", help="replay traces through sizing strategies and compare their waste")
+    rep.add_argument("traces", nargs="+", metavar="TRACE", help="trace files, or folders to search for them")
+    rep.add_argument("--format", choices=FORMATS, default="auto")
+    rep.add_argument(
+        "--strategy", action="append", metavar="NAME", help="a strategy name, or 'all' (default)"
+    )
+    rep.add_argument("--history", choices=HISTORY_MODES, default="completed")
+    rep.add_argument(
+        "--time-to-failure", type=float, default=1.0, help="fraction of runtime an OOM kill costs"
+    )
+    rep.add_argument("--cap-bytes", type=int, help="largest node (default: largest peak, next power of two)")
+    rep.add_argument(
+        "--refit-growth", type=float, default=0.05, help="refit after this history growth (0: always)"
+    )
+    rep.add_argument("--workers", type=int, help="parallel processes (default: one per core)")
+    rep.add_argument("--json", action="store_true")
+    rep.add_argument("--plot", metavar="DIR", help="write PNG plots here")
+    rep.set_defaults(func=cmd_replay)
 
     demo = sub.add_parser("demo", help="show the adaptive pod of every task of the example DAG")
     demo.add_argument("--trace", help="warm the store from this Nextflow trace instead of generated history")

@@ -23,10 +23,10 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "5.0",
         "Connect and statement timeout for the history store. Past it the pod keeps the user's resources.",
     ),
-    "strategy": ("string", "percentile-margin", "Registered name of the memory sizing strategy."),
+    "strategy": ("string", "adaptive", "Registered name of the memory sizing strategy."),
     "min_observations": (
         "integer",
-        "3",
+        "1",
         "Completed attempts of a task family needed before its memory is sized from history.",
     ),
     "history_window": ("integer", "500", "Most recent attempts of a task family that a decision reads."),

@@ -31,8 +31,9 @@ def test_chipseq_bwa_mem_decision(capsys: pytest.CaptureFixture[str]) -> None:
     bwa = trace[trace.process == BWA]
     decision = run_json(capsys, "decide", "--task-family", BWA)
     assert bwa.peak_rss.median() < decision["memory_request_bytes"] < 0.75 * bwa["memory"].median()
-    assert decision["strategy"] == "percentile-margin" and decision["observations"] == len(bwa) == 87
-    assert "P95 of 87 peaks" in decision["explanation"] and "GiB" in decision["explanation"]
+    assert decision["strategy"] == "adaptive" and decision["observations"] == len(bwa) == 87
+    assert "of peaks" in decision["explanation"] and "87 peaks" in decision["explanation"]
+    assert "GiB" in decision["explanation"]
     after_oom = run_json(capsys, "decide", "--task-family", BWA, "--previous-oom", "--try-number", "2")
     assert after_oom["memory_request_bytes"] > decision["memory_request_bytes"]
     assert "OOM-killed" in after_oom["explanation"]
@@ -66,6 +67,8 @@ def test_a_file_with_no_usable_rows_is_an_error(tmp_path: Path, capsys: pytest.C
     not_a_trace = tmp_path / "other.csv"
     not_a_trace.write_text("a,b\n1,2\n")
     assert main(["history", "import", str(not_a_trace)]) == 2
+    assert "unknown trace format" in capsys.readouterr().err
+    assert main(["history", "import", "--format", "nextflow", str(not_a_trace)]) == 2
     assert "missing columns process, status" in capsys.readouterr().err
 
 
@@ -80,7 +83,7 @@ def test_demo_shows_a_valid_adaptive_pod_for_every_task(capsys: pytest.CaptureFi
     assert len(tasks) == 11 and result["dag_id"] == "adaptive_genomics"
     for task in tasks.values():
         validate_pod(task["pod"])
-        assert task["strategy"] == "percentile-margin"
+        assert task["strategy"] == "adaptive"
         assert (
             task["memory_request_bytes"] < task["user_request_bytes"]
             or task["task_family"] == "genomics.align"

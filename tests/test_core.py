@@ -64,7 +64,7 @@ def test_too_little_history_keeps_the_users_request() -> None:
 
 def test_enough_history_gives_p95_plus_margin_and_says_so() -> None:
     peaks = [i * 100 * MIB for i in range(1, 21)]
-    d = decide_memory([obs(p) for p in peaks], USER, SETTINGS)
+    d = decide_memory([obs(p) for p in peaks], USER, SizingSettings(strategy="percentile-margin"))
     p95 = 1905 * MIB  # numpy's linear interpolation between 1900 and 2000 MiB
     assert d.memory_request_bytes == int(p95 * 1.15)
     assert d.memory_limit_bytes == d.memory_request_bytes

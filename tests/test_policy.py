@@ -61,7 +61,7 @@ def test_plain_kpo_pod_is_sized_from_history_and_airflow_labels_stay(engine: Any
         "dag_id": "etl", "task_id": "load", "run_id": make_safe_label_value(RUN_ID), "try_number": "1",
         "kubernetes_pod_operator": "True",
     }  # fmt: skip
-    assert "P95 of 5 peaks" in pod.metadata.annotations[DECISION_ANNOTATION]
+    assert "P95 of peaks +15%" in pod.metadata.annotations[DECISION_ANNOTATION]
     validate_pod(pod)
 
 

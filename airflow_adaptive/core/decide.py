@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from airflow_adaptive.core.model import MIB, Decision, MemoryRequest, Observation, PeakKind
-from airflow_adaptive.core.sizing import Sample, WithBounds, get_retry_policy, make_predictor
+from airflow_adaptive.core.sizing import Sample, get_retry_policy, make_predictor
+from airflow_adaptive.core.sizing.base import RequestRatioPrior
 from airflow_adaptive.core.sizing.retry import vpa_bump
 from airflow_adaptive.core.units import format_bytes
 
@@ -15,8 +16,8 @@ from airflow_adaptive.core.units import format_bytes
 class SizingSettings:
     """Configuration the decision needs, read once at the edge."""
 
-    strategy: str = "percentile-margin"
-    min_observations: int = 3
+    strategy: str = "adaptive"
+    min_observations: int = 1
     floor_bytes: int = 64 * MIB
     cap_bytes: int = 64 * 1024 * MIB
     retry_policy: str = "double"
@@ -55,6 +56,7 @@ def decide_memory(
     *,
     previous_attempt: Observation | None = None,
     input_size_bytes: int | None = None,
+    prior: RequestRatioPrior | None = None,
 ) -> Decision:
     """Decide request and limit for the next attempt of a task family.
 
@@ -65,13 +67,29 @@ def decide_memory(
     predicted: int | None = None
     basis = ""
     strategy = settings.strategy
+    predictor = make_predictor(strategy, cap_bytes=settings.cap_bytes, floor_bytes=settings.floor_bytes)
+    if prior is not None:
+        predictor.set_prior(prior)
     if len(samples) >= settings.min_observations:
-        predictor = WithBounds(make_predictor(settings.strategy), settings.floor_bytes, settings.cap_bytes)
-        predicted = predictor.fit(samples).predict(input_size_bytes)
-        basis = predictor.explain()
-        lower = sum(s.lower_bound for s in samples)
-        if lower:
-            basis += f" ({lower} of {len(samples)} peaks are lower bounds: sampled or OOM-killed)"
+        predictor.fit(samples)
+        if predictor.warm:
+            predicted = predictor.predict(input_size_bytes, user.request_bytes)
+            basis = predictor.explain()
+            lower = sum(s.lower_bound for s in samples)
+            if lower:
+                basis += f" ({lower} of {len(samples)} peaks are lower bounds: sampled or OOM-killed)"
+    if (
+        predicted is None
+        and not samples
+        and user.request_bytes
+        and prior is not None
+        and prior.ratio is not None
+    ):
+        predicted = predictor.fit([]).predict(input_size_bytes, user.request_bytes)
+        basis = (
+            f"no history yet: the request {format_bytes(user.request_bytes)} x {prior.ratio:.2f}, "
+            f"what other task families used of theirs (P{prior.quantile * 100:g} + {prior.margin_fraction:.0%})"
+        )
 
     details: dict[str, float | int | str | None] = {
         "samples": len(samples),

@@ -41,7 +41,9 @@ class ReplayConfig:
     time_to_failure: float = 1.0
     cap_bytes: int | None = None  # default: the largest peak rounded up to a power of two
     floor_bytes: int = MIB
-    refit_growth: float = 0.0  # refit when history grew by this fraction (0: after every completion)
+    # Refit a family's predictor after every completion while it has fewer than 20 samples, then each
+    # time its history grew by this fraction (0: after every completion). Bounds replay cost on long traces.
+    refit_growth: float = 0.05
     max_attempts: int = 64
 
     def __post_init__(self) -> None:

@@ -155,6 +155,22 @@ class HistoryRepository:
         with self.engine.connect() as conn:
             return _observations(conn.execute(stmt).all())
 
+    def request_ratios(self, *, limit: int = 2000) -> list[tuple[int, int]]:
+        """(peak, request) bytes of the most recent measured, completed attempts of every family."""
+        stmt = (
+            select(task_attempt.c.peak_memory_bytes, task_attempt.c.memory_request_bytes)
+            .where(
+                task_attempt.c.exit_reason == ExitReason.COMPLETED.value,
+                task_attempt.c.peak_kind == PeakKind.MEASURED.value,
+                task_attempt.c.peak_memory_bytes > 0,
+                task_attempt.c.memory_request_bytes > 0,
+            )
+            .order_by(task_attempt.c.finished_at.desc())
+            .limit(limit)
+        )
+        with self.engine.connect() as conn:
+            return [(int(p), int(r)) for p, r in conn.execute(stmt).all()]
+
     def families(self) -> list[tuple[str, int, int]]:
         """(task family, attempts, OOM kills) for every family, most attempts first."""
         oom = func.sum(

@@ -9,14 +9,13 @@ import pandas as pd
 
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.exceptions import TraceFormatError
-from airflow_adaptive.traces.common import ImportResult, SkippedRow
+from airflow_adaptive.traces.common import MISSING, ImportResult, SkippedRow, numeric_columns, value
 
 REQUIRED = ("process", "status")
 NUMERIC = (
     "task_id", "attempt", "exit", "memory", "peak_rss", "realtime", "%cpu",
     "read_bytes", "write_bytes", "rchar", "wchar", "complete",
 )  # fmt: skip
-MISSING = {"", "-"}
 OOM_EXIT_CODES = {137}  # SIGKILL: Nextflow reports OOM kills this way
 
 
@@ -36,14 +35,7 @@ def read_nextflow(path: str | os.PathLike[str], sep: str | None = None) -> Impor
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         raise TraceFormatError(f"{name}: not a Nextflow trace (missing columns {', '.join(missing)})")
-    numbers: dict[str, pd.Series] = {}
-    bad = pd.Series("", index=frame.index)
-    for column in NUMERIC:
-        raw = frame[column].str.strip() if column in frame.columns else pd.Series("", index=frame.index)
-        values = pd.to_numeric(raw.where(~raw.isin(MISSING)), errors="coerce")
-        invalid = values.isna() & ~raw.isin(MISSING) | (values < 0)
-        bad = bad.where(~invalid, bad + f"{column}=" + raw + " ")
-        numbers[column] = values.where(~invalid)
+    numbers, bad = numeric_columns(frame, NUMERIC)
     result = ImportResult()
     stem = os.path.basename(name)
     hosts = frame["hostname"].str.strip() if "hostname" in frame.columns else pd.Series("", index=frame.index)
@@ -51,8 +43,7 @@ def read_nextflow(path: str | os.PathLike[str], sep: str | None = None) -> Impor
         line = pos + 2  # the header is line 1
 
         def num(column: str, _pos: int = pos) -> float | None:
-            value = numbers[column].iat[_pos]
-            return None if pd.isna(value) else float(value)
+            return value(numbers, column, _pos)
 
         process = str(frame.at[pos, "process"]).strip()
         status = str(frame.at[pos, "status"]).strip()

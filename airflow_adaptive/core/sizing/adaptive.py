@@ -1,14 +1,17 @@
-"""Our default: per family, the candidate rule that has wasted least on that family's own tasks.
+"""Our default: P95 of the family's peaks + 15 %, replaced by another rule only when that rule has
+clearly wasted less on the family's own tasks.
 
-Candidates are simple rules — a quantile of the peaks seen so far times a
-margin, and (when input sizes are known and vary) an OLS line on input size
-plus a quantile of its residuals. Each is scored prequentially, as Sizey does:
-every past task is charged what the rule, fitted on the tasks before it, would
-have cost — ``(a - r) t`` when the allocation ``a`` covered the peak ``r``,
-else the killed attempt ``a t ttf`` plus the retry. Scores decay with age, so a
-family that drifts switches rule. The retry uses what the kill taught: the task
-needed more than ``a``, so it goes to the largest peak seen plus a margin when
-that is above ``a``, else it doubles.
+Candidate rules are a quantile of the peaks seen so far times a margin and,
+when input sizes are known and vary, a line on input size (or on its log)
+plus a quantile of its residuals. Each is scored prequentially, as Sizey
+does: every past task is charged what the rule, fitted on the tasks before
+it, would have cost under doubling retries — ``(a - r) t`` when the allocation
+covered the peak, plus ``a t ttf`` for every killed attempt. Scores decay with
+age. The first rule (P95 + 15 %, the measured best single rule) stays unless
+another scores below ``switch_ratio`` of it after ``min_scored`` tasks; this
+keeps small families from chasing noise. A family with no history starts
+from the user's request scaled by what other families used of theirs
+(:class:`RequestRatioPrior`), and falls back to the full request if killed.
 
 Scoring is incremental: refitting on the same history plus new tasks only
 scores the new tasks, with the same result as scoring from scratch.
@@ -26,42 +29,42 @@ from airflow_adaptive.core.sizing.base import (
     Sample,
     peaks,
     register_predictor,
+    retry_waste,
     runtimes,
 )
 from airflow_adaptive.core.units import format_bytes
 
 
-def replayed_cost(alloc: np.ndarray, peak: float, runtime: float, ceiling: float, ttf: float) -> np.ndarray:
-    """Memory x time each allocation would have cost one task, retries included."""
-    retry = np.where(alloc < ceiling, ceiling, 2.0 * alloc)
-    retry_cost = np.where(retry >= peak, retry - peak, retry * ttf + 2.0 * retry - peak)
-    return np.where(alloc >= peak, alloc - peak, alloc * ttf + retry_cost) * runtime
+def _identity(x: np.ndarray) -> np.ndarray:
+    return x
+
+
+SIZE_MODELS = (("input size", _identity), ("log input size", np.log1p))
 
 
 class AdaptivePredictor(Predictor):
     name = "adaptive"
-    min_samples = 2
+    min_samples = 1
     scores_: np.ndarray
-    failures_: np.ndarray
-    weight_: float
     inputs_: np.ndarray | None
 
     def __init__(
         self,
-        quantiles: tuple[float, ...] = (0.5, 0.75, 0.9, 0.95, 0.99, 1.0),
-        margins: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 0.4),
-        retry_margin: float = 0.1,
+        quantiles: tuple[float, ...] = (0.95, 0.5, 0.9, 0.99, 1.0),
+        margins: tuple[float, ...] = (0.15, 0.0, 0.05, 0.3),
         half_life_tasks: float = 50.0,
         time_to_failure: float = 1.0,
-        max_failure_rate: float = 0.03,
+        switch_ratio: float = 0.8,
+        min_scored: int = 10,
     ) -> None:
         self.quantiles = quantiles
         self.margins = margins
-        self.retry_margin = retry_margin
         self.half_life_tasks = half_life_tasks
         self.time_to_failure = time_to_failure
-        self.max_failure_rate = max_failure_rate
+        self.switch_ratio = switch_ratio
+        self.min_scored = min_scored
 
+    # -- cold start ------------------------------------------------------------------------------
     def set_prior(self, prior: RequestRatioPrior) -> None:
         self.prior = prior
 
@@ -86,20 +89,23 @@ class AdaptivePredictor(Predictor):
         q = np.quantile(r, self.quantiles)
         allocations = [np.outer(q, 1.0 + np.asarray(self.margins)).ravel()]
         if x is not None and x_next is not None:
-            allocations.append(self._size_allocations(r, x, x_next))
+            for _, transform in SIZE_MODELS:
+                tx = transform(x)
+                if r.size < 3 or np.ptp(tx) == 0:
+                    allocations.append(q)  # no line to fit yet: the plain quantiles stand in
+                    continue
+                slope, intercept = np.polyfit(tx, r, 1)
+                offsets = np.quantile(r - (intercept + slope * tx), self.quantiles)
+                allocations.append(
+                    np.maximum(intercept + slope * transform(np.array([x_next]))[0] + offsets, 1.0)
+                )
         return np.concatenate(allocations)
-
-    def _size_allocations(self, r: np.ndarray, x: np.ndarray, x_next: float) -> np.ndarray:
-        if r.size < 3 or np.ptp(x) == 0:
-            return np.full(len(self.quantiles), np.inf)  # not fittable yet: never the cheapest
-        slope, intercept = np.polyfit(x, r, 1)
-        offsets = np.quantile(r - (intercept + slope * x), self.quantiles)
-        return np.maximum(intercept + slope * x_next + offsets, 1.0)
 
     def _candidate_names(self, sized: bool) -> list[str]:
         names = [f"P{q * 100:g} of peaks +{m:.0%}" for q in self.quantiles for m in self.margins]
         if sized:
-            names += [f"line on input size + P{q * 100:g} of residuals" for q in self.quantiles]
+            for model, _ in SIZE_MODELS:
+                names += [f"line on {model} + P{q * 100:g} of residuals" for q in self.quantiles]
         return names
 
     # -- fitting ---------------------------------------------------------------------------------
@@ -107,41 +113,27 @@ class AdaptivePredictor(Predictor):
         r, t = peaks(samples), runtimes(samples)
         raw_x = [s.input_size_bytes for s in samples]
         x = None if any(v is None for v in raw_x) else np.asarray(raw_x, dtype=float)
-        sized = x is not None
-        n_candidates = len(self.quantiles) * len(self.margins) + (len(self.quantiles) if sized else 0)
+        names = self._candidate_names(x is not None)
         decay = 0.5 ** (1.0 / self.half_life_tasks)
         cached = getattr(self, "scored_peaks_", None)
         if (
             cached is not None
-            and self.scores_.size == n_candidates
+            and self.scores_.size == len(names)
             and cached.size <= r.size
             and np.array_equal(cached, r[: cached.size])
         ):
-            start, scores, failures, weight = (
-                cached.size,
-                self.scores_.copy(),
-                self.failures_.copy(),
-                self.weight_,
-            )
+            start, scores = cached.size, self.scores_.copy()
         else:
-            start, scores, failures, weight = 1, np.zeros(n_candidates), np.zeros(n_candidates), 0.0
+            start, scores = 1, np.zeros(len(names))
         for i in range(max(start, 1), r.size):
-            prev = r[:i]
-            alloc = self._allocations(prev, None if x is None else x[:i], None if x is None else float(x[i]))
-            ceiling = float(prev.max()) * (1.0 + self.retry_margin)
-            cost = replayed_cost(alloc, float(r[i]), float(t[i]), ceiling, self.time_to_failure)
-            scores = scores * decay + np.where(np.isfinite(cost), cost, np.inf)
-            failures = failures * decay + (alloc < r[i])
-            weight = weight * decay + 1.0
-        self.scored_peaks_, self.scores_, self.failures_, self.weight_ = r.copy(), scores, failures, weight
-        # The cheapest rule among those that rarely get tasks killed (else the one killed least).
-        allowed = failures <= self.max_failure_rate * weight if weight else np.ones_like(scores, dtype=bool)
-        if not allowed.any():
-            allowed = failures == failures.min()
-        self.best_ = int(np.argmin(np.where(allowed, scores, np.inf)))
-        self.rule_ = self._candidate_names(sized)[self.best_]
+            alloc = self._allocations(r[:i], None if x is None else x[:i], None if x is None else float(x[i]))
+            scores = scores * decay + retry_waste(alloc, float(r[i]), float(t[i]), self.time_to_failure)
+        self.scored_peaks_, self.scores_ = r.copy(), scores
+        best = int(np.argmin(scores))
+        if best and (r.size - 1 < self.min_scored or scores[best] > self.switch_ratio * scores[0]):
+            best = 0
+        self.best_, self.rule_ = best, names[best]
         self.peaks_, self.inputs_ = r, x
-        self.ceiling_ = float(r.max()) * (1.0 + self.retry_margin)
 
     def _predict(self, input_size_bytes: int | None) -> float:
         x_next = None
@@ -149,14 +141,9 @@ class AdaptivePredictor(Predictor):
             x_next = float(input_size_bytes) if input_size_bytes is not None else float(self.inputs_.mean())
         return float(self._allocations(self.peaks_, self.inputs_, x_next)[self.best_])
 
-    def _retry(self, failed_bytes: int, input_size_bytes: int | None) -> float:
-        return self.ceiling_ if failed_bytes < self.ceiling_ else 2.0 * failed_bytes
-
     def explain(self) -> str:
-        return (
-            f"{self.rule_} (the cheapest of {self.scores_.size} rules replayed on {self.n_samples_} peaks) "
-            f"= {format_bytes(self._predict(None))}; retry at {format_bytes(self.ceiling_)}"
-        )
+        chosen = "the default rule" if self.best_ == 0 else f"cheapest of {self.scores_.size} rules replayed"
+        return f"{self.rule_} ({chosen}, {self.n_samples_} peaks) = {format_bytes(self._predict(None))}"
 
 
 register_predictor("adaptive")(AdaptivePredictor)

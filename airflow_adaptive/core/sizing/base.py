@@ -102,6 +102,17 @@ def runtimes(samples: Sequence[Sample]) -> np.ndarray:
     return np.where(np.isnan(values), fill, np.maximum(values, 1e-3))
 
 
+def retry_waste(
+    alloc: np.ndarray, peak: np.ndarray | float, runtime: np.ndarray | float, ttf: float
+) -> np.ndarray:
+    """Memory x time wasted per task when allocating ``alloc`` and doubling after each OOM kill."""
+    alloc = np.maximum(alloc, 1.0)
+    doublings = np.maximum(0, np.ceil(np.log2(np.maximum(peak / alloc, 1.0))))
+    final = alloc * 2.0**doublings
+    failed = alloc * (2.0**doublings - 1)  # the sum of every allocation before the last
+    return (final - peak) * runtime + failed * runtime * ttf
+
+
 class RequestRatioPrior:
     """How much of their memory request tasks of *other* families really used (peak / request).
 

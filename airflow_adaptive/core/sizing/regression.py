@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 from scipy.optimize import minimize
 from statsmodels.regression.quantile_regression import QuantReg
+from statsmodels.tools.sm_exceptions import IterationLimitWarning
 
-from airflow_adaptive.core.sizing.base import Predictor, Sample, peaks, register_predictor, runtimes
+from airflow_adaptive.core.sizing.base import (
+    Predictor,
+    Sample,
+    peaks,
+    register_predictor,
+    retry_waste,
+    runtimes,
+)
 from airflow_adaptive.core.units import format_bytes
 
 OFFSETS = ("mean+-", "mean-", "max-")
+NM = {"maxiter": 80, "xatol": 1e-3, "fatol": 1e-4}  # a wastage within 0.01 % of used is converged
 
 
 def _inputs(samples: Sequence[Sample]) -> np.ndarray | None:
@@ -67,15 +77,6 @@ class LinearRegressionPredictor(Predictor):
         )
 
 
-def retry_waste(alloc: np.ndarray, peak: np.ndarray, runtime: np.ndarray, ttf: float) -> np.ndarray:
-    """Memory x time wasted per task when allocating ``alloc`` and doubling after each OOM kill."""
-    alloc = np.maximum(alloc, 1.0)
-    doublings = np.maximum(0, np.ceil(np.log2(np.maximum(peak / alloc, 1.0))))
-    final = alloc * 2.0**doublings
-    failed = alloc * (2.0**doublings - 1)  # the sum of every allocation before the last
-    return (final - peak) * runtime + failed * runtime * ttf
-
-
 class LowWastagePredictor(Predictor):
     """Witt et al. 2019: the line a + b x minimising total wasted memory x time under doubling retries.
 
@@ -96,8 +97,14 @@ class LowWastagePredictor(Predictor):
         scale = float(y.max())
         yn = y / scale
 
+        used = float((y * t).sum())
+
         def waste(params: np.ndarray, xs: np.ndarray) -> float:
-            return float(retry_waste((params[0] + params[1] * xs) * scale, y, t, self.time_to_failure).sum())
+            """Wastage relative to what was used, so tolerances mean the same on every trace."""
+            return (
+                float(retry_waste((params[0] + params[1] * xs) * scale, y, t, self.time_to_failure).sum())
+                / used
+            )
 
         if x is None:
             candidates = [np.array([q, 0.0]) for q in np.quantile(yn, self.quantiles)]
@@ -105,16 +112,20 @@ class LowWastagePredictor(Predictor):
         else:
             xs = x / float(x.max())
             design = np.column_stack([np.ones_like(xs), xs])
-            candidates = [
-                np.asarray(QuantReg(yn, design).fit(q=q, max_iter=200).params, dtype=float)
-                for q in self.quantiles
-            ]
+            with warnings.catch_warnings():  # a starting point need not be converged
+                warnings.simplefilter("ignore", IterationLimitWarning)
+                candidates = [
+                    np.asarray(QuantReg(yn, design).fit(q=q, max_iter=50).params, dtype=float)
+                    for q in self.quantiles
+                ]
         start = min(candidates, key=lambda p: waste(p, xs))
         if x is None:
-            result = minimize(lambda p: waste(np.array([p[0], 0.0]), xs), start[:1], method="Nelder-Mead")
+            result = minimize(
+                lambda p: waste(np.array([p[0], 0.0]), xs), start[:1], method="Nelder-Mead", options=NM
+            )
             best = np.array([result.x[0], 0.0])
         else:
-            best = minimize(lambda p: waste(p, xs), start, method="Nelder-Mead").x
+            best = minimize(lambda p: waste(p, xs), start, method="Nelder-Mead", options=NM).x
         self.intercept_ = float(best[0] * scale)
         self.slope_ = float(best[1] * scale / float(x.max())) if x is not None else 0.0
 

@@ -1,0 +1,69 @@
+"""CCTools / Work Queue task summaries: `` -- ``-delimited tables, memory in MB, the tag is the category."""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+
+from airflow_adaptive.core.model import MIB, ExitReason, Observation, PeakKind, TaskKey, Usage
+from airflow_adaptive.exceptions import TraceFormatError
+from airflow_adaptive.traces.common import ImportResult, SkippedRow, numeric_columns, value
+
+DELIMITER = " -- "
+# By position: some published files name the last (tag) column "0" or "1".
+COLUMNS = ("task_id", "core", "memory", "virtual_memory", "disk", "time", "average_cores", "tag")
+
+
+def read_cctools(path: str | os.PathLike[str]) -> ImportResult:
+    """Observations of a CCTools table; family ``category-<tag>``; memory and disk are MB (MiB)."""
+    name = os.fspath(path)
+    with open(name, encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    if not lines or DELIMITER not in lines[0]:
+        raise TraceFormatError(f"{name}: not a CCTools task table (no ' -- ' delimited header)")
+    rows, result = [], ImportResult()
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        cells = [c.strip() for c in line.split(DELIMITER)]
+        if len(cells) != len(COLUMNS):
+            result.skipped.append(SkippedRow(name, number, f"{len(cells)} fields, expected {len(COLUMNS)}"))
+            continue
+        rows.append((number, cells))
+    frame = pd.DataFrame([cells for _, cells in rows], columns=list(COLUMNS))
+    numbers, bad = numeric_columns(frame, ("memory", "time", "average_cores"))
+    stem = os.path.basename(name)
+    for pos, (number, cells) in enumerate(rows):
+        memory_mb, seconds = value(numbers, "memory", pos), value(numbers, "time", pos)
+        problem = (
+            f"not a non-negative number: {bad.iat[pos].strip()}" if bad.iat[pos]
+            else "no memory" if not memory_mb
+            else None
+        )  # fmt: skip
+        if problem:
+            result.skipped.append(SkippedRow(name, number, problem))
+            continue
+        family = f"category-{cells[7]}"
+        cores = value(numbers, "average_cores", pos)
+        result.observations.append(
+            Observation(
+                key=TaskKey(
+                    "trace", family, f"trace:{stem}", int(float(cells[0])) if cells[0].isdigit() else pos, 1
+                ),
+                task_family=family,
+                usage=Usage(
+                    peak_memory_bytes=int(memory_mb * MIB),  # type: ignore[operator]
+                    cpu_core_seconds=None if cores is None or seconds is None else cores * seconds,
+                    wall_seconds=seconds,
+                    peak_kind=PeakKind.MEASURED,
+                ),
+                exit_reason=ExitReason.COMPLETED,
+                exit_code=0,
+                strategy="user",
+                explanation=f"imported from {stem}",
+            )
+        )
+    if not result.observations:
+        raise TraceFormatError(f"{name}: no usable rows ({len(result.skipped)} skipped)")
+    return result

@@ -1,0 +1,99 @@
+"""Replay trace files through sizing strategies, side by side, in parallel processes."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict
+from typing import Any
+
+from airflow_adaptive.core.replay import ReplayConfig, TaskRun, replay
+from airflow_adaptive.core.sizing import ANCHORS, predictor_names
+from airflow_adaptive.traces.load import read_trace, task_runs
+
+DEFAULT_STRATEGY = "adaptive"
+BASELINES = ("user", "whole-node")
+
+
+@functools.lru_cache(maxsize=8)
+def _runs(path: str, fmt: str) -> tuple[TaskRun, ...]:
+    return tuple(task_runs(read_trace(path, fmt).observations))
+
+
+def _job(
+    path: str, fmt: str, strategy: str, config: dict[str, Any], keep_allocations: bool
+) -> dict[str, Any]:
+    result = replay(_runs(path, fmt), strategy, ReplayConfig(**config))
+    out: dict[str, Any] = {"trace": path, "strategy": strategy, "metrics": result.metrics()}
+    if keep_allocations:
+        out["allocations"] = result.first_allocations
+    return out
+
+
+def strategies_for(runs: Sequence[TaskRun], requested: Sequence[str]) -> list[str]:
+    """``all`` expands to every registered strategy; ``user`` only where the trace has requests."""
+    names = predictor_names() if "all" in requested else list(dict.fromkeys(requested))
+    if not any(r.user_request_bytes for r in runs):
+        names = [n for n in names if n != "user"]
+    return names
+
+
+def evaluate(
+    paths: Sequence[str],
+    strategies: Sequence[str],
+    config: ReplayConfig,
+    *,
+    fmt: str = "auto",
+    workers: int | None = None,
+    keep_allocations_for: str | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """The report ``airflow-adaptive replay --json`` prints (allocations kept for one strategy, for plots)."""
+    jobs = []
+    traces: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        runs = _runs(path, fmt)
+        timed = bool(runs) and all(r.start_s is not None for r in runs)
+        traces[path] = {
+            "trace": path,
+            "instances": len(runs),
+            "history": config.history if timed else "sequential",
+            "strategies": {},
+        }
+        jobs += [(path, name) for name in strategies_for(runs, strategies)]
+    workers = workers or min(len(jobs), os.cpu_count() or 1)
+    allocations: dict[str, Any] = {}
+    done = 0
+    with ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = [
+            pool.submit(_job, path, fmt, name, asdict(config), name == keep_allocations_for)
+            for path, name in jobs
+        ]
+        for future in futures:
+            out = future.result()
+            traces[out["trace"]]["strategies"][out["strategy"]] = out["metrics"]
+            if "allocations" in out:
+                allocations[out["trace"]] = out["allocations"]
+            done += 1
+            if on_progress:
+                on_progress(done, len(jobs))
+    return {
+        "history": config.history,
+        "time_to_failure": config.time_to_failure,
+        "default_strategy": DEFAULT_STRATEGY,
+        "anchor_strategies": list(ANCHORS),
+        "traces": list(traces.values()),
+        "_allocations": allocations,
+    }
+
+
+def ratio_to_best_anchor(trace: dict[str, Any], strategy: str = DEFAULT_STRATEGY) -> tuple[float, str] | None:
+    """Waste of ``strategy`` divided by the best anchor's on one trace, and that anchor."""
+    results = trace["strategies"]
+    anchors = {k: v["waste_gb_h"] for k, v in results.items() if k in ANCHORS}
+    if strategy not in results or not anchors:
+        return None
+    best = min(anchors, key=lambda k: anchors[k])
+    return (results[strategy]["waste_gb_h"] / anchors[best] if anchors[best] else float("inf")), best

@@ -1,0 +1,96 @@
+"""Pick the importer for a trace file, and turn observations into replayable task runs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from airflow_adaptive.core.model import Observation
+from airflow_adaptive.core.replay import TaskRun
+from airflow_adaptive.exceptions import TraceFormatError
+from airflow_adaptive.traces.cctools import DELIMITER, read_cctools
+from airflow_adaptive.traces.common import ImportResult
+from airflow_adaptive.traces.lotaru import read_lotaru
+from airflow_adaptive.traces.nextflow import read_nextflow
+from airflow_adaptive.traces.wfformat import read_wfformat
+
+READERS: dict[str, Callable[[str], ImportResult]] = {
+    "nextflow": read_nextflow,
+    "lotaru": read_lotaru,
+    "cctools": read_cctools,
+    "wfformat": read_wfformat,
+}
+FORMATS = ("auto", *READERS)
+
+
+def detect_format(path: str) -> str:
+    """The format of a trace file, from its first line."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            head = handle.readline()
+    except (OSError, UnicodeDecodeError) as err:
+        raise TraceFormatError(f"{path}: cannot read ({err})") from None
+    if head.lstrip().startswith("{"):
+        return "wfformat"
+    if DELIMITER in head:
+        return "cctools"
+    columns = {c.strip() for c in head.replace("\t", ",").split(",")}
+    if {"process", "status"} <= columns:
+        return "nextflow"
+    if {"Task", "peak_rss", "Realtime"} <= columns:
+        return "lotaru"
+    raise TraceFormatError(f"{path}: unknown trace format (use --format {'|'.join(READERS)})")
+
+
+def read_trace(path: str | os.PathLike[str], fmt: str = "auto") -> ImportResult:
+    name = os.fspath(path)
+    if fmt not in FORMATS:
+        raise TraceFormatError(f"unknown trace format {fmt!r}; known: {', '.join(FORMATS)}")
+    return READERS[detect_format(name) if fmt == "auto" else fmt](name)
+
+
+def task_runs(observations: list[Observation]) -> list[TaskRun]:
+    """Completed attempts as replay input (a failed attempt has no true peak to replay)."""
+    runs = []
+    for obs in observations:
+        peak = obs.usage.peak_memory_bytes
+        if not peak or obs.oom_killed or obs.exit_reason.value != "Completed":
+            continue
+        wall = obs.usage.wall_seconds or 0.0
+        finish = obs.finished_at.timestamp() if obs.finished_at else None
+        runs.append(
+            TaskRun(
+                family=obs.task_family,
+                peak_bytes=peak,
+                wall_seconds=wall,
+                input_size_bytes=obs.input_size_bytes,
+                user_request_bytes=obs.memory_request_bytes,
+                start_s=None if finish is None else finish - wall,
+                finish_s=finish,
+            )
+        )
+    return runs
+
+
+def expand_paths(paths: list[str]) -> tuple[list[str], list[str]]:
+    """Files to replay: named files as they are; folders searched for files of a known format.
+
+    Returns (traces, skipped files found in folders whose format is unknown).
+    """
+    traces: list[str] = []
+    skipped: list[str] = []
+    for path in paths:
+        if not os.path.isdir(path):
+            traces.append(path)
+            continue
+        for root, dirs, files in os.walk(path):
+            dirs.sort()
+            for name in sorted(files):
+                candidate = os.path.join(root, name)
+                try:
+                    detect_format(candidate)
+                except TraceFormatError:
+                    skipped.append(candidate)
+                else:
+                    traces.append(candidate)
+    return traces, skipped

@@ -1,0 +1,77 @@
+"""PNG pictures of a replay: waste per strategy, and first allocation against the true peak."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+GIB = 1024**3
+
+
+def _stem(path: str) -> str:
+    parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    return f"{parent}-{Path(path).stem}"
+
+
+def write_plots(report: dict[str, Any], folder: str | os.PathLike[str]) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    default = report["default_strategy"]
+    for trace in report["traces"]:
+        names = sorted(trace["strategies"], key=lambda n: trace["strategies"][n]["waste_gb_h"])
+        waste = [trace["strategies"][n]["waste_gb_h"] for n in names]
+        colours = [
+            "tab:green" if n == default else "tab:grey" if n in ("user", "whole-node") else "tab:blue"
+            for n in names
+        ]
+        fig, ax = plt.subplots(figsize=(9, 0.32 * len(names) + 1.5))
+        ax.barh(names, waste, color=colours)
+        ax.set_xscale("log")
+        ax.invert_yaxis()
+        ax.set_xlabel("memory waste (GB·h, log scale; failed attempts included)")
+        ax.set_title(f"{Path(trace['trace']).name}: {trace['instances']} tasks, history {trace['history']}")
+        fig.tight_layout()
+        path = out / f"{_stem(trace['trace'])}-waste.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+        allocations = report.get("_allocations", {}).get(trace["trace"])
+        if not allocations:
+            continue
+        fig, ax = plt.subplots(figsize=(6.5, 6))
+        families = sorted({family for family, _, _ in allocations})
+        cmap = plt.get_cmap("tab20")
+        for i, family in enumerate(families):
+            points = [(peak / GIB, alloc / GIB) for f, alloc, peak in allocations if f == family]
+            xs, ys = zip(*points, strict=True)
+            ax.scatter(
+                xs,
+                ys,
+                s=8,
+                alpha=0.6,
+                color=cmap(i % 20),
+                label=family[-30:] if len(families) <= 12 else None,
+            )
+        lo = min(min(a, p) for _, a, p in allocations) / GIB
+        hi = max(max(a, p) for _, a, p in allocations) / GIB
+        ax.plot([lo, hi], [lo, hi], color="black", lw=1, label="allocation = peak")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("true peak (GiB)")
+        ax.set_ylabel(f"first allocation by {default} (GiB)")
+        ax.set_title(f"{Path(trace['trace']).name}: predicted vs actual, per task family")
+        if len(families) <= 12:
+            ax.legend(fontsize=6, loc="upper left")
+        fig.tight_layout()
+        path = out / f"{_stem(trace['trace'])}-predicted-vs-actual.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
