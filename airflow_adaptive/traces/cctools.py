@@ -64,6 +64,7 @@ def read_cctools(path: str | os.PathLike[str]) -> ImportResult:
                 explanation=f"imported from {stem}",
             )
         )
+    result.skipped.sort(key=lambda row: row.line)
     if not result.observations:
         raise TraceFormatError(f"{name}: no usable rows ({len(result.skipped)} skipped)")
     return result

@@ -1,0 +1,149 @@
+"""Every registered predictor through one contract; the replay evaluator on hand-checked cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_adaptive.core.replay import GB_H, ReplayConfig, TaskRun, default_cap_bytes, replay
+from airflow_adaptive.core.sizing import ANCHORS, make_predictor, predictor_names
+from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
+from airflow_adaptive.core.sizing.base import GIB, MIB, RequestRatioPrior, Sample
+
+CAP = 64 * GIB
+
+
+def history(n: int = 40, *, sized: bool = True) -> list[Sample]:
+    """Peaks that grow with input size plus a deterministic wobble."""
+    return [
+        Sample(
+            int((1 + i % 7) * 300 * MIB + (i % 3) * 50 * MIB),
+            (1 + i % 7) * 10**9 if sized else None,
+            60.0 + i,
+        )
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("name", predictor_names())
+def test_predictor_contract(name: str) -> None:
+    predictor = make_predictor(name, cap_bytes=CAP)
+    raw = predictor.inner  # type: ignore[attr-defined]
+    params = raw.get_params()
+    assert type(raw)(**params).get_params() == params  # parameters round-trip through __init__
+    samples = history()
+    assert predictor.fit(samples) is predictor
+    first = [predictor.predict(4 * 10**9, 2 * GIB), predictor.predict(None, None), predictor.predict()]
+    again = make_predictor(name, cap_bytes=CAP).fit(samples)
+    assert [
+        again.predict(4 * 10**9, 2 * GIB),
+        again.predict(None, None),
+        again.predict(),
+    ] == first  # deterministic
+    for value in first:
+        assert MIB <= value <= CAP
+    retried = predictor.retry(first[0], 4 * 10**9)
+    assert first[0] < retried <= CAP or first[0] == CAP
+    assert predictor.retry(CAP) == CAP  # never above the cap
+    tiny = make_predictor(name, cap_bytes=CAP).fit([Sample(10, None, 1.0)] * 12)
+    assert tiny.predict() >= MIB  # never below the 1 MiB floor
+    unsized = make_predictor(name, cap_bytes=CAP).fit(history(sized=False))
+    assert MIB <= unsized.predict(None) <= CAP  # input size is optional
+
+
+def test_anchors_are_the_published_strategies() -> None:
+    assert set(ANCHORS) == set(predictor_names()) - {"user", "whole-node", "adaptive", "percentile-margin"}
+
+
+def test_adaptive_scoring_is_incremental_and_exact() -> None:
+    samples = history(60)
+    incremental = AdaptivePredictor()
+    for n in range(1, 61):
+        incremental.fit(samples[:n])
+    scratch = AdaptivePredictor().fit(samples)
+    assert incremental.scores_ == pytest.approx(scratch.scores_)
+    assert incremental.predict(3 * 10**9) == scratch.predict(3 * 10**9)
+
+
+def test_adaptive_uses_input_size_when_it_explains_memory() -> None:
+    samples = [Sample(int(x * 0.5) + 100 * MIB, x, 100.0) for x in range(GIB, 40 * GIB, GIB)]
+    predictor = AdaptivePredictor().fit(samples)
+    assert "line on input size" in predictor.rule_
+    small, large = predictor.predict(2 * GIB), predictor.predict(30 * GIB)
+    assert small < large and large >= int(30 * GIB * 0.5)
+
+
+def test_adaptive_cold_start_scales_the_request_by_other_families_use() -> None:
+    prior = RequestRatioPrior(quantile=1.0, margin_fraction=0.0, min_ratios=3)
+    for peak in (100, 200, 250):
+        prior.add(peak * MIB, 1000 * MIB)
+    predictor = AdaptivePredictor()
+    predictor.set_prior(prior)
+    predictor.fit([])
+    assert predictor.predict(None, 8 * GIB) == int(8 * GIB * 0.25)
+    assert predictor.retry(int(8 * GIB * 0.25)) == 8 * GIB  # killed: the user's own request next
+
+
+def run(peak_mib: int, seconds: float = 3600.0, request_mib: int | None = None, family: str = "f") -> TaskRun:
+    return TaskRun(family, peak_mib * MIB, seconds, None, None if request_mib is None else request_mib * MIB)
+
+
+def test_replay_charges_failed_attempts_and_counts_retries() -> None:
+    runs = [run(1000, request_mib=512), run(400, request_mib=512)]
+    result = replay(runs, "user", ReplayConfig(history="sequential", cap_bytes=4096 * MIB))
+    # Task 1: 512 killed (512 MiB·h wasted), 1024 succeeds (24 MiB·h over). Task 2: 112 MiB·h over.
+    expected_mib_h = 512 + 24 + 112
+    assert result.waste_byte_s == pytest.approx(expected_mib_h * MIB * 3600)
+    metrics = result.metrics()
+    assert metrics["waste_gb_h"] == pytest.approx(expected_mib_h * MIB / 1e9)
+    assert metrics["retries_per_100"] == 50.0 and metrics["failed"] == 0
+    assert metrics["maq"] == pytest.approx(1400 / (1400 + expected_mib_h))
+    assert metrics["ate"] == pytest.approx((1000 / (512 + 1024) + 400 / 512) / 2)
+    whole = (4096 - 1000) + (4096 - 400)
+    assert metrics["wrr"] == pytest.approx(1 - expected_mib_h / whole)
+
+
+def test_time_to_failure_scales_the_cost_of_a_kill() -> None:
+    runs = [run(1000, request_mib=512)]
+    full = replay(runs, "user", ReplayConfig(cap_bytes=4096 * MIB)).waste_byte_s
+    tenth = replay(runs, "user", ReplayConfig(cap_bytes=4096 * MIB, time_to_failure=0.1)).waste_byte_s
+    assert full - tenth == pytest.approx(512 * MIB * 3600 * 0.9)
+
+
+def test_a_task_above_the_cap_never_succeeds() -> None:
+    result = replay([run(5000, request_mib=1024)], "user", ReplayConfig(cap_bytes=4096 * MIB))
+    assert result.failed == 1 and result.retries == 3  # 1024, 2048, 4096: all killed
+
+
+def test_completed_history_hides_tasks_still_running() -> None:
+    first = TaskRun("f", 100 * MIB, 100.0, None, 1000 * MIB, start_s=0.0, finish_s=100.0)
+    overlapping = TaskRun("f", 100 * MIB, 10.0, None, 1000 * MIB, start_s=50.0, finish_s=60.0)
+    later = TaskRun("f", 100 * MIB, 10.0, None, 1000 * MIB, start_s=200.0, finish_s=210.0)
+    completed = replay(
+        [first, overlapping, later], "pc95", ReplayConfig(history="completed", cap_bytes=4 * GIB)
+    )
+    sequential = replay(
+        [first, overlapping, later], "pc95", ReplayConfig(history="sequential", cap_bytes=4 * GIB)
+    )
+    assert [a for _, a, _ in completed.first_allocations] == [1000 * MIB, 1000 * MIB, 100 * MIB]
+    assert [a for _, a, _ in sequential.first_allocations] == [1000 * MIB, 100 * MIB, 100 * MIB]
+
+
+def test_default_cap_is_the_largest_peak_rounded_up_to_a_power_of_two() -> None:
+    assert default_cap_bytes([run(3000), run(100)]) == 4096 * MIB
+    assert default_cap_bytes([run(4096)]) == 4096 * MIB
+
+
+def test_replay_is_deterministic_for_random_strategies() -> None:
+    runs = [run(100 + (i * 37) % 900, 60.0, family=f"f{i % 3}") for i in range(300)]
+    a = replay(runs, "greedy-buckets").metrics()
+    b = replay(runs, "greedy-buckets").metrics()
+    assert a == b
+    assert a["waste_gb_h"] > 0
+
+
+def test_bad_replay_settings_are_rejected() -> None:
+    with pytest.raises(ValueError, match="history"):
+        ReplayConfig(history="future")
+    with pytest.raises(ValueError, match="time_to_failure"):
+        ReplayConfig(time_to_failure=0.0)
+    assert GB_H == 3.6e12

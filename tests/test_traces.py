@@ -1,0 +1,201 @@
+"""Trace importers: small files written here, malformed input, and the shared traces when present."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from airflow_adaptive.cli import main
+from airflow_adaptive.core.model import MIB, ExitReason
+from airflow_adaptive.exceptions import TraceFormatError
+from airflow_adaptive.traces.load import detect_format, expand_paths, read_trace, task_runs
+from tests.conftest import SHARED_DATA
+
+LOTARU_HEADER = (
+    "Label,Machine,Workflow,NumberSequences,Task,WorkflowInputSize,Realtime,%cpu,rss,rchar,wchar,cpus,"
+    "read_bytes,write_bytes,vmem,memory,peak_rss,TaskInputSize,TaskInputSizeUncompressed,WorkflowInputUncompressed"
+)
+
+
+def lotaru_row(label: str, task: str, realtime: str, peak: str, size: str) -> str:
+    return (
+        f"{label},local,bacass,100,{task},1000,{realtime},150.0,1,1,1,2,10,20,1,8589934592,{peak},{size},1,1"
+    )
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_lotaru_report(tmp_path: Path) -> None:
+    trace = write(tmp_path / "bacass.csv", "\n".join([
+        LOTARU_HEADER,
+        lotaru_row("train-1", "FASTQC", "60000", "1073741824", "5000000"),
+        lotaru_row("train-2", "FASTQC", "oops", "1073741824", "5000000"),
+        lotaru_row("train-3", "UNICYCLER", "120000", "-7", "9000000"),
+        lotaru_row("train-4", "UNICYCLER", "120000", "2147483648", "9000000"),
+    ]) + "\n")  # fmt: skip
+    assert detect_format(str(trace)) == "lotaru"
+    result = read_trace(trace)
+    assert [str(s) for s in result.skipped] == [
+        f"{trace}:3: not a non-negative number: Realtime=oops",
+        f"{trace}:4: not a non-negative number: peak_rss=-7",
+    ]
+    first, second = result.observations
+    assert (first.task_family, first.input_size_bytes, first.usage.wall_seconds) == (
+        "bacass:FASTQC",
+        5000000,
+        60.0,
+    )
+    assert first.usage.cpu_core_seconds == pytest.approx(90.0) and first.memory_request_bytes == 8589934592
+    assert second.usage.peak_memory_bytes == 2 * 1024**3 and second.node_name == "local"
+
+
+def test_cctools_table(tmp_path: Path) -> None:
+    trace = write(tmp_path / "colmena.txt", "\n".join([
+        "taskid -- core -- memory -- virtual_memory -- disk -- time -- average_cores -- 1",
+        "28 -- 2 -- 6202 -- 358792 -- 5 -- 256.5 -- 1.5 -- 1",
+        "29 -- 2 -- lots -- 358792 -- 5 -- 276.7 -- 1.5 -- 1",
+        "30 -- 2 -- 100",
+        "31 -- 1 -- 300 -- 0 -- 5 -- 10.0 -- 0.5 -- 2",
+    ]) + "\n")  # fmt: skip
+    assert detect_format(str(trace)) == "cctools"
+    result = read_trace(trace)
+    assert [s.line for s in result.skipped] == [3, 4]
+    assert "memory=lots" in result.skipped[0].reason and "3 fields" in result.skipped[1].reason
+    a, b = result.observations
+    assert (a.task_family, a.usage.peak_memory_bytes, a.usage.wall_seconds) == (
+        "category-1",
+        6202 * MIB,
+        256.5,
+    )
+    assert a.usage.cpu_core_seconds == pytest.approx(1.5 * 256.5)
+    assert b.task_family == "category-2" and a.exit_reason is ExitReason.COMPLETED
+
+
+def wf(tasks: list[dict], executions: list[dict]) -> dict:
+    return {
+        "name": "t", "schemaVersion": "1.5",
+        "workflow": {
+            "specification": {"tasks": tasks, "files": [{"id": "in1", "sizeInBytes": 300}, {"id": "in2", "sizeInBytes": 700}]},
+            "execution": {"makespanInSeconds": 1, "executedAt": "x", "tasks": executions, "machines": []},
+        },
+    }  # fmt: skip
+
+
+def test_wfformat_instance(tmp_path: Path) -> None:
+    tasks = [
+        {
+            "name": "ALIGN",
+            "id": "ALIGN_1",
+            "children": [],
+            "parents": [],
+            "inputFiles": ["in1", "in2"],
+            "outputFiles": [],
+        },
+        {
+            "name": "ALIGN",
+            "id": "ALIGN_2",
+            "children": [],
+            "parents": [],
+            "inputFiles": ["in1"],
+            "outputFiles": [],
+        },
+        {"name": "QC", "id": "QC_3", "children": [], "parents": [], "inputFiles": [], "outputFiles": []},
+    ]
+    executions = [
+        {"id": "ALIGN_1", "runtimeInSeconds": 10.0, "avgCPU": 200.0, "memoryInBytes": 5000},
+        {"id": "ALIGN_2", "runtimeInSeconds": 10.0, "memoryInBytes": "big"},
+        {"id": "QC_3", "runtimeInSeconds": 1.0},
+    ]
+    trace = tmp_path / "wf.json"
+    trace.write_text(json.dumps(wf(tasks, executions)))
+    assert detect_format(str(trace)) == "wfformat"
+    result = read_trace(trace)
+    assert len(result.skipped) == 2 and "memoryInBytes='big'" in result.skipped[0].reason
+    (obs,) = result.observations
+    assert (obs.task_family, obs.input_size_bytes, obs.usage.cpu_core_seconds) == ("ALIGN", 1000, 20.0)
+
+
+def test_unknown_and_unusable_files_are_errors(tmp_path: Path) -> None:
+    with pytest.raises(TraceFormatError, match="unknown trace format"):
+        read_trace(write(tmp_path / "x.csv", "a,b\n1,2\n"))
+    with pytest.raises(TraceFormatError, match="not a WfFormat"):
+        read_trace(write(tmp_path / "broken.json", "{not json"), "wfformat")
+    with pytest.raises(TraceFormatError, match="no usable rows"):
+        read_trace(
+            write(
+                tmp_path / "c.txt",
+                "task_id -- core -- memory -- v -- d -- time -- a -- tag\n1 -- 1 -- x -- 0 -- 0 -- 1 -- 0 -- 1\n",
+            )
+        )
+    with pytest.raises(TraceFormatError, match="unknown trace format 'yaml'"):
+        read_trace(tmp_path / "c.txt", "yaml")
+
+
+def test_folders_expand_to_the_traces_inside(tmp_path: Path) -> None:
+    write(tmp_path / "notes.md", "# not a trace\n")
+    (tmp_path / "sub").mkdir()
+    trace = write(
+        tmp_path / "sub" / "c.txt",
+        "t -- c -- memory -- v -- d -- time -- a -- tag\n1 -- 1 -- 10 -- 0 -- 0 -- 1 -- 0 -- 1\n",
+    )
+    found, ignored = expand_paths([str(tmp_path)])
+    assert found == [str(trace)] and ignored == [str(tmp_path / "notes.md")]
+
+
+def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = "\n".join(
+        f"{i} -- 1 -- {100 + (i * 53) % 400} -- 0 -- 0 -- {10 + i % 5} -- 1 -- {i % 2}" for i in range(60)
+    )
+    trace = write(
+        tmp_path / "t.txt", "task_id -- core -- memory -- v -- d -- time -- a -- tag\n" + rows + "\n"
+    )
+    argv = [
+        "replay",
+        str(trace),
+        "--strategy",
+        "all",
+        "--json",
+        "--workers",
+        "1",
+        "--plot",
+        str(tmp_path / "plots"),
+    ]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {"history", "time_to_failure", "default_strategy", "anchor_strategies", "traces"} <= set(report)
+    assert report["default_strategy"] == "adaptive" and "user" not in report["anchor_strategies"]
+    (entry,) = report["traces"]
+    assert entry["instances"] == 60 and entry["history"] == "sequential"
+    assert "user" not in entry["strategies"]  # no requests in a CCTools table
+    for metrics in entry["strategies"].values():
+        assert set(metrics) == {"waste_gb_h", "maq", "wrr", "ate", "retries_per_100", "failed"}
+    assert entry["strategies"]["whole-node"]["wrr"] == 0.0
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == [
+        f"{tmp_path.name}-t-predicted-vs-actual.png",
+        f"{tmp_path.name}-t-waste.png",
+    ]
+    assert main([*argv[:-2]]) == 0
+    assert json.loads(capsys.readouterr().out)["traces"] == report["traces"]  # deterministic
+
+
+@pytest.mark.skipif(not SHARED_DATA.exists(), reason="shared traces not present")
+@pytest.mark.parametrize(
+    ("relative", "fmt", "instances"),
+    [
+        ("nextflow-traces/eager.csv", "nextflow", 1576),
+        ("lotaru/local/bacass.csv", "lotaru", 110),
+        ("cctools/colmena.txt", "cctools", 228),
+        ("wfinstances/sarek-dirt02-001.json", "wfformat", 24),
+    ],
+)
+def test_shared_traces(relative: str, fmt: str, instances: int) -> None:
+    path = str(SHARED_DATA / relative)
+    assert detect_format(path) == fmt
+    runs = task_runs(read_trace(path).observations)
+    assert len(runs) == instances
+    assert all(r.peak_bytes > 0 and r.wall_seconds >= 0 for r in runs)
