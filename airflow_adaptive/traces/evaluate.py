@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import multiprocessing
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 from typing import Any
@@ -65,18 +67,19 @@ def evaluate(
         jobs += [(path, name) for name in strategies_for(runs, strategies)]
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     allocations: dict[str, Any] = {}
-    done = 0
-    with ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [
-            pool.submit(_job, path, fmt, name, asdict(config), name == keep_allocations_for)
-            for path, name in jobs
-        ]
-        for future in futures:
-            out = future.result()
+    args = [(path, fmt, name, asdict(config), name == keep_allocations_for) for path, name in jobs]
+    with contextlib.ExitStack() as stack:
+        if workers > 1:
+            # spawn, not fork: the caller may hold threads (Airflow, SQLAlchemy pools) a fork would copy mid-lock
+            context = multiprocessing.get_context("spawn")
+            pool = stack.enter_context(ProcessPoolExecutor(workers, mp_context=context))
+            results: Iterable[dict[str, Any]] = (f.result() for f in [pool.submit(_job, *a) for a in args])
+        else:
+            results = (_job(*a) for a in args)
+        for done, out in enumerate(results, start=1):
             traces[out["trace"]]["strategies"][out["strategy"]] = out["metrics"]
             if "allocations" in out:
                 allocations[out["trace"]] = out["allocations"]
-            done += 1
             if on_progress:
                 on_progress(done, len(jobs))
     return {
