@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from airflow_adaptive.core.model import MIB, Decision, MemoryRequest, Observation, PeakKind
-from airflow_adaptive.core.sizing import Sample, get_retry_policy, make_predictor
-from airflow_adaptive.core.sizing.base import RequestRatioPrior
-from airflow_adaptive.core.sizing.retry import vpa_bump
-from airflow_adaptive.core.units import format_bytes
+from .model import MIB, Decision, MemoryRequest, Observation, PeakKind
+from .sizing import Sample, get_retry_policy, make_predictor
+from .sizing.base import RequestRatioPrior
+from .sizing.retry import vpa_bump
+from .units import format_bytes
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from airflow_adaptive.core.sizing import Predictor, Sample, make_predictor
-from airflow_adaptive.core.sizing.base import MIB, RequestRatioPrior
+from .sizing import Predictor, Sample, make_predictor
+from .sizing.base import MIB, RequestRatioPrior
 
 GB_H = 1e9 * 3600.0  # byte-seconds in one GB-hour
 HISTORY_MODES = ("completed", "sequential")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from airflow_adaptive.core.model import PeakKind, Usage
+from .model import PeakKind, Usage
 
 USAGE_PREFIX = "adaptive.airflow.io/usage="
 

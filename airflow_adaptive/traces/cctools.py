@@ -6,9 +6,15 @@ import os
 
 import pandas as pd
 
-from airflow_adaptive.core.model import MIB, ExitReason, Observation, PeakKind, TaskKey, Usage
+from airflow_adaptive.core.model import MIB
 from airflow_adaptive.exceptions import TraceFormatError
-from airflow_adaptive.traces.common import ImportResult, SkippedRow, numeric_columns, value
+from airflow_adaptive.traces.common import (
+    ImportResult,
+    SkippedRow,
+    completed_observation,
+    numeric_columns,
+    value,
+)
 
 DELIMITER = " -- "
 # By position: some published files name the last (tag) column "0" or "1".
@@ -44,24 +50,15 @@ def read_cctools(path: str | os.PathLike[str]) -> ImportResult:
         if problem:
             result.skipped.append(SkippedRow(name, number, problem))
             continue
-        family = f"category-{cells[7]}"
         cores = value(numbers, "average_cores", pos)
         result.observations.append(
-            Observation(
-                key=TaskKey(
-                    "trace", family, f"trace:{stem}", int(float(cells[0])) if cells[0].isdigit() else pos, 1
-                ),
-                task_family=family,
-                usage=Usage(
-                    peak_memory_bytes=int(memory_mb * MIB),  # type: ignore[operator]
-                    cpu_core_seconds=None if cores is None or seconds is None else cores * seconds,
-                    wall_seconds=seconds,
-                    peak_kind=PeakKind.MEASURED,
-                ),
-                exit_reason=ExitReason.COMPLETED,
-                exit_code=0,
-                strategy="user",
-                explanation=f"imported from {stem}",
+            completed_observation(
+                stem,
+                int(cells[0]) if cells[0].isdigit() else pos,
+                f"category-{cells[7]}",
+                peak_bytes=memory_mb * MIB,  # type: ignore[operator]  # checked above
+                wall_seconds=seconds,
+                cpu_percent=None if cores is None else cores * 100,
             )
         )
     result.skipped.sort(key=lambda row: row.line)

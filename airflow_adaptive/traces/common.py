@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from airflow_adaptive.core.model import Observation
+from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
 
 MISSING = {"", "-", "NA", "nan", "NaN", "null", "None"}
 
@@ -51,3 +51,48 @@ def numeric_columns(frame: pd.DataFrame, columns: tuple[str, ...]) -> tuple[dict
 def value(numbers: dict[str, pd.Series], column: str, pos: int) -> float | None:
     number = numbers[column].iat[pos]
     return None if pd.isna(number) else float(number)
+
+
+def whole(number: float | None) -> int | None:
+    return None if number is None else int(number)
+
+
+def completed_observation(
+    trace: str,
+    position: int,
+    family: str,
+    *,
+    peak_bytes: float,
+    wall_seconds: float | None,
+    cpu_percent: float | None = None,
+    read_bytes: float | None = None,
+    write_bytes: float | None = None,
+    request_bytes: float | None = None,
+    input_size_bytes: float | None = None,
+    node_name: str | None = None,
+    note: str = "",
+) -> Observation:
+    """A measured, completed attempt of a trace that has no retries or exit codes of its own."""
+    family = family[:250]
+    return Observation(
+        key=TaskKey("trace", family, f"trace:{trace}", position, 1),
+        task_family=family,
+        usage=Usage(
+            peak_memory_bytes=int(peak_bytes),
+            cpu_core_seconds=None
+            if cpu_percent is None or wall_seconds is None
+            else cpu_percent / 100 * wall_seconds,
+            wall_seconds=wall_seconds,
+            read_bytes=whole(read_bytes),
+            write_bytes=whole(write_bytes),
+            peak_kind=PeakKind.MEASURED,
+        ),
+        exit_reason=ExitReason.COMPLETED,
+        exit_code=0,
+        memory_request_bytes=whole(request_bytes),
+        memory_limit_bytes=whole(request_bytes),
+        input_size_bytes=whole(input_size_bytes),
+        node_name=node_name,
+        strategy="user",
+        explanation=f"imported from {trace}" + (f" ({note})" if note else ""),
+    )

@@ -6,9 +6,14 @@ import os
 
 import pandas as pd
 
-from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.exceptions import TraceFormatError
-from airflow_adaptive.traces.common import ImportResult, SkippedRow, numeric_columns, value
+from airflow_adaptive.traces.common import (
+    ImportResult,
+    SkippedRow,
+    completed_observation,
+    numeric_columns,
+    value,
+)
 
 REQUIRED = ("Task", "peak_rss", "Realtime")
 NUMERIC = (
@@ -56,25 +61,19 @@ def read_lotaru(path: str | os.PathLike[str]) -> ImportResult:
         size = value(numbers, "TaskInputSize", pos)
         label = str(frame.at[pos, "Label"]).strip() if "Label" in frame.columns else ""
         result.observations.append(
-            Observation(
-                key=TaskKey("trace", family[:250], f"trace:{stem}", pos, 1),
-                task_family=family[:250],
-                usage=Usage(
-                    peak_memory_bytes=int(peak),  # type: ignore[arg-type]
-                    cpu_core_seconds=None if cpu is None or wall is None else cpu / 100 * wall,
-                    wall_seconds=wall,
-                    read_bytes=None if read is None else int(read),
-                    write_bytes=None if write is None else int(write),
-                    peak_kind=PeakKind.MEASURED,
-                ),
-                exit_reason=ExitReason.COMPLETED,
-                exit_code=0,
-                memory_request_bytes=None if memory is None else int(memory),
-                memory_limit_bytes=None if memory is None else int(memory),
-                input_size_bytes=None if size is None else int(size),
+            completed_observation(
+                stem,
+                pos,
+                family,
+                peak_bytes=peak,  # type: ignore[arg-type]  # checked above
+                wall_seconds=wall,
+                cpu_percent=cpu,
+                read_bytes=read,
+                write_bytes=write,
+                request_bytes=memory,
+                input_size_bytes=size,
                 node_name=str(frame.at[pos, "Machine"]).strip() if "Machine" in frame.columns else None,
-                strategy="user",
-                explanation=f"imported from {stem} ({label})" if label else f"imported from {stem}",
+                note=label,
             )
         )
     if not result.observations:

@@ -8,9 +8,8 @@ import os
 import re
 from typing import Any
 
-from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.exceptions import TraceFormatError
-from airflow_adaptive.traces.common import ImportResult, SkippedRow
+from airflow_adaptive.traces.common import ImportResult, SkippedRow, completed_observation
 
 _INSTANCE_SUFFIX = re.compile(r"_\d+$")
 
@@ -60,22 +59,16 @@ def read_wfformat(path: str | os.PathLike[str]) -> ImportResult:
         sizes = [files.get(f) for f in spec.get("inputFiles", [])]
         input_size = int(sum(s for s in sizes if isinstance(s, (int, float)))) if sizes else None
         result.observations.append(
-            Observation(
-                key=TaskKey("trace", family, f"trace:{stem}", pos, 1),
-                task_family=family,
-                usage=Usage(
-                    peak_memory_bytes=int(peak),
-                    cpu_core_seconds=None if avg_cpu is None or runtime is None else avg_cpu / 100 * runtime,
-                    wall_seconds=runtime,
-                    read_bytes=None if read is None else int(read),
-                    write_bytes=None if written is None else int(written),
-                    peak_kind=PeakKind.MEASURED,
-                ),
-                exit_reason=ExitReason.COMPLETED,
-                exit_code=0,
+            completed_observation(
+                stem,
+                pos,
+                family,
+                peak_bytes=peak,
+                wall_seconds=runtime,
+                cpu_percent=avg_cpu,
+                read_bytes=read,
+                write_bytes=written,
                 input_size_bytes=input_size,
-                strategy="user",
-                explanation=f"imported from {stem}",
             )
         )
     if not result.observations:

@@ -1,8 +1,8 @@
 """Memory predictors and retry policies, registered by name."""
 
 # Importing the strategy modules registers them.
-from airflow_adaptive.core.sizing import adaptive, baselines, bucketing, percentile, regression, tovar
-from airflow_adaptive.core.sizing.base import (
+from . import adaptive, baselines, bucketing, percentile, regression, tovar
+from .base import (
     ANCHORS,
     Predictor,
     Sample,
@@ -12,7 +12,7 @@ from airflow_adaptive.core.sizing.base import (
     predictor_names,
     register_predictor,
 )
-from airflow_adaptive.core.sizing.retry import RETRY_POLICIES, get_retry_policy
+from .retry import RETRY_POLICIES, get_retry_policy
 
 __all__ = [
     "ANCHORS",

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from airflow_adaptive.core.sizing.base import (
+from ..units import format_bytes
+from .base import (
     Predictor,
     RequestRatioPrior,
     Sample,
@@ -32,7 +33,6 @@ from airflow_adaptive.core.sizing.base import (
     retry_waste,
     runtimes,
 )
-from airflow_adaptive.core.units import format_bytes
 
 
 def _identity(x: np.ndarray) -> np.ndarray:

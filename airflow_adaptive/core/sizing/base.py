@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from airflow_adaptive.exceptions import UnknownStrategyError
+from ...exceptions import UnknownStrategyError
 
 GIB = 1024**3
 MIB = 1024**2

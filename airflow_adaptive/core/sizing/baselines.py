@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from airflow_adaptive.core.sizing.base import GIB, Predictor, Sample, register_predictor
+from .base import GIB, Predictor, Sample, register_predictor
 
 
 class UserEstimate(Predictor):

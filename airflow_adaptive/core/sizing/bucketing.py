@@ -14,8 +14,8 @@ from itertools import pairwise
 import numpy as np
 from sklearn.cluster import KMeans
 
-from airflow_adaptive.core.sizing.base import Predictor, Sample, peaks, register_predictor
-from airflow_adaptive.core.units import format_bytes
+from ..units import format_bytes
+from .base import Predictor, Sample, peaks, register_predictor
 
 
 class _Buckets(Predictor):

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from airflow_adaptive.core.sizing.base import MIB, Predictor, Sample, WithMargin, peaks, register_predictor
-from airflow_adaptive.core.units import format_bytes
+from ..units import format_bytes
+from .base import MIB, Predictor, Sample, WithMargin, peaks, register_predictor
 
 
 class PercentilePredictor(Predictor):

@@ -10,7 +10,8 @@ from scipy.optimize import minimize
 from statsmodels.regression.quantile_regression import QuantReg
 from statsmodels.tools.sm_exceptions import IterationLimitWarning
 
-from airflow_adaptive.core.sizing.base import (
+from ..units import format_bytes
+from .base import (
     Predictor,
     Sample,
     peaks,
@@ -18,7 +19,6 @@ from airflow_adaptive.core.sizing.base import (
     retry_waste,
     runtimes,
 )
-from airflow_adaptive.core.units import format_bytes
 
 OFFSETS = ("mean+-", "mean-", "max-")
 NM = {"maxiter": 80, "xatol": 1e-3, "fatol": 1e-4}  # a wastage within 0.01 % of used is converged

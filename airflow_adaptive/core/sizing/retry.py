@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from airflow_adaptive.core.model import MIB
-from airflow_adaptive.exceptions import UnknownStrategyError
+from ...exceptions import UnknownStrategyError
+from ..model import MIB
 
 RetryPolicy = Callable[[int], int]
 """Maps the limit at which a try was OOM-killed (bytes) to the next try's memory."""

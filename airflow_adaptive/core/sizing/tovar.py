@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from airflow_adaptive.core.sizing.base import Predictor, Sample, peaks, register_predictor, runtimes
-from airflow_adaptive.core.units import format_bytes
+from ..units import format_bytes
+from .base import Predictor, Sample, peaks, register_predictor, runtimes
 
 BUCKET_BYTES = 250 * 10**6  # CCTools' memory histogram bucket
 
