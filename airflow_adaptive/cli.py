@@ -179,6 +179,35 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
+    from airflow_adaptive.core.grouping import group_nodes
+    from airflow_adaptive.profiling.files import grouping_json, load_profiles
+
+    try:
+        grouping = group_nodes(load_profiles(args.profiles), random_state=args.seed)
+    except ValueError as err:
+        if isinstance(err, AdaptiveError):
+            raise
+        raise AdaptiveError(f"{args.profiles}: {err}") from None
+    if args.json:
+        _print_json(grouping_json(grouping), out)
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"node groups ({grouping.reason})")
+    table.add_column("group")
+    table.add_column("members", overflow="fold")
+    for feature in grouping.features:
+        table.add_column(f"{feature} rank", justify="right")
+    for group in grouping.groups:
+        table.add_row(
+            str(group.id), ", ".join(group.members), *(str(group.ranks[f]) for f in grouping.features)
+        )
+    Console(file=out, width=160).print(table)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.demo import run_demo
 
@@ -242,6 +271,12 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--json", action="store_true")
     rep.add_argument("--plot", metavar="DIR", help="write PNG plots here")
     rep.set_defaults(func=cmd_replay)
+
+    groups = sub.add_parser("groups", help="group nodes by their benchmark profiles (Tarema)")
+    groups.add_argument("--profiles", required=True, metavar="FILE", help="JSON list of node profiles")
+    groups.add_argument("--seed", type=int, default=0)
+    groups.add_argument("--json", action="store_true")
+    groups.set_defaults(func=cmd_groups)
 
     demo = sub.add_parser("demo", help="show the adaptive pod of every task of the example DAG")
     demo.add_argument("--trace", help="warm the store from this Nextflow trace instead of generated history")

@@ -1,0 +1,141 @@
+"""Node groups from microbenchmark profiles (Tarema): k-means++ on standardised features.
+
+k is the best silhouette over 2..min(n-1, 10) (the published profiler always
+picked 3 because of a sorting bug; this takes the argmax). A cluster whose
+features barely vary is one group: no silhouette exists for k = 1, so a
+spread test decides that first. Groups are numbered from the weakest (1) by
+their mean standardised score, and each group gets a rank per feature
+(1 = weakest), which becomes a node label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.cluster import KMeans
+from sklearn.metrics import silhouette_score
+from sklearn.preprocessing import StandardScaler
+
+BENCHMARK_FEATURES = (
+    "cpu_events_per_s",
+    "cpu_multi_events_per_s",
+    "memory_mib_per_s",
+    "io_seq_read_iops",
+    "io_seq_write_iops",
+    "io_rand_read_iops",
+    "io_rand_write_iops",
+)
+
+
+@dataclass(frozen=True)
+class NodeProfile:
+    """One node's measured features (higher is faster) and static facts."""
+
+    node: str
+    benchmarks: Mapping[str, float]
+    cores: int | None = None
+    memory_bytes: int | None = None
+    capabilities: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    id: int
+    members: tuple[str, ...]
+    ranks: dict[str, int]
+    means: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Grouping:
+    groups: tuple[NodeGroup, ...]
+    features: tuple[str, ...]
+    silhouette: float | None  # None when the spread test made one group
+    reason: str
+
+    def group_of(self, node: str) -> NodeGroup | None:
+        return next((g for g in self.groups if node in g.members), None)
+
+
+def common_features(profiles: Sequence[NodeProfile]) -> tuple[str, ...]:
+    """Features measured on every node, in a stable order (known benchmarks first)."""
+    shared = set.intersection(*(set(p.benchmarks) for p in profiles)) if profiles else set()
+    known = [f for f in BENCHMARK_FEATURES if f in shared]
+    return tuple(known + sorted(shared - set(known)))
+
+
+def group_nodes(
+    profiles: Sequence[NodeProfile],
+    *,
+    max_groups: int = 10,
+    min_relative_spread: float = 0.05,
+    random_state: int = 0,
+) -> Grouping:
+    """Group nodes by their benchmark vectors; deterministic for a given ``random_state``."""
+    if not profiles:
+        raise ValueError("no node profiles to group")
+    names = [p.node for p in profiles]
+    if len(set(names)) != len(names):
+        raise ValueError("node names must be unique")
+    features = common_features(profiles)
+    if not features:
+        raise ValueError("the profiles share no benchmark feature")
+    x = np.array([[float(p.benchmarks[f]) for f in features] for p in profiles])
+    if not np.isfinite(x).all():
+        raise ValueError("benchmark values must be finite numbers")
+    spread = np.ptp(x, axis=0) / np.maximum(np.abs(x.mean(axis=0)), 1e-12)
+    n = len(profiles)
+    if n < 3 or float(spread.max()) < min_relative_spread:
+        why = (
+            "fewer than 3 nodes" if n < 3 else f"every feature varies by less than {min_relative_spread:.0%}"
+        )
+        return _grouping(names, x, features, np.zeros(n, dtype=int), None, f"one group: {why}")
+    scaled = StandardScaler().fit_transform(x)
+    best: tuple[float, int, np.ndarray] | None = None
+    for k in range(2, min(n - 1, max_groups) + 1):
+        labels = KMeans(n_clusters=k, init="k-means++", n_init=10, random_state=random_state).fit_predict(
+            scaled
+        )
+        if len(set(labels)) < 2:
+            continue
+        score = float(silhouette_score(scaled, labels))
+        if best is None or score > best[0] + 1e-12:
+            best = (score, k, labels)
+    if best is None:
+        return _grouping(names, x, features, np.zeros(n, dtype=int), None, "one group: no split found")
+    score, k, labels = best
+    return _grouping(names, x, features, labels, score, f"k={k} has the best silhouette ({score:.3f})")
+
+
+def _grouping(
+    names: list[str],
+    x: np.ndarray,
+    features: tuple[str, ...],
+    labels: np.ndarray,
+    score: float | None,
+    why: str,
+) -> Grouping:
+    clusters = sorted(set(int(v) for v in labels))
+    scale = x.std(axis=0)
+    scale[scale == 0] = 1.0
+    z = (x - x.mean(axis=0)) / scale
+    strength = {c: float(z[labels == c].mean()) for c in clusters}
+    order = sorted(clusters, key=lambda c: (strength[c], c))
+    means = {c: x[labels == c].mean(axis=0) for c in clusters}
+    groups = []
+    for position, cluster in enumerate(order, start=1):
+        ranks = {}
+        for j, feature in enumerate(features):
+            distinct = sorted({round(float(means[c][j]), 6) for c in clusters})
+            ranks[feature] = distinct.index(round(float(means[cluster][j]), 6)) + 1
+        groups.append(
+            NodeGroup(
+                id=position,
+                members=tuple(sorted(n for n, label in zip(names, labels, strict=True) if label == cluster)),
+                ranks=ranks,
+                means={f: float(means[cluster][j]) for j, f in enumerate(features)},
+            )
+        )
+    return Grouping(tuple(groups), features, score, why)

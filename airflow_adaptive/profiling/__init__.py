@@ -1,0 +1,1 @@
+"""Node profiles: reading and writing the JSON shape the profiler produces."""

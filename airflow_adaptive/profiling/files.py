@@ -1,0 +1,72 @@
+"""The node profile JSON: a list of ``{"node", "cores"?, "memory_bytes"?, "benchmarks": {feature: number}}``."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+from airflow_adaptive.core.grouping import Grouping, NodeProfile
+from airflow_adaptive.exceptions import AdaptiveError
+
+
+class ProfileFormatError(AdaptiveError, ValueError):
+    """A node profile file is not the documented shape."""
+
+
+def _profile(raw: Any, where: str) -> NodeProfile:
+    if not isinstance(raw, dict) or not isinstance(raw.get("node"), str) or not raw["node"]:
+        raise ProfileFormatError(f"{where}: a profile needs a non-empty string 'node'")
+    benchmarks = raw.get("benchmarks")
+    if not isinstance(benchmarks, dict) or not benchmarks:
+        raise ProfileFormatError(f"{where} ({raw['node']}): 'benchmarks' must be a non-empty object")
+    values = {}
+    for feature, value in benchmarks.items():
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            raise ProfileFormatError(
+                f"{where} ({raw['node']}): benchmark {feature!r} = {value!r} is not a number >= 0"
+            )
+        values[str(feature)] = float(value)
+    for fact in ("cores", "memory_bytes"):
+        if raw.get(fact) is not None and (
+            isinstance(raw[fact], bool) or not isinstance(raw[fact], int) or raw[fact] <= 0
+        ):
+            raise ProfileFormatError(f"{where} ({raw['node']}): {fact!r} must be a positive whole number")
+    capabilities = raw.get("capabilities", [])
+    if not isinstance(capabilities, list) or not all(isinstance(c, str) for c in capabilities):
+        raise ProfileFormatError(f"{where} ({raw['node']}): 'capabilities' must be a list of strings")
+    return NodeProfile(
+        raw["node"], values, raw.get("cores"), raw.get("memory_bytes"), frozenset(capabilities)
+    )
+
+
+def load_profiles(path: str | os.PathLike[str]) -> list[NodeProfile]:
+    name = os.fspath(path)
+    try:
+        with open(name, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, json.JSONDecodeError) as err:
+        raise ProfileFormatError(f"{name}: cannot read node profiles ({err})") from None
+    if isinstance(data, dict) and "profiles" in data:
+        data = data["profiles"]
+    if not isinstance(data, list) or not data:
+        raise ProfileFormatError(f"{name}: expected a non-empty JSON list of node profiles")
+    return [_profile(raw, f"{name}[{i}]") for i, raw in enumerate(data)]
+
+
+def grouping_json(grouping: Grouping) -> dict[str, Any]:
+    return {
+        "groups": [
+            {"id": g.id, "members": list(g.members), "ranks": g.ranks, "means": g.means}
+            for g in grouping.groups
+        ],
+        "silhouette": grouping.silhouette,
+        "features": list(grouping.features),
+        "reason": grouping.reason,
+    }

@@ -1,0 +1,117 @@
+"""Node grouping on the seed's Table IV clusters and the Lotaru machines."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from airflow_adaptive.core.grouping import NodeProfile, group_nodes
+
+IO = {
+    "io_rand_write_iops": 107.5,
+    "io_rand_read_iops": 102.0,
+    "io_seq_write_iops": 483.0,
+    "io_seq_read_iops": 481.0,
+}
+
+
+def table_iv(groups: list[tuple[int, tuple[float, float], tuple[float, float]]]) -> list[NodeProfile]:
+    """Nodes spread evenly over the CPU and memory ranges Tarema's Table IV gives for each group."""
+    profiles = []
+    for g, (count, cpu, memory) in enumerate(groups, start=1):
+        for i, (c, m) in enumerate(
+            zip(np.linspace(*cpu, count), np.linspace(*memory, count)[::-1], strict=True)
+        ):
+            profiles.append(NodeProfile(f"g{g}-n{i}", {"cpu_events_per_s": c, "memory_mib_per_s": m, **IO}))
+    return profiles
+
+
+CLUSTERS = {
+    "5;5;5": [
+        (5, (367, 384), (13800, 14300)),
+        (5, (458, 468), (17500, 17700)),
+        (5, (523, 525), (19800, 19900)),
+    ],
+    "5;4;4;2": [
+        (9, (368, 384), (13100, 14200)),
+        (4, (469, 470), (17700, 17800)),
+        (2, (522, 524), (19800, 19800)),
+    ],
+}
+
+
+@pytest.mark.parametrize("cluster", CLUSTERS)
+def test_table_iv_gives_the_three_published_groups(cluster: str) -> None:
+    grouping = group_nodes(table_iv(CLUSTERS[cluster]))
+    assert len(grouping.groups) == 3 and grouping.silhouette is not None
+    for group in grouping.groups:
+        assert {name.split("-")[0] for name in group.members} == {
+            f"g{group.id}"
+        }  # published membership, weakest first
+    assert [g.ranks["cpu_events_per_s"] for g in grouping.groups] == [1, 2, 3]
+    assert [g.ranks["io_seq_read_iops"] for g in grouping.groups] == [1, 1, 1]  # identical disks: one rank
+
+
+def test_lotaru_machines_split_slow_asok_from_fast_c2_and_n2() -> None:
+    scores = {"asok01": (223, None, 303), "asok02": (223, None, 339), "n1": (369, 13400, 483),
+              "n2": (467, 17000, 483), "c2": (523, 18900, 483), "wallyRedCpu": (437, 18600, 415)}  # fmt: skip
+    profiles = [
+        NodeProfile(
+            name,
+            {k: v for k, v in (("cpu_events_per_s", cpu), ("memory_mib_per_s", mem), ("io_score", io)) if v},
+        )
+        for name, (cpu, mem, io) in scores.items()
+    ]
+    grouping = group_nodes(profiles)
+    assert grouping.features == ("cpu_events_per_s", "io_score")  # memory is not measured on asok
+    slow = grouping.group_of("asok01")
+    assert slow is not None and slow.id == 1 and slow == grouping.group_of("asok02")
+    assert slow != grouping.group_of("c2") and slow != grouping.group_of("n2")
+
+
+def test_a_homogeneous_cluster_is_one_group() -> None:
+    profiles = [NodeProfile(f"n{i}", {"cpu_events_per_s": 500 + i % 2, **IO}) for i in range(6)]
+    grouping = group_nodes(profiles)
+    assert len(grouping.groups) == 1 and grouping.silhouette is None and "varies by less" in grouping.reason
+
+
+def test_grouping_is_deterministic_and_rejects_bad_input() -> None:
+    profiles = table_iv(CLUSTERS["5;5;5"])
+    assert group_nodes(profiles) == group_nodes(profiles)
+    forward = [g.members for g in group_nodes(profiles).groups]
+    assert [
+        g.members for g in group_nodes(list(reversed(profiles))).groups
+    ] == forward  # input order does not matter
+    with pytest.raises(ValueError, match="no node profiles"):
+        group_nodes([])
+    with pytest.raises(ValueError, match="unique"):
+        group_nodes([profiles[0], profiles[0]])
+    with pytest.raises(ValueError, match="finite"):
+        group_nodes(
+            [NodeProfile(f"n{i}", {"cpu_events_per_s": v}) for i, v in enumerate([1.0, float("nan"), 3.0])]
+        )
+
+
+def test_groups_cli_on_a_profile_file(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from airflow_adaptive.cli import main
+
+    profiles = [
+        {"node": p.node, "cores": 8, "memory_bytes": 32 * 2**30, "benchmarks": dict(p.benchmarks)}
+        for p in table_iv(CLUSTERS["5;4;4;2"])
+    ]
+    path = tmp_path / "profiles.json"
+    path.write_text(json.dumps(profiles))
+    assert main(["groups", "--profiles", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [sorted({m.split("-")[0] for m in g["members"]}) for g in out["groups"]] == [
+        ["g1"],
+        ["g2"],
+        ["g3"],
+    ]
+    assert out["groups"][2]["ranks"]["memory_mib_per_s"] == 3 and out["silhouette"] > 0.5
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"node": "a", "benchmarks": {"cpu_events_per_s": "fast"}}]))
+    assert main(["groups", "--profiles", str(bad)]) == 2
+    assert "'cpu_events_per_s' = 'fast' is not a number" in capsys.readouterr().err
