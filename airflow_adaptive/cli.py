@@ -179,6 +179,34 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def cmd_profile_node(args: argparse.Namespace, out: TextIO) -> int:
+    import socket
+
+    from rich.progress import Progress
+
+    from airflow_adaptive.profiling.profiler import ProfilerSettings, profile_node
+
+    settings = ProfilerSettings(
+        seconds_per_benchmark=args.seconds,
+        fio_directory=args.fio_dir,
+        fio_size=args.fio_size,
+        total_timeout_seconds=args.timeout,
+    )
+    with Progress(transient=True, disable=not sys.stderr.isatty()) as progress:
+        bar = progress.add_task("profiling", total=8)
+        profile = profile_node(
+            args.node or socket.gethostname(),
+            settings,
+            on_step=lambda name: progress.update(bar, advance=1, description=name),
+        )
+    if args.json:
+        _print_json(profile, out)
+    else:
+        for feature, value in profile["benchmarks"].items():
+            print(f"{feature:24s} {value:12.1f}", file=out)
+    return 0
+
+
 def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.core.grouping import group_nodes
     from airflow_adaptive.profiling.files import grouping_json, load_profiles
@@ -271,6 +299,15 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--json", action="store_true")
     rep.add_argument("--plot", metavar="DIR", help="write PNG plots here")
     rep.set_defaults(func=cmd_replay)
+
+    prof = sub.add_parser("profile-node", help="run the node microbenchmarks (sysbench, fio) on this machine")
+    prof.add_argument("--node", help="node name (default: the host name)")
+    prof.add_argument("--seconds", type=float, default=10.0, help="seconds per benchmark")
+    prof.add_argument("--fio-dir", help="folder for the fio test file (default: a temporary folder)")
+    prof.add_argument("--fio-size", default="256M", help="fio test file size (fio syntax)")
+    prof.add_argument("--timeout", type=float, default=600.0, help="bound on the whole profile, seconds")
+    prof.add_argument("--json", action="store_true")
+    prof.set_defaults(func=cmd_profile_node)
 
     groups = sub.add_parser("groups", help="group nodes by their benchmark profiles (Tarema)")
     groups.add_argument("--profiles", required=True, metavar="FILE", help="JSON list of node profiles")

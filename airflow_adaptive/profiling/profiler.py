@@ -1,0 +1,180 @@
+"""Microbenchmarks of the machine we run on (Tarema's profiler): sysbench CPU and memory, fio I/O.
+
+Each benchmark is a subprocess with a hard timeout; the whole run has a time
+bound. Results use the feature names of :mod:`airflow_adaptive.core.grouping`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_adaptive.exceptions import AdaptiveError
+
+# CPU flags that become node capabilities (label values), by the flag that proves them.
+CAPABILITY_FLAGS = {
+    "avx512f": "avx512",
+    "avx2": "avx2",
+    "avx": "avx",
+    "sse4_2": "sse4.2",
+    "aes": "aes",
+    "sha_ni": "sha",
+}
+
+
+class ProfilerError(AdaptiveError):
+    """A benchmark tool is missing, failed, or the profile ran out of time."""
+
+
+@dataclass(frozen=True)
+class ProfilerSettings:
+    seconds_per_benchmark: float = 10.0
+    fio_directory: str | None = None  # default: a temporary folder
+    fio_size: str = "256M"
+    total_timeout_seconds: float = 600.0
+
+
+def _require(tool: str, package: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        raise ProfilerError(
+            f"{tool} is not installed: install the package {package!r} (e.g. apt-get install {package})"
+        )
+    return path
+
+
+def _run(command: list[str], deadline: float, seconds: float) -> str:
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise ProfilerError("the node profile ran out of time (raise --timeout)")
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=min(remaining, seconds + 60), check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise ProfilerError(f"{command[0]} did not finish in time") from None
+    if done.returncode != 0:
+        raise ProfilerError(
+            f"{' '.join(command[:3])} failed ({done.returncode}): {done.stderr.strip()[:300]}"
+        )
+    return done.stdout
+
+
+def sysbench_cpu(threads: int, seconds: float, deadline: float) -> float:
+    out = _run(
+        [_require("sysbench", "sysbench"), "cpu", "--cpu-max-prime=20000", f"--threads={threads}", f"--time={seconds:g}", "run"],
+        deadline, seconds,
+    )  # fmt: skip
+    match = re.search(r"events per second:\s*([\d.]+)", out)
+    if not match:
+        raise ProfilerError("unexpected sysbench cpu output")
+    return float(match.group(1))
+
+
+def sysbench_memory(seconds: float, deadline: float) -> float:
+    out = _run(
+        [_require("sysbench", "sysbench"), "memory", "--memory-block-size=1M", "--memory-total-size=10000G",
+         "--threads=1", f"--time={seconds:g}", "run"],
+        deadline, seconds,
+    )  # fmt: skip
+    match = re.search(r"\(([\d.]+) MiB/sec\)", out)
+    if not match:
+        raise ProfilerError("unexpected sysbench memory output")
+    return float(match.group(1))
+
+
+def fio_iops(mode: str, directory: str, size: str, seconds: float, deadline: float) -> tuple[float, bool]:
+    """IOPS of one fio pattern with libaio at depth 64; direct I/O unless the file system refuses it."""
+    block = "4k" if mode.startswith("rand") else "1M"
+    for direct in (1, 0):
+        command = [
+            _require("fio", "fio"), "--name=adaptive", f"--directory={directory}", f"--size={size}", f"--rw={mode}",
+            f"--bs={block}", f"--direct={direct}", "--ioengine=libaio", "--iodepth=64", f"--runtime={seconds:g}",
+            "--time_based", "--output-format=json",
+        ]  # fmt: skip
+        try:
+            job = json.loads(_run(command, deadline, seconds))["jobs"][0]
+        except ProfilerError as err:
+            message = str(err).lower()
+            if direct and ("direct" in message or "invalid argument" in message):
+                continue  # e.g. tmpfs has no O_DIRECT
+            raise
+        except (ValueError, KeyError, IndexError):
+            raise ProfilerError(f"unexpected fio output for {mode}") from None
+        side = "read" if "read" in mode else "write"
+        return float(job[side]["iops"]), bool(direct)
+    raise ProfilerError(f"fio {mode} failed with and without direct I/O")
+
+
+def static_facts() -> dict[str, Any]:
+    flags: set[str] = set()
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                if key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+                elif key.strip() == "model name":
+                    model = value.strip()
+    except OSError:
+        pass
+    memory_bytes = None
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("MemTotal:"):
+                    memory_bytes = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    capabilities = sorted(
+        {cap for flag, cap in CAPABILITY_FLAGS.items() if flag in flags} | {platform.machine()}
+    )
+    return {
+        "cores": os.cpu_count(),
+        "memory_bytes": memory_bytes,
+        "cpu_model": model,
+        "capabilities": capabilities,
+    }
+
+
+def profile_node(
+    node: str, settings: ProfilerSettings, on_step: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """The profile of this machine in the shape ``airflow-adaptive groups --profiles`` reads."""
+    _require("sysbench", "sysbench")
+    _require("fio", "fio")
+    deadline = time.monotonic() + settings.total_timeout_seconds
+    seconds = settings.seconds_per_benchmark
+    facts = static_facts()
+    cores = int(facts["cores"] or 1)
+    benchmarks: dict[str, float] = {}
+    direct_io = True
+
+    def step(name: str) -> None:
+        if on_step:
+            on_step(name)
+
+    step("cpu (1 thread)")
+    benchmarks["cpu_events_per_s"] = sysbench_cpu(1, seconds, deadline)
+    step(f"cpu ({cores} threads)")
+    benchmarks["cpu_multi_events_per_s"] = sysbench_cpu(cores, seconds, deadline)
+    step("memory")
+    benchmarks["memory_mib_per_s"] = sysbench_memory(seconds, deadline)
+    with tempfile.TemporaryDirectory(prefix="adaptive-fio-", dir=settings.fio_directory) as folder:
+        for mode, feature in (("read", "io_seq_read_iops"), ("write", "io_seq_write_iops"),
+                              ("randread", "io_rand_read_iops"), ("randwrite", "io_rand_write_iops")):  # fmt: skip
+            step(f"fio {mode}")
+            benchmarks[feature], direct = fio_iops(mode, folder, settings.fio_size, seconds, deadline)
+            direct_io = direct_io and direct
+    step("done")
+    return {"node": node, **facts, "direct_io": direct_io, "benchmarks": benchmarks}
