@@ -1,0 +1,63 @@
+"""Task labels (Tarema): where a task family's demand falls among all families', per feature.
+
+For each feature the node groups, weakest first, split [0, 1] in proportion to
+their capacity (cores for CPU, memory for RAM, node count for I/O):
+``p_i = m_i / sum(m) + p_(i-1)``. The values of the families at those
+percentiles bound one interval per group; a family's label is the rank of
+the interval holding its own mean. Demand thus spreads over the groups in
+proportion to what they can hold, so light tasks do not crowd the strongest
+nodes. A family with no history has no label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+TASK_FEATURES = ("cpu", "memory", "io")
+
+
+@dataclass(frozen=True)
+class FamilyDemand:
+    """Mean use of one task family: cores busy, peak memory, bytes read+written per second."""
+
+    family: str
+    cpu_cores: float | None
+    peak_memory_bytes: float | None
+    io_bytes_per_s: float | None
+
+    def value(self, feature: str) -> float | None:
+        return {"cpu": self.cpu_cores, "memory": self.peak_memory_bytes, "io": self.io_bytes_per_s}[feature]
+
+
+def interval_bounds(values: Sequence[float], capacities: Sequence[float]) -> np.ndarray:
+    """The n-1 values that split ``values`` into intervals weighted by ``capacities`` (weakest first)."""
+    weights = np.asarray(capacities, dtype=float)
+    if weights.size == 0 or (weights <= 0).any():
+        raise ValueError("group capacities must be positive")
+    cumulative = np.cumsum(weights / weights.sum())[:-1]
+    return np.quantile(np.asarray(values, dtype=float), cumulative) if len(values) else np.array([])
+
+
+def label(value: float, bounds: np.ndarray) -> int:
+    """1-based interval of ``value`` (a value on a bound belongs to the lower interval)."""
+    return int(np.searchsorted(bounds, value, side="left")) + 1
+
+
+def task_labels(
+    family: str, demands: Mapping[str, FamilyDemand], capacities: Mapping[str, Sequence[float]]
+) -> dict[str, int] | None:
+    """The family's label per feature, given each feature's group capacities (weakest group first)."""
+    own = demands.get(family)
+    if own is None:
+        return None
+    labels = {}
+    for feature, caps in capacities.items():
+        mine = own.value(feature)
+        values = [v for d in demands.values() if (v := d.value(feature)) is not None]
+        if mine is None or not values:
+            continue
+        labels[feature] = label(mine, interval_bounds(values, caps))
+    return labels or None

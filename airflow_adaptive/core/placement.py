@@ -1,0 +1,157 @@
+"""Placement, scheduler-framework style: filters say yes or no with a reason, scorers return raw
+numbers, and one engine normalises, weighs and orders the node groups, explaining every score.
+
+The Tarema scorer prefers the group whose per-feature ranks are closest to the
+task's labels (``sum |g_k - t_k|``, ties to the stronger group). Groups become
+preferred node-affinity terms with decreasing weights: never a hard
+requirement, so a busy best group does not stall the task. Required
+capabilities (Steep) are a filter here and a required affinity on the pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """A node group as placement sees it."""
+
+    id: int
+    ranks: Mapping[str, int]  # task feature -> rank (1 = weakest)
+    capabilities: frozenset[str] = frozenset()  # offered by at least one member
+    largest_allocatable_memory_bytes: int | None = None
+    members: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TaskDemandView:
+    family: str
+    labels: Mapping[str, int] | None
+    memory_request_bytes: int | None = None
+    required_capabilities: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    reason: str = ""
+
+
+class Filter(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def __call__(self, task: TaskDemandView, group: GroupView) -> Verdict: ...
+
+
+class Scorer(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def higher_is_better(self) -> bool: ...
+
+    def __call__(self, task: TaskDemandView, group: GroupView) -> float | None: ...
+
+
+@dataclass(frozen=True)
+class CapabilityFilter:
+    name: str = "capabilities"
+
+    def __call__(self, task: TaskDemandView, group: GroupView) -> Verdict:
+        missing = sorted(task.required_capabilities - group.capabilities)
+        return Verdict(not missing, f"lacks {', '.join(missing)}" if missing else "")
+
+
+@dataclass(frozen=True)
+class MemoryFitFilter:
+    name: str = "memory-fit"
+
+    def __call__(self, task: TaskDemandView, group: GroupView) -> Verdict:
+        limit, need = group.largest_allocatable_memory_bytes, task.memory_request_bytes
+        if limit is None or need is None or need <= limit:
+            return Verdict(True)
+        return Verdict(False, f"no node can allocate {need} bytes (largest {limit})")
+
+
+@dataclass(frozen=True)
+class TaremaScorer:
+    """Distance between the group's ranks and the task's labels; None when the task has no labels."""
+
+    name: str = "tarema"
+    higher_is_better: bool = False
+
+    def __call__(self, task: TaskDemandView, group: GroupView) -> float | None:
+        if not task.labels:
+            return None
+        return float(sum(abs(group.ranks.get(f, 1) - t) for f, t in task.labels.items()))
+
+
+@dataclass(frozen=True)
+class RankedGroup:
+    group: GroupView
+    score: float  # 0..100 after normalisation, higher is better
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PlacementResult:
+    ranked: tuple[RankedGroup, ...]  # best first; empty when no group passes the filters
+    rejected: tuple[tuple[GroupView, str], ...] = ()
+    preference: bool = True  # False when no scorer had anything to say (e.g. an unknown task)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def explain(self) -> str:
+        if not self.ranked:
+            why = "; ".join(f"group {g.id} {reason}" for g, reason in self.rejected) or "no groups"
+            return f"no node group fits: {why}"
+        if not self.preference:
+            return "no placement preference (" + ("; ".join(self.notes) or "nothing known") + ")"
+        order = " > ".join(f"group {r.group.id} ({'; '.join(r.reasons)})" for r in self.ranked)
+        return f"prefer {order}"
+
+
+class PlacementEngine:
+    def __init__(
+        self,
+        filters: Sequence[Filter] = (CapabilityFilter(), MemoryFitFilter()),
+        scorers: Sequence[tuple[Scorer, float]] = ((TaremaScorer(), 1.0),),
+    ) -> None:
+        self.filters = tuple(filters)
+        self.scorers = tuple(scorers)
+
+    def place(self, task: TaskDemandView, groups: Sequence[GroupView]) -> PlacementResult:
+        passing, rejected = [], []
+        for group in groups:
+            verdicts = [(f.name, f(task, group)) for f in self.filters]
+            failed = [f"{name}: {v.reason}" for name, v in verdicts if not v.ok]
+            if failed:
+                rejected.append((group, "; ".join(failed)))
+            else:
+                passing.append(group)
+        if not passing:
+            return PlacementResult((), tuple(rejected))
+        totals = {g.id: 0.0 for g in passing}
+        reasons: dict[int, list[str]] = {g.id: [] for g in passing}
+        scored = False
+        notes = []
+        for scorer, weight in self.scorers:
+            raw = {g.id: scorer(task, g) for g in passing}
+            if any(v is None for v in raw.values()):
+                notes.append(f"{scorer.name}: task {task.family!r} has no labels yet")
+                continue
+            scored = True
+            values = [float(v) for v in raw.values() if v is not None]
+            lo, hi = min(values), max(values)
+            for g in passing:
+                value = float(raw[g.id])  # type: ignore[arg-type]
+                normal = 100.0 if hi == lo else 100.0 * (value - lo) / (hi - lo)
+                totals[g.id] += weight * (normal if scorer.higher_is_better else 100.0 - normal)
+                reasons[g.id].append(f"{scorer.name} {value:g}")
+        strength = {g.id: sum(g.ranks.values()) for g in passing}
+        order = sorted(passing, key=lambda g: (-totals[g.id], -strength[g.id], g.id))
+        ranked = tuple(RankedGroup(g, totals[g.id], tuple(reasons[g.id])) for g in order)
+        return PlacementResult(ranked, tuple(rejected), scored, tuple(notes))
