@@ -5,16 +5,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
 from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.decide import decide_memory
+from airflow_adaptive.core.labels import task_labels
 from airflow_adaptive.core.model import Decision, MemoryRequest, Observation, TaskKey
+from airflow_adaptive.core.placement import GroupView, PlacementEngine, PlacementResult, TaskDemandView
 from airflow_adaptive.core.sizing.base import RequestRatioPrior
 from airflow_adaptive.core.units import format_bytes
 from airflow_adaptive.exceptions import AdaptiveError, HistoryUnavailableError
 from airflow_adaptive.store.access import open_repository, warn_once
+from airflow_adaptive.store.nodes import NodeRepository, family_demands, group_views
 from airflow_adaptive.store.repository import HistoryRepository
 from airflow_adaptive.store.spool import Spool
 
@@ -84,6 +88,38 @@ class Advisor:
             warn_once(str(err))
             return keep_user(user, str(err))
 
+    def place(
+        self, task_family: str, required_capabilities: frozenset[str], memory_request_bytes: int | None
+    ) -> PlacementResult:
+        """Preferred node groups for the family (no preference when groups or history are unavailable)."""
+        task = TaskDemandView(task_family, None, memory_request_bytes, required_capabilities)
+        try:
+            repo = self._factory()
+            groups = group_views(NodeRepository(repo.engine).nodes())
+            demands = family_demands(repo.engine) if groups else {}
+        except STORE_ERRORS as err:
+            warn_once(f"node groups unavailable ({type(err).__name__})")
+            return PlacementResult((), (), False, ("node groups unavailable",))
+        if not groups:
+            return PlacementResult((), (), False, ("no node groups profiled yet",))
+        capacities = {
+            "cpu": [float(g["cores"] or len(g["members"])) for g in _by_rank(groups, "cpu")],
+            "memory": [float(g["memory_bytes"] or len(g["members"])) for g in _by_rank(groups, "memory")],
+            "io": [float(len(g["members"])) for g in _by_rank(groups, "io")],
+        }
+        labels = task_labels(task_family, demands, {f: c for f, c in capacities.items() if c})
+        views = [
+            GroupView(
+                g["id"],
+                g["task_ranks"],
+                frozenset(g["capabilities"]),
+                g["largest_memory_bytes"],
+                tuple(g["members"]),
+            )
+            for g in groups
+        ]
+        return PlacementEngine().place(replace(task, labels=labels), views)
+
     def record(self, observation: Observation) -> bool:
         """Record an attempt (and any spooled ones); spool it when the store is unavailable."""
         spool = Spool(self.settings.spool_dir)
@@ -101,3 +137,17 @@ class Advisor:
         for path, _ in pending:
             path.unlink(missing_ok=True)
         return True
+
+
+def _by_rank(groups: list[dict[str, Any]], feature: str) -> list[dict[str, Any]]:
+    """Groups weakest first for one task feature; groups with the same rank pool their capacity."""
+    pooled: dict[int, dict[str, Any]] = {}
+    for g in groups:
+        rank = g["task_ranks"].get(feature)
+        if rank is None:
+            return []
+        p = pooled.setdefault(rank, {"cores": 0, "memory_bytes": 0, "members": []})
+        p["cores"] += g["cores"]
+        p["memory_bytes"] += g["memory_bytes"]
+        p["members"] += g["members"]
+    return [pooled[r] for r in sorted(pooled)]

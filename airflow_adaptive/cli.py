@@ -103,6 +103,9 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
         decision = advisor.decide(
             args.task_family, user, input_size_bytes=args.input_size_bytes, previous_attempt=previous
         )
+    placement = advisor.place(
+        args.task_family, frozenset(args.require_capability), decision.memory_request_bytes
+    )
     payload = {
         "task_family": args.task_family,
         "memory_request_bytes": decision.memory_request_bytes,
@@ -112,11 +115,15 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
         "observations": decision.observations,
         "adaptive": decision.adaptive,
         "details": decision.details,
+        "task_labels": dict(placement.labels or {}),
+        "preferred_groups": list(placement.preferred_groups),
+        "required_capabilities": sorted(args.require_capability),
+        "placement": placement.explain(),
     }
     if args.json:
         _print_json(payload, out)
     else:
-        print(f"{decision.strategy}: {decision.explanation}", file=out)
+        print(f"{decision.strategy}: {decision.explanation}\nplacement: {placement.explain()}", file=out)
     return 0
 
 
@@ -209,14 +216,28 @@ def cmd_profile_node(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.core.grouping import group_nodes
-    from airflow_adaptive.profiling.files import grouping_json, load_profiles
+    from airflow_adaptive.profiling.files import grouping_json, load_profiles, profiles_from_rows
 
+    if args.profiles:
+        profiles = load_profiles(args.profiles)
+    else:
+        from airflow_adaptive.store.nodes import NodeRepository
+
+        profiles = profiles_from_rows(NodeRepository(_repository().engine).nodes())
+        if not profiles:
+            raise AdaptiveError(
+                "no node profiles in the store: pass --profiles FILE or run the profiling DAG"
+            )
     try:
-        grouping = group_nodes(load_profiles(args.profiles), random_state=args.seed)
+        grouping = group_nodes(profiles, random_state=args.seed)
     except ValueError as err:
         if isinstance(err, AdaptiveError):
             raise
-        raise AdaptiveError(f"{args.profiles}: {err}") from None
+        raise AdaptiveError(str(err)) from None
+    if args.store:
+        from airflow_adaptive.store.nodes import NodeRepository
+
+        NodeRepository(_repository().engine).save(profiles, grouping)
     if args.json:
         _print_json(grouping_json(grouping), out)
         return 0
@@ -278,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     decide.add_argument("--request", help="the user's memory request (Kubernetes quantity)")
     decide.add_argument("--limit", help="the user's memory limit (Kubernetes quantity)")
     decide.add_argument("--input-size-bytes", type=int)
+    decide.add_argument("--require-capability", action="append", default=[], metavar="NAME")
     decide.add_argument("--json", action="store_true")
     decide.set_defaults(func=cmd_decide)
 
@@ -310,7 +332,10 @@ def build_parser() -> argparse.ArgumentParser:
     prof.set_defaults(func=cmd_profile_node)
 
     groups = sub.add_parser("groups", help="group nodes by their benchmark profiles (Tarema)")
-    groups.add_argument("--profiles", required=True, metavar="FILE", help="JSON list of node profiles")
+    groups.add_argument(
+        "--profiles", metavar="FILE", help="JSON list of node profiles (default: the store's)"
+    )
+    groups.add_argument("--store", action="store_true", help="save the profiles and groups in the store")
     groups.add_argument("--seed", type=int, default=0)
     groups.add_argument("--json", action="store_true")
     groups.set_defaults(func=cmd_groups)

@@ -21,3 +21,7 @@ class TraceFormatError(AdaptiveError, ValueError):
 
 class UnknownStrategyError(AdaptiveError, KeyError):
     """No predictor or retry policy is registered under the given name."""
+
+
+class InvalidCapabilityError(AdaptiveError, ValueError):
+    """A required capability name cannot be a Kubernetes label name."""

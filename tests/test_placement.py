@@ -71,3 +71,126 @@ def test_capabilities_and_memory_filter_groups_with_reasons() -> None:
     }
     nowhere = engine.place(TaskDemandView("t", None, None, frozenset({"gpu"})), GROUPS)
     assert nowhere.ranked == () and "lacks gpu" in nowhere.explain()
+
+
+# -- through the store, the operator and the CLI -------------------------------------------------
+
+from datetime import datetime, timezone  # noqa: E402
+from typing import Any  # noqa: E402
+
+from kubernetes.client import models as k8s  # noqa: E402
+
+from airflow_adaptive.core.grouping import NodeProfile, group_nodes  # noqa: E402
+from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage  # noqa: E402
+from airflow_adaptive.exceptions import InvalidCapabilityError  # noqa: E402
+from airflow_adaptive.kubernetes.pods import GROUP_LABEL, PLACEMENT_ANNOTATION  # noqa: E402
+from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator  # noqa: E402
+from airflow_adaptive.store.nodes import NodeRepository  # noqa: E402
+from airflow_adaptive.store.repository import HistoryRepository  # noqa: E402
+from tests.conftest import validate_pod  # noqa: E402
+
+IO = {"io_seq_read_iops": 480.0, "io_rand_read_iops": 102.0}
+
+
+def cluster(engine: Any) -> None:
+    """Three groups of two nodes (slow, mid, fast CPU and memory); only the fast ones offer avx512."""
+    profiles = []
+    for g, (cpu, mem) in enumerate([(370, 13800), (460, 17500), (524, 19850)], start=1):
+        for i in range(2):
+            caps = frozenset({"x86_64", "avx512"} if g == 3 else {"x86_64"})
+            benchmarks = {"cpu_events_per_s": cpu + i, "memory_mib_per_s": mem + 10 * i, **IO}
+            profiles.append(NodeProfile(f"node-{g}{i}", benchmarks, 8, 32 * GIB, caps))
+    NodeRepository(engine).save(profiles, group_nodes(profiles))
+
+
+def history(engine: Any, family: str, cores: float, peak: int, n: int = 5) -> None:
+    HistoryRepository(engine).record(
+        [
+            Observation(
+                TaskKey("d", family, f"r{i}", -1, 1),
+                family,
+                Usage(peak, cores * 100.0, 100.0, 10**6, 10**6, PeakKind.MEASURED),
+                ExitReason.COMPLETED,
+                0,
+                finished_at=datetime(2026, 11, 1, i, tzinfo=timezone.utc),
+            )
+            for i in range(n)
+        ]
+    )
+
+
+def build(family: str, **kwargs: Any) -> k8s.V1Pod:
+    op = AdaptiveKubernetesPodOperator(
+        task_id="t", image="busybox", cmds=["true"], task_family=family, **kwargs
+    )
+    return op.build_pod_request_obj(None, dry_run=True)
+
+
+def preferred(pod: k8s.V1Pod) -> list[tuple[int, str]]:
+    terms = pod.spec.affinity.node_affinity.preferred_during_scheduling_ignored_during_execution
+    return [(t.weight, t.preference.match_expressions[0].values[0]) for t in terms]
+
+
+def test_cpu_heavy_family_prefers_the_best_cpu_group(engine: Any) -> None:
+    cluster(engine)
+    history(engine, "cpu-heavy", cores=7.5, peak=200 * 1024**2)
+    for name, cores, peak in (("light", 0.1, 100 * 1024**2), ("mid", 1.0, 1 * GIB), ("mem", 0.5, 20 * GIB)):
+        history(engine, name, cores, peak)
+    pod = build("cpu-heavy")
+    validate_pod(pod)
+    assert preferred(pod)[0] == (100, "3") and [w for w, _ in preferred(pod)] == [100, 50, 25]
+    assert all(t.preference.match_expressions[0].key == GROUP_LABEL for t in
+               pod.spec.affinity.node_affinity.preferred_during_scheduling_ignored_during_execution)  # fmt: skip
+    assert "task labels cpu=3" in pod.metadata.annotations[PLACEMENT_ANNOTATION]
+
+
+def test_unknown_task_states_no_preference(engine: Any) -> None:
+    cluster(engine)
+    pod = build("never-seen")
+    assert not pod.spec.affinity  # KubernetesPodOperator's empty default, untouched
+    assert "no placement preference" in pod.metadata.annotations[PLACEMENT_ANNOTATION]
+
+
+def test_missing_capability_is_a_required_affinity_with_an_explanation(engine: Any) -> None:
+    cluster(engine)
+    user_affinity = k8s.V1Affinity(node_affinity=k8s.V1NodeAffinity(
+        required_during_scheduling_ignored_during_execution=k8s.V1NodeSelector(node_selector_terms=[
+            k8s.V1NodeSelectorTerm(match_expressions=[k8s.V1NodeSelectorRequirement(key="zone", operator="In", values=["a"])]),
+            k8s.V1NodeSelectorTerm(match_expressions=[k8s.V1NodeSelectorRequirement(key="zone", operator="In", values=["b"])]),
+        ])))  # fmt: skip
+    pod = build("gpu-job", required_capabilities={"gpu"}, affinity=user_affinity)
+    validate_pod(pod)
+    terms = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
+    assert [[e.key for e in t.match_expressions] for t in terms] == [
+        ["zone", "capability.adaptive.airflow.io/gpu"],
+        ["zone", "capability.adaptive.airflow.io/gpu"],
+    ]  # ANDed into each of the user's ORed terms
+    assert "no node group fits" in pod.metadata.annotations[PLACEMENT_ANNOTATION]
+    assert "lacks gpu" in pod.metadata.annotations[PLACEMENT_ANNOTATION]
+    avx = build("avx-job", required_capabilities={"avx512"})
+    assert [t.match_expressions[0].key for t in
+            avx.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms] == [
+        "capability.adaptive.airflow.io/avx512"]  # fmt: skip
+    with pytest.raises(InvalidCapabilityError):
+        AdaptiveKubernetesPodOperator(task_id="bad", image="busybox", required_capabilities={"no spaces"})
+
+
+def test_decide_cli_shows_labels_and_group_order(engine: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from airflow_adaptive.cli import main
+
+    cluster(engine)
+    history(engine, "cpu-heavy", cores=7.5, peak=200 * 1024**2)
+    history(engine, "light", cores=0.1, peak=100 * 1024**2)
+    assert main(["decide", "--task-family", "cpu-heavy", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["task_labels"] == {"cpu": 3, "memory": 3, "io": 1}  # identical disks: one I/O interval
+    assert out["preferred_groups"] == [3, 2, 1] and "prefer group 3 (tarema 0)" in out["placement"]
+    assert main(["groups", "--json"]) == 0
+    groups = json.loads(capsys.readouterr().out)["groups"]
+    assert [g["members"] for g in groups] == [
+        ["node-10", "node-11"],
+        ["node-20", "node-21"],
+        ["node-30", "node-31"],
+    ]

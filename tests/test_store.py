@@ -15,7 +15,7 @@ from alembic.config import Config
 from sqlalchemy import create_engine, func, insert, inspect, select
 
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
-from airflow_adaptive.store.db_manager import AdaptiveDBManager
+from airflow_adaptive.store.db_manager import HEAD_REVISION, AdaptiveDBManager
 from airflow_adaptive.store.repository import HistoryRepository
 from airflow_adaptive.store.tables import task_attempt
 from tests.conftest import DB_KIND, DB_URL
@@ -63,7 +63,7 @@ def test_migrations_upgrade_and_downgrade(tmp_path: Path) -> None:
         with engine.connect() as conn:
             assert (
                 conn.exec_driver_sql("select version_num from alembic_version_adaptive").scalar()
-                == "a7d1c0f3e201"
+                == HEAD_REVISION
             )
     finally:
         command.upgrade(config, "head")
@@ -79,11 +79,11 @@ def test_orm_and_migration_schemas_agree(tmp_path: Path) -> None:
     by_migration = f"sqlite:///{tmp_path}/mig.db"
     command.upgrade(alembic_config(by_migration), "head")
     a, b = inspect(by_orm), inspect(create_engine(by_migration))
-    table = "adaptive_task_attempt"
-    assert [(c["name"], str(c["type"]), c["nullable"]) for c in a.get_columns(table)] == [
-        (c["name"], str(c["type"]), c["nullable"]) for c in b.get_columns(table)
-    ]
-    assert {i["name"] for i in a.get_indexes(table)} == {i["name"] for i in b.get_indexes(table)}
+    for table in ("adaptive_task_attempt", "adaptive_node"):
+        assert [(c["name"], str(c["type"]), c["nullable"]) for c in a.get_columns(table)] == [
+            (c["name"], str(c["type"]), c["nullable"]) for c in b.get_columns(table)
+        ]
+        assert {i["name"] for i in a.get_indexes(table)} == {i["name"] for i in b.get_indexes(table)}
 
 
 def test_record_is_idempotent_on_the_attempt_key(engine: Any) -> None:
@@ -168,8 +168,7 @@ def test_airflow_db_migrate_and_reset_manage_our_tables(tmp_path: Path) -> None:
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(task_attempt)).scalar() == 0
         assert (
-            conn.exec_driver_sql("select version_num from alembic_version_adaptive").scalar()
-            == "a7d1c0f3e201"
+            conn.exec_driver_sql("select version_num from alembic_version_adaptive").scalar() == HEAD_REVISION
         )
     check = subprocess.run(
         [*airflow, "db", "check-migrations", "-t", "5"], env=env, capture_output=True, timeout=300

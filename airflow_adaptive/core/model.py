@@ -105,6 +105,9 @@ class Decision:
     observations: int = 0
     adaptive: bool = True
     details: dict[str, float | int | str | None] = field(default_factory=dict)
+    preferred_groups: tuple[int, ...] = ()  # node groups, best first (preferred node affinity)
+    required_capabilities: frozenset[str] = frozenset()  # every one must be offered (required affinity)
+    placement: str = ""  # why these groups, in words
 
     def summary(self, max_chars: int = 240) -> str:
         """The explanation, shortened for a pod annotation."""

@@ -103,6 +103,11 @@ class PlacementResult:
     rejected: tuple[tuple[GroupView, str], ...] = ()
     preference: bool = True  # False when no scorer had anything to say (e.g. an unknown task)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    labels: Mapping[str, int] | None = None
+
+    @property
+    def preferred_groups(self) -> tuple[int, ...]:
+        return tuple(r.group.id for r in self.ranked) if self.preference else ()
 
     def explain(self) -> str:
         if not self.ranked:
@@ -111,7 +116,8 @@ class PlacementResult:
         if not self.preference:
             return "no placement preference (" + ("; ".join(self.notes) or "nothing known") + ")"
         order = " > ".join(f"group {r.group.id} ({'; '.join(r.reasons)})" for r in self.ranked)
-        return f"prefer {order}"
+        labels = " ".join(f"{f}={v}" for f, v in (self.labels or {}).items())
+        return f"task labels {labels}: prefer {order}" if labels else f"prefer {order}"
 
 
 class PlacementEngine:
@@ -133,7 +139,7 @@ class PlacementEngine:
             else:
                 passing.append(group)
         if not passing:
-            return PlacementResult((), tuple(rejected))
+            return PlacementResult((), tuple(rejected), labels=task.labels)
         totals = {g.id: 0.0 for g in passing}
         reasons: dict[int, list[str]] = {g.id: [] for g in passing}
         scored = False
@@ -154,4 +160,4 @@ class PlacementEngine:
         strength = {g.id: sum(g.ranks.values()) for g in passing}
         order = sorted(passing, key=lambda g: (-totals[g.id], -strength[g.id], g.id))
         ranked = tuple(RankedGroup(g, totals[g.id], tuple(reasons[g.id])) for g in order)
-        return PlacementResult(ranked, tuple(rejected), scored, tuple(notes))
+        return PlacementResult(ranked, tuple(rejected), scored, tuple(notes), task.labels)

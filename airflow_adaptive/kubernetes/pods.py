@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import datetime, timezone
 
@@ -18,6 +19,7 @@ from airflow_adaptive.core.model import (
     Usage,
 )
 from airflow_adaptive.core.telemetry import parse_usage
+from airflow_adaptive.exceptions import InvalidCapabilityError
 from airflow_adaptive.kubernetes.quantity import format_memory, parse_memory_bytes
 
 PREFIX = "adaptive.airflow.io"
@@ -26,6 +28,56 @@ STRATEGY_LABEL = f"{PREFIX}/strategy"
 OPT_OUT_LABEL = f"{PREFIX}/opt-out"
 MANAGED_LABEL = f"{PREFIX}/managed-by"
 DECISION_ANNOTATION = f"{PREFIX}/decision"
+PLACEMENT_ANNOTATION = f"{PREFIX}/placement"
+GROUP_LABEL = f"{PREFIX}/group"
+CAPABILITY_PREFIX = "capability.adaptive.airflow.io/"
+_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def capability_label(capability: str) -> str:
+    """The node label key that offers a capability; the name must be a valid label name."""
+    if not isinstance(capability, str) or not _NAME.match(capability):
+        raise InvalidCapabilityError(
+            f"capability {capability!r} is not a valid label name (letters, digits, '-', '_', '.'; at most 63)"
+        )
+    return CAPABILITY_PREFIX + capability
+
+
+def apply_placement(pod: k8s.V1Pod, decision: Decision) -> None:
+    """Preferred affinity to the decided groups (decreasing weights) and required affinity to capabilities.
+
+    A user's required node terms are ORed by Kubernetes, so the capabilities join every one of them.
+    """
+    if not decision.preferred_groups and not decision.required_capabilities:
+        return
+    spec = pod.spec
+    spec.affinity = spec.affinity or k8s.V1Affinity()
+    node_affinity = spec.affinity.node_affinity or k8s.V1NodeAffinity()
+    spec.affinity.node_affinity = node_affinity
+    preferred = list(node_affinity.preferred_during_scheduling_ignored_during_execution or [])
+    for position, group in enumerate(decision.preferred_groups):
+        term = k8s.V1NodeSelectorTerm(
+            match_expressions=[
+                k8s.V1NodeSelectorRequirement(key=GROUP_LABEL, operator="In", values=[str(group)])
+            ]
+        )
+        preferred.append(k8s.V1PreferredSchedulingTerm(weight=max(1, 100 >> position), preference=term))
+    node_affinity.preferred_during_scheduling_ignored_during_execution = preferred or None
+    if decision.required_capabilities:
+        needs = [
+            k8s.V1NodeSelectorRequirement(key=capability_label(c), operator="In", values=["true"])
+            for c in sorted(decision.required_capabilities)
+        ]
+        required = node_affinity.required_during_scheduling_ignored_during_execution
+        if required is None or not required.node_selector_terms:
+            node_affinity.required_during_scheduling_ignored_during_execution = k8s.V1NodeSelector(
+                node_selector_terms=[k8s.V1NodeSelectorTerm(match_expressions=needs)]
+            )
+        else:
+            for term in required.node_selector_terms:
+                term.match_expressions = [*(term.match_expressions or []), *needs]
+
+
 STRATEGY_ANNOTATION = f"{PREFIX}/strategy"
 FAMILY_ANNOTATION = f"{PREFIX}/task-family"
 
@@ -72,6 +124,9 @@ def apply_decision(
     metadata.annotations[FAMILY_ANNOTATION] = task_family
     metadata.annotations[STRATEGY_ANNOTATION] = decision.strategy
     metadata.annotations[DECISION_ANNOTATION] = decision.summary(max_chars=1000)
+    if decision.placement:
+        metadata.annotations[PLACEMENT_ANNOTATION] = decision.placement[:1000]
+    apply_placement(pod, decision)
     container = find_container(pod, container_name)
     if container is None or not decision.adaptive:
         return pod

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any, NoReturn
 
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
@@ -20,6 +21,7 @@ from airflow_adaptive.kubernetes.pods import (
     FAMILY_ANNOTATION,
     MANAGED_LABEL,
     apply_decision,
+    capability_label,
     find_container,
     memory_of,
     observe_pod,
@@ -51,6 +53,9 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         (default ``dag_id.task_id``); several DAGs may share one family.
     :param input_size_bytes: declared input size of this attempt, for size-aware strategies. (templated)
     :param adaptive: set False to record history without changing resources.
+    :param required_capabilities: node capabilities the task cannot run without (e.g. ``{"gpu", "avx512"}``):
+        a required node affinity. Until such a node exists the pod stays Pending; in deferrable mode the
+        worker slot is free meanwhile.
     """
 
     template_fields: Sequence[str] = (*KubernetesPodOperator.template_fields, "input_size_bytes")
@@ -61,9 +66,13 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         task_family: str | None = None,
         input_size_bytes: int | str | None = None,
         adaptive: bool = True,
+        required_capabilities: Iterable[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.required_capabilities = frozenset(required_capabilities or ())
+        for capability in self.required_capabilities:
+            capability_label(capability)  # a bad name is a clear error when the DAG is parsed
         self.task_family = task_family
         self.input_size_bytes = input_size_bytes
         self.adaptive = adaptive
@@ -107,10 +116,19 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
     def decide(self, pod: k8s.V1Pod, context: Any) -> Decision:
         container = find_container(pod, self.base_container_name)
         user = memory_of(container.resources if container else None)
+        advisor = Advisor(get_settings())
         if not self.adaptive:
-            return keep_user(user, "adaptive sizing is off for this task")
-        return Advisor(get_settings()).decide(
-            self.family, user, task_key(context), input_size_bytes=self._input_size()
+            decision = keep_user(user, "adaptive sizing is off for this task")
+        else:
+            decision = advisor.decide(
+                self.family, user, task_key(context), input_size_bytes=self._input_size()
+            )
+        placement = advisor.place(self.family, self.required_capabilities, decision.memory_request_bytes)
+        return replace(
+            decision,
+            preferred_groups=placement.preferred_groups,
+            required_capabilities=self.required_capabilities,
+            placement=placement.explain(),
         )
 
     def _command_wrapped(self) -> bool:

@@ -9,6 +9,7 @@ from airflow.utils.db_manager import BaseDBManager
 from airflow_adaptive.store.tables import metadata
 
 _HERE = Path(__file__).parent
+HEAD_REVISION = "b3e9d2a41c07"  # the newest migration; tests check the database reaches it
 
 
 class AdaptiveDBManager(BaseDBManager):
@@ -19,4 +20,4 @@ class AdaptiveDBManager(BaseDBManager):
     alembic_file = str(_HERE / "alembic.ini")
     version_table_name = "alembic_version_adaptive"
     supports_table_dropping = True
-    revision_heads_map = {"0.1.0": "a7d1c0f3e201"}
+    revision_heads_map = {"0.1.0": HEAD_REVISION}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
     Column,
     DateTime,
@@ -56,4 +57,18 @@ task_attempt = Table(
         "dag_id", "task_id", "run_id", "map_index", "try_number", name="adaptive_task_attempt_key_uq"
     ),
     Index("idx_adaptive_task_attempt_family_finished", "task_family", "finished_at"),
+)
+
+node = Table(
+    "adaptive_node",
+    metadata,
+    Column("node", String(253), primary_key=True),
+    Column("benchmarks", JSON, nullable=False),
+    Column("cores", Integer),
+    Column("memory_bytes", BigInteger),
+    Column("capabilities", JSON, nullable=False),
+    Column("profiled_at", DateTime(timezone=True), nullable=False),
+    Column("group_id", Integer),
+    Column("group_ranks", JSON),
+    Column("grouped_at", DateTime(timezone=True)),
 )
