@@ -206,6 +206,9 @@ def cmd_profile_node(args: argparse.Namespace, out: TextIO) -> int:
             settings,
             on_step=lambda name: progress.update(bar, advance=1, description=name),
         )
+    if args.output:
+        with open(args.output, "a", encoding="utf-8") as handle:  # e.g. the pod's termination message
+            handle.write(json.dumps(profile, separators=(",", ":")))
     if args.json:
         _print_json(profile, out)
     else:
@@ -328,6 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--fio-dir", help="folder for the fio test file (default: a temporary folder)")
     prof.add_argument("--fio-size", default="256M", help="fio test file size (fio syntax)")
     prof.add_argument("--timeout", type=float, default=600.0, help="bound on the whole profile, seconds")
+    prof.add_argument(
+        "--output", metavar="FILE", help="also write the compact JSON here (a termination message)"
+    )
     prof.add_argument("--json", action="store_true")
     prof.set_defaults(func=cmd_profile_node)
 

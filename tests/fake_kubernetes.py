@@ -65,6 +65,8 @@ class FakeKubernetesApi:
         self.requests: list[tuple[str, str]] = []
         self.logs: dict[tuple[str, str], str] = {}
         self.metrics_memory: str | None = None  # served by metrics.k8s.io when set
+        self.nodes: dict[str, dict[str, Any]] = {}  # name -> V1Node JSON
+        self.node_patches: list[tuple[str, dict[str, Any]]] = []
         self._reads: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -93,6 +95,25 @@ class FakeKubernetesApi:
         self._server.shutdown()
         self._server.server_close()
 
+    def add_node(self, name: str, *, cores: int = 2, memory: str = "8Gi", labels: dict[str, str] | None = None,
+                 ready: bool = True, unschedulable: bool = False, gpus: int = 0) -> None:  # fmt: skip
+        allocatable = {"cpu": str(cores), "memory": memory, "pods": "110"}
+        if gpus:
+            allocatable["nvidia.com/gpu"] = str(gpus)
+        self.nodes[name] = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": {"kubernetes.io/hostname": name, "kubernetes.io/arch": "amd64", **(labels or {})},
+            },
+            "spec": {"unschedulable": unschedulable},
+            "status": {
+                "allocatable": allocatable,
+                "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            },
+        }
+
     # -- the kubelet stand-in --------------------------------------------------------------------
     def _run_container(self, pod: dict[str, Any]) -> None:
         container = pod["spec"]["containers"][0]
@@ -107,7 +128,8 @@ class FakeKubernetesApi:
             terminated.update(startedAt=started, finishedAt=_now())
         key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
         self.logs[key] = output
-        pod["spec"]["nodeName"] = self.node_name
+        pinned = (pod["spec"].get("nodeSelector") or {}).get("kubernetes.io/hostname")
+        pod["spec"]["nodeName"] = pinned or self.node_name
         pod["status"] = {
             "phase": "Succeeded" if terminated["exitCode"] == 0 else "Failed",
             "containerStatuses": [
@@ -146,7 +168,16 @@ class FakeKubernetesApi:
                     if e["name"] != "ADAPTIVE_TERMINATION_FILE"
                 }
             )
-            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+            # The kubelet mounts a host file at terminationMessagePath and a fresh folder for each
+            # volume mount; this stand-in maps those container paths to host paths in the command.
+            mounts = {container.get("terminationMessagePath") or "/dev/termination-log": str(message_file)}
+            for i, mount in enumerate(container.get("volumeMounts") or []):
+                host = Path(tmp, f"volume-{i}")
+                host.mkdir()
+                mounts[mount["mountPath"]] = str(host)
+            for path, host_path in mounts.items():
+                command = [arg.replace(path, host_path) for arg in command]
+            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
             message = message_file.read_text()
         reason = "Completed" if done.returncode == 0 else "Error"
         state: dict[str, Any] = {"exitCode": done.returncode, "reason": reason}
@@ -194,6 +225,8 @@ class FakeKubernetesApi:
                     api.requests.append((method, url.path))
                 if parts[:2] == ["apis", "metrics.k8s.io"] and len(parts) == 7:
                     return self._metrics(parts[4], parts[6])
+                if parts[:3] == ["api", "v1", "nodes"]:
+                    return self._node(method, parts[3] if len(parts) > 3 else None)
                 if parts[:3] != ["api", "v1", "namespaces"] or len(parts) < 5:
                     return self._not_found()
                 namespace, kind = parts[3], parts[4]
@@ -229,6 +262,29 @@ class FakeKubernetesApi:
                         api.pods.pop(key, None)
                     return self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
                 return self._not_found()
+
+            def _node(self, method: str, name: str | None) -> None:
+                if name is None and method == "GET":
+                    with api._lock:
+                        items = list(api.nodes.values())
+                    return self._send(
+                        200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": items}
+                    )
+                with api._lock:
+                    node = api.nodes.get(name or "")
+                if node is None:
+                    return self._not_found()
+                if method == "PATCH":
+                    patch = self._body()
+                    with api._lock:
+                        api.node_patches.append((name or "", patch))
+                        labels = node["metadata"].setdefault("labels", {})
+                        for key, value in ((patch.get("metadata") or {}).get("labels") or {}).items():
+                            if value is None:
+                                labels.pop(key, None)  # JSON merge patch: null deletes
+                            else:
+                                labels[key] = value
+                return self._send(200, node)
 
             def _create(self, namespace: str) -> None:
                 pod = self._body()

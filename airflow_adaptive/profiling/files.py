@@ -15,7 +15,7 @@ class ProfileFormatError(AdaptiveError, ValueError):
     """A node profile file is not the documented shape."""
 
 
-def _profile(raw: Any, where: str) -> NodeProfile:
+def profile_from_json(raw: Any, where: str) -> NodeProfile:
     if not isinstance(raw, dict) or not isinstance(raw.get("node"), str) or not raw["node"]:
         raise ProfileFormatError(f"{where}: a profile needs a non-empty string 'node'")
     benchmarks = raw.get("benchmarks")
@@ -57,7 +57,7 @@ def load_profiles(path: str | os.PathLike[str]) -> list[NodeProfile]:
         data = data["profiles"]
     if not isinstance(data, list) or not data:
         raise ProfileFormatError(f"{name}: expected a non-empty JSON list of node profiles")
-    return [_profile(raw, f"{name}[{i}]") for i, raw in enumerate(data)]
+    return [profile_from_json(raw, f"{name}[{i}]") for i, raw in enumerate(data)]
 
 
 def grouping_json(grouping: Grouping) -> dict[str, Any]:

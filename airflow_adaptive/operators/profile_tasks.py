@@ -1,0 +1,51 @@
+"""The work of the profiling DAG's Python tasks (kept out of the DAG file so parsing stays cheap)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_adaptive.config import get_settings
+from airflow_adaptive.core.grouping import group_nodes
+from airflow_adaptive.kubernetes.nodes import label_patch
+from airflow_adaptive.profiling.files import grouping_json, profile_from_json
+from airflow_adaptive.store.access import open_repository
+from airflow_adaptive.store.nodes import NodeRepository
+
+
+def kubernetes_hook(params: dict[str, Any]) -> Any:
+    from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
+
+    return KubernetesHook(
+        conn_id=params.get("kubernetes_conn_id") or None, config_file=params.get("config_file") or None
+    )
+
+
+def group_and_label(
+    nodes: list[dict[str, Any]], profiles: list[dict[str, Any]], params: dict[str, Any]
+) -> dict[str, Any]:
+    """Group the measured nodes, store profiles and groups, and patch every node's labels."""
+    facts = {n["name"]: n for n in nodes}
+    merged = []
+    for i, raw in enumerate(profiles):
+        fact = facts.get(raw.get("node"), {})
+        raw = {
+            **raw,
+            "cores": fact.get("cores") or raw.get("cores"),
+            "memory_bytes": fact.get("memory_bytes") or raw.get("memory_bytes"),
+            "capabilities": sorted(set(raw.get("capabilities", [])) | set(fact.get("capabilities", []))),
+        }
+        merged.append(profile_from_json(raw, f"profile #{i}"))
+    grouping = group_nodes(merged)
+    settings = get_settings()
+    NodeRepository(open_repository(settings.history_conn_id, settings.store_timeout_seconds).engine).save(
+        merged, grouping
+    )
+    api = kubernetes_hook(params).core_v1_client
+    for node in api.list_node().items:
+        profile = next((p for p in merged if p.node == node.metadata.name), None)
+        capabilities = profile.capabilities if profile else frozenset()
+        api.patch_node(
+            node.metadata.name,
+            label_patch(node.metadata.labels or {}, grouping, node.metadata.name, capabilities),
+        )
+    return grouping_json(grouping)

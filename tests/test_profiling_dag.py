@@ -1,0 +1,59 @@
+"""The profiling DAG end to end: real Airflow (dag.test), FakeKubernetesApi nodes, the real profiler."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_adaptive.kubernetes.pods import CAPABILITY_PREFIX, GROUP_LABEL
+from airflow_adaptive.store.nodes import NodeRepository
+from tests.fake_kubernetes import FakeKubernetesApi
+
+ROOT = Path(__file__).resolve().parents[1]
+HAVE_TOOLS = bool(shutil.which("sysbench") and shutil.which("fio") and shutil.which("airflow-adaptive"))
+REQUIRED = os.environ.get("ADAPTIVE_REQUIRE_PROFILER") == "1"
+
+
+@pytest.mark.skipif(
+    not HAVE_TOOLS and not REQUIRED, reason="sysbench, fio or the airflow-adaptive command missing"
+)
+def test_profiling_dag_profiles_pins_groups_and_labels(
+    airflow_home: Path, tmp_path: Path, engine: Any
+) -> None:
+    (airflow_home / "dags" / "adaptive_profile_cluster.py").write_text(
+        (ROOT / "dags" / "adaptive_profile_cluster.py").read_text()
+    )
+    from airflow_adaptive.example_dags.adaptive_profile_cluster import dag
+
+    with FakeKubernetesApi(tmp_path, lambda pod: 10 * 1024**2) as api:
+        api.add_node("node-a", gpus=1, labels={f"{CAPABILITY_PREFIX}old": "true", GROUP_LABEL: "7"})
+        api.add_node("node-b")
+        api.add_node("cordoned", unschedulable=True)
+        api.add_node("not-ready", ready=False)
+        conf = {"config_file": str(api.kubeconfig), "kubernetes_conn_id": "", "namespace": "default",
+                "seconds": 1, "fio_size": "4M"}  # fmt: skip
+        dr = dag.test(run_conf=conf)
+    assert dr.state == "success"
+    pinned = sorted(p["spec"]["nodeSelector"]["kubernetes.io/hostname"] for p in api.created)
+    assert pinned == ["node-a", "node-b"]  # one pod per schedulable node, pinned to it
+    command = api.created[0]["spec"]["containers"][0]["command"]
+    assert command[:3] == ["airflow-adaptive", "profile-node", "--json"] and "--output" in command
+    patched = dict(api.node_patches)
+    assert set(patched) == {"node-a", "node-b", "cordoned", "not-ready"}
+    labels_a = patched["node-a"]["metadata"]["labels"]
+    assert labels_a[GROUP_LABEL] == "1" and labels_a[f"{CAPABILITY_PREFIX}gpu"] == "true"
+    assert labels_a[f"{CAPABILITY_PREFIX}old"] is None  # a capability the node no longer offers is removed
+    assert labels_a["adaptive.airflow.io/rank-cpu-events-per-s"] == "1"
+    assert f"{CAPABILITY_PREFIX}gpu" not in patched["node-b"]["metadata"]["labels"]
+    assert patched["cordoned"]["metadata"]["labels"] == {}  # not profiled, nothing of ours to remove
+    assert api.nodes["node-a"]["metadata"]["labels"][GROUP_LABEL] == "1"
+    stored = {row["node"]: row for row in NodeRepository(engine).nodes()}
+    assert set(stored) == {"node-a", "node-b"}
+    assert stored["node-a"]["group_id"] == 1 and stored["node-a"]["cores"] == 2
+    assert (
+        "gpu" in stored["node-a"]["capabilities"] and stored["node-a"]["benchmarks"]["cpu_events_per_s"] > 0
+    )
