@@ -194,3 +194,24 @@ def test_decide_cli_shows_labels_and_group_order(engine: Any, capsys: pytest.Cap
         ["node-20", "node-21"],
         ["node-30", "node-31"],
     ]
+
+
+def test_baseline_policies_behind_the_same_engine() -> None:
+    from dataclasses import replace
+
+    from airflow_adaptive.core.placement import engine_for
+
+    loaded = [
+        replace(GROUPS[0], reserved_fraction=0.9),
+        replace(GROUPS[1], reserved_fraction=0.1),
+        replace(GROUPS[2], reserved_fraction=0.5),
+    ]
+    task = TaskDemandView("t", None)
+    assert [r.group.id for r in engine_for("fair").place(task, loaded).ranked] == [2, 3, 1]
+    assert [r.group.id for r in engine_for("fill-nodes").place(task, loaded).ranked] == [1, 3, 2]
+    assert [r.group.id for r in engine_for("sjfn").place(task, loaded).ranked] == [3, 2, 1]
+    round_robin = engine_for("round-robin")
+    firsts = [round_robin.place(TaskDemandView("t", None), GROUPS).ranked[0].group.id for _ in range(3)]
+    assert sorted(firsts) == [1, 2, 3]  # each group leads once in three placements
+    with pytest.raises(ValueError, match="unknown placement policy"):
+        engine_for("random")

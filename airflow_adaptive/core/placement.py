@@ -24,6 +24,7 @@ class GroupView:
     capabilities: frozenset[str] = frozenset()  # offered by at least one member
     largest_allocatable_memory_bytes: int | None = None
     members: tuple[str, ...] = ()
+    reserved_fraction: float = 0.0  # share of the group's resources already reserved (0..1)
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,58 @@ class TaremaScorer:
         if not task.labels:
             return None
         return float(sum(abs(group.ranks.get(f, 1) - t) for f, t in task.labels.items()))
+
+
+class RoundRobinScorer:
+    """Kubernetes-default-like baseline: each placement starts one group further along (stateful)."""
+
+    name = "round-robin"
+    higher_is_better = False
+
+    def __init__(self) -> None:
+        self._turn = 0
+        self._groups = 1
+
+    def __call__(self, task: TaskDemandView, group: GroupView) -> float | None:
+        self._groups = max(self._groups, group.id)
+        return float((group.id - 1 - self._turn) % self._groups)
+
+    def placed(self) -> None:
+        """Called by the engine after every placement: the next one starts at the next group."""
+        self._turn += 1
+
+
+@dataclass(frozen=True)
+class FairScorer:
+    """Baseline: spread by reserved share (the least reserved group first)."""
+
+    name: str = "fair"
+    higher_is_better: bool = False
+
+    def __call__(self, task: TaskDemandView, group: GroupView) -> float | None:
+        return group.reserved_fraction
+
+
+@dataclass(frozen=True)
+class FillNodesScorer:
+    """Baseline: bin packing (the most reserved group that still passes the filters first)."""
+
+    name: str = "fill-nodes"
+    higher_is_better: bool = True
+
+    def __call__(self, task: TaskDemandView, group: GroupView) -> float | None:
+        return group.reserved_fraction
+
+
+@dataclass(frozen=True)
+class FastestScorer:
+    """SJFN's placement half: the strongest group (sum of its ranks); the queue orders shortest first."""
+
+    name: str = "fastest"
+    higher_is_better: bool = True
+
+    def __call__(self, task: TaskDemandView, group: GroupView) -> float | None:
+        return float(sum(group.ranks.values()))
 
 
 @dataclass(frozen=True)
@@ -157,7 +210,25 @@ class PlacementEngine:
                 normal = 100.0 if hi == lo else 100.0 * (value - lo) / (hi - lo)
                 totals[g.id] += weight * (normal if scorer.higher_is_better else 100.0 - normal)
                 reasons[g.id].append(f"{scorer.name} {value:g}")
+        for scorer, _ in self.scorers:
+            placed = getattr(scorer, "placed", None)
+            if placed is not None:
+                placed()
         strength = {g.id: sum(g.ranks.values()) for g in passing}
         order = sorted(passing, key=lambda g: (-totals[g.id], -strength[g.id], g.id))
         ranked = tuple(RankedGroup(g, totals[g.id], tuple(reasons[g.id])) for g in order)
         return PlacementResult(ranked, tuple(rejected), scored, tuple(notes), task.labels)
+
+
+def engine_for(policy: str) -> PlacementEngine:
+    """The placement engine of a named policy: ``tarema`` (ours) or a published baseline."""
+    scorers: dict[str, Scorer] = {
+        "tarema": TaremaScorer(),
+        "round-robin": RoundRobinScorer(),
+        "fair": FairScorer(),
+        "fill-nodes": FillNodesScorer(),
+        "sjfn": FastestScorer(),
+    }
+    if policy not in scorers:
+        raise ValueError(f"unknown placement policy {policy!r}; known: {', '.join(scorers)}")
+    return PlacementEngine(scorers=((scorers[policy], 1.0),))
