@@ -65,15 +65,16 @@ def engine(airflow_db: str) -> Any:
 
 @pytest.fixture(autouse=True)
 def clean_history(airflow_db: str) -> Iterator[None]:
-    """Every test starts with an empty history table and fresh settings."""
+    """Every test starts with empty history and node tables and fresh settings."""
     from airflow import settings
     from sqlalchemy import delete
 
     from airflow_adaptive.config import get_settings
-    from airflow_adaptive.store.tables import task_attempt
+    from airflow_adaptive.store.tables import node, task_attempt
 
     with settings.engine.begin() as conn:
         conn.execute(delete(task_attempt))
+        conn.execute(delete(node))
     get_settings.cache_clear()
     yield
     get_settings.cache_clear()

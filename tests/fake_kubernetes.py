@@ -63,6 +63,7 @@ class FakeKubernetesApi:
         self.created: list[dict[str, Any]] = []  # every pod body as POSTed, in order
         self.patches: list[tuple[str, dict[str, Any]]] = []
         self.requests: list[tuple[str, str]] = []
+        self.user_agents: list[str] = []  # per request: tells the task's client from the triggerer's
         self.logs: dict[tuple[str, str], str] = {}
         self.metrics_memory: str | None = None  # served by metrics.k8s.io when set
         self.nodes: dict[str, dict[str, Any]] = {}  # name -> V1Node JSON
@@ -113,6 +114,24 @@ class FakeKubernetesApi:
                 "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
             },
         }
+
+    def schedulable(self, pod: dict[str, Any]) -> bool:
+        """A node satisfies the pod's required node affinity (any term, all its expressions)."""
+        required = (((pod["spec"].get("affinity") or {}).get("nodeAffinity") or {})
+                    .get("requiredDuringSchedulingIgnoredDuringExecution"))  # fmt: skip
+        if not required or not self.nodes:
+            return True
+        for node in self.nodes.values():
+            labels = node["metadata"].get("labels") or {}
+            for term in required.get("nodeSelectorTerms") or []:
+                if all(
+                    labels.get(e["key"]) in e.get("values", [])
+                    if e["operator"] == "In"
+                    else e["key"] not in labels
+                    for e in term.get("matchExpressions") or []
+                ):
+                    return True
+        return False
 
     # -- the kubelet stand-in --------------------------------------------------------------------
     def _run_container(self, pod: dict[str, Any]) -> None:
@@ -223,6 +242,7 @@ class FakeKubernetesApi:
                 parts = url.path.strip("/").split("/")
                 with api._lock:
                     api.requests.append((method, url.path))
+                    api.user_agents.append(self.headers.get("User-Agent", ""))
                 if parts[:2] == ["apis", "metrics.k8s.io"] and len(parts) == 7:
                     return self._metrics(parts[4], parts[6])
                 if parts[:3] == ["api", "v1", "nodes"]:
@@ -305,7 +325,13 @@ class FakeKubernetesApi:
                     api._reads[key] = api._reads.get(key, 0) + 1
                     first = api._reads[key] == 1
                 if not first and pod["status"].get("phase") == "Pending":
-                    api._run_container(pod)
+                    if api.schedulable(pod):
+                        api._run_container(pod)
+                    else:
+                        pod["status"]["conditions"] = [
+                            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                             "message": "0/1 nodes are available: node affinity did not match"}
+                        ]  # fmt: skip
                 return pod
 
             def _list(self, namespace: str, selector: str) -> None:

@@ -42,16 +42,19 @@ with DAG(dag_id={dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catc
         base_container_status_polling_interval=0.1,
         startup_check_interval_seconds=0,
         get_logs=True,
+        required_capabilities={capabilities!r},
+        startup_timeout_seconds=5,
     )
 """
 
 
 def run_dag(airflow_home: Path, api: FakeKubernetesApi, dag_id: str, *, deferrable: bool, memory: str = "256Mi",
-            retries: int = 2, family: str = "e2e.work", command: bool = True) -> Any:  # fmt: skip
+            retries: int = 2, family: str = "e2e.work", command: bool = True,
+            capabilities: set[str] | None = None) -> Any:  # fmt: skip
     path = airflow_home / "dags" / f"{dag_id}.py"
     path.write_text(textwrap.dedent(DAG_TEMPLATE.format(
         dag_id=dag_id, retries=retries, family=family, memory=memory,
-        kubeconfig=str(api.kubeconfig), deferrable=deferrable,
+        kubeconfig=str(api.kubeconfig), deferrable=deferrable, capabilities=capabilities or set(),
         cmds=["sh", "-c"] if command else None, arguments=["echo working; echo oops >&2"] if command else None)))  # fmt: skip
     spec = importlib.util.spec_from_file_location(dag_id, path)
     assert spec and spec.loader
@@ -176,3 +179,38 @@ def test_oom_errors_say_what_happened_and_what_comes_next(monkeypatch: pytest.Mo
     final = op._oom_error(killed_at(1024 * MIB))
     assert isinstance(final, AdaptiveMemoryCapReached) and isinstance(final, AirflowFailException)
     assert "largest allocatable memory" in str(final) and "retrying cannot help" in str(final)
+
+
+def test_a_missing_capability_waits_in_the_triggerer_not_in_a_worker(
+    airflow_home: Path, tmp_path: Path, engine: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Deferrable mode: the pod is created, then the worker gives its slot back while the pod is Pending."""
+    from kubernetes.client import ApiClient
+
+    with FakeKubernetesApi(tmp_path, lambda pod: 10 * MIB) as api:
+        api.add_node("cpu-only")
+        dr = run_dag(airflow_home, api, "e2e_pending", deferrable=True, retries=0, family="e2e.pending",
+                     capabilities={"gpu"})  # fmt: skip
+    assert dr.state == "failed"  # the startup timeout ends the wait in this test
+    (pod,) = api.created
+    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert terms[0]["matchExpressions"] == [
+        {"key": "capability.adaptive.airflow.io/gpu", "operator": "In", "values": ["true"]}
+    ]
+    placement = pod["metadata"]["annotations"]["adaptive.airflow.io/placement"]
+    assert "no node groups profiled yet" in placement and "requires gpu (required node affinity" in placement
+    assert not api.logs  # the container never ran: the pod stayed Pending
+    # Who polled the Pending pod: the triggerer's asyncio client, not the task's (worker's) client.
+    worker_agent = ApiClient().user_agent
+    name = pod["metadata"]["name"]
+    polls = [
+        ua
+        for (method, path), ua in zip(api.requests, api.user_agents, strict=True)
+        if method == "GET" and path.endswith(name)
+    ]
+    by_trigger = sum(ua != worker_agent for ua in polls)
+    assert by_trigger >= 10 and by_trigger > 5 * (len(polls) - by_trigger)
+    (row,) = stored(engine, "e2e.pending")  # the try is recorded, with nothing measured
+    assert (row.exit_reason, row.peak_memory_bytes, row.node_name) == ("Unschedulable", None, None)

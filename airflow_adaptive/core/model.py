@@ -18,6 +18,7 @@ class ExitReason(str, enum.Enum):
     ERROR = "Error"
     EVICTED = "Evicted"
     DEADLINE_EXCEEDED = "DeadlineExceeded"
+    UNSCHEDULABLE = "Unschedulable"  # still Pending when the try ended: no node fit
     UNKNOWN = "Unknown"
 
     @classmethod

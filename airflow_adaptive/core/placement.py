@@ -163,8 +163,8 @@ class PlacementResult:
         return tuple(r.group.id for r in self.ranked) if self.preference else ()
 
     def explain(self) -> str:
-        if not self.ranked:
-            why = "; ".join(f"group {g.id} {reason}" for g, reason in self.rejected) or "no groups"
+        if not self.ranked and self.rejected:
+            why = "; ".join(f"group {g.id} {reason}" for g, reason in self.rejected)
             return f"no node group fits: {why}"
         if not self.preference:
             return "no placement preference (" + ("; ".join(self.notes) or "nothing known") + ")"

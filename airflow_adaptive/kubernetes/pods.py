@@ -171,6 +171,8 @@ def observe_pod(
         reason = ExitReason.EVICTED
     elif terminated is None and phase == "Failed":
         reason = ExitReason.ERROR
+    elif terminated is None and phase == "Pending":
+        reason = ExitReason.UNSCHEDULABLE
     usage = parse_usage(terminated.message if terminated else None) or Usage()
     if reason is ExitReason.OOM_KILLED:
         usage = replace(usage, peak_memory_bytes=None, peak_kind=PeakKind.CENSORED)

@@ -30,6 +30,12 @@ from airflow_adaptive.kubernetes.trigger import SAMPLED_PEAK_KEY, SamplingPodTri
 from airflow_adaptive.kubernetes.wrapper import TERMINATION_FILE_ENV, is_wrapped, wrap_command
 
 
+def required_note(capabilities: frozenset[str]) -> str:
+    if not capabilities:
+        return ""
+    return f"; requires {', '.join(sorted(capabilities))} (required node affinity: Pending until a node offers it)"
+
+
 class AdaptiveOOMKilled(AirflowException):
     """The task's container was OOM-killed; the next try gets more memory."""
 
@@ -128,7 +134,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
             decision,
             preferred_groups=placement.preferred_groups,
             required_capabilities=self.required_capabilities,
-            placement=placement.explain(),
+            placement=placement.explain() + required_note(self.required_capabilities),
         )
 
     def _command_wrapped(self) -> bool:
