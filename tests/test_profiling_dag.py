@@ -11,6 +11,7 @@ import pytest
 
 from airflow_adaptive.kubernetes.pods import CAPABILITY_PREFIX, GROUP_LABEL
 from airflow_adaptive.store.nodes import NodeRepository
+from tests.conftest import validate_pod
 from tests.fake_kubernetes import FakeKubernetesApi
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,6 +39,8 @@ def test_profiling_dag_profiles_pins_groups_and_labels(
                 "seconds": 1, "fio_size": "4M"}  # fmt: skip
         dr = dag.test(run_conf=conf)
     assert dr.state == "success"
+    for created in api.created:
+        validate_pod(created)
     pinned = sorted(p["spec"]["nodeSelector"]["kubernetes.io/hostname"] for p in api.created)
     assert pinned == ["node-a", "node-b"]  # one pod per schedulable node, pinned to it
     command = api.created[0]["spec"]["containers"][0]["command"]
