@@ -78,6 +78,9 @@ def clean_history(airflow_db: str) -> Iterator[None]:
     get_settings.cache_clear()
     yield
     get_settings.cache_clear()
+    # dag.test() leaves Airflow's scoped session inside a transaction; on PostgreSQL its locks
+    # would block later DDL (``airflow db reset`` in a subprocess).
+    settings.Session.remove()
 
 
 def validate_pod(pod: Any) -> dict[str, Any]:
