@@ -16,7 +16,6 @@ from airflow_adaptive.core.sizing import ANCHORS, predictor_names
 from airflow_adaptive.traces.load import read_trace, task_runs
 
 DEFAULT_STRATEGY = "adaptive"
-BASELINES = ("user", "whole-node")
 
 
 @functools.lru_cache(maxsize=8)
