@@ -69,27 +69,23 @@ def _run(command: list[str], deadline: float, seconds: float) -> str:
     return done.stdout
 
 
-def sysbench_cpu(threads: int, seconds: float, deadline: float) -> float:
-    out = _run(
-        [_require("sysbench", "sysbench"), "cpu", "--cpu-max-prime=20000", f"--threads={threads}", f"--time={seconds:g}", "run"],
-        deadline, seconds,
-    )  # fmt: skip
-    match = re.search(r"events per second:\s*([\d.]+)", out)
+def _sysbench(test: str, options: list[str], pattern: str, seconds: float, deadline: float) -> float:
+    """Run one sysbench test and read the number ``pattern`` captures from its report."""
+    command = [_require("sysbench", "sysbench"), test, *options, f"--time={seconds:g}", "run"]
+    match = re.search(pattern, _run(command, deadline, seconds))
     if not match:
-        raise ProfilerError("unexpected sysbench cpu output")
+        raise ProfilerError(f"unexpected sysbench {test} output")
     return float(match.group(1))
+
+
+def sysbench_cpu(threads: int, seconds: float, deadline: float) -> float:
+    options = ["--cpu-max-prime=20000", f"--threads={threads}"]
+    return _sysbench("cpu", options, r"events per second:\s*([\d.]+)", seconds, deadline)
 
 
 def sysbench_memory(seconds: float, deadline: float) -> float:
-    out = _run(
-        [_require("sysbench", "sysbench"), "memory", "--memory-block-size=1M", "--memory-total-size=10000G",
-         "--threads=1", f"--time={seconds:g}", "run"],
-        deadline, seconds,
-    )  # fmt: skip
-    match = re.search(r"\(([\d.]+) MiB/sec\)", out)
-    if not match:
-        raise ProfilerError("unexpected sysbench memory output")
-    return float(match.group(1))
+    options = ["--memory-block-size=1M", "--memory-total-size=10000G", "--threads=1"]
+    return _sysbench("memory", options, r"\(([\d.]+) MiB/sec\)", seconds, deadline)
 
 
 def fio_iops(mode: str, directory: str, size: str, seconds: float, deadline: float) -> tuple[float, bool]:
