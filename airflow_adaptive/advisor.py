@@ -65,7 +65,7 @@ class Advisor:
         try:
             repo = self._factory()
             history = repo.history(task_family, limit=self.settings.history_window)
-            prior = RequestRatioPrior(quantile=0.99)
+            prior = RequestRatioPrior()
             if not history:  # other families' request ratios only matter for a cold start
                 for peak, request in repo.request_ratios():
                     prior.add(peak, request)

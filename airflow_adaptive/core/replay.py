@@ -126,7 +126,7 @@ def replay(
     pending: list[tuple[float, int]] = []  # (finish time, run index) not yet visible to predictors
     ttf = config.time_to_failure
 
-    prior = RequestRatioPrior(quantile=0.99)  # what other families used of their requests, for cold starts
+    prior = RequestRatioPrior()  # what other families used of their requests, for cold starts
 
     def family(name: str) -> _Family:
         if name not in families:

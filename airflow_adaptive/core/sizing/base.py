@@ -120,7 +120,7 @@ class RequestRatioPrior:
     request scaled by a high quantile of that ratio, and fall back to the full request if killed.
     """
 
-    def __init__(self, quantile: float = 0.95, margin_fraction: float = 0.10, min_ratios: int = 20) -> None:
+    def __init__(self, quantile: float = 0.99, margin_fraction: float = 0.10, min_ratios: int = 20) -> None:
         self.quantile = quantile
         self.margin_fraction = margin_fraction
         self.min_ratios = min_ratios
