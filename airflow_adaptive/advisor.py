@@ -5,13 +5,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
 from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.decide import decide_memory
-from airflow_adaptive.core.labels import task_labels
+from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, task_labels
 from airflow_adaptive.core.model import Decision, MemoryRequest, Observation, TaskKey
 from airflow_adaptive.core.placement import GroupView, PlacementEngine, PlacementResult, TaskDemandView
 from airflow_adaptive.core.sizing.base import RequestRatioPrior
@@ -102,12 +101,10 @@ class Advisor:
             return PlacementResult((), (), False, ("node groups unavailable",))
         if not groups:
             return PlacementResult((), (), False, ("no node groups profiled yet",))
-        capacities = {
-            "cpu": [float(g["cores"] or len(g["members"])) for g in _by_rank(groups, "cpu")],
-            "memory": [float(g["memory_bytes"] or len(g["members"])) for g in _by_rank(groups, "memory")],
-            "io": [float(len(g["members"])) for g in _by_rank(groups, "io")],
-        }
-        labels = task_labels(task_family, demands, {f: c for f, c in capacities.items() if c})
+        capacities = feature_capacities(
+            [GroupCapacity(g["task_ranks"], g["cores"], g["memory_bytes"], len(g["members"])) for g in groups]
+        )
+        labels = task_labels(task_family, demands, capacities)
         views = [
             GroupView(
                 g["id"],
@@ -137,17 +134,3 @@ class Advisor:
         for path, _ in pending:
             path.unlink(missing_ok=True)
         return True
-
-
-def _by_rank(groups: list[dict[str, Any]], feature: str) -> list[dict[str, Any]]:
-    """Groups weakest first for one task feature; groups with the same rank pool their capacity."""
-    pooled: dict[int, dict[str, Any]] = {}
-    for g in groups:
-        rank = g["task_ranks"].get(feature)
-        if rank is None:
-            return []
-        p = pooled.setdefault(rank, {"cores": 0, "memory_bytes": 0, "members": []})
-        p["cores"] += g["cores"]
-        p["memory_bytes"] += g["memory_bytes"]
-        p["members"] += g["members"]
-    return [pooled[r] for r in sorted(pooled)]

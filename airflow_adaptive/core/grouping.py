@@ -28,6 +28,23 @@ BENCHMARK_FEATURES = (
     "io_rand_write_iops",
 )
 
+# Which benchmarks speak for each task feature of the labels (cpu, memory, io).
+TASK_FEATURE_BENCHMARKS = {
+    "cpu": ("cpu_events_per_s",),
+    "memory": ("memory_mib_per_s",),
+    "io": ("io_seq_read_iops", "io_seq_write_iops", "io_rand_read_iops", "io_rand_write_iops", "io_score"),
+}
+
+
+def task_feature_ranks(benchmark_ranks: Mapping[str, int]) -> dict[str, int]:
+    """A group's rank per task feature: the mean of its ranks on that feature's benchmarks."""
+    ranks: dict[str, int] = {}
+    for feature, benchmarks in TASK_FEATURE_BENCHMARKS.items():
+        found = [benchmark_ranks[b] for b in benchmarks if b in benchmark_ranks]
+        if found:
+            ranks[feature] = round(sum(found) / len(found))
+    return ranks
+
 
 @dataclass(frozen=True)
 class NodeProfile:

@@ -61,3 +61,35 @@ def task_labels(
             continue
         labels[feature] = label(mine, interval_bounds(values, caps))
     return labels or None
+
+
+@dataclass(frozen=True)
+class GroupCapacity:
+    """What one node group holds, for splitting demand among groups."""
+
+    task_ranks: Mapping[str, int]  # task feature -> rank (1 = weakest)
+    cores: float
+    memory_bytes: float
+    nodes: int
+
+
+def feature_capacities(groups: Sequence[GroupCapacity]) -> dict[str, list[float]]:
+    """Per task feature, the groups' capacities weakest first (cores, memory, node count for I/O).
+
+    Groups with the same rank pool their capacity; a feature some group has no rank for is left out.
+    """
+    measure = {
+        "cpu": lambda g: g.cores or g.nodes,
+        "memory": lambda g: g.memory_bytes or g.nodes,
+        "io": lambda g: g.nodes,
+    }
+    capacities: dict[str, list[float]] = {}
+    for feature, amount in measure.items():
+        if not groups or any(feature not in g.task_ranks for g in groups):
+            continue
+        pooled: dict[int, float] = {}
+        for g in groups:
+            rank = g.task_ranks[feature]
+            pooled[rank] = pooled.get(rank, 0.0) + float(amount(g))
+        capacities[feature] = [pooled[r] for r in sorted(pooled)]
+    return capacities

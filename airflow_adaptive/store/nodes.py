@@ -9,16 +9,10 @@ from typing import Any
 from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from airflow_adaptive.core.grouping import Grouping, NodeProfile
+from airflow_adaptive.core.grouping import Grouping, NodeProfile, task_feature_ranks
 from airflow_adaptive.core.labels import FamilyDemand
 from airflow_adaptive.core.model import ExitReason
 from airflow_adaptive.store.tables import node, task_attempt
-
-TASK_FEATURE_BENCHMARKS = {
-    "cpu": ("cpu_events_per_s",),
-    "memory": ("memory_mib_per_s",),
-    "io": ("io_seq_read_iops", "io_seq_write_iops", "io_rand_read_iops", "io_rand_write_iops", "io_score"),
-}
 
 
 class NodeRepository:
@@ -77,12 +71,7 @@ def group_views(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         if row["memory_bytes"]:
             g["largest_memory_bytes"] = max(g["largest_memory_bytes"] or 0, row["memory_bytes"])
     for g in groups.values():
-        ranks: dict[str, int] = {}
-        for feature, benchmarks in TASK_FEATURE_BENCHMARKS.items():
-            found = [g["ranks"][b] for b in benchmarks if b in g["ranks"]]
-            if found:
-                ranks[feature] = round(sum(found) / len(found))
-        g["task_ranks"] = ranks
+        g["task_ranks"] = task_feature_ranks(g["ranks"])
     return [groups[k] for k in sorted(groups)]
 
 
