@@ -186,6 +186,70 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
+    from rich.progress import Progress
+
+    from airflow_adaptive.exceptions import SimulationInputError
+    from airflow_adaptive.simulation.cluster import load_cluster
+    from airflow_adaptive.simulation.compare import compare, parse_names
+    from airflow_adaptive.simulation.engine import PLACEMENTS
+    from airflow_adaptive.simulation.params import SIZINGS, SimParams
+    from airflow_adaptive.simulation.sources import load_workload
+    from airflow_adaptive.simulation.workload import concurrent_runs
+
+    try:
+        placements = parse_names(args.placement, PLACEMENTS, "placement")
+        sizings = parse_names(args.sizing, SIZINGS, "sizing")
+        params = SimParams(
+            time_to_failure=args.time_to_failure,
+            interference_per_task=args.interference,
+            history=args.history,
+        )
+    except ValueError as err:
+        raise SimulationInputError(str(err)) from None
+    cluster = load_cluster(args.cluster)
+    workload = concurrent_runs(load_workload(args.workload, params, args.seed), args.runs)
+    with Progress(transient=True, disable=not sys.stderr.isatty()) as progress:
+        bar = progress.add_task(
+            f"simulating {len(workload.tasks)} tasks", total=len(placements) * len(sizings)
+        )
+        report, results = compare(
+            cluster, workload, placements, sizings, params, args.seed,
+            record_timeline=bool(args.plot),
+            on_done=lambda name: progress.update(bar, advance=1, description=name),
+        )  # fmt: skip
+    if args.plot:
+        from airflow_adaptive.simulation.plots import write_plots
+
+        for picture in write_plots(results, args.plot, f"{workload.name} on {cluster.name}"):
+            print(f"wrote {picture}", file=sys.stderr)
+    if args.json:
+        _print_json(report, out)
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{workload.name} ({len(workload.tasks)} tasks) on {cluster.name}, seed {args.seed}")
+    for column in (
+        "policy",
+        "makespan h",
+        "mean wait s",
+        "OOM kills",
+        "waste GB·h",
+        "failed",
+        "utilisation by group",
+    ):
+        table.add_column(column, justify="left" if column in ("policy", "utilisation by group") else "right")
+    for name, r in results.items():
+        use = " ".join(f"{g}:{u:.0%}" for g, u in sorted(r.utilisation_by_group.items()))
+        table.add_row(
+            name, f"{r.makespan_s / 3600:.3f}", f"{r.mean_wait_s:.1f}", str(r.oom_kills), f"{r.waste_gb_h:.2f}",
+            str(r.failed + r.never_ran), use,
+        )  # fmt: skip
+    Console(file=out, width=140).print(table)
+    return 0
+
+
 def cmd_profile_node(args: argparse.Namespace, out: TextIO) -> int:
     import socket
 
@@ -324,6 +388,22 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--json", action="store_true")
     rep.add_argument("--plot", metavar="DIR", help="write PNG plots here")
     rep.set_defaults(func=cmd_replay)
+
+    sim = sub.add_parser("simulate", help="simulate placement and sizing policies on a heterogeneous cluster")
+    sim.add_argument("--cluster", required=True, help="5,5,5 | 5,4,4,2 | a YAML/JSON file of node profiles")
+    sim.add_argument(
+        "--workload", required=True, help="wfformat:FILE | lotaru:DIR:WORKFLOW | synthetic:KIND:TASKS"
+    )
+    sim.add_argument("--placement", default="all", help="comma-separated placement policies, or 'all'")
+    sim.add_argument("--sizing", default="user", help="comma-separated: user, adaptive (or 'all')")
+    sim.add_argument("--runs", type=int, default=1, help="concurrent DAG runs of the workload")
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--history", choices=("prior-run", "online"), default="prior-run")
+    sim.add_argument("--time-to-failure", type=float, default=0.5)
+    sim.add_argument("--interference", type=float, default=0.05, help="slowdown per co-running similar task")
+    sim.add_argument("--json", action="store_true")
+    sim.add_argument("--plot", metavar="DIR", help="write a Gantt chart per policy and a makespan chart here")
+    sim.set_defaults(func=cmd_simulate)
 
     prof = sub.add_parser("profile-node", help="run the node microbenchmarks (sysbench, fio) on this machine")
     prof.add_argument("--node", help="node name (default: the host name)")

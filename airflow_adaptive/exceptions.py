@@ -25,3 +25,7 @@ class UnknownStrategyError(AdaptiveError, KeyError):
 
 class InvalidCapabilityError(AdaptiveError, ValueError):
     """A required capability name cannot be a Kubernetes label name."""
+
+
+class SimulationInputError(AdaptiveError, ValueError):
+    """A simulator cluster file or workload spec is malformed."""

@@ -93,8 +93,8 @@ def arrival_order(runs: Sequence[TaskRun]) -> list[int]:
     return list(range(len(runs)))
 
 
-class _Family:
-    """One family's predictor and history, refitted only when the history changed."""
+class FamilySizer:
+    """One family's predictor and its samples; ``ready()`` refits only when the history grew enough."""
 
     def __init__(self, predictor: Predictor, refit_growth: float) -> None:
         self.predictor = predictor
@@ -120,7 +120,7 @@ def replay(
 ) -> StrategyResult:
     """Replay ``runs`` through the named strategy; deterministic for given runs and parameters."""
     cap = config.cap_bytes or default_cap_bytes(runs)
-    families: dict[str, _Family] = {}
+    families: dict[str, FamilySizer] = {}
     result = StrategyResult(strategy)
     completed = config.history == "completed" and bool(runs) and all(r.start_s is not None for r in runs)
     pending: list[tuple[float, int]] = []  # (finish time, run index) not yet visible to predictors
@@ -128,11 +128,11 @@ def replay(
 
     prior = RequestRatioPrior()  # what other families used of their requests, for cold starts
 
-    def family(name: str) -> _Family:
+    def family(name: str) -> FamilySizer:
         if name not in families:
             predictor = make_predictor(strategy, cap_bytes=cap, floor_bytes=config.floor_bytes, **params)
             predictor.set_prior(prior)
-            families[name] = _Family(predictor, config.refit_growth)
+            families[name] = FamilySizer(predictor, config.refit_growth)
         return families[name]
 
     def learn(run: TaskRun) -> None:

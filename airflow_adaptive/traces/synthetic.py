@@ -16,6 +16,7 @@ U(1 GB, 1 TB) to U(1 GB, 64 GB) so one node can hold every task).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -69,26 +70,43 @@ def phung(name: str, seed: int = 0) -> list[TaskRun]:
         raise ValueError(f"unknown Phung set {name!r}; known: {', '.join(PHUNG_SETS)}") from None
 
 
+@dataclass(frozen=True)
+class WittModel:
+    """One abstract task's memory model (Witt et al., Eq. 5): peak linear in input with probability 1/2."""
+
+    mean_bytes: float
+    std_bytes: float
+    error_std_bytes: float
+    slope: float
+    linear: bool
+
+    @classmethod
+    def draw(cls, rng: np.random.Generator, mean_bytes: float) -> WittModel:
+        std = rng.uniform(0.03, 0.1) * mean_bytes
+        return cls(
+            mean_bytes,
+            std,
+            float(np.sqrt(rng.uniform(0.1, 0.75) * std**2)),
+            rng.uniform(1, 10),
+            bool(rng.random() < 0.5),
+        )
+
+    def sample(self, rng: np.random.Generator) -> tuple[float, float]:
+        """(input bytes, peak bytes); inputs centred so that peaks keep the model's mean and spread."""
+        x = rng.normal(self.mean_bytes / self.slope, self.std_bytes / self.slope)
+        if self.linear:
+            return x, self.slope * x + rng.normal(0.0, self.error_std_bytes)
+        return x, rng.normal(self.mean_bytes, self.std_bytes)
+
+
 def witt_linear(tasks: int = 1000, families: int = 10, seed: int = 0) -> list[TaskRun]:
     """A workflow of ``tasks`` instances over ``families`` abstract tasks with Witt's memory models."""
     rng = np.random.default_rng(seed)
+    models = [WittModel.draw(rng, rng.uniform(1, 64) * GB) for _ in range(families)]
     runs: list[TaskRun] = []
-    models = []
-    for family in range(families):
-        mean = rng.uniform(1, 64) * GB
-        std = rng.uniform(0.03, 0.1) * mean
-        error_std = np.sqrt(rng.uniform(0.1, 0.75) * std**2)
-        slope = rng.uniform(1, 10)
-        models.append((family, mean, std, error_std, slope, bool(rng.random() < 0.5)))
     for _ in range(tasks):
-        family, mean, std, error_std, slope, linear = models[int(rng.integers(families))]
-        if linear:
-            # Inputs centred so that the peaks keep the family's mean and spread.
-            x = rng.normal(mean / slope, std / slope)
-            peak = slope * x + rng.normal(0.0, error_std)
-        else:
-            x = rng.normal(mean / slope, std / slope)
-            peak = rng.normal(mean, std)
+        family = int(rng.integers(families))
+        x, peak = models[family].sample(rng)
         runs.append(
             TaskRun(
                 f"witt-{family}",

@@ -1,0 +1,177 @@
+"""Simulated nodes: allocatable cores and memory, benchmark scores, capabilities, arrival time.
+
+A node's speed for a task feature is its score on that feature's benchmarks
+relative to the reference node (an N1 of the Tarema paper's Table IV), so a
+trace runtime is read as "seconds on an N1". The presets are the paper's two
+15-node clusters (Tables II-IV); node scores spread evenly over each published
+range. User clusters come from a YAML or JSON file of node profiles.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from airflow_adaptive.core.grouping import TASK_FEATURE_BENCHMARKS, NodeProfile
+from airflow_adaptive.exceptions import InvalidQuantityError, SimulationInputError
+from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
+
+GIB = 1024**3
+# The N1 group of Table IV (5;5;5): the node whose speed is 1 on every feature.
+REFERENCE_BENCHMARKS = {
+    "cpu_events_per_s": 375.5,
+    "memory_mib_per_s": 14050.0,
+    "io_rand_write_iops": 107.5,
+    "io_rand_read_iops": 102.0,
+    "io_seq_write_iops": 483.0,
+    "io_seq_read_iops": 481.0,
+}
+# Published CPU scores of the Lotaru machines (shared/data/README.md): a node without an explicit
+# machine takes the runtimes of the machine with the nearest CPU score.
+LOTARU_CPU_EVENTS_PER_S = {"asok01": 223, "asok02": 223, "n1": 369, "n2": 467, "c2": 523, "wallyRedCpu": 437}
+
+
+@dataclass(frozen=True)
+class SimNode:
+    name: str
+    cores: float
+    memory_bytes: int
+    benchmarks: Mapping[str, float]
+    capabilities: frozenset[str] = frozenset()
+    available_at_s: float = 0.0  # when the node joins (an autoscaler adding it later)
+    machine: str | None = None  # whose Lotaru runtimes it has
+    speed: Mapping[str, float] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        speeds = {}
+        for feature, names in TASK_FEATURE_BENCHMARKS.items():
+            known = [
+                self.benchmarks[b] / REFERENCE_BENCHMARKS[b]
+                for b in names
+                if b in self.benchmarks and b in REFERENCE_BENCHMARKS
+            ]
+            speeds[feature] = sum(known) / len(known) if known else 1.0
+        object.__setattr__(self, "speed", speeds)
+
+    def profile(self) -> NodeProfile:
+        return NodeProfile(
+            self.name, dict(self.benchmarks), int(self.cores), self.memory_bytes, self.capabilities
+        )
+
+    def lotaru_machine(self) -> str:
+        if self.machine:
+            return self.machine
+        cpu = self.benchmarks.get("cpu_events_per_s", REFERENCE_BENCHMARKS["cpu_events_per_s"])
+        return min(LOTARU_CPU_EVENTS_PER_S, key=lambda m: (abs(LOTARU_CPU_EVENTS_PER_S[m] - cpu), m))
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str
+    nodes: tuple[SimNode, ...]
+
+    def __post_init__(self) -> None:
+        if not self.nodes:
+            raise SimulationInputError(f"cluster {self.name!r} has no nodes")
+        names = [n.name for n in self.nodes]
+        if len(set(names)) != len(names):
+            raise SimulationInputError(f"cluster {self.name!r}: node names must be unique")
+
+    @property
+    def largest_memory_bytes(self) -> int:
+        return max(n.memory_bytes for n in self.nodes)
+
+
+def _spread(lo: float, hi: float, count: int) -> list[float]:
+    return [lo + (hi - lo) * i / (count - 1) if count > 1 else (lo + hi) / 2 for i in range(count)]
+
+
+# (machine type, nodes, cores, memory GiB); then Table IV's ranges of the group they fall in:
+# (nodes, cpu events/s, memory MiB/s). I/O is the same on every node (same disk type).
+_IO = {
+    "io_rand_write_iops": 107.5,
+    "io_rand_read_iops": 102.0,
+    "io_seq_write_iops": 483.0,
+    "io_seq_read_iops": 481.0,
+}
+_PRESETS: dict[
+    str, tuple[list[tuple[str, int, int, int]], list[tuple[int, tuple[float, float], tuple[float, float]]]]
+] = {
+    "5,5,5": (
+        [("n1", 5, 8, 32), ("n2", 5, 8, 32), ("c2", 5, 8, 32)],
+        [(5, (367, 384), (13800, 14300)), (5, (458, 468), (17500, 17700)), (5, (523, 525), (19800, 19900))],
+    ),
+    "5,4,4,2": (
+        [("e2", 5, 6, 16), ("n1", 4, 6, 16), ("n2", 4, 8, 32), ("c2", 2, 16, 64)],
+        [(9, (368, 384), (13100, 14200)), (4, (469, 470), (17700, 17800)), (2, (522, 524), (19800, 19800))],
+    ),
+}
+PRESETS = tuple(_PRESETS)
+
+
+def preset(name: str) -> Cluster:
+    """The Tarema paper's 5;5;5 or 5;4;4;2 cluster (``5,5,5`` / ``5;5;5``)."""
+    key = name.replace(";", ",")
+    if key not in _PRESETS:
+        raise SimulationInputError(f"unknown cluster preset {name!r}; known: {', '.join(PRESETS)}")
+    types, groups = _PRESETS[key]
+    scores: list[tuple[float, float]] = []
+    for count, cpu, memory in groups:
+        scores += list(zip(_spread(*cpu, count), _spread(*memory, count), strict=True))
+    nodes = []
+    for kind, count, cores, memory_gib in types:
+        for i in range(1, count + 1):
+            cpu_score, memory_score = scores.pop(0)
+            bench = {"cpu_events_per_s": cpu_score, "memory_mib_per_s": memory_score, **_IO}
+            nodes.append(SimNode(f"{kind}-{i}", cores, memory_gib * GIB, bench))
+    return Cluster(key.replace(",", ";"), tuple(nodes))
+
+
+def load_cluster(spec: str) -> Cluster:
+    """A preset name, or a YAML/JSON file: ``{nodes: [{name, count?, cores, memory, benchmarks, ...}]}``."""
+    if spec.replace(";", ",") in _PRESETS:
+        return preset(spec)
+    try:
+        with open(spec, encoding="utf-8") as handle:
+            text = handle.read()
+        data = json.loads(text) if spec.endswith(".json") else yaml.safe_load(text)
+    except (OSError, ValueError, yaml.YAMLError) as err:
+        raise SimulationInputError(
+            f"cluster {spec!r}: not a preset ({', '.join(PRESETS)}) nor a readable YAML/JSON file ({err})"
+        ) from None
+    entries = data.get("nodes") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise SimulationInputError(f"{spec}: expected a mapping with a non-empty list 'nodes'")
+    nodes: list[SimNode] = []
+    for pos, entry in enumerate(entries):
+        nodes += _nodes(entry, f"{spec}: nodes[{pos}]")
+    return Cluster(os.path.basename(spec), tuple(nodes))
+
+
+def _nodes(entry: Any, where: str) -> Sequence[SimNode]:
+    if not isinstance(entry, dict) or not entry.get("name"):
+        raise SimulationInputError(f"{where}: a node needs a name")
+    try:
+        count = int(entry.get("count", 1))
+        cores = float(entry["cores"])
+        memory = parse_memory_bytes(entry["memory"], what=f"{where}.memory")
+        bench = {str(k): float(v) for k, v in (entry.get("benchmarks") or {}).items()}
+        caps = frozenset(str(c) for c in entry.get("capabilities") or ())
+        at = float(entry.get("available_at_s", 0.0))
+    except KeyError as err:
+        raise SimulationInputError(f"{where}: missing {err.args[0]!r}") from None
+    except (TypeError, ValueError, AttributeError, InvalidQuantityError) as err:
+        raise SimulationInputError(f"{where}: {err}") from None
+    if count < 1 or cores <= 0 or at < 0 or any(v <= 0 for v in bench.values()):
+        raise SimulationInputError(
+            f"{where}: count, cores and benchmarks must be positive, available_at_s >= 0"
+        )
+    name = str(entry["name"])
+    names = [name] if count == 1 else [f"{name}-{i}" for i in range(1, count + 1)]
+    machine = entry.get("machine")
+    return [SimNode(n, cores, memory, bench, caps, at, str(machine) if machine else None) for n in names]

@@ -1,0 +1,69 @@
+"""Several policies side by side on the same cluster, workload, parameters and seed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from airflow_adaptive.core.grouping import group_nodes
+
+from .cluster import Cluster
+from .engine import PLACEMENTS, RunResult, Simulation
+from .params import DEFAULT_PARAMS, SIZINGS, SimParams
+from .workload import Workload
+
+
+def policy_name(placement: str, sizing: str, sizings: Sequence[str]) -> str:
+    """Results are keyed by placement; by ``placement+sizing`` when several sizings run."""
+    return placement if len(sizings) == 1 else f"{placement}+{sizing}"
+
+
+def parse_names(text: str, known: Sequence[str], what: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if names == ["all"]:
+        return list(known)
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise ValueError(f"unknown {what} {', '.join(unknown) or '(none)'}; known: {', '.join(known)}")
+    return list(dict.fromkeys(names))
+
+
+def compare(
+    cluster: Cluster,
+    workload: Workload,
+    placements: Sequence[str] = PLACEMENTS,
+    sizings: Sequence[str] = ("user",),
+    params: SimParams = DEFAULT_PARAMS,
+    seed: int = 0,
+    *,
+    record_timeline: bool = False,
+    on_done: Callable[[str], None] | None = None,
+) -> tuple[dict[str, Any], dict[str, RunResult]]:
+    """The JSON report and each policy's full result."""
+    results: dict[str, RunResult] = {}
+    for sizing in sizings:
+        if sizing not in SIZINGS:
+            raise ValueError(f"unknown sizing {sizing!r}; known: {', '.join(SIZINGS)}")
+        for placement in placements:
+            name = policy_name(placement, sizing, sizings)
+            sim = Simulation(
+                cluster, workload, placement, sizing, params, seed, record_timeline=record_timeline
+            )
+            results[name] = sim.run()
+            if on_done:
+                on_done(name)
+    grouping = group_nodes([n.profile() for n in cluster.nodes])
+    report = {
+        "cluster": {
+            "name": cluster.name,
+            "nodes": len(cluster.nodes),
+            "groups": {str(g.id): list(g.members) for g in grouping.groups},
+            "grouping": grouping.reason,
+        },
+        "workload": {"name": workload.name, "tasks": len(workload.tasks), "runs": workload.runs},
+        "seed": seed,
+        "params": asdict(params),
+        "results": {name: r.summary() for name, r in results.items()},
+    }
+    return report, results

@@ -1,0 +1,407 @@
+"""One simulated run: a workload on a cluster under one placement and one sizing policy (SimPy).
+
+The scheduler works like kube-scheduler: pending pods are tried in queue order
+(priority, then arrival; SJFN: shortest historical runtime first), a pod that
+fits nowhere waits without blocking the others, and a cycle runs once per
+instant after every event of that instant. Each pod is placed in two steps:
+``core.placement`` filters and orders the node groups (the policy under test),
+then the policy's node rule picks a node inside the first group that has room
+(soft preferences: later groups are fallbacks). Requests are reserved; a peak
+above the memory limit is an OOM kill after ``time_to_failure`` of the runtime,
+then the sizing policy's retry answers, never above the largest node.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+import simpy
+
+from airflow_adaptive.core.grouping import group_nodes, task_feature_ranks
+from airflow_adaptive.core.labels import FamilyDemand, GroupCapacity, feature_capacities, task_labels
+from airflow_adaptive.core.placement import GroupView, TaskDemandView, engine_for
+from airflow_adaptive.core.replay import GB_H, FamilySizer
+from airflow_adaptive.core.sizing import Sample, make_predictor
+from airflow_adaptive.core.sizing.base import MIB, RequestRatioPrior
+
+from .cluster import Cluster, SimNode
+from .params import DEFAULT_PARAMS, SIZINGS, SimParams
+from .workload import SimTask, Workload, dominant_features, family_demands
+
+PLACEMENTS = ("round-robin", "fair", "fill-nodes", "sjfn", "tarema")
+EPS = 1e-9
+
+
+@dataclass
+class _Node:
+    spec: SimNode
+    position: int  # in the (shuffled) node list
+    group: int
+    free_cores: float
+    free_memory_bytes: int
+    active: bool = False
+    running: dict[int, tuple[str, float]] = field(default_factory=dict)  # attempt -> (dominant, cores used)
+
+
+@dataclass
+class _Attempt:
+    task: int
+    number: int
+    memory_bytes: int
+    ready_s: float
+
+
+@dataclass(frozen=True)
+class Span:
+    """One attempt on the timeline (for Gantt charts)."""
+
+    node: str
+    start_s: float
+    end_s: float
+    family: str
+    oom_killed: bool
+
+
+@dataclass
+class RunResult:
+    placement: str
+    sizing: str
+    makespan_s: float = 0.0
+    mean_wait_s: float = 0.0
+    oom_kills: int = 0
+    waste_gb_h: float = 0.0
+    utilisation_by_group: dict[int, float] = field(default_factory=dict)
+    tasks_by_group: dict[int, int] = field(default_factory=dict)
+    succeeded: int = 0
+    failed: int = 0  # killed at the cap or out of attempts
+    never_ran: int = 0  # waiting on a failed parent, or no node could ever hold it
+    attempts: int = 0
+    timeline: list[Span] = field(default_factory=list)
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "makespan_s": round(self.makespan_s, 3),
+            "mean_wait_s": round(self.mean_wait_s, 3),
+            "oom_kills": self.oom_kills,
+            "waste_gb_h": round(self.waste_gb_h, 4),
+            "utilisation_by_group": {
+                str(g): round(u, 4) for g, u in sorted(self.utilisation_by_group.items())
+            },
+            "tasks_by_group": {str(g): n for g, n in sorted(self.tasks_by_group.items())},
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+            "never_ran": self.never_ran,
+            "attempts": self.attempts,
+        }
+
+
+class Simulation:
+    """Build once, ``run()`` once. Deterministic for the same inputs and ``seed``."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        workload: Workload,
+        placement: str,
+        sizing: str = "user",
+        params: SimParams = DEFAULT_PARAMS,
+        seed: int = 0,
+        *,
+        record_timeline: bool = False,
+    ) -> None:
+        if placement not in PLACEMENTS:
+            raise ValueError(f"unknown placement {placement!r}; known: {', '.join(PLACEMENTS)}")
+        if sizing not in SIZINGS:
+            raise ValueError(f"unknown sizing {sizing!r}; known: {', '.join(SIZINGS)}")
+        self.cluster, self.workload, self.params = cluster, workload, params
+        self.placement, self.sizing = placement, sizing
+        self.record_timeline = record_timeline
+        self.env = simpy.Environment()
+        self.result = RunResult(placement, sizing)
+        self.engine = engine_for(placement)
+        self.tasks: Sequence[SimTask] = workload.tasks
+        specs = list(cluster.nodes)
+        if params.shuffle_nodes:
+            specs = [specs[i] for i in np.random.default_rng(seed).permutation(len(specs))]
+        grouping = group_nodes([n.profile() for n in cluster.nodes])
+        group_of = {m: g.id for g in grouping.groups for m in g.members}
+        self.nodes = [_Node(s, i, group_of[s.name], s.cores, s.memory_bytes) for i, s in enumerate(specs)]
+        self.group_ranks = {g.id: task_feature_ranks(g.ranks) for g in grouping.groups}
+        self.capacities = feature_capacities(
+            [
+                GroupCapacity(
+                    self.group_ranks[g.id],
+                    sum(n.spec.cores for n in self.nodes if n.group == g.id),
+                    sum(n.spec.memory_bytes for n in self.nodes if n.group == g.id),
+                    len(g.members),
+                )
+                for g in grouping.groups
+            ]
+        )
+        self.cap_bytes = cluster.largest_memory_bytes
+        self.dominant = dominant_features(family_demands(self.tasks))
+        self._history(params.history == "prior-run")
+        rules = self._node_rules()
+        self.node_rule, self.spread = rules[placement], rules["fair"]
+        self._rr_next: dict[int, int] = {}
+        self.children: list[list[int]] = [[] for _ in self.tasks]
+        index = {t.id: i for i, t in enumerate(self.tasks)}
+        self.waiting_on = [len(t.parents) for t in self.tasks]
+        for i, t in enumerate(self.tasks):
+            for p in t.parents:
+                self.children[index[p]].append(i)
+        self.pending: dict[tuple[float, int, frozenset[str]], list[tuple[int, float, int, int]]] = {}
+        self.attempts: list[_Attempt] = []
+        self._cycle_planned = False
+        self._waits = 0.0
+        self._reserved_core_s: dict[int, float] = {}
+
+    # --- knowledge -------------------------------------------------------------------------
+    def _history(self, prior_run: bool) -> None:
+        self.prior = RequestRatioPrior()
+        self.sizers: dict[str, FamilySizer] = {}
+        self.demand_sums: dict[str, list[float]] = {}
+        self.runtime_sums: dict[str, list[float]] = {}
+        self._labels: dict[str, dict[str, int] | None] = {}
+        self._learned = 0
+        self._labelled_at = 0
+        if prior_run:
+            for t in self.tasks:
+                self._learn(t, t.runtime_s)
+
+    def _sizer(self, family: str) -> FamilySizer:
+        if family not in self.sizers:
+            predictor = make_predictor(
+                "user" if self.sizing == "user" else "adaptive", cap_bytes=self.cap_bytes, floor_bytes=MIB
+            )
+            predictor.set_prior(self.prior)
+            self.sizers[family] = FamilySizer(predictor, 0.05)
+        return self.sizers[family]
+
+    def _learn(self, t: SimTask, runtime_s: float) -> None:
+        self._sizer(t.family).samples.append(Sample(t.peak_memory_bytes, t.input_size_bytes, runtime_s))
+        self.prior.add(t.peak_memory_bytes, t.request_memory_bytes)
+        d = self.demand_sums.setdefault(t.family, [0.0, 0.0, 0.0, 0.0])
+        for k, v in enumerate(t.demand()):
+            d[k] += v
+        d[3] += 1
+        r = self.runtime_sums.setdefault(t.family, [0.0, 0.0])
+        r[0] += runtime_s
+        r[1] += 1
+        self._learned += 1
+        if d[3] == 1 or self._learned >= 1.05 * self._labelled_at + 1:
+            self._labels.clear()  # labels are relative to every family: refresh them all
+            self._labelled_at = self._learned
+
+    def labels(self, family: str) -> dict[str, int] | None:
+        if family not in self._labels:
+            demands = {
+                f: FamilyDemand(f, s[0] / s[3], s[1] / s[3], s[2] / s[3]) for f, s in self.demand_sums.items()
+            }
+            self._labels[family] = task_labels(family, demands, self.capacities)
+        return self._labels[family]
+
+    def known_runtime_s(self, family: str) -> float:
+        """SJFN's estimate: the family's mean runtime so far; unknown families go first (0)."""
+        r = self.runtime_sums.get(family)
+        return r[0] / r[1] if r else 0.0
+
+    # --- placement -------------------------------------------------------------------------
+    def _node_rules(self) -> dict[str, Callable[[list[_Node], SimTask], _Node]]:
+        def least_reserved(nodes: list[_Node], task: SimTask) -> _Node:
+            return min(nodes, key=lambda n: (1.0 - n.free_cores / n.spec.cores, n.position))
+
+        def first_fit(nodes: list[_Node], task: SimTask) -> _Node:
+            return min(nodes, key=lambda n: n.position)
+
+        def fastest(nodes: list[_Node], task: SimTask) -> _Node:
+            feature = self.dominant[task.family]
+            return min(
+                nodes, key=lambda n: (-n.spec.speed[feature], 1.0 - n.free_cores / n.spec.cores, n.position)
+            )
+
+        def rotate(nodes: list[_Node], task: SimTask) -> _Node:
+            group = nodes[0].group
+            start = self._rr_next.get(group, 0)
+            chosen = min(nodes, key=lambda n: ((n.position - start) % len(self.nodes), n.position))
+            self._rr_next[group] = chosen.position + 1
+            return chosen
+
+        return {
+            "round-robin": rotate,
+            "fair": least_reserved,
+            "fill-nodes": first_fit,
+            "sjfn": fastest,
+            "tarema": least_reserved,
+        }
+
+    def _group_views(self) -> list[GroupView]:
+        views = []
+        for gid in sorted(self.group_ranks):
+            members = [n for n in self.nodes if n.group == gid and n.active]
+            if not members:
+                continue
+            cores = sum(n.spec.cores for n in members)
+            reserved = sum(n.spec.cores - n.free_cores for n in members)
+            views.append(
+                GroupView(
+                    gid,
+                    self.group_ranks[gid],
+                    frozenset().union(*(n.spec.capabilities for n in members)),
+                    max(n.spec.memory_bytes for n in members),
+                    tuple(n.spec.name for n in members),
+                    reserved / cores,
+                )
+            )
+        return views
+
+    def pick(self, attempt: _Attempt) -> _Node | None:
+        task = self.tasks[attempt.task]
+        fits = [
+            n
+            for n in self.nodes
+            if n.active
+            and n.free_cores >= task.request_cores - EPS
+            and n.free_memory_bytes >= attempt.memory_bytes
+            and task.required_capabilities <= n.spec.capabilities
+        ]
+        if not fits:
+            return None
+        demand = TaskDemandView(
+            task.family, self.labels(task.family), attempt.memory_bytes, task.required_capabilities
+        )
+        result = self.engine.place(demand, self._group_views())
+        if not result.ranked:
+            return None
+        if result.preference:
+            for ranked in result.ranked:
+                inside = [n for n in fits if n.group == ranked.group.id]
+                if inside:
+                    return self.node_rule(inside, task)
+        return self.spread(fits, task)  # no preference: spread (Tarema's unknown tasks)
+
+    # --- events ----------------------------------------------------------------------------
+    def _submit(self, task_index: int, number: int, memory_bytes: int) -> None:
+        task = self.tasks[task_index]
+        self.attempts.append(_Attempt(task_index, number, memory_bytes, self.env.now))
+        aid = len(self.attempts) - 1
+        shape = (task.request_cores, memory_bytes, task.required_capabilities)
+        key = self.known_runtime_s(task.family) if self.placement == "sjfn" else 0.0
+        heapq.heappush(self.pending.setdefault(shape, []), (-task.priority, key, aid, aid))
+        self._plan_cycle()
+
+    def _plan_cycle(self) -> None:
+        if not self._cycle_planned:
+            self._cycle_planned = True
+            self.env.timeout(0).callbacks.append(self._cycle)
+
+    def _cycle(self, _event: object = None) -> None:
+        self._cycle_planned = False
+        heads = [(queue[0], shape) for shape, queue in self.pending.items() if queue]
+        heapq.heapify(heads)
+        while heads:
+            (_, _, _, aid), shape = heapq.heappop(heads)
+            node = self.pick(self.attempts[aid])
+            if node is None:
+                continue  # this shape fits nowhere now; other shapes may
+            queue = self.pending[shape]
+            heapq.heappop(queue)
+            self._start(aid, node)
+            if queue:
+                heapq.heappush(heads, (queue[0], shape))
+
+    def _runtime_on(self, task: SimTask, node: _Node) -> float:
+        measured = (
+            task.runtime_by_machine.get(node.spec.lotaru_machine()) if task.runtime_by_machine else None
+        )
+        if measured is not None:
+            return measured
+        return task.runtime_s / node.spec.speed[self.dominant[task.family]]
+
+    def _start(self, aid: int, node: _Node) -> None:
+        attempt, p = self.attempts[aid], self.params
+        task = self.tasks[attempt.task]
+        dominant = self.dominant[task.family]
+        same = sum(1 for d, _ in node.running.values() if d == dominant)
+        slowdown = 1.0 + p.interference_per_task * same
+        if p.cpu_sharing:
+            used = task.cpu_cores_used + sum(c for _, c in node.running.values())
+            slowdown *= max(1.0, used / node.spec.cores)
+        runtime = self._runtime_on(task, node) * slowdown
+        oom = task.peak_memory_bytes > attempt.memory_bytes
+        ran = runtime * p.time_to_failure if oom else runtime
+        node.free_cores -= task.request_cores
+        node.free_memory_bytes -= attempt.memory_bytes
+        node.running[aid] = (dominant, task.cpu_cores_used)
+        now = self.env.now
+        self._waits += now - attempt.ready_s
+        self.result.attempts += 1
+        duration = p.pod_startup_s + ran
+        self._reserved_core_s[node.group] = (
+            self._reserved_core_s.get(node.group, 0.0) + task.request_cores * duration
+        )
+        if attempt.number == 1:
+            self.result.tasks_by_group[node.group] = self.result.tasks_by_group.get(node.group, 0) + 1
+        if self.record_timeline:
+            self.result.timeline.append(Span(node.spec.name, now, now + duration, task.family, oom))
+        event = self.env.timeout(duration)
+        event.callbacks.append(partial(self._finish, aid, node, ran, oom))
+
+    def _finish(self, aid: int, node: _Node, ran_s: float, oom: bool, _event: object = None) -> None:
+        attempt = self.attempts[aid]
+        task = self.tasks[attempt.task]
+        node.free_cores += task.request_cores
+        node.free_memory_bytes += attempt.memory_bytes
+        del node.running[aid]
+        self.result.makespan_s = max(self.result.makespan_s, self.env.now)
+        if oom:
+            self.result.oom_kills += 1
+            self.result.waste_gb_h += attempt.memory_bytes * ran_s / GB_H
+            if attempt.memory_bytes >= self.cap_bytes or attempt.number >= self.params.max_attempts:
+                self.result.failed += 1
+            else:
+                retry = self._sizer(task.family).ready().retry(attempt.memory_bytes, task.input_size_bytes)
+                self._submit(attempt.task, attempt.number + 1, min(retry, self.cap_bytes))
+        else:
+            self.result.succeeded += 1
+            self.result.waste_gb_h += (attempt.memory_bytes - task.peak_memory_bytes) * ran_s / GB_H
+            if self.params.history == "online":
+                self._learn(task, ran_s)
+            for child in self.children[attempt.task]:
+                self.waiting_on[child] -= 1
+                if self.waiting_on[child] == 0:
+                    self._submit_first(child)
+        self._plan_cycle()
+
+    def _submit_first(self, task_index: int) -> None:
+        task = self.tasks[task_index]
+        alloc = self._sizer(task.family).ready().predict(task.input_size_bytes, task.request_memory_bytes)
+        self._submit(task_index, 1, max(MIB, min(int(alloc), self.cap_bytes)))
+
+    def _activate(self, node: _Node, _event: object = None) -> None:
+        node.active = True
+        self._plan_cycle()
+
+    def run(self) -> RunResult:
+        for node in self.nodes:
+            if node.spec.available_at_s <= 0:
+                node.active = True
+            else:
+                self.env.timeout(node.spec.available_at_s).callbacks.append(partial(self._activate, node))
+        for i in self.workload.order:
+            if self.waiting_on[i] == 0:
+                self._submit_first(i)
+        self.env.run()
+        r = self.result
+        r.mean_wait_s = self._waits / r.attempts if r.attempts else 0.0
+        r.never_ran = len(self.tasks) - r.succeeded - r.failed
+        for gid in self.group_ranks:
+            cores = sum(n.spec.cores for n in self.nodes if n.group == gid)
+            r.utilisation_by_group[gid] = (
+                self._reserved_core_s.get(gid, 0.0) / (cores * r.makespan_s) if r.makespan_s else 0.0
+            )
+        return r

@@ -1,0 +1,135 @@
+"""Workloads from files and specs: ``wfformat:FILE``, ``lotaru:DIR:WORKFLOW``, ``synthetic:KIND:TASKS``."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from airflow_adaptive.exceptions import SimulationInputError, TraceFormatError
+
+from .params import SimParams
+from .synthetic import KINDS, pegasus_workload
+from .workload import SimTask, Workload, floor_peak, user_request_bytes
+
+LOTARU_REFERENCE_MACHINE = "n1"  # an N1 node of the Tarema clusters: speed 1 in the cluster model
+
+
+def wfformat_workload(path: str, params: SimParams) -> Workload:
+    """A WfFormat 1.5 instance: its DAG, each task's runtime, cores busy, peak memory and I/O."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            workflow = json.load(handle)["workflow"]
+        specs = workflow["specification"]["tasks"]
+        records = {r["id"]: r for r in workflow["execution"]["tasks"]}
+        sizes = {f["id"]: f.get("sizeInBytes") or 0 for f in workflow["specification"].get("files", [])}
+        tasks = [_wf_task(spec, records.get(spec["id"], {}), sizes, params) for spec in specs]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise TraceFormatError(f"{path}: not a WfFormat 1.5 instance ({type(err).__name__}: {err})") from None
+    return Workload(os.path.basename(path).removesuffix(".json"), tuple(tasks))
+
+
+def _wf_task(
+    spec: dict[str, Any], record: dict[str, Any], sizes: dict[str, Any], params: SimParams
+) -> SimTask:
+    peak = floor_peak(record.get("memoryInBytes"))
+    cpu_percent = record.get("avgCPU")
+    return SimTask(
+        id=str(spec["id"]),
+        family=str(spec.get("name") or spec["id"]),
+        runtime_s=float(record.get("runtimeInSeconds") or 0.0),
+        peak_memory_bytes=peak,
+        request_memory_bytes=user_request_bytes(peak, params),
+        request_cores=params.user_cpu_cores,
+        cpu_cores_used=max(float(cpu_percent) / 100.0, 0.01) if cpu_percent else 1.0,
+        io_bytes=float(record.get("readBytes") or 0) + float(record.get("writtenBytes") or 0),
+        parents=tuple(str(p) for p in spec.get("parents", [])),
+        input_size_bytes=int(sum(float(sizes.get(f, 0) or 0) for f in spec.get("inputFiles", []))) or None,
+    )
+
+
+def lotaru_workload(folder: str, workflow: str, params: SimParams) -> Workload:
+    """Lotaru's tasks with their measured runtime on every machine; each sample's tasks form a chain.
+
+    Lotaru has no DAG: the tasks of one sample (same ``NumberSequences``) run one after another in
+    pipeline order (the order tasks first appear in the report). The reference machine's row gives
+    the demand; a machine that lacks a row gets the reference runtime times the family's median
+    ratio on that machine.
+    """
+    frames = {}
+    for machine in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        path = os.path.join(folder, machine, f"{workflow}.csv")
+        if os.path.isfile(path):
+            frames[machine] = _lotaru_frame(path)
+    if LOTARU_REFERENCE_MACHINE not in frames:
+        raise SimulationInputError(
+            f"{folder}: needs {LOTARU_REFERENCE_MACHINE}/{workflow}.csv (found machines: {', '.join(frames) or 'none'})"
+        )
+    ref = frames[LOTARU_REFERENCE_MACHINE]
+    runtime = pd.DataFrame({m: f["Realtime"] / 1000.0 for m, f in frames.items()})
+    ratio = runtime.div(runtime[LOTARU_REFERENCE_MACHINE], axis=0).groupby(level="Task").median()
+    for machine in runtime.columns:
+        guess = (
+            runtime[LOTARU_REFERENCE_MACHINE]
+            * ratio[machine].reindex(runtime.index.get_level_values("Task")).to_numpy()
+        )
+        runtime[machine] = runtime[machine].fillna(guess)
+    pipeline = list(dict.fromkeys(ref.index.get_level_values("Task")))
+    ref = ref.loc[sorted(ref.index, key=lambda k: (k[1], pipeline.index(k[0])))]
+    tasks: list[SimTask] = []
+    previous: dict[int, str] = {}
+    for (task, sample), row in ref.iterrows():
+        peak = floor_peak(row["peak_rss"])
+        tid = f"{task}/{sample}"
+        measured = {m: float(v) for m, v in runtime.loc[(task, sample)].items() if np.isfinite(v)}
+        tasks.append(
+            SimTask(
+                id=tid,
+                family=f"{workflow}:{task}",
+                runtime_s=measured[LOTARU_REFERENCE_MACHINE],
+                peak_memory_bytes=peak,
+                request_memory_bytes=user_request_bytes(peak, params),
+                request_cores=params.user_cpu_cores,
+                cpu_cores_used=max(float(row["%cpu"]) / 100.0, 0.01) if np.isfinite(row["%cpu"]) else 1.0,
+                io_bytes=float(np.nansum([row["read_bytes"], row["write_bytes"]])),
+                parents=(previous[sample],) if sample in previous else (),
+                input_size_bytes=int(row["TaskInputSize"]) if np.isfinite(row["TaskInputSize"]) else None,
+                runtime_by_machine=measured,
+            )
+        )
+        previous[sample] = tid
+    return Workload(f"lotaru-{workflow}", tuple(tasks))
+
+
+def _lotaru_frame(path: str) -> pd.DataFrame:
+    try:
+        frame = pd.read_csv(path)
+        numeric = ["Realtime", "peak_rss", "%cpu", "read_bytes", "write_bytes", "TaskInputSize"]
+        for column in numeric:
+            frame[column] = pd.to_numeric(frame[column], errors="coerce")
+        frame = frame.dropna(subset=["Realtime", "NumberSequences"])
+        frame["NumberSequences"] = frame["NumberSequences"].astype(int)
+        return frame.set_index(["Task", "NumberSequences"])[numeric]
+    except (OSError, ValueError, KeyError) as err:
+        raise TraceFormatError(f"{path}: not a Lotaru report ({type(err).__name__}: {err})") from None
+
+
+def load_workload(spec: str, params: SimParams, seed: int = 0) -> Workload:
+    """Parse a workload spec (see the module docstring)."""
+    kind, _, rest = spec.partition(":")
+    if kind == "wfformat" and rest:
+        return wfformat_workload(rest, params)
+    if kind == "lotaru" and ":" in rest:
+        folder, workflow = rest.rsplit(":", 1)
+        return lotaru_workload(folder, workflow, params)
+    if kind == "synthetic" and ":" in rest:
+        name, count = rest.rsplit(":", 1)
+        if name in KINDS and count.isdigit() and int(count) > 0:
+            return pegasus_workload(name, int(count), params, seed)
+    raise SimulationInputError(
+        f"workload {spec!r}: expected wfformat:FILE, lotaru:DIR:WORKFLOW or synthetic:KIND:TASKS "
+        f"(KIND one of {', '.join(KINDS)})"
+    )
