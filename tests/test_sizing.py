@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from airflow_adaptive.core.replay import GB_H, ReplayConfig, TaskRun, default_cap_bytes, replay
@@ -62,6 +63,19 @@ def test_adaptive_scoring_is_incremental_and_exact() -> None:
     scratch = AdaptivePredictor().fit(samples)
     assert incremental.scores_ == pytest.approx(scratch.scores_)
     assert incremental.predict(3 * 10**9) == scratch.predict(3 * 10**9)
+
+
+def test_adaptive_from_scratch_scores_only_the_last_ten_half_lives() -> None:
+    samples = history(60)
+    short = AdaptivePredictor(half_life_tasks=2.0).fit(samples)  # scores the last 20 tasks only
+    incremental = AdaptivePredictor(half_life_tasks=2.0)
+    for n in range(1, 61):
+        incremental.fit(samples[:n])
+    # Each older task weighs 0.5**20 of the newest: the scores differ slightly, the choice does not.
+    assert short.scores_ == pytest.approx(incremental.scores_, rel=0.01)
+    assert not np.array_equal(short.scores_, incremental.scores_)
+    assert short.best_ == incremental.best_
+    assert short.predict(3 * 10**9) == incremental.predict(3 * 10**9)
 
 
 def test_adaptive_uses_input_size_when_it_explains_memory() -> None:

@@ -111,7 +111,8 @@ def group_nodes(
         return _grouping(names, x, features, np.zeros(n, dtype=int), None, f"one group: {why}")
     scaled = StandardScaler().fit_transform(x)
     best: tuple[float, int, np.ndarray] | None = None
-    for k in range(2, min(n - 1, max_groups) + 1):
+    distinct = len(np.unique(scaled, axis=0))  # k-means cannot find more clusters than distinct points
+    for k in range(2, min(n - 1, max_groups, distinct) + 1):
         labels = KMeans(n_clusters=k, init="k-means++", n_init=10, random_state=random_state).fit_predict(
             scaled
         )

@@ -2,8 +2,8 @@
 
 The scheduler works like kube-scheduler: pending pods are tried in queue order
 (priority, then arrival; SJFN: shortest historical runtime first), a pod that
-fits nowhere waits without blocking the others, and a cycle runs once per
-instant after every event of that instant. Each pod is placed in two steps:
+fits nowhere waits without blocking other task families, and a cycle runs once
+per instant after every event of that instant. Each pod is placed in two steps:
 ``core.placement`` filters and orders the node groups (the policy under test),
 then the policy's node rule picks a node inside the first group that has room
 (soft preferences: later groups are fallbacks). Requests are reserved; a peak
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import numpy as np
@@ -154,11 +154,17 @@ class Simulation:
         for i, t in enumerate(self.tasks):
             for p in t.parents:
                 self.children[index[p]].append(i)
-        self.pending: dict[tuple[float, int, frozenset[str]], list[tuple[int, float, int, int]]] = {}
+        # One queue per (family, cores, capabilities): when its first pod fits nowhere, the family's
+        # other pods (of similar size) wait for the next cycle too, and other families go on.
+        self.pending: dict[tuple[str, float, frozenset[str]], list[tuple[int, float, int, int]]] = {}
         self.attempts: list[_Attempt] = []
         self._cycle_planned = False
+        self._most_free_cores = 0.0
         self._waits = 0.0
         self._reserved_core_s: dict[int, float] = {}
+        self._reserved_cores: dict[int, float] = {}  # per group, now
+        self._views: dict[int, GroupView] = {}
+        self._group_cores: dict[int, float] = {}
 
     # --- knowledge -------------------------------------------------------------------------
     def _history(self, prior_run: bool) -> None:
@@ -239,28 +245,29 @@ class Simulation:
             "tarema": least_reserved,
         }
 
-    def _group_views(self) -> list[GroupView]:
-        views = []
+    def _refresh_groups(self) -> None:
+        """Group views without their load; rebuilt when a node joins."""
+        self._views = {}
+        self._group_cores = {}
         for gid in sorted(self.group_ranks):
             members = [n for n in self.nodes if n.group == gid and n.active]
-            if not members:
-                continue
-            cores = sum(n.spec.cores for n in members)
-            reserved = sum(n.spec.cores - n.free_cores for n in members)
-            views.append(
-                GroupView(
-                    gid,
-                    self.group_ranks[gid],
-                    frozenset().union(*(n.spec.capabilities for n in members)),
-                    max(n.spec.memory_bytes for n in members),
-                    tuple(n.spec.name for n in members),
-                    reserved / cores,
-                )
-            )
-        return views
+            if members:
+                caps = frozenset().union(*(n.spec.capabilities for n in members))
+                largest = max(n.spec.memory_bytes for n in members)
+                names = tuple(n.spec.name for n in members)
+                self._views[gid] = GroupView(gid, self.group_ranks[gid], caps, largest, names)
+                self._group_cores[gid] = sum(n.spec.cores for n in members)
+
+    def _group_views(self) -> list[GroupView]:
+        return [
+            replace(view, reserved_fraction=self._reserved_cores.get(gid, 0.0) / self._group_cores[gid])
+            for gid, view in self._views.items()
+        ]
 
     def pick(self, attempt: _Attempt) -> _Node | None:
         task = self.tasks[attempt.task]
+        if task.request_cores > self._most_free_cores + EPS:
+            return None
         fits = [
             n
             for n in self.nodes
@@ -289,7 +296,7 @@ class Simulation:
         task = self.tasks[task_index]
         self.attempts.append(_Attempt(task_index, number, memory_bytes, self.env.now))
         aid = len(self.attempts) - 1
-        shape = (task.request_cores, memory_bytes, task.required_capabilities)
+        shape = (task.family, task.request_cores, task.required_capabilities)
         key = self.known_runtime_s(task.family) if self.placement == "sjfn" else 0.0
         heapq.heappush(self.pending.setdefault(shape, []), (-task.priority, key, aid, aid))
         self._plan_cycle()
@@ -301,16 +308,18 @@ class Simulation:
 
     def _cycle(self, _event: object = None) -> None:
         self._cycle_planned = False
+        self._most_free_cores = max((n.free_cores for n in self.nodes if n.active), default=0.0)
         heads = [(queue[0], shape) for shape, queue in self.pending.items() if queue]
         heapq.heapify(heads)
         while heads:
             (_, _, _, aid), shape = heapq.heappop(heads)
             node = self.pick(self.attempts[aid])
             if node is None:
-                continue  # this shape fits nowhere now; other shapes may
+                continue  # this queue's first pod fits nowhere now; other queues may
             queue = self.pending[shape]
             heapq.heappop(queue)
             self._start(aid, node)
+            self._most_free_cores = max(n.free_cores for n in self.nodes if n.active)
             if queue:
                 heapq.heappush(heads, (queue[0], shape))
 
@@ -335,6 +344,7 @@ class Simulation:
         oom = task.peak_memory_bytes > attempt.memory_bytes
         ran = runtime * p.time_to_failure if oom else runtime
         node.free_cores -= task.request_cores
+        self._reserved_cores[node.group] = self._reserved_cores.get(node.group, 0.0) + task.request_cores
         node.free_memory_bytes -= attempt.memory_bytes
         node.running[aid] = (dominant, task.cpu_cores_used)
         now = self.env.now
@@ -355,6 +365,7 @@ class Simulation:
         attempt = self.attempts[aid]
         task = self.tasks[attempt.task]
         node.free_cores += task.request_cores
+        self._reserved_cores[node.group] -= task.request_cores
         node.free_memory_bytes += attempt.memory_bytes
         del node.running[aid]
         self.result.makespan_s = max(self.result.makespan_s, self.env.now)
@@ -384,6 +395,7 @@ class Simulation:
 
     def _activate(self, node: _Node, _event: object = None) -> None:
         node.active = True
+        self._refresh_groups()
         self._plan_cycle()
 
     def run(self) -> RunResult:
@@ -392,6 +404,7 @@ class Simulation:
                 node.active = True
             else:
                 self.env.timeout(node.spec.available_at_s).callbacks.append(partial(self._activate, node))
+        self._refresh_groups()
         for i in self.workload.order:
             if self.waiting_on[i] == 0:
                 self._submit_first(i)

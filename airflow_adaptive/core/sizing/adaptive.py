@@ -14,12 +14,13 @@ from the user's request scaled by what other families used of theirs
 (:class:`RequestRatioPrior`), and falls back to the full request if killed.
 
 Scoring is incremental: refitting on the same history plus new tasks only
-scores the new tasks, with the same result as scoring from scratch.
+scores the new tasks. From scratch, only the last ten half-lives of tasks
+are scored (older ones would weigh under 0.1 %).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -40,6 +41,9 @@ def _identity(x: np.ndarray) -> np.ndarray:
 
 
 SIZE_MODELS = (("input size", _identity), ("log input size", np.log1p))
+_Line = tuple[
+    Callable[[np.ndarray], np.ndarray], float, float, np.ndarray
+]  # transform, slope, intercept, offsets
 
 
 class AdaptivePredictor(Predictor):
@@ -84,21 +88,34 @@ class AdaptivePredictor(Predictor):
         return super().retry(failed_bytes, input_size_bytes)
 
     # -- candidates ------------------------------------------------------------------------------
-    def _allocations(self, r: np.ndarray, x: np.ndarray | None, x_next: float | None) -> np.ndarray:
-        """Every candidate's allocation for the next task, fitted on peaks ``r`` (and inputs ``x``)."""
+    def _pieces(self, r: np.ndarray, x: np.ndarray | None) -> tuple[np.ndarray, list[_Line | None] | None]:
+        """What every candidate learns from peaks ``r`` (and inputs ``x``): quantiles and size lines."""
         q = np.quantile(r, self.quantiles)
+        if x is None:
+            return q, None
+        lines: list[_Line | None] = []
+        for _, transform in SIZE_MODELS:
+            tx = transform(x)
+            if r.size < 3 or np.ptp(tx) == 0:
+                lines.append(None)  # no line to fit yet: the plain quantiles stand in
+                continue
+            slope, intercept = np.polyfit(tx, r, 1)
+            lines.append(
+                (transform, slope, intercept, np.quantile(r - (intercept + slope * tx), self.quantiles))
+            )
+        return q, lines
+
+    def _apply(self, q: np.ndarray, lines: list[_Line | None] | None, x_next: float | None) -> np.ndarray:
+        """Every candidate's allocation for a task of input ``x_next``."""
         allocations = [np.outer(q, 1.0 + np.asarray(self.margins)).ravel()]
-        if x is not None and x_next is not None:
-            for _, transform in SIZE_MODELS:
-                tx = transform(x)
-                if r.size < 3 or np.ptp(tx) == 0:
-                    allocations.append(q)  # no line to fit yet: the plain quantiles stand in
+        if lines is not None and x_next is not None:
+            for line in lines:
+                if line is None:
+                    allocations.append(q)
                     continue
-                slope, intercept = np.polyfit(tx, r, 1)
-                offsets = np.quantile(r - (intercept + slope * tx), self.quantiles)
-                allocations.append(
-                    np.maximum(intercept + slope * transform(np.array([x_next]))[0] + offsets, 1.0)
-                )
+                transform, slope, intercept, offsets = line
+                at = intercept + slope * transform(np.array([x_next]))[0]
+                allocations.append(np.maximum(at + offsets, 1.0))
         return np.concatenate(allocations)
 
     def _candidate_names(self, sized: bool) -> list[str]:
@@ -124,11 +141,15 @@ class AdaptivePredictor(Predictor):
         ):
             start, scores = cached.size, self.scores_.copy()
         else:
-            start, scores = 1, np.zeros(len(names))
+            # From scratch, tasks older than ten half-lives (weight < 0.1 %) are not scored: a long
+            # history then costs a bounded number of refits instead of one per task.
+            start, scores = max(1, r.size - int(10 * self.half_life_tasks)), np.zeros(len(names))
         for i in range(max(start, 1), r.size):
-            alloc = self._allocations(r[:i], None if x is None else x[:i], None if x is None else float(x[i]))
+            pieces = self._pieces(r[:i], None if x is None else x[:i])
+            alloc = self._apply(*pieces, None if x is None else float(x[i]))
             scores = scores * decay + retry_waste(alloc, float(r[i]), float(t[i]), self.time_to_failure)
         self.scored_peaks_, self.scores_ = r.copy(), scores
+        self.pieces_ = self._pieces(r, x)
         best = int(np.argmin(scores))
         if best and (r.size - 1 < self.min_scored or scores[best] > self.switch_ratio * scores[0]):
             best = 0
@@ -139,7 +160,7 @@ class AdaptivePredictor(Predictor):
         x_next = None
         if self.inputs_ is not None:
             x_next = float(input_size_bytes) if input_size_bytes is not None else float(self.inputs_.mean())
-        return float(self._allocations(self.peaks_, self.inputs_, x_next)[self.best_])
+        return float(self._apply(*self.pieces_, x_next)[self.best_])
 
     def explain(self) -> str:
         chosen = "the default rule" if self.best_ == 0 else f"cheapest of {self.scores_.size} rules replayed"
