@@ -60,6 +60,7 @@ class Span:
     """One attempt on the timeline (for Gantt charts)."""
 
     node: str
+    task: str
     start_s: float
     end_s: float
     family: str
@@ -357,7 +358,7 @@ class Simulation:
         if attempt.number == 1:
             self.result.tasks_by_group[node.group] = self.result.tasks_by_group.get(node.group, 0) + 1
         if self.record_timeline:
-            self.result.timeline.append(Span(node.spec.name, now, now + duration, task.family, oom))
+            self.result.timeline.append(Span(node.spec.name, task.id, now, now + duration, task.family, oom))
         event = self.env.timeout(duration)
         event.callbacks.append(partial(self._finish, aid, node, ran, oom))
 

@@ -1,0 +1,258 @@
+"""The cluster simulator on hand-checked cases, its inputs, and its determinism."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from airflow_adaptive.core.replay import GB_H
+from airflow_adaptive.exceptions import SimulationInputError, TraceFormatError
+from airflow_adaptive.simulation.cluster import REFERENCE_BENCHMARKS, Cluster, SimNode, load_cluster, preset
+from airflow_adaptive.simulation.compare import compare
+from airflow_adaptive.simulation.engine import PLACEMENTS, Simulation
+from airflow_adaptive.simulation.params import SimParams
+from airflow_adaptive.simulation.sources import load_workload, lotaru_workload
+from airflow_adaptive.simulation.synthetic import KINDS, pegasus_workload
+from airflow_adaptive.simulation.workload import SimTask, Workload, concurrent_runs
+from tests.conftest import SHARED_DATA
+
+GIB = 1024**3
+REF_CPU = REFERENCE_BENCHMARKS["cpu_events_per_s"]
+# No start-up time, no interference, no CPU sharing, nodes in the given order: runtimes are exact.
+PLAIN = SimParams(pod_startup_s=0.0, interference_per_task=0.0, cpu_sharing=False, shuffle_nodes=False)
+
+
+def node(name: str, speed: float = 1.0, cores: float = 2, memory_gib: int = 4, **kw: object) -> SimNode:
+    return SimNode(name, cores, memory_gib * GIB, {"cpu_events_per_s": REF_CPU * speed}, **kw)  # type: ignore[arg-type]
+
+
+def task(
+    tid: str, runtime_s: float, *parents: str, peak_gib: float = 1.0, request_gib: float = 2.0, **kw: object
+) -> SimTask:
+    defaults: dict[str, object] = {"request_cores": 2.0, "cpu_cores_used": 1.0}
+    defaults.update(kw)
+    family = str(defaults.pop("family", tid))
+    return SimTask(
+        tid,
+        family,
+        runtime_s,
+        int(peak_gib * GIB),
+        int(request_gib * GIB),
+        parents=parents,
+        **defaults,  # type: ignore[arg-type]
+    )
+
+
+def run(
+    nodes: list[SimNode],
+    tasks: list[SimTask],
+    placement: str,
+    params: SimParams = PLAIN,
+    sizing: str = "user",
+):  # type: ignore[no-untyped-def]
+    sim = Simulation(
+        Cluster("test", tuple(nodes)),
+        Workload("w", tuple(tasks)),
+        placement,
+        sizing,
+        params,
+        record_timeline=True,
+    )
+    return sim.run()
+
+
+def test_two_nodes_three_tasks_exact_makespans() -> None:
+    nodes = [node("slow", 1.0), node("fast", 2.0)]
+    tasks = [task("a", 100), task("b", 100), task("c", 50, "a", "b")]
+    # SJFN: a on the fast node (50 s), b on the slow one (100 s), then c on the fast one (25 s).
+    sjfn = run(nodes, tasks, "sjfn")
+    assert sjfn.makespan_s == pytest.approx(125.0)
+    assert {s.task: s.node for s in sjfn.timeline} == {"a": "fast", "b": "slow", "c": "fast"}
+    # Fill-nodes takes the first node with room: a on slow (100 s), b on fast (50 s), c on slow (50 s).
+    fill = run(nodes, tasks, "fill-nodes")
+    assert fill.makespan_s == pytest.approx(150.0)
+    assert {s.task: s.node for s in fill.timeline} == {"a": "slow", "b": "fast", "c": "slow"}
+    assert fill.mean_wait_s == pytest.approx(0.0) and fill.succeeded == 3 and fill.oom_kills == 0
+
+
+def test_start_up_time_and_waiting_for_room() -> None:
+    params = SimParams(pod_startup_s=5.0, interference_per_task=0.0, cpu_sharing=False, shuffle_nodes=False)
+    result = run([node("only")], [task("a", 100), task("b", 100)], "fair", params)
+    # One 2-core node: b waits for a (105 s), then starts up and runs: 210 s.
+    assert result.makespan_s == pytest.approx(210.0)
+    assert result.mean_wait_s == pytest.approx(105.0 / 2)
+
+
+def test_oom_kill_then_retry_with_double_the_memory() -> None:
+    params = SimParams(pod_startup_s=0.0, interference_per_task=0.0, cpu_sharing=False, time_to_failure=0.5)
+    result = run([node("big", memory_gib=8)], [task("a", 100, peak_gib=3, request_gib=2)], "fair", params)
+    # 2 GiB is killed at half its runtime (50 s); the retry doubles to 4 GiB and runs 100 s.
+    assert result.oom_kills == 1 and result.attempts == 2 and result.succeeded == 1
+    assert result.makespan_s == pytest.approx(150.0)
+    assert result.waste_gb_h == pytest.approx((2 * GIB * 50 + 1 * GIB * 100) / GB_H)
+    assert [s.oom_killed for s in result.timeline] == [True, False]
+
+
+def test_a_task_killed_at_the_largest_node_fails_and_its_children_never_run() -> None:
+    result = run(
+        [node("n", memory_gib=4)], [task("a", 10, peak_gib=5, request_gib=4), task("b", 10, "a")], "fair"
+    )
+    assert (result.failed, result.never_ran, result.oom_kills) == (1, 1, 1)
+
+
+def test_a_task_needing_a_capability_waits_for_a_node_that_offers_it() -> None:
+    nodes = [node("cpu"), node("gpu", capabilities=frozenset({"gpu"}), available_at_s=300.0)]
+    tasks = [task("g", 100, required_capabilities=frozenset({"gpu"})), task("h", 100)]
+    for placement in PLACEMENTS:
+        result = run(nodes, tasks, placement)
+        # h is not blocked behind g; g starts when the GPU node joins at 300 s.
+        assert {s.task: (s.node, s.start_s) for s in result.timeline} == {
+            "g": ("gpu", 300.0),
+            "h": ("cpu", 0.0),
+        }
+        assert result.makespan_s == pytest.approx(400.0)
+        assert result.mean_wait_s == pytest.approx(150.0)
+
+
+def test_interference_and_cpu_sharing_slow_the_second_task() -> None:
+    params = SimParams(pod_startup_s=0.0, interference_per_task=0.05, cpu_sharing=True, shuffle_nodes=False)
+    tasks = [
+        task("a", 100, request_cores=1, cpu_cores_used=3),
+        task("b", 100, request_cores=1, cpu_cores_used=3),
+    ]
+    result = run([node("n", cores=4)], tasks, "fair", params)
+    # a starts alone (3 of 4 cores); b shares with one similar task (+5 %) and 6 busy cores on 4 (x1.5).
+    durations = sorted(s.end_s - s.start_s for s in result.timeline)
+    assert durations == pytest.approx([100.0, 100.0 * 1.05 * 1.5])
+
+
+def test_tarema_sends_heavy_families_to_the_strong_group_and_light_ones_to_the_weak() -> None:
+    heavy = [
+        task(f"h{i}", 60, family="heavy", request_cores=1, cpu_cores_used=4, peak_gib=8, request_gib=10)
+        for i in range(6)
+    ]
+    light = [
+        task(f"l{i}", 60, family="light", request_cores=1, cpu_cores_used=0.5, peak_gib=1, request_gib=2)
+        for i in range(6)
+    ]
+    sim = Simulation(
+        preset("5,5,5"), Workload("w", tuple(heavy + light)), "tarema", "user", PLAIN, record_timeline=True
+    )
+    placed = {s.task: s.node for s in sim.run().timeline}
+    assert {placed[t.id].split("-")[0] for t in heavy} == {"c2"}
+    assert {placed[t.id].split("-")[0] for t in light} == {"n1"}
+
+
+def test_adaptive_sizing_wastes_less_than_the_users_requests() -> None:
+    workload = concurrent_runs(pegasus_workload("epigenomics", 120, SimParams(), seed=1), 2)
+    report, _ = compare(preset("5,4,4,2"), workload, ["tarema"], ["user", "adaptive"], SimParams(), seed=1)
+    user, adaptive = report["results"]["tarema+user"], report["results"]["tarema+adaptive"]
+    assert adaptive["waste_gb_h"] < 0.5 * user["waste_gb_h"]
+    assert user["failed"] == adaptive["failed"] == 0
+
+
+def test_presets_group_like_table_iv() -> None:
+    for name, sizes in (("5,5,5", [5, 5, 5]), ("5;4;4;2", [9, 4, 2])):
+        report, _ = compare(preset(name), pegasus_workload("cybershake", 10, SimParams()), ["fair"])
+        assert [len(m) for m in report["cluster"]["groups"].values()] == sizes
+
+
+def test_cluster_file_and_its_errors(tmp_path: Path) -> None:
+    good = tmp_path / "c.yaml"
+    good.write_text(
+        "nodes:\n  - {name: big, count: 2, cores: 16, memory: 64Gi, capabilities: [gpu], available_at_s: 60}\n"
+    )
+    cluster = load_cluster(str(good))
+    assert [n.name for n in cluster.nodes] == ["big-1", "big-2"]
+    assert cluster.nodes[0].memory_bytes == 64 * GIB and cluster.nodes[0].capabilities == {"gpu"}
+    for text, message in (
+        ("nodes: []", "non-empty list 'nodes'"),
+        ("nodes:\n  - {name: a, memory: 1Gi}", "missing 'cores'"),
+        ("nodes:\n  - {name: a, cores: 2, memory: lots}", "not a Kubernetes quantity"),
+        ("nodes:\n  - {name: a, cores: -1, memory: 1Gi}", "must be positive"),
+    ):
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(text)
+        with pytest.raises(SimulationInputError, match=message):
+            load_cluster(str(bad))
+    with pytest.raises(SimulationInputError, match="not a preset"):
+        load_cluster(str(tmp_path / "missing.yaml"))
+
+
+def test_workloads_must_be_dags_with_known_parents() -> None:
+    with pytest.raises(SimulationInputError, match="not a DAG"):
+        Workload("w", (task("a", 1, "b"), task("b", 1, "a")))
+    with pytest.raises(SimulationInputError, match="unknown parents"):
+        Workload("w", (task("a", 1, "zzz"),))
+    with pytest.raises(SimulationInputError, match="expected wfformat:FILE"):
+        load_workload("synthetic:nosuch:10", SimParams())
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_synthetic_workloads_are_seeded_dags_of_about_the_asked_size(kind: str) -> None:
+    a = pegasus_workload(kind, 400, SimParams(), seed=3)
+    assert 300 <= len(a.tasks) <= 400 and len(a.order) == len(a.tasks)
+    assert a == pegasus_workload(kind, 400, SimParams(), seed=3)
+    assert a != pegasus_workload(kind, 400, SimParams(), seed=4)
+    assert any(t.parents for t in a.tasks)
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "lotaru").exists(), reason="shared traces not present")
+def test_lotaru_tasks_run_for_their_measured_time_on_the_mapped_machine() -> None:
+    workload = lotaru_workload(str(SHARED_DATA / "lotaru"), "bacass", SimParams())
+    assert len(workload.tasks) == 110
+    sim = Simulation(preset("5,5,5"), workload, "sjfn", "user", PLAIN, record_timeline=True)
+    by_id = {t.id: t for t in workload.tasks}
+    spans = sim.run().timeline
+    assert len(spans) == 110
+    for span in spans:
+        machine = span.node.split("-")[0]  # the 5;5;5 presets map n1/n2/c2 nodes to those machines
+        assert span.end_s - span.start_s == pytest.approx(by_id[span.task].runtime_by_machine[machine])
+    with pytest.raises(TraceFormatError):
+        load_workload("wfformat:" + str(SHARED_DATA / "lotaru" / "n1" / "bacass.csv"), SimParams())
+
+
+def _simulate_json(*extra: str) -> str:
+    argv = [sys.executable, "-m", "airflow_adaptive.cli", "simulate", "--cluster", "5,4,4,2",
+            "--workload", "synthetic:montage:150", "--runs", "2", "--sizing", "user,adaptive", "--json", *extra]  # fmt: skip
+    return subprocess.run(argv, check=True, capture_output=True, text=True, timeout=300).stdout
+
+
+def test_cli_json_is_deterministic_and_complete() -> None:
+    first, second = _simulate_json("--seed", "7"), _simulate_json("--seed", "7")
+    assert first == second  # separate processes, so string hashing differs too
+    report = json.loads(first)
+    assert set(report) >= {"cluster", "workload", "results"}
+    assert len(report["results"]) == 2 * len(PLACEMENTS)
+    for metrics in report["results"].values():
+        assert set(metrics) >= {
+            "makespan_s",
+            "mean_wait_s",
+            "oom_kills",
+            "waste_gb_h",
+            "utilisation_by_group",
+        }
+        assert metrics["makespan_s"] > 0 and set(metrics["utilisation_by_group"]) == {"1", "2", "3"}
+    assert json.loads(_simulate_json("--seed", "8"))["results"] != report["results"]
+
+
+def test_cli_reports_bad_input_and_writes_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_adaptive.cli import main
+
+    assert (
+        main(["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:60", "--placement", "nope"])
+        == 2
+    )
+    assert "unknown placement nope" in capsys.readouterr().err
+    args = ["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:60", "--placement", "tarema,sjfn"]
+    assert main([*args, "--plot", str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "gantt-sjfn.png",
+        "gantt-tarema.png",
+        "makespan.png",
+    ]
+    assert "tarema" in capsys.readouterr().out
