@@ -13,7 +13,7 @@ from airflow_adaptive.core.replay import GB_H
 from airflow_adaptive.exceptions import SimulationInputError, TraceFormatError
 from airflow_adaptive.simulation.cluster import REFERENCE_BENCHMARKS, Cluster, SimNode, load_cluster, preset
 from airflow_adaptive.simulation.compare import compare
-from airflow_adaptive.simulation.engine import PLACEMENTS, Simulation
+from airflow_adaptive.simulation.engine import PLACEMENTS, Simulation, lower_bound_s
 from airflow_adaptive.simulation.params import SimParams
 from airflow_adaptive.simulation.sources import load_workload, lotaru_workload
 from airflow_adaptive.simulation.synthetic import KINDS, pegasus_workload
@@ -77,6 +77,8 @@ def test_two_nodes_three_tasks_exact_makespans() -> None:
     assert fill.makespan_s == pytest.approx(150.0)
     assert {s.task: s.node for s in fill.timeline} == {"a": "slow", "b": "fast", "c": "slow"}
     assert fill.mean_wait_s == pytest.approx(0.0) and fill.succeeded == 3 and fill.oom_kills == 0
+    # Bound: the critical path on the fast node (50 + 25 s) beats perfect packing (250 core-s / 4 cores).
+    assert lower_bound_s(Cluster("test", tuple(nodes)), Workload("w", tuple(tasks)), PLAIN) == pytest.approx(75.0)
 
 
 def test_start_up_time_and_waiting_for_room() -> None:

@@ -13,11 +13,12 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache, cached_property
 from typing import Any
 
 import yaml
 
-from airflow_adaptive.core.grouping import TASK_FEATURE_BENCHMARKS, NodeProfile
+from airflow_adaptive.core.grouping import TASK_FEATURE_BENCHMARKS, Grouping, NodeProfile, group_nodes
 from airflow_adaptive.exceptions import InvalidQuantityError, SimulationInputError
 from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
 
@@ -86,6 +87,11 @@ class Cluster:
     def largest_memory_bytes(self) -> int:
         return max(n.memory_bytes for n in self.nodes)
 
+    @cached_property
+    def grouping(self) -> Grouping:
+        """Node groups from the benchmark scores (k-means++ is costly: once per cluster)."""
+        return group_nodes([n.profile() for n in self.nodes])
+
 
 def _spread(lo: float, hi: float, count: int) -> list[float]:
     return [lo + (hi - lo) * i / (count - 1) if count > 1 else (lo + hi) / 2 for i in range(count)]
@@ -114,6 +120,7 @@ _PRESETS: dict[
 PRESETS = tuple(_PRESETS)
 
 
+@cache
 def preset(name: str) -> Cluster:
     """The Tarema paper's 5;5;5 or 5;4;4;2 cluster (``5,5,5`` / ``5;5;5``)."""
     key = name.replace(";", ",")

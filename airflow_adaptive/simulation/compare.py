@@ -6,8 +6,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from airflow_adaptive.core.grouping import group_nodes
-
 from .cluster import Cluster
 from .engine import PLACEMENTS, RunResult, Simulation
 from .params import DEFAULT_PARAMS, SIZINGS, SimParams
@@ -53,7 +51,7 @@ def compare(
             results[name] = sim.run()
             if on_done:
                 on_done(name)
-    grouping = group_nodes([n.profile() for n in cluster.nodes])
+    grouping = cluster.grouping
     report = {
         "cluster": {
             "name": cluster.name,

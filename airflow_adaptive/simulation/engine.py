@@ -21,7 +21,7 @@ from functools import partial
 import numpy as np
 import simpy
 
-from airflow_adaptive.core.grouping import group_nodes, task_feature_ranks
+from airflow_adaptive.core.grouping import task_feature_ranks
 from airflow_adaptive.core.labels import FamilyDemand, GroupCapacity, feature_capacities, task_labels
 from airflow_adaptive.core.placement import GroupView, TaskDemandView, engine_for
 from airflow_adaptive.core.replay import GB_H, FamilySizer
@@ -34,6 +34,30 @@ from .workload import SimTask, Workload, dominant_features, family_demands
 
 PLACEMENTS = ("round-robin", "fair", "fill-nodes", "sjfn", "tarema")
 EPS = 1e-9
+
+
+def runtime_on(task: SimTask, node: SimNode, dominant: str) -> float:
+    """Seconds the task runs on the node alone: measured there (Lotaru), else scaled by its speed."""
+    measured = task.runtime_by_machine.get(node.lotaru_machine()) if task.runtime_by_machine else None
+    if measured is not None:
+        return measured
+    return task.runtime_s / node.speed[dominant]
+
+
+def lower_bound_s(cluster: Cluster, workload: Workload, params: SimParams = DEFAULT_PARAMS) -> float:
+    """No policy can beat this makespan: every task on its fastest node with no waiting and no
+    interference (the critical path), or all work packed perfectly onto all cores."""
+    dominant = dominant_features(family_demands(workload.tasks))
+    index = {t.id: i for i, t in enumerate(workload.tasks)}
+    finish = [0.0] * len(workload.tasks)
+    core_s = 0.0
+    for i in workload.order:
+        t = workload.tasks[i]
+        fastest = min(runtime_on(t, n, dominant[t.family]) for n in cluster.nodes)
+        start = max((finish[index[p]] for p in t.parents), default=0.0)
+        finish[i] = start + params.pod_startup_s + fastest
+        core_s += t.request_cores * (params.pod_startup_s + fastest)
+    return max(max(finish), core_s / sum(n.cores for n in cluster.nodes))
 
 
 @dataclass
@@ -128,7 +152,7 @@ class Simulation:
         specs = list(cluster.nodes)
         if params.shuffle_nodes:
             specs = [specs[i] for i in np.random.default_rng(seed).permutation(len(specs))]
-        grouping = group_nodes([n.profile() for n in cluster.nodes])
+        grouping = cluster.grouping
         group_of = {m: g.id for g in grouping.groups for m in g.members}
         self.nodes = [_Node(s, i, group_of[s.name], s.cores, s.memory_bytes) for i, s in enumerate(specs)]
         self.group_ranks = {g.id: task_feature_ranks(g.ranks) for g in grouping.groups}
@@ -324,14 +348,6 @@ class Simulation:
             if queue:
                 heapq.heappush(heads, (queue[0], shape))
 
-    def _runtime_on(self, task: SimTask, node: _Node) -> float:
-        measured = (
-            task.runtime_by_machine.get(node.spec.lotaru_machine()) if task.runtime_by_machine else None
-        )
-        if measured is not None:
-            return measured
-        return task.runtime_s / node.spec.speed[self.dominant[task.family]]
-
     def _start(self, aid: int, node: _Node) -> None:
         attempt, p = self.attempts[aid], self.params
         task = self.tasks[attempt.task]
@@ -341,7 +357,7 @@ class Simulation:
         if p.cpu_sharing:
             used = task.cpu_cores_used + sum(c for _, c in node.running.values())
             slowdown *= max(1.0, used / node.spec.cores)
-        runtime = self._runtime_on(task, node) * slowdown
+        runtime = runtime_on(task, node.spec, dominant) * slowdown
         oom = task.peak_memory_bytes > attempt.memory_bytes
         ran = runtime * p.time_to_failure if oom else runtime
         node.free_cores -= task.request_cores

@@ -1,0 +1,147 @@
+"""Placement benchmark: every workload on both Tarema clusters, several seeds, every policy.
+
+    python benchmarks/placement.py [--data ../shared/data] [--seeds 3] [--runs 1,4] [--workers N]
+
+Workloads: the 15 WfInstances DAGs, the 3 Lotaru workflows (measured runtimes
+per machine) and 4 Pegasus-style synthetic DAGs of about 1,000 tasks, each as
+one DAG run and as several concurrent runs. Prints, per cluster and overall,
+the geometric mean over workloads and seeds of each policy's makespan divided
+by round-robin's and by SJFN's, the share of workloads where ours is no worse
+than SJFN, and the same with the interference model switched off. Then the
+scale run: 150,000 task instances on 100 nodes. Everything is measured in
+this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+
+from airflow_adaptive.simulation.cluster import load_cluster, preset
+from airflow_adaptive.simulation.engine import PLACEMENTS, Simulation
+from airflow_adaptive.simulation.params import SimParams
+from airflow_adaptive.simulation.sources import load_workload
+from airflow_adaptive.simulation.workload import concurrent_runs
+
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTERS = ("5,5,5", "5,4,4,2")
+SYNTHETIC = ("montage", "epigenomics", "cybershake", "ligo")
+OURS = "tarema"
+SCALE_CLUSTER = """nodes:
+  - {name: e2, count: 34, cores: 6, memory: 16Gi, benchmarks: {cpu_events_per_s: 370, memory_mib_per_s: 13500}}
+  - {name: n2, count: 33, cores: 8, memory: 32Gi, benchmarks: {cpu_events_per_s: 465, memory_mib_per_s: 17600}}
+  - {name: c2, count: 33, cores: 16, memory: 64Gi, benchmarks: {cpu_events_per_s: 523, memory_mib_per_s: 19800}}
+"""
+
+
+def workload_specs(data: Path) -> list[str]:
+    specs = [f"wfformat:{p}" for p in sorted((data / "wfinstances").glob("*.json"))]
+    if (data / "lotaru").is_dir():
+        specs += [f"lotaru:{data / 'lotaru'}:{w}" for w in ("atacseq", "bacass", "chipseq")]
+    return specs + [f"synthetic:{kind}:1000" for kind in SYNTHETIC]
+
+
+def one(job: tuple[str, int, str, int, float]) -> tuple[tuple[str, int, str, int, float], dict[str, float]]:
+    """Makespan of every placement policy for one (workload, runs, cluster, seed, interference)."""
+    spec, runs, cluster, seed, interference = job
+    params = SimParams(interference_per_task=interference)
+    workload = concurrent_runs(load_workload(spec, params, seed), runs)
+    return job, {
+        p: Simulation(preset(cluster), workload, p, "user", params, seed).run().makespan_s for p in PLACEMENTS
+    }
+
+
+def gmean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def table(results: dict[tuple[str, int, str, int, float], dict[str, float]], interference: float) -> None:
+    print(f"\n### interference {interference:g} per similar co-running task\n")
+    print(
+        "| cluster | runs | "
+        + " | ".join(f"{p} / RR" for p in PLACEMENTS)
+        + f" | {OURS} / SJFN | {OURS} <= SJFN |"
+    )
+    print("|---|---|" + "---:|" * (len(PLACEMENTS) + 2))
+    run_counts = sorted({k[1] for k in results})
+    for cluster in (*CLUSTERS, "both"):
+        for runs in (*run_counts, "all"):
+            rows = [
+                m
+                for k, m in results.items()
+                if k[4] == interference and cluster in (k[2], "both") and runs in (k[1], "all")
+            ]
+            if not rows:
+                continue
+            to_rr = [f"{gmean([m[p] / m['round-robin'] for m in rows]):.3f}" for p in PLACEMENTS]
+            to_sjfn = gmean([m[OURS] / m["sjfn"] for m in rows])
+            wins = sum(m[OURS] <= m["sjfn"] * 1.0001 for m in rows)
+            print(f"| {cluster} | {runs} | " + " | ".join(to_rr) + f" | {to_sjfn:.3f} | {wins}/{len(rows)} |")
+    worst = max(
+        results.items(), key=lambda kv: kv[1][OURS] / kv[1]["sjfn"] if kv[0][4] == interference else 0
+    )
+    (spec, runs, cluster, seed, _), m = worst
+    print(
+        f"\nworst {OURS}/SJFN: {m[OURS] / m['sjfn']:.3f} on {Path(spec).name} x{runs}, {cluster}, seed {seed}"
+    )
+
+
+def scale() -> None:
+    params = SimParams()
+    started = time.perf_counter()
+    workload = concurrent_runs(load_workload("synthetic:montage:1500", params, 0), 100)
+    built = time.perf_counter() - started
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as handle:
+        handle.write(SCALE_CLUSTER)
+        handle.flush()
+        cluster = load_cluster(handle.name)
+    print(
+        f"\n## Scale: {len(workload.tasks)} task instances on {len(cluster.nodes)} nodes (workload built in {built:.1f} s)\n"
+    )
+    for placement, sizing in ((OURS, "user"), ("round-robin", "user"), (OURS, "adaptive")):
+        started = time.perf_counter()
+        result = Simulation(cluster, workload, placement, sizing, params, 0).run()
+        seconds = time.perf_counter() - started
+        print(
+            f"- {placement} + {sizing} sizing: {seconds:.1f} s wall, makespan {result.makespan_s / 3600:.2f} h, {result.succeeded} succeeded, {result.oom_kills} OOM kills"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--runs", default="1,4", help="concurrent DAG runs per workload, comma-separated")
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--no-scale", action="store_true")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    jobs = [
+        (spec, int(runs), cluster, seed, interference)
+        for spec in workload_specs(args.data)
+        for runs in args.runs.split(",")
+        for cluster in CLUSTERS
+        for seed in range(args.seeds)
+        for interference in (SimParams().interference_per_task, 0.0)
+    ]
+    with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
+        results = dict(pool.map(one, jobs, chunksize=4))
+    print(
+        f"## Placement: makespan relative to round-robin and to SJFN (geometric means; {len(jobs)} simulations x {len(PLACEMENTS)} policies, {time.perf_counter() - started:.0f} s)"
+    )
+    for interference in (SimParams().interference_per_task, 0.0):
+        table(results, interference)
+    if not args.no_scale:
+        scale()
+    print(f"\ntotal {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
