@@ -21,18 +21,20 @@ from functools import partial
 import numpy as np
 import simpy
 
+from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.grouping import task_feature_ranks
 from airflow_adaptive.core.labels import FamilyDemand, GroupCapacity, feature_capacities, task_labels
 from airflow_adaptive.core.placement import GroupView, TaskDemandView, engine_for
 from airflow_adaptive.core.replay import GB_H, FamilySizer
 from airflow_adaptive.core.sizing import Sample, make_predictor
-from airflow_adaptive.core.sizing.base import MIB, RequestRatioPrior
+from airflow_adaptive.core.sizing.base import RequestRatioPrior
 
 from .cluster import Cluster, SimNode
 from .params import DEFAULT_PARAMS, SIZINGS, SimParams
 from .workload import SimTask, Workload, dominant_features, family_demands
 
 PLACEMENTS = ("round-robin", "fair", "fill-nodes", "sjfn", "tarema")
+SIZING = SizingSettings()  # the provider's defaults: strategy "adaptive", 64 MiB floor
 EPS = 1e-9
 
 
@@ -207,7 +209,9 @@ class Simulation:
     def _sizer(self, family: str) -> FamilySizer:
         if family not in self.sizers:
             predictor = make_predictor(
-                "user" if self.sizing == "user" else "adaptive", cap_bytes=self.cap_bytes, floor_bytes=MIB
+                "user" if self.sizing == "user" else SIZING.strategy,
+                cap_bytes=self.cap_bytes,
+                floor_bytes=SIZING.floor_bytes,
             )
             predictor.set_prior(self.prior)
             self.sizers[family] = FamilySizer(predictor, 0.05)
@@ -408,7 +412,7 @@ class Simulation:
     def _submit_first(self, task_index: int) -> None:
         task = self.tasks[task_index]
         alloc = self._sizer(task.family).ready().predict(task.input_size_bytes, task.request_memory_bytes)
-        self._submit(task_index, 1, max(MIB, min(int(alloc), self.cap_bytes)))
+        self._submit(task_index, 1, max(SIZING.floor_bytes, min(int(alloc), self.cap_bytes)))
 
     def _activate(self, node: _Node, _event: object = None) -> None:
         node.active = True
