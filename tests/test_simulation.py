@@ -78,7 +78,9 @@ def test_two_nodes_three_tasks_exact_makespans() -> None:
     assert {s.task: s.node for s in fill.timeline} == {"a": "slow", "b": "fast", "c": "slow"}
     assert fill.mean_wait_s == pytest.approx(0.0) and fill.succeeded == 3 and fill.oom_kills == 0
     # Bound: the critical path on the fast node (50 + 25 s) beats perfect packing (250 core-s / 4 cores).
-    assert lower_bound_s(Cluster("test", tuple(nodes)), Workload("w", tuple(tasks)), PLAIN) == pytest.approx(75.0)
+    assert lower_bound_s(Cluster("test", tuple(nodes)), Workload("w", tuple(tasks)), PLAIN) == pytest.approx(
+        75.0
+    )
 
 
 def test_start_up_time_and_waiting_for_room() -> None:
