@@ -7,6 +7,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from airflow_adaptive.plotting import pyplot, save
+
 from .engine import RunResult
 
 
@@ -15,10 +17,7 @@ def _safe(name: str) -> str:
 
 
 def write_plots(results: Mapping[str, RunResult], folder: str | os.PathLike[str], title: str) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
@@ -29,11 +28,7 @@ def write_plots(results: Mapping[str, RunResult], folder: str | os.PathLike[str]
     ax.invert_yaxis()
     ax.set_xlabel("makespan (hours)")
     ax.set_title(title)
-    fig.tight_layout()
-    path = out / "makespan.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    written.append(path)
+    written.append(save(fig, out / "makespan.png"))
     for name, result in results.items():
         spans = result.timeline
         nodes = sorted({s.node for s in spans})
@@ -52,9 +47,5 @@ def write_plots(results: Mapping[str, RunResult], folder: str | os.PathLike[str]
         ax.set_yticks(range(len(nodes)), nodes, fontsize=7)
         ax.set_xlabel("hours (overlapping bars: tasks sharing a node; black: OOM-killed attempts)")
         ax.set_title(f"{title}: {name}, makespan {result.makespan_s / 3600:.2f} h")
-        fig.tight_layout()
-        path = out / f"gantt-{_safe(name)}.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        written.append(path)
+        written.append(save(fig, out / f"gantt-{_safe(name)}.png"))
     return written

@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from airflow_adaptive.plotting import pyplot, save
+
 GIB = 1024**3
 
 
@@ -15,10 +17,7 @@ def _stem(path: str) -> str:
 
 
 def write_plots(report: dict[str, Any], folder: str | os.PathLike[str]) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
@@ -37,11 +36,7 @@ def write_plots(report: dict[str, Any], folder: str | os.PathLike[str]) -> list[
         ax.invert_yaxis()
         ax.set_xlabel("memory waste (GB·h, log scale; failed attempts included)")
         ax.set_title(f"{Path(trace['trace']).name}: {trace['instances']} tasks, history {trace['history']}")
-        fig.tight_layout()
-        path = out / f"{_stem(trace['trace'])}-waste.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        written.append(save(fig, out / f"{_stem(trace['trace'])}-waste.png"))
         allocations = report.get("_allocations", {}).get(trace["trace"])
         if not allocations:
             continue
@@ -69,9 +64,5 @@ def write_plots(report: dict[str, Any], folder: str | os.PathLike[str]) -> list[
         ax.set_title(f"{Path(trace['trace']).name}: predicted vs actual, per task family")
         if len(families) <= 12:
             ax.legend(fontsize=6, loc="upper left")
-        fig.tight_layout()
-        path = out / f"{_stem(trace['trace'])}-predicted-vs-actual.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        written.append(save(fig, out / f"{_stem(trace['trace'])}-predicted-vs-actual.png"))
     return written
