@@ -23,7 +23,7 @@ import simpy
 
 from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.grouping import task_feature_ranks
-from airflow_adaptive.core.labels import FamilyDemand, GroupCapacity, feature_capacities, task_labels
+from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, task_labels
 from airflow_adaptive.core.placement import GroupView, TaskDemandView, engine_for
 from airflow_adaptive.core.replay import GB_H, FamilySizer
 from airflow_adaptive.core.sizing import Sample, make_predictor
@@ -31,7 +31,7 @@ from airflow_adaptive.core.sizing.base import RequestRatioPrior
 
 from .cluster import Cluster, SimNode
 from .params import DEFAULT_PARAMS, SIZINGS, SimParams
-from .workload import SimTask, Workload, dominant_features, family_demands
+from .workload import FamilyStats, SimTask, Workload, dominant_features, family_demands
 
 PLACEMENTS = ("round-robin", "fair", "fill-nodes", "sjfn", "tarema")
 SIZING = SizingSettings()  # the provider's defaults: strategy "adaptive", 64 MiB floor
@@ -183,7 +183,7 @@ class Simulation:
                 self.children[index[p]].append(i)
         # One queue per (family, cores, capabilities): when its first pod fits nowhere, the family's
         # other pods (of similar size) wait for the next cycle too, and other families go on.
-        self.pending: dict[tuple[str, float, frozenset[str]], list[tuple[int, float, int, int]]] = {}
+        self.pending: dict[tuple[str, float, frozenset[str]], list[tuple[int, float, int]]] = {}
         self.attempts: list[_Attempt] = []
         self._cycle_planned = False
         self._most_free_cores = 0.0
@@ -197,8 +197,7 @@ class Simulation:
     def _history(self, prior_run: bool) -> None:
         self.prior = RequestRatioPrior()
         self.sizers: dict[str, FamilySizer] = {}
-        self.demand_sums: dict[str, list[float]] = {}
-        self.runtime_sums: dict[str, list[float]] = {}
+        self.stats = FamilyStats()
         self._labels: dict[str, dict[str, int] | None] = {}
         self._learned = 0
         self._labelled_at = 0
@@ -220,30 +219,20 @@ class Simulation:
     def _learn(self, t: SimTask, runtime_s: float) -> None:
         self._sizer(t.family).samples.append(Sample(t.peak_memory_bytes, t.input_size_bytes, runtime_s))
         self.prior.add(t.peak_memory_bytes, t.request_memory_bytes)
-        d = self.demand_sums.setdefault(t.family, [0.0, 0.0, 0.0, 0.0])
-        for k, v in enumerate(t.demand()):
-            d[k] += v
-        d[3] += 1
-        r = self.runtime_sums.setdefault(t.family, [0.0, 0.0])
-        r[0] += runtime_s
-        r[1] += 1
+        first = self.stats.add(t, runtime_s)
         self._learned += 1
-        if d[3] == 1 or self._learned >= 1.05 * self._labelled_at + 1:
+        if first or self._learned >= 1.05 * self._labelled_at + 1:
             self._labels.clear()  # labels are relative to every family: refresh them all
             self._labelled_at = self._learned
 
     def labels(self, family: str) -> dict[str, int] | None:
         if family not in self._labels:
-            demands = {
-                f: FamilyDemand(f, s[0] / s[3], s[1] / s[3], s[2] / s[3]) for f, s in self.demand_sums.items()
-            }
-            self._labels[family] = task_labels(family, demands, self.capacities)
+            self._labels[family] = task_labels(family, self.stats.demands(), self.capacities)
         return self._labels[family]
 
     def known_runtime_s(self, family: str) -> float:
         """SJFN's estimate: the family's mean runtime so far; unknown families go first (0)."""
-        r = self.runtime_sums.get(family)
-        return r[0] / r[1] if r else 0.0
+        return self.stats.mean_runtime_s(family) or 0.0
 
     # --- placement -------------------------------------------------------------------------
     def _node_rules(self) -> dict[str, Callable[[list[_Node], SimTask], _Node]]:
@@ -327,7 +316,7 @@ class Simulation:
         aid = len(self.attempts) - 1
         shape = (task.family, task.request_cores, task.required_capabilities)
         key = self.known_runtime_s(task.family) if self.placement == "sjfn" else 0.0
-        heapq.heappush(self.pending.setdefault(shape, []), (-task.priority, key, aid, aid))
+        heapq.heappush(self.pending.setdefault(shape, []), (-task.priority, key, aid))
         self._plan_cycle()
 
     def _plan_cycle(self) -> None:
@@ -341,7 +330,7 @@ class Simulation:
         heads = [(queue[0], shape) for shape, queue in self.pending.items() if queue]
         heapq.heapify(heads)
         while heads:
-            (_, _, _, aid), shape = heapq.heappop(heads)
+            (_, _, aid), shape = heapq.heappop(heads)
             node = self.pick(self.attempts[aid])
             if node is None:
                 continue  # this queue's first pod fits nowhere now; other queues may

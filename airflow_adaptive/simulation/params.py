@@ -36,9 +36,10 @@ class SimParams:
     # A task whose trace peak exceeds the default request gets this one: the user saw it fail and
     # raised it to the next power of two GiB (what users do; an assumption).
     raise_user_request_to_power_of_two: bool = True
-    # History the policies know when the run starts: "prior-run" (one earlier run of the same
-    # workload, as recurring Airflow DAGs have; Tarema's labels come from such history) or "online"
-    # (cold: labels, SJFN runtimes and sizing learn only from tasks finished in this run).
+    # History the policies know when the run starts: "prior-run" (the same workload, all its DAG
+    # runs, finished once before, as recurring Airflow DAGs have; Tarema's labels come from such
+    # history) or "online" (cold: labels, SJFN runtimes and sizing learn only from tasks finished in
+    # this run).
     history: str = "prior-run"
     # Sizing predictors learn online from each finished attempt; after an OOM kill the retry asks
     # for the predictor's retry value, never above the largest node's allocatable memory.

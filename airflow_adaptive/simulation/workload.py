@@ -95,17 +95,32 @@ def concurrent_runs(workload: Workload, runs: int) -> Workload:
     return Workload(f"{workload.name} x{runs}", tuple(tasks), runs)
 
 
+class FamilyStats:
+    """Running sums of each family's demand and runtime: what the history store would report."""
+
+    def __init__(self, tasks: Sequence[SimTask] = ()) -> None:
+        self._sums: dict[str, list[float]] = {}  # cores, memory, io, runtime, count
+        for t in tasks:
+            self.add(t, t.runtime_s)
+
+    def add(self, task: SimTask, runtime_s: float) -> bool:
+        """Record one finished task; True when it is the family's first."""
+        s = self._sums.setdefault(task.family, [0.0, 0.0, 0.0, 0.0, 0.0])
+        for k, v in enumerate((*task.demand(), runtime_s, 1.0)):
+            s[k] += v
+        return s[4] == 1
+
+    def demands(self) -> dict[str, FamilyDemand]:
+        return {f: FamilyDemand(f, s[0] / s[4], s[1] / s[4], s[2] / s[4]) for f, s in self._sums.items()}
+
+    def mean_runtime_s(self, family: str) -> float | None:
+        s = self._sums.get(family)
+        return s[3] / s[4] if s else None
+
+
 def family_demands(tasks: Sequence[SimTask]) -> dict[str, FamilyDemand]:
-    """Mean demand per family, as the history store would report it."""
-    sums: dict[str, list[float]] = {}
-    for t in tasks:
-        s = sums.setdefault(t.family, [0.0, 0.0, 0.0, 0.0])
-        cpu, mem, io = t.demand()
-        s[0] += cpu
-        s[1] += mem
-        s[2] += io
-        s[3] += 1
-    return {f: FamilyDemand(f, s[0] / s[3], s[1] / s[3], s[2] / s[3]) for f, s in sums.items()}
+    """Mean demand per family over ``tasks``."""
+    return FamilyStats(tasks).demands()
 
 
 def dominant_features(demands: Mapping[str, FamilyDemand]) -> dict[str, str]:
