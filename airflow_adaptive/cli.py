@@ -237,11 +237,13 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
         "OOM kills",
         "waste GB·h",
         "failed",
-        "utilisation by group",
+        "group: reserved/busy",
     ):
-        table.add_column(column, justify="left" if column in ("policy", "utilisation by group") else "right")
+        table.add_column(column, justify="left" if column in ("policy", "group: reserved/busy") else "right")
     for name, r in results.items():
-        use = " ".join(f"{g}:{u:.0%}" for g, u in sorted(r.utilisation_by_group.items()))
+        use = " ".join(
+            f"{g}:{u:.0%}/{r.busy_by_group[g]:.0%}" for g, u in sorted(r.utilisation_by_group.items())
+        )
         table.add_row(
             name, f"{r.makespan_s / 3600:.3f}", f"{r.mean_wait_s:.1f}", str(r.oom_kills), f"{r.waste_gb_h:.2f}",
             str(r.failed + r.never_ran), use,

@@ -101,7 +101,8 @@ class RunResult:
     mean_wait_s: float = 0.0
     oom_kills: int = 0
     waste_gb_h: float = 0.0
-    utilisation_by_group: dict[int, float] = field(default_factory=dict)
+    utilisation_by_group: dict[int, float] = field(default_factory=dict)  # reserved cores x time
+    busy_by_group: dict[int, float] = field(default_factory=dict)  # cores doing task work x time
     tasks_by_group: dict[int, int] = field(default_factory=dict)
     succeeded: int = 0
     failed: int = 0  # killed at the cap or out of attempts
@@ -118,6 +119,7 @@ class RunResult:
             "utilisation_by_group": {
                 str(g): round(u, 4) for g, u in sorted(self.utilisation_by_group.items())
             },
+            "busy_by_group": {str(g): round(u, 4) for g, u in sorted(self.busy_by_group.items())},
             "tasks_by_group": {str(g): n for g, n in sorted(self.tasks_by_group.items())},
             "succeeded": self.succeeded,
             "failed": self.failed,
@@ -189,6 +191,7 @@ class Simulation:
         self._most_free_cores = 0.0
         self._waits = 0.0
         self._reserved_core_s: dict[int, float] = {}
+        self._work_core_s: dict[int, float] = {}
         self._reserved_cores: dict[int, float] = {}  # per group, now
         self._views: dict[int, GroupView] = {}
         self._group_cores: dict[int, float] = {}
@@ -364,6 +367,8 @@ class Simulation:
         self._reserved_core_s[node.group] = (
             self._reserved_core_s.get(node.group, 0.0) + task.request_cores * duration
         )
+        work = task.cpu_cores_used * ran / slowdown
+        self._work_core_s[node.group] = self._work_core_s.get(node.group, 0.0) + work
         if attempt.number == 1:
             self.result.tasks_by_group[node.group] = self.result.tasks_by_group.get(node.group, 0) + 1
         if self.record_timeline:
@@ -424,7 +429,7 @@ class Simulation:
         r.never_ran = len(self.tasks) - r.succeeded - r.failed
         for gid in self.group_ranks:
             cores = sum(n.spec.cores for n in self.nodes if n.group == gid)
-            r.utilisation_by_group[gid] = (
-                self._reserved_core_s.get(gid, 0.0) / (cores * r.makespan_s) if r.makespan_s else 0.0
-            )
+            core_s = cores * r.makespan_s
+            r.utilisation_by_group[gid] = self._reserved_core_s.get(gid, 0.0) / core_s if core_s else 0.0
+            r.busy_by_group[gid] = self._work_core_s.get(gid, 0.0) / core_s if core_s else 0.0
         return r
