@@ -132,6 +132,10 @@ def test_interference_and_cpu_sharing_slow_the_second_task() -> None:
     # a starts alone (3 of 4 cores); b shares with one similar task (+5 %) and 6 busy cores on 4 (x1.5).
     durations = sorted(s.end_s - s.start_s for s in result.timeline)
     assert durations == pytest.approx([100.0, 100.0 * 1.05 * 1.5])
+    # Reserved: 1 core for 100 s and for 157.5 s; busy: 3 cores of work for 100 s each, on 4 cores.
+    group = next(iter(result.utilisation_by_group))
+    assert result.utilisation_by_group[group] == pytest.approx((100 + 157.5) / (4 * 157.5))
+    assert result.busy_by_group[group] == pytest.approx(600 / (4 * 157.5))
 
 
 def test_tarema_sends_heavy_families_to_the_strong_group_and_light_ones_to_the_weak() -> None:
