@@ -91,6 +91,12 @@ def test_start_up_time_and_waiting_for_room() -> None:
     assert result.mean_wait_s == pytest.approx(105.0 / 2)
 
 
+def test_the_queue_orders_by_priority_then_arrival() -> None:
+    tasks = [task("a", 10), task("b", 10, priority=5), task("c", 10)]
+    result = run([node("only")], tasks, "fair")
+    assert {s.task: s.start_s for s in result.timeline} == {"b": 0.0, "a": 10.0, "c": 20.0}
+
+
 def test_oom_kill_then_retry_with_double_the_memory() -> None:
     params = SimParams(pod_startup_s=0.0, interference_per_task=0.0, cpu_sharing=False, time_to_failure=0.5)
     result = run([node("big", memory_gib=8)], [task("a", 100, peak_gib=3, request_gib=2)], "fair", params)
