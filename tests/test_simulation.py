@@ -169,6 +169,23 @@ def test_adaptive_sizing_wastes_less_than_the_users_requests() -> None:
     assert user["failed"] == adaptive["failed"] == 0
 
 
+def test_online_history_learns_while_prior_run_history_starts_warm() -> None:
+    chain = [task("t0", 60, family="f", peak_gib=1, request_gib=4)]
+    chain += [task(f"t{i}", 60, f"t{i - 1}", family="f", peak_gib=1, request_gib=4) for i in range(1, 6)]
+    cluster, workload = Cluster("test", (node("n", memory_gib=8),)), Workload("w", tuple(chain))
+    allocated = {}
+    for history in ("online", "prior-run"):
+        params = SimParams(pod_startup_s=0.0, interference_per_task=0.0, cpu_sharing=False, history=history)
+        sim = Simulation(cluster, workload, "tarema", "adaptive", params)
+        sim.run()
+        allocated[history] = [a.memory_bytes for a in sim.attempts]
+    # Online: the first task gets the user's 4 GiB (nothing known yet), the next ones about the 1 GiB peak.
+    assert allocated["online"][0] == 4 * GIB
+    assert all(GIB <= a < 1.5 * GIB for a in allocated["online"][1:])
+    # Prior run: every task starts from the earlier run's peaks.
+    assert all(GIB <= a < 1.5 * GIB for a in allocated["prior-run"])
+
+
 def test_presets_group_like_table_iv() -> None:
     for name, sizes in (("5,5,5", [5, 5, 5]), ("5;4;4;2", [9, 4, 2])):
         report, _ = compare(preset(name), pegasus_workload("cybershake", 10, SimParams()), ["fair"])
