@@ -9,8 +9,9 @@ the geometric mean over workloads and seeds of each policy's makespan divided
 by round-robin's and by SJFN's (and of the lower bound no policy can beat), the share of workloads where ours is no worse
 than SJFN, and the same with the interference model switched off. Then our
 placement with the users' memory requests against adaptive sizing, and the
-scale run: 150,000 task instances on 100 nodes. Everything is measured in
-this run.
+scale run: 150,000 task instances on 100 nodes. The Lotaru workflows also run on
+the ``lotaru`` cluster (two nodes of each Lotaru machine, measured runtimes).
+Everything is measured in this run.
 """
 
 from __future__ import annotations
@@ -61,7 +62,11 @@ def gmean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def table(results: dict[tuple[str, int, str, int, float], dict[str, float]], interference: float) -> None:
+def table(
+    results: dict[tuple[str, int, str, int, float], dict[str, float]],
+    interference: float,
+    clusters: tuple[str, ...] = CLUSTERS,
+) -> None:
     print(f"\n### interference {interference:g} per similar co-running task\n")
     print(
         "| cluster | runs | "
@@ -70,12 +75,15 @@ def table(results: dict[tuple[str, int, str, int, float], dict[str, float]], int
     )
     print("|---|---|" + "---:|" * (len(PLACEMENTS) + 3))
     run_counts = sorted({k[1] for k in results})
-    for cluster in (*CLUSTERS, "both"):
+    for cluster in (*clusters, "both") if len(clusters) > 1 else clusters:
         for runs in (*run_counts, "all"):
             rows = [
                 m
                 for k, m in results.items()
-                if k[4] == interference and cluster in (k[2], "both") and runs in (k[1], "all")
+                if k[4] == interference
+                and k[2] in clusters
+                and cluster in (k[2], "both")
+                and runs in (k[1], "all")
             ]
             if not rows:
                 continue
@@ -86,7 +94,10 @@ def table(results: dict[tuple[str, int, str, int, float], dict[str, float]], int
             cells = " | ".join(to_rr)
             print(f"| {cluster} | {runs} | {cells} | {bound:.3f} | {to_sjfn:.3f} | {wins}/{len(rows)} |")
     worst = max(
-        results.items(), key=lambda kv: kv[1][OURS] / kv[1]["sjfn"] if kv[0][4] == interference else 0
+        results.items(),
+        key=lambda kv: (
+            kv[1][OURS] / kv[1]["sjfn"] if kv[0][4] == interference and kv[0][2] in clusters else 0
+        ),
     )
     (spec, runs, cluster, seed, _), m = worst
     print(
@@ -164,21 +175,25 @@ def main() -> None:
     parser.add_argument("--no-scale", action="store_true")
     args = parser.parse_args()
     started = time.perf_counter()
+    interferences = (SimParams().interference_per_task, 0.0)
     jobs = [
         (spec, int(runs), cluster, seed, interference)
         for spec in workload_specs(args.data)
         for runs in args.runs.split(",")
-        for cluster in CLUSTERS
+        for cluster in (*CLUSTERS, *(["lotaru"] if spec.startswith("lotaru:") else []))
         for seed in range(args.seeds)
-        for interference in (SimParams().interference_per_task, 0.0)
+        for interference in interferences
     ]
     with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
         results = dict(pool.map(one, jobs, chunksize=4))
     print(
         f"## Placement: makespan relative to round-robin and to SJFN (geometric means; {len(jobs)} simulations x {len(PLACEMENTS)} policies, {time.perf_counter() - started:.0f} s)"
     )
-    for interference in (SimParams().interference_per_task, 0.0):
+    for interference in interferences:
         table(results, interference)
+    print("\n## The Lotaru workflows on the Lotaru cluster (2 nodes of each machine, measured runtimes)")
+    for interference in interferences:
+        table(results, interference, ("lotaru",))
     sizing_jobs = [
         (spec, cluster, h)
         for spec in workload_specs(args.data)

@@ -236,13 +236,20 @@ def test_synthetic_workloads_are_seeded_dags_of_about_the_asked_size(kind: str) 
 def test_lotaru_tasks_run_for_their_measured_time_on_the_mapped_machine() -> None:
     workload = lotaru_workload(str(SHARED_DATA / "lotaru"), "bacass", SimParams())
     assert len(workload.tasks) == 110
-    sim = Simulation(preset("5,5,5"), workload, "sjfn", "user", PLAIN, record_timeline=True)
     by_id = {t.id: t for t in workload.tasks}
-    spans = sim.run().timeline
-    assert len(spans) == 110
-    for span in spans:
-        machine = span.node.split("-")[0]  # the 5;5;5 presets map n1/n2/c2 nodes to those machines
-        assert span.end_s - span.start_s == pytest.approx(by_id[span.task].runtime_by_machine[machine])
+    machines = set()
+    for cluster in ("5,5,5", "lotaru"):
+        sim = Simulation(preset(cluster), workload, "round-robin", "user", PLAIN, record_timeline=True)
+        spans = sim.run().timeline
+        assert len(spans) == 110
+        for span in spans:
+            machine = span.node.split("-")[0]  # the presets name nodes after the machine they map to
+            machines.add(machine)
+            assert span.end_s - span.start_s == pytest.approx(by_id[span.task].runtime_by_machine[machine])
+    assert machines == {"asok01", "asok02", "n1", "n2", "c2", "wallyRedCpu"}
+    groups = sorted(preset("lotaru").grouping.groups, key=lambda g: g.id)  # 1 = weakest
+    assert {m.split("-")[0] for m in groups[0].members} <= {"asok01", "asok02"}
+    assert groups[-1].members == ("c2-1", "c2-2")
     with pytest.raises(TraceFormatError):
         load_workload("wfformat:" + str(SHARED_DATA / "lotaru" / "n1" / "bacass.csv"), SimParams())
 

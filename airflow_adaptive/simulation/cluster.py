@@ -31,10 +31,20 @@ REFERENCE_BENCHMARKS = {
     "io_rand_read_iops": 102.0,
     "io_seq_write_iops": 483.0,
     "io_seq_read_iops": 481.0,
+    "io_score": 483.0,  # fio score of the Lotaru n1 machine (an N1 node)
 }
-# Published CPU scores of the Lotaru machines (shared/data/README.md): a node without an explicit
-# machine takes the runtimes of the machine with the nearest CPU score.
-LOTARU_CPU_EVENTS_PER_S = {"asok01": 223, "asok02": 223, "n1": 369, "n2": 467, "c2": 523, "wallyRedCpu": 437}
+# Published scores of the Lotaru machines (shared/data/README.md): CPU events/s, memory MiB/s (not
+# measured on asok), fio I/O score. "local" has none. A node without an explicit machine takes the
+# runtimes of the machine with the nearest CPU score.
+LOTARU_SCORES: dict[str, tuple[float, float | None, float]] = {
+    "asok01": (223, None, 303),
+    "asok02": (223, None, 339),
+    "n1": (369, 13400, 483),
+    "n2": (467, 17000, 483),
+    "c2": (523, 18900, 483),
+    "wallyRedCpu": (437, 18600, 415),
+}
+LOTARU_CPU_EVENTS_PER_S = {m: cpu for m, (cpu, _, _) in LOTARU_SCORES.items()}
 
 
 @dataclass(frozen=True)
@@ -117,13 +127,26 @@ _PRESETS: dict[
         [(9, (368, 384), (13100, 14200)), (4, (469, 470), (17700, 17800)), (2, (522, 524), (19800, 19800))],
     ),
 }
-PRESETS = tuple(_PRESETS)
+PRESETS = (*_PRESETS, "lotaru")
+LOTARU_NODES_PER_MACHINE = 2
+LOTARU_NODE = (8, 32)  # cores, GiB: the data does not give machine sizes; equal sizes isolate speed
 
 
 @cache
 def preset(name: str) -> Cluster:
-    """The Tarema paper's 5;5;5 or 5;4;4;2 cluster (``5,5,5`` / ``5;5;5``)."""
+    """The Tarema paper's 5;5;5 or 5;4;4;2 cluster (``5,5,5`` / ``5;5;5``), or ``lotaru``: two nodes
+    of each Lotaru machine with published scores, which run Lotaru tasks in their measured time."""
     key = name.replace(";", ",")
+    if key == "lotaru":
+        cores, memory_gib = LOTARU_NODE
+        nodes = []
+        for machine, (cpu_score, memory_score, io_score) in LOTARU_SCORES.items():
+            bench = {"cpu_events_per_s": cpu_score, "io_score": io_score} | (
+                {"memory_mib_per_s": memory_score} if memory_score else {}
+            )
+            for i in range(1, LOTARU_NODES_PER_MACHINE + 1):
+                nodes.append(SimNode(f"{machine}-{i}", cores, memory_gib * GIB, bench, machine=machine))
+        return Cluster(key, tuple(nodes))
     if key not in _PRESETS:
         raise SimulationInputError(f"unknown cluster preset {name!r}; known: {', '.join(PRESETS)}")
     types, groups = _PRESETS[key]
@@ -141,7 +164,7 @@ def preset(name: str) -> Cluster:
 
 def load_cluster(spec: str) -> Cluster:
     """A preset name, or a YAML/JSON file: ``{nodes: [{name, count?, cores, memory, benchmarks, ...}]}``."""
-    if spec.replace(";", ",") in _PRESETS:
+    if spec.replace(";", ",") in PRESETS:
         return preset(spec)
     try:
         with open(spec, encoding="utf-8") as handle:
