@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from airflow_adaptive.core.labels import FamilyDemand, interval_bounds, task_labels
-from airflow_adaptive.core.placement import GroupView, PlacementEngine, TaskDemandView
+from airflow_adaptive.core.placement import GroupView, PlacementEngine, TaremaScorer, TaskDemandView
 
 GIB = 1024**3
 
@@ -215,3 +215,12 @@ def test_baseline_policies_behind_the_same_engine() -> None:
     assert sorted(firsts) == [1, 2, 3]  # each group leads once in three placements
     with pytest.raises(ValueError, match="unknown placement policy"):
         engine_for("random")
+
+
+def test_tarema_distance_ignores_overshoot_only_on_groups_with_an_idle_node() -> None:
+    light = TaskDemandView("light", {"cpu": 1, "memory": 2})
+    strong = {"cpu": 3, "memory": 3}
+    assert TaremaScorer()(light, GroupView(3, strong)) == 3.0  # busy: |3-1| + |3-2|
+    assert TaremaScorer()(light, GroupView(3, strong, idle_nodes=1)) == 0.0
+    weak = {"cpu": 1, "memory": 1}
+    assert TaremaScorer()(light, GroupView(1, weak, idle_nodes=2)) == 1.0  # too weak still counts

@@ -144,7 +144,7 @@ def test_interference_and_cpu_sharing_slow_the_second_task() -> None:
     assert result.busy_by_group[group] == pytest.approx(600 / (4 * 157.5))
 
 
-def test_tarema_sends_heavy_families_to_the_strong_group_and_light_ones_to_the_weak() -> None:
+def test_tarema_sends_heavy_families_to_the_strong_group_and_light_ones_to_idle_or_weak_nodes() -> None:
     heavy = [
         task(f"h{i}", 60, family="heavy", request_cores=1, cpu_cores_used=4, peak_gib=8, request_gib=10)
         for i in range(6)
@@ -153,12 +153,16 @@ def test_tarema_sends_heavy_families_to_the_strong_group_and_light_ones_to_the_w
         task(f"l{i}", 60, family="light", request_cores=1, cpu_cores_used=0.5, peak_gib=1, request_gib=2)
         for i in range(6)
     ]
-    sim = Simulation(
-        preset("5,5,5"), Workload("w", tuple(heavy + light)), "tarema", "user", PLAIN, record_timeline=True
-    )
-    placed = {s.task: s.node for s in sim.run().timeline}
-    assert {placed[t.id].split("-")[0] for t in heavy} == {"c2"}
-    assert {placed[t.id].split("-")[0] for t in light} == {"n1"}
+    workload = Workload("w", tuple(heavy + light))
+    placed = {}
+    for policy in ("tarema", "tarema-idle"):
+        sim = Simulation(preset("5,5,5"), workload, policy, "user", PLAIN, record_timeline=True)
+        placed[policy] = {s.task: s.node.split("-")[0] for s in sim.run().timeline}
+        assert {placed[policy][t.id] for t in heavy} == {"c2"}
+    assert [placed["tarema"][t.id] for t in light] == ["n1"] * 6
+    # Told which nodes are idle, light tasks still leave C2 to the heavy ones but use idle N2 nodes
+    # while there are any (no one to share with there), then their own group, N1.
+    assert [placed["tarema-idle"][t.id] for t in light] == ["n2"] * 5 + ["n1"]
 
 
 def test_adaptive_sizing_wastes_less_than_the_users_requests() -> None:

@@ -25,6 +25,7 @@ class GroupView:
     largest_allocatable_memory_bytes: int | None = None
     members: tuple[str, ...] = ()
     reserved_fraction: float = 0.0  # share of the group's resources already reserved (0..1)
+    idle_nodes: int = 0  # members running nothing now (0 when unknown)
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,12 @@ class MemoryFitFilter:
 
 @dataclass(frozen=True)
 class TaremaScorer:
-    """Distance between the group's ranks and the task's labels; None when the task has no labels."""
+    """Distance between the group's ranks and the task's labels; None when the task has no labels.
+
+    Overshooting (a group stronger than the label asks for) counts only while the group is busy:
+    Tarema spreads light tasks to weak groups to spare the strong ones from sharing, but a group
+    with an idle node has no one to share with, so there a stronger group costs nothing.
+    """
 
     name: str = "tarema"
     higher_is_better: bool = False
@@ -88,6 +94,8 @@ class TaremaScorer:
     def __call__(self, task: TaskDemandView, group: GroupView) -> float | None:
         if not task.labels:
             return None
+        if group.idle_nodes:
+            return float(sum(max(0, t - group.ranks.get(f, 1)) for f, t in task.labels.items()))
         return float(sum(abs(group.ranks.get(f, 1) - t) for f, t in task.labels.items()))
 
 

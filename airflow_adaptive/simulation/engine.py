@@ -33,7 +33,9 @@ from .cluster import Cluster, SimNode
 from .params import DEFAULT_PARAMS, SIZINGS, SimParams
 from .workload import FamilyStats, SimTask, Workload, dominant_features, family_demands
 
-PLACEMENTS = ("round-robin", "fair", "fill-nodes", "sjfn", "tarema")
+# "tarema-idle" is tarema told which groups have idle nodes right now (live load the provider does
+# not read yet): its distance then ignores overshooting onto idle groups (see TaremaScorer).
+PLACEMENTS = ("round-robin", "fair", "fill-nodes", "sjfn", "tarema", "tarema-idle")
 SIZING = SizingSettings()  # the provider's defaults: strategy "adaptive", 64 MiB floor
 EPS = 1e-9
 
@@ -151,7 +153,8 @@ class Simulation:
         self.record_timeline = record_timeline
         self.env = simpy.Environment()
         self.result = RunResult(placement, sizing)
-        self.engine = engine_for(placement)
+        self.engine = engine_for(placement.removesuffix("-idle"))
+        self.live_idle = placement == "tarema-idle"
         self.tasks: Sequence[SimTask] = workload.tasks
         specs = list(cluster.nodes)
         if params.shuffle_nodes:
@@ -195,6 +198,7 @@ class Simulation:
         self._reserved_cores: dict[int, float] = {}  # per group, now
         self._views: dict[int, GroupView] = {}
         self._group_cores: dict[int, float] = {}
+        self._idle: dict[int, int] = {}  # per group, active nodes running nothing
 
     # --- knowledge -------------------------------------------------------------------------
     def _history(self, prior_run: bool) -> None:
@@ -264,6 +268,7 @@ class Simulation:
             "fill-nodes": first_fit,
             "sjfn": fastest,
             "tarema": least_reserved,
+            "tarema-idle": least_reserved,
         }
 
     def _refresh_groups(self) -> None:
@@ -278,10 +283,15 @@ class Simulation:
                 names = tuple(n.spec.name for n in members)
                 self._views[gid] = GroupView(gid, self.group_ranks[gid], caps, largest, names)
                 self._group_cores[gid] = sum(n.spec.cores for n in members)
+                self._idle[gid] = sum(1 for n in members if not n.running)
 
     def _group_views(self) -> list[GroupView]:
         return [
-            replace(view, reserved_fraction=self._reserved_cores.get(gid, 0.0) / self._group_cores[gid])
+            replace(
+                view,
+                reserved_fraction=self._reserved_cores.get(gid, 0.0) / self._group_cores[gid],
+                idle_nodes=self._idle[gid] if self.live_idle else 0,
+            )
             for gid, view in self._views.items()
         ]
 
@@ -359,6 +369,8 @@ class Simulation:
         node.free_cores -= task.request_cores
         self._reserved_cores[node.group] = self._reserved_cores.get(node.group, 0.0) + task.request_cores
         node.free_memory_bytes -= attempt.memory_bytes
+        if not node.running:
+            self._idle[node.group] -= 1
         node.running[aid] = (dominant, task.cpu_cores_used)
         now = self.env.now
         self._waits += now - attempt.ready_s
@@ -383,6 +395,8 @@ class Simulation:
         self._reserved_cores[node.group] -= task.request_cores
         node.free_memory_bytes += attempt.memory_bytes
         del node.running[aid]
+        if not node.running:
+            self._idle[node.group] += 1
         self.result.makespan_s = max(self.result.makespan_s, self.env.now)
         if oom:
             self.result.oom_kills += 1
