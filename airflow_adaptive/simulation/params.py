@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 GIB = 1024**3
 HISTORY_MODES = ("prior-run", "online")
-QUEUE_ORDERS = ("fifo",)
 SIZINGS = ("user", "adaptive")
 
 
@@ -41,18 +40,15 @@ class SimParams:
     # history) or "online" (cold: labels, SJFN runtimes and sizing learn only from tasks finished in
     # this run).
     history: str = "prior-run"
-    # Sizing predictors learn online from each finished attempt; after an OOM kill the retry asks
-    # for the predictor's retry value, never above the largest node's allocatable memory.
+    # Attempts per task before it counts as failed (Airflow's retries + 1). After an OOM kill the next
+    # attempt asks for the sizing policy's retry value, never above the largest node's memory.
     max_attempts: int = 8
     # Tarema shuffles the node list for every run so the order never decides (sec. V-E).
     shuffle_nodes: bool = True
-    queue_order: str = "fifo"
 
     def __post_init__(self) -> None:
         if self.history not in HISTORY_MODES:
             raise ValueError(f"history must be one of {HISTORY_MODES}, not {self.history!r}")
-        if self.queue_order not in QUEUE_ORDERS:
-            raise ValueError(f"queue order must be one of {QUEUE_ORDERS}, not {self.queue_order!r}")
         if not 0.0 < self.time_to_failure <= 1.0:
             raise ValueError("time_to_failure must be in (0, 1]")
         if self.interference_per_task < 0 or self.pod_startup_s < 0:
