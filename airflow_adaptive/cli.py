@@ -1,4 +1,4 @@
-"""``airflow-adaptive``: import history, inspect it, and ask for decisions."""
+"""``airflow-adaptive``: import history, inspect it, ask for decisions, replay traces, profile nodes, simulate."""
 
 from __future__ import annotations
 
