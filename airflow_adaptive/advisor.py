@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -88,7 +88,11 @@ class Advisor:
             return keep_user(user, str(err))
 
     def place(
-        self, task_family: str, required_capabilities: frozenset[str], memory_request_bytes: int | None
+        self,
+        task_family: str,
+        required_capabilities: frozenset[str],
+        memory_request_bytes: int | None,
+        idle_nodes: Mapping[int, int] | None = None,
     ) -> PlacementResult:
         """Preferred node groups for the family (no preference when groups or history are unavailable)."""
         task = TaskDemandView(task_family, None, memory_request_bytes, required_capabilities)
@@ -112,6 +116,7 @@ class Advisor:
                 frozenset(g["capabilities"]),
                 g["largest_memory_bytes"],
                 tuple(g["members"]),
+                idle_nodes=(idle_nodes or {}).get(g["id"], 0),
             )
             for g in groups
         ]

@@ -51,6 +51,12 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "False",
         "Let the pod-mutation policy size every pod that carries Airflow's labels, not only the operator's.",
     ),
+    "placement_live_load": (
+        "boolean",
+        "False",
+        "Before placing a pod, the operator lists the cluster's nodes and unfinished pods so that node "
+        "groups with an idle node may take tasks labelled for weaker groups (two API calls per pod).",
+    ),
     "metrics_sample_interval_seconds": (
         "float",
         "10.0",
@@ -92,6 +98,7 @@ class AdaptiveSettings:
     store_timeout_seconds: float
     history_window: int
     mutate_all_pods: bool
+    placement_live_load: bool
     metrics_sample_interval_seconds: float
     spool_dir: str
     sizing: SizingSettings
@@ -113,6 +120,9 @@ def load_settings() -> AdaptiveSettings:
         except ValueError:
             raise ValueError(f"[{SECTION}] {name} = {_raw(name)!r} is not a {kind.__name__}") from None
 
+    def flag(name: str) -> bool:
+        return _raw(name).strip().lower() in {"true", "1", "yes", "on"}
+
     spool = _raw("spool_dir")
     if not spool:
         import os
@@ -124,7 +134,8 @@ def load_settings() -> AdaptiveSettings:
         history_conn_id=_raw("history_conn_id"),
         store_timeout_seconds=number("store_timeout_seconds", float),
         history_window=number("history_window", int),
-        mutate_all_pods=_raw("mutate_all_pods").strip().lower() in {"true", "1", "yes", "on"},
+        mutate_all_pods=flag("mutate_all_pods"),
+        placement_live_load=flag("placement_live_load"),
         metrics_sample_interval_seconds=number("metrics_sample_interval_seconds", float),
         spool_dir=spool,
         sizing=SizingSettings(

@@ -33,7 +33,7 @@ from airflow_adaptive.simulation.workload import concurrent_runs
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTERS = ("5,5,5", "5,4,4,2")
 SYNTHETIC = ("montage", "epigenomics", "cybershake", "ligo")
-OURS = ("tarema", "tarema-idle")  # the published rule (what pods get today), and with live idle nodes
+OURS = ("tarema", "tarema-idle")  # pods get the second with placement_live_load = True
 SCALE_CLUSTER = """nodes:
   - {name: e2, count: 34, cores: 6, memory: 16Gi, benchmarks: {cpu_events_per_s: 370, memory_mib_per_s: 13500}}
   - {name: n2, count: 33, cores: 8, memory: 32Gi, benchmarks: {cpu_events_per_s: 465, memory_mib_per_s: 17600}}

@@ -115,6 +115,20 @@ class FakeKubernetesApi:
             },
         }
 
+    def add_pod(self, namespace: str, name: str, node: str, *, phase: str = "Running",
+                owner_kind: str | None = None) -> None:  # fmt: skip
+        """A pod some other workload runs on ``node`` (for live-load listings)."""
+        owners = (
+            [{"apiVersion": "apps/v1", "kind": owner_kind, "name": "owner", "uid": "u"}] if owner_kind else []
+        )
+        self.pods[(namespace, name)] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "ownerReferences": owners},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
+            "status": {"phase": phase},
+        }
+
     def schedulable(self, pod: dict[str, Any]) -> bool:
         """A node satisfies the pod's required node affinity (any term, all its expressions)."""
         required = (((pod["spec"].get("affinity") or {}).get("nodeAffinity") or {})
@@ -245,6 +259,8 @@ class FakeKubernetesApi:
                     api.user_agents.append(self.headers.get("User-Agent", ""))
                 if parts[:2] == ["apis", "metrics.k8s.io"] and len(parts) == 7:
                     return self._metrics(parts[4], parts[6])
+                if parts == ["api", "v1", "pods"] and method == "GET":
+                    return self._list_all(query.get("fieldSelector", ""))
                 if parts[:3] == ["api", "v1", "nodes"]:
                     return self._node(method, parts[3] if len(parts) > 3 else None)
                 if parts[:3] != ["api", "v1", "namespaces"] or len(parts) < 5:
@@ -340,6 +356,15 @@ class FakeKubernetesApi:
                         p for (ns, _), p in api.pods.items()
                         if ns == namespace and _selector_matches(selector, p["metadata"].get("labels") or {})
                     ]  # fmt: skip
+                self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
+
+            def _list_all(self, field_selector: str) -> None:
+                """Pods of every namespace; understands ``status.phase!=X`` terms only."""
+                excluded = {
+                    t.split("!=", 1)[1] for t in field_selector.split(",") if t.startswith("status.phase!=")
+                }
+                with api._lock:
+                    items = [p for p in api.pods.values() if p.get("status", {}).get("phase") not in excluded]
                 self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
 
             def _log(self, key: tuple[str, str], query: dict[str, str]) -> None:

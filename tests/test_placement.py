@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -224,3 +226,39 @@ def test_tarema_distance_ignores_overshoot_only_on_groups_with_an_idle_node() ->
     assert TaremaScorer()(light, GroupView(3, strong, idle_nodes=1)) == 0.0
     weak = {"cpu": 1, "memory": 1}
     assert TaremaScorer()(light, GroupView(1, weak, idle_nodes=2)) == 1.0  # too weak still counts
+
+
+def test_live_load_lets_a_light_task_use_an_idle_strong_group(
+    engine: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+
+    from airflow_adaptive.config import get_settings
+    from airflow_adaptive.kubernetes.nodes import idle_nodes_by_group
+    from tests.fake_kubernetes import FakeKubernetesApi
+
+    cluster(engine)
+    history(engine, "cpu-heavy", cores=7.5, peak=200 * 1024**2)
+    history(engine, "light", cores=0.1, peak=100 * 1024**2)
+    assert preferred(build("light"))[0] == (100, "1")  # live load off: the light task's own group
+    with FakeKubernetesApi(tmp_path, lambda pod: 0) as api:
+        for g in (1, 2, 3):
+            for i in (0, 1):
+                api.add_node(f"node-{g}{i}", labels={GROUP_LABEL: str(g)})
+        api.add_node("other", labels={GROUP_LABEL: "not-a-number"})
+        api.add_pod("default", "task-20", "node-20")
+        api.add_pod("default", "task-21", "node-21")
+        api.add_pod("default", "task-30", "node-30")
+        api.add_pod("kube-system", "proxy-31", "node-31", owner_kind="DaemonSet")  # does not count
+        api.add_pod("default", "done-10", "node-10", phase="Succeeded")  # finished: does not count
+        core_v1 = k8s_client.CoreV1Api(k8s_config.new_client_from_config(str(api.kubeconfig)))
+        assert idle_nodes_by_group(core_v1) == {1: 2, 2: 0, 3: 1}
+        monkeypatch.setenv("AIRFLOW__ADAPTIVE__PLACEMENT_LIVE_LOAD", "True")
+        get_settings.cache_clear()
+        pod = build("light", config_file=str(api.kubeconfig), in_cluster=False)
+        validate_pod(pod)
+        # Group 3 has an idle node: overshooting there costs nothing, and ties go to the stronger group.
+        assert [group for _, group in preferred(pod)] == ["3", "1", "2"]
+    # Live load on but no API server: the pod is still built, with the plain preference.
+    assert preferred(build("light", config_file=str(tmp_path / "missing"), in_cluster=False))[0] == (100, "1")

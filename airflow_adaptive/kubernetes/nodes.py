@@ -22,6 +22,35 @@ def schedulable(node: k8s.V1Node) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
 
+# Pods that run on every node and so never make one busy: DaemonSet members and static (mirror) pods.
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+def _per_node_pod(pod: k8s.V1Pod) -> bool:
+    owners = pod.metadata.owner_references or []
+    return any(o.kind == "DaemonSet" for o in owners) or MIRROR_ANNOTATION in (pod.metadata.annotations or {})
+
+
+def idle_nodes_by_group(core_v1: Any) -> dict[int, int]:
+    """Per node group, the schedulable nodes running nothing but per-node (DaemonSet, static) pods.
+
+    Live load for placement: two list calls (labelled nodes, unfinished pods of every namespace).
+    """
+    nodes = core_v1.list_node(label_selector=GROUP_LABEL).items
+    pods = core_v1.list_pod_for_all_namespaces(
+        field_selector="status.phase!=Succeeded,status.phase!=Failed"
+    ).items
+    busy = {p.spec.node_name for p in pods if p.spec and p.spec.node_name and not _per_node_pod(p)}
+    idle: dict[int, int] = {}
+    for node in nodes:
+        try:
+            group = int((node.metadata.labels or {})[GROUP_LABEL])
+        except (KeyError, ValueError):
+            continue  # not one of our groups (a label someone else wrote)
+        idle[group] = idle.get(group, 0) + (schedulable(node) and node.metadata.name not in busy)
+    return idle
+
+
 def node_facts(node: k8s.V1Node) -> dict[str, Any]:
     """Name, allocatable cores and memory, and capabilities Kubernetes already knows (arch, GPUs)."""
     allocatable = (node.status.allocatable if node.status else None) or {}

@@ -17,6 +17,7 @@ from airflow_adaptive.core.model import Decision, ExitReason, Observation, TaskK
 from airflow_adaptive.core.units import format_bytes
 from airflow_adaptive.exceptions import InvalidQuantityError
 from airflow_adaptive.kubernetes.metrics import PeakSampler
+from airflow_adaptive.kubernetes.nodes import idle_nodes_by_group
 from airflow_adaptive.kubernetes.pods import (
     FAMILY_ANNOTATION,
     MANAGED_LABEL,
@@ -28,6 +29,7 @@ from airflow_adaptive.kubernetes.pods import (
 )
 from airflow_adaptive.kubernetes.trigger import SAMPLED_PEAK_KEY, SamplingPodTrigger
 from airflow_adaptive.kubernetes.wrapper import TERMINATION_FILE_ENV, is_wrapped, wrap_command
+from airflow_adaptive.store.access import warn_once
 
 
 def required_note(capabilities: frozenset[str]) -> str:
@@ -129,13 +131,25 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
             decision = advisor.decide(
                 self.family, user, task_key(context), input_size_bytes=self._input_size()
             )
-        placement = advisor.place(self.family, self.required_capabilities, decision.memory_request_bytes)
+        placement = advisor.place(
+            self.family, self.required_capabilities, decision.memory_request_bytes, self._idle_nodes()
+        )
         return replace(
             decision,
             preferred_groups=placement.preferred_groups,
             required_capabilities=self.required_capabilities,
             placement=placement.explain() + required_note(self.required_capabilities),
         )
+
+    def _idle_nodes(self) -> dict[int, int] | None:
+        """Idle nodes per group when live load is on; None (no load known) when off or unreachable."""
+        if not get_settings().placement_live_load:
+            return None
+        try:
+            return idle_nodes_by_group(self.client)
+        except Exception as err:  # any API or transport error: place without live load
+            warn_once(f"live node load unavailable ({type(err).__name__}); placing without it")
+            return None
 
     def _command_wrapped(self) -> bool:
         pod = self.pod_request_obj or self.pod

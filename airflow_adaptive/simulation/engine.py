@@ -33,8 +33,8 @@ from .cluster import Cluster, SimNode
 from .params import DEFAULT_PARAMS, SIZINGS, SimParams
 from .workload import FamilyStats, SimTask, Workload, dominant_features, family_demands
 
-# "tarema-idle" is tarema told which groups have idle nodes right now (live load the provider does
-# not read yet): its distance then ignores overshooting onto idle groups (see TaremaScorer).
+# "tarema-idle" is tarema told which groups have idle nodes right now (the provider's
+# placement_live_load): its distance then ignores overshooting onto idle groups (see TaremaScorer).
 PLACEMENTS = ("round-robin", "fair", "fill-nodes", "sjfn", "tarema", "tarema-idle")
 SIZING = SizingSettings()  # the provider's defaults: strategy "adaptive", 64 MiB floor
 EPS = 1e-9
