@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -10,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from airflow_adaptive.exceptions import SimulationInputError, TraceFormatError
+from airflow_adaptive.traces.wfformat import WfInstance, bad_instance, load_instance, number
 
 from .params import SimParams
 from .synthetic import KINDS, pegasus_workload
@@ -20,34 +20,31 @@ LOTARU_REFERENCE_MACHINE = "n1"  # an N1 node of the Tarema clusters: speed 1 in
 
 def wfformat_workload(path: str, params: SimParams) -> Workload:
     """A WfFormat 1.5 instance: its DAG, each task's runtime, cores busy, peak memory and I/O."""
+    instance = load_instance(path)
     try:
-        with open(path, encoding="utf-8") as handle:
-            workflow = json.load(handle)["workflow"]
-        specs = workflow["specification"]["tasks"]
-        records = {r["id"]: r for r in workflow["execution"]["tasks"]}
-        sizes = {f["id"]: f.get("sizeInBytes") or 0 for f in workflow["specification"].get("files", [])}
-        tasks = [_wf_task(spec, records.get(spec["id"], {}), sizes, params) for spec in specs]
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise TraceFormatError(f"{path}: not a WfFormat 1.5 instance ({type(err).__name__}: {err})") from None
+        records = {r["id"]: r for r in instance.records}
+        tasks = [_wf_task(spec, records.get(spec["id"], {}), instance, params) for spec in instance.specs]
+    except (ValueError, KeyError, TypeError) as err:
+        raise bad_instance(path, err) from None
     return Workload(os.path.basename(path).removesuffix(".json"), tuple(tasks))
 
 
 def _wf_task(
-    spec: dict[str, Any], record: dict[str, Any], sizes: dict[str, Any], params: SimParams
+    spec: dict[str, Any], record: dict[str, Any], instance: WfInstance, params: SimParams
 ) -> SimTask:
-    peak = floor_peak(record.get("memoryInBytes"))
-    cpu_percent = record.get("avgCPU")
+    peak = floor_peak(number(record, "memoryInBytes"))
+    cpu_percent = number(record, "avgCPU")
     return SimTask(
         id=str(spec["id"]),
         family=str(spec.get("name") or spec["id"]),
-        runtime_s=float(record.get("runtimeInSeconds") or 0.0),
+        runtime_s=number(record, "runtimeInSeconds") or 0.0,
         peak_memory_bytes=peak,
         request_memory_bytes=user_request_bytes(peak, params),
         request_cores=params.user_cpu_cores,
-        cpu_cores_used=max(float(cpu_percent) / 100.0, 0.01) if cpu_percent else 1.0,
-        io_bytes=float(record.get("readBytes") or 0) + float(record.get("writtenBytes") or 0),
+        cpu_cores_used=max(cpu_percent / 100.0, 0.01) if cpu_percent else 1.0,
+        io_bytes=(number(record, "readBytes") or 0.0) + (number(record, "writtenBytes") or 0.0),
         parents=tuple(str(p) for p in spec.get("parents", [])),
-        input_size_bytes=int(sum(float(sizes.get(f, 0) or 0) for f in spec.get("inputFiles", []))) or None,
+        input_size_bytes=instance.input_size_bytes(spec) or None,
     )
 
 

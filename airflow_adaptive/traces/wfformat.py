@@ -6,6 +6,7 @@ import json
 import math
 import os
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_adaptive.exceptions import TraceFormatError
@@ -14,7 +15,8 @@ from airflow_adaptive.traces.common import ImportResult, SkippedRow, completed_o
 _INSTANCE_SUFFIX = re.compile(r"_\d+$")
 
 
-def _number(record: dict[str, Any], key: str) -> float | None:
+def number(record: dict[str, Any], key: str) -> float | None:
+    """A record's non-negative number, None when absent; anything else is a ValueError."""
     raw = record.get(key)
     if raw is None:
         return None
@@ -23,28 +25,57 @@ def _number(record: dict[str, Any], key: str) -> float | None:
     return float(raw)
 
 
-def read_wfformat(path: str | os.PathLike[str]) -> ImportResult:
-    """Observations of a WfFormat instance; family = task name, input size = sum of input file sizes."""
+@dataclass(frozen=True)
+class WfInstance:
+    """The parts of a WfFormat 1.5 instance we read: task specifications, execution records, file sizes."""
+
+    specs: list[dict[str, Any]]
+    records: list[dict[str, Any]]
+    file_sizes: dict[str, Any]
+
+    def input_size_bytes(self, spec: dict[str, Any]) -> int | None:
+        """The sum of the task's input file sizes (None when it lists no input files)."""
+        sizes = [self.file_sizes.get(f) for f in spec.get("inputFiles", [])]
+        return int(sum(s for s in sizes if isinstance(s, (int, float)))) if sizes else None
+
+
+def bad_instance(path: str, err: Exception) -> TraceFormatError:
+    return TraceFormatError(f"{path}: not a WfFormat 1.5 instance ({type(err).__name__}: {err})")
+
+
+def load_instance(path: str | os.PathLike[str]) -> WfInstance:
     name = os.fspath(path)
     try:
         with open(name, encoding="utf-8") as handle:
-            data = json.load(handle)
-        workflow = data["workflow"]
-        specs = {t["id"]: t for t in workflow["specification"]["tasks"]}
-        files = {f["id"]: f.get("sizeInBytes") for f in workflow["specification"].get("files", [])}
-        executions = workflow["execution"]["tasks"]
+            workflow = json.load(handle)["workflow"]
+        return WfInstance(
+            list(workflow["specification"]["tasks"]),
+            list(workflow["execution"]["tasks"]),
+            {f["id"]: f.get("sizeInBytes") for f in workflow["specification"].get("files", [])},
+        )
     except (OSError, ValueError, KeyError, TypeError) as err:
-        raise TraceFormatError(f"{name}: not a WfFormat 1.5 instance ({type(err).__name__}: {err})") from None
+        raise bad_instance(name, err) from None
+
+
+def read_wfformat(path: str | os.PathLike[str]) -> ImportResult:
+    """Observations of a WfFormat instance; family = task name, input size = sum of input file sizes."""
+    name = os.fspath(path)
+    instance = load_instance(name)
+    try:
+        specs = {t["id"]: t for t in instance.specs}
+    except (KeyError, TypeError) as err:
+        raise bad_instance(name, err) from None
+    executions = instance.records
     result = ImportResult()
     stem = os.path.basename(name)
     for pos, record in enumerate(executions):
         where = f"task #{pos} ({record.get('id', '?')})"
         spec = specs.get(record.get("id"))
         try:
-            peak = _number(record, "memoryInBytes")
-            runtime = _number(record, "runtimeInSeconds")
-            avg_cpu = _number(record, "avgCPU")
-            read, written = _number(record, "readBytes"), _number(record, "writtenBytes")
+            peak = number(record, "memoryInBytes")
+            runtime = number(record, "runtimeInSeconds")
+            avg_cpu = number(record, "avgCPU")
+            read, written = number(record, "readBytes"), number(record, "writtenBytes")
         except ValueError as err:
             result.skipped.append(SkippedRow(name, pos + 1, f"{where}: not a non-negative number: {err}"))
             continue
@@ -56,8 +87,7 @@ def read_wfformat(path: str | os.PathLike[str]) -> ImportResult:
             )
             continue
         family = str(spec.get("name") or _INSTANCE_SUFFIX.sub("", spec["id"]))[:250]
-        sizes = [files.get(f) for f in spec.get("inputFiles", [])]
-        input_size = int(sum(s for s in sizes if isinstance(s, (int, float)))) if sizes else None
+        input_size = instance.input_size_bytes(spec)
         result.observations.append(
             completed_observation(
                 stem,
