@@ -163,11 +163,14 @@ class Simulation:
         group_of = {m: g.id for g in grouping.groups for m in g.members}
         self.nodes = [_Node(s, i, group_of[s.name], s.cores, s.memory_bytes) for i, s in enumerate(specs)]
         self.group_ranks = {g.id: task_feature_ranks(g.ranks) for g in grouping.groups}
+        self.total_cores = {
+            g.id: sum(n.spec.cores for n in self.nodes if n.group == g.id) for g in grouping.groups
+        }
         self.capacities = feature_capacities(
             [
                 GroupCapacity(
                     self.group_ranks[g.id],
-                    sum(n.spec.cores for n in self.nodes if n.group == g.id),
+                    self.total_cores[g.id],
                     sum(n.spec.memory_bytes for n in self.nodes if n.group == g.id),
                     len(g.members),
                 )
@@ -442,8 +445,7 @@ class Simulation:
         r.mean_wait_s = self._waits / r.attempts if r.attempts else 0.0
         r.never_ran = len(self.tasks) - r.succeeded - r.failed
         for gid in self.group_ranks:
-            cores = sum(n.spec.cores for n in self.nodes if n.group == gid)
-            core_s = cores * r.makespan_s
+            core_s = self.total_cores[gid] * r.makespan_s
             r.utilisation_by_group[gid] = self._reserved_core_s.get(gid, 0.0) / core_s if core_s else 0.0
             r.busy_by_group[gid] = self._work_core_s.get(gid, 0.0) / core_s if core_s else 0.0
         return r
