@@ -1,4 +1,9 @@
-"""Joins settings, the history store and the pure decision, failing open at every step."""
+"""Joins settings, the history store and the pure decision, failing open at every step.
+
+One advisor serves one pod (or one CLI call): it opens the store once, reads
+each row it needs once, and after the store failed it does not try again, so
+a pod waits for an unavailable store at most once.
+"""
 
 from __future__ import annotations
 
@@ -6,25 +11,23 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from airflow_adaptive.config import AdaptiveSettings
-from airflow_adaptive.core.decide import decide_memory
-from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, task_labels
+from airflow_adaptive.core.decide import Fitted, decide_with, fit_history
+from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, labels_from_distributions
+from airflow_adaptive.core.learn import fresh_predictor, restore_predictor, staleness
 from airflow_adaptive.core.model import Decision, MemoryRequest, Observation, TaskKey
+from airflow_adaptive.core.nodes import summarize_groups
 from airflow_adaptive.core.placement import GroupView, PlacementEngine, PlacementResult, TaskDemandView
-from airflow_adaptive.core.sizing.base import RequestRatioPrior
+from airflow_adaptive.core.rollup import Distributions
+from airflow_adaptive.core.sizing.base import HistogramRatioPrior
 from airflow_adaptive.core.units import format_bytes
-from airflow_adaptive.exceptions import AdaptiveError, HistoryUnavailableError
-from airflow_adaptive.store.access import open_repository, warn_once
-from airflow_adaptive.store.nodes import NodeRepository, family_demands, group_views
-from airflow_adaptive.store.repository import HistoryRepository
+from airflow_adaptive.exceptions import AdaptiveError, HistoryRejectedError, HistoryUnavailableError
+from airflow_adaptive.failopen import warn_once
+from airflow_adaptive.store.access import open_store
+from airflow_adaptive.store.api import FamilyState, HistoryStore
 from airflow_adaptive.store.spool import Spool
 
 log = logging.getLogger(__name__)
-
-# Errors that mean "the store is not usable now"; anything else is a bug and propagates.
-STORE_ERRORS = (SQLAlchemyError, HistoryUnavailableError, OSError)
 
 
 def keep_user(user: MemoryRequest, reason: str) -> Decision:
@@ -39,17 +42,73 @@ def keep_user(user: MemoryRequest, reason: str) -> Decision:
 
 
 class Advisor:
-    """Decides memory for a task family and records attempts."""
+    """Decides memory and placement for a task family and records attempts."""
 
     def __init__(
-        self,
-        settings: AdaptiveSettings,
-        repository_factory: Callable[[], HistoryRepository] | None = None,
+        self, settings: AdaptiveSettings, store_factory: Callable[[], HistoryStore] | None = None
     ) -> None:
         self.settings = settings
-        self._factory = repository_factory or (
-            lambda: open_repository(settings.history_conn_id, settings.store_timeout_seconds)
-        )
+        self._factory = store_factory or (lambda: open_store(settings))
+        self._opened: HistoryStore | None = None
+        self._down: str | None = None  # why the store failed; not asked again by this advisor
+        self._families: dict[str, FamilyState | None] = {}
+        self._distributions: Distributions | None = None
+
+    def _store(self) -> HistoryStore:
+        if self._down is not None:
+            raise HistoryUnavailableError(self._down)
+        if self._opened is None:
+            self._opened = self._factory()
+        return self._opened
+
+    def _unavailable(self, err: HistoryUnavailableError) -> str:
+        message = str(err).splitlines()[0][:300] if str(err) else type(err).__name__
+        if not message.startswith("history store unavailable"):
+            message = f"history store unavailable: {message}"
+        self._down = message
+        warn_once(self._down)
+        return self._down
+
+    def _family(self, task_family: str) -> FamilyState | None:
+        if task_family not in self._families:
+            self._families[task_family] = self._store().family(task_family)
+        return self._families[task_family]
+
+    def _all_distributions(self) -> Distributions:
+        if self._distributions is None:
+            self._distributions = self._store().distributions()
+        return self._distributions
+
+    def _fitted(self, task_family: str, state: FamilyState | None) -> Fitted:
+        """The family's stored model restored; refitted here only when it cannot be used as it is."""
+        sizing = self.settings.sizing
+        if state is None:
+            return Fitted(fresh_predictor(sizing), 0, 0)
+        reason = staleness(state.model, sizing, state.rollup.usable_samples)
+        if reason is None and state.model is not None:
+            try:
+                predictor = restore_predictor(state.model, sizing)
+                return Fitted(predictor, state.model.window_samples, state.model.lower_bound_samples)
+            except (ValueError, TypeError, KeyError, AttributeError) as err:
+                reason = f"stored model unreadable ({type(err).__name__})"
+        history = self._store().history(task_family, limit=self.settings.history_window)
+        return replace(fit_history(history, sizing), note=f"; refitted now: {reason}")
+
+    def previous_try(self, key: TaskKey, run_id_of: Callable[[str], str] | None = None) -> Observation | None:
+        """This task instance's previous try; ``run_id_of`` maps stored run ids to the one in ``key``
+        (a pod may only carry a sanitised label). None when unknown or the store is unavailable."""
+        if key.try_number <= 1:
+            return None
+        try:
+            candidates = self._store().attempts_for_try(key.dag_id, key.task_id, key.try_number - 1)
+        except HistoryUnavailableError as err:
+            self._unavailable(err)
+            return None
+        for obs in candidates:
+            run = run_id_of(obs.key.run_id) if run_id_of else obs.key.run_id
+            if run == key.run_id and obs.key.map_index == key.map_index:
+                return obs
+        return None
 
     def decide(
         self,
@@ -62,30 +121,28 @@ class Advisor:
     ) -> Decision:
         """The decision for the next attempt; the user's resources when history is unavailable."""
         try:
-            repo = self._factory()
-            history = repo.history(task_family, limit=self.settings.history_window)
-            prior = RequestRatioPrior()
-            if not history:  # other families' request ratios only matter for a cold start
-                for peak, request in repo.request_ratios():
-                    prior.add(peak, request)
+            state = self._family(task_family)
+            prior = None if state else HistogramRatioPrior(self._all_distributions().request_ratios)
             if previous_attempt is None and key is not None and key.try_number > 1:
-                previous_attempt = repo.attempt(replace(key, try_number=key.try_number - 1))
-        except STORE_ERRORS as err:
-            reason = f"history store unavailable ({type(err).__name__}: {err})"
-            warn_once(reason.splitlines()[0][:300])
-            return keep_user(user, "history store unavailable")
-        try:
-            return decide_memory(
-                history,
+                previous_attempt = self._store().attempt(replace(key, try_number=key.try_number - 1))
+            fitted = self._fitted(task_family, state)
+            return decide_with(
+                fitted,
                 user,
                 self.settings.sizing,
                 previous_attempt=previous_attempt,
                 input_size_bytes=input_size_bytes,
                 prior=prior,
             )
+        except HistoryUnavailableError as err:
+            self._unavailable(err)
+            return keep_user(user, "history store unavailable")
         except AdaptiveError as err:  # e.g. an unknown strategy name in config
             warn_once(str(err))
             return keep_user(user, str(err))
+        except Exception as err:  # a bug in a predictor must not stop the pod: fail open, say why
+            log.exception("airflow-adaptive: the decision for %r failed", task_family)
+            return keep_user(user, f"decision failed ({type(err).__name__})")
 
     def place(
         self,
@@ -97,45 +154,67 @@ class Advisor:
         """Preferred node groups for the family (no preference when groups or history are unavailable)."""
         task = TaskDemandView(task_family, None, memory_request_bytes, required_capabilities)
         try:
-            repo = self._factory()
-            groups = group_views(NodeRepository(repo.engine).nodes())
-            demands = family_demands(repo.engine) if groups else {}
-        except STORE_ERRORS as err:
-            warn_once(f"node groups unavailable ({type(err).__name__})")
+            groups = summarize_groups(self._store().nodes())
+            if not groups:
+                return PlacementResult((), (), False, ("no node groups profiled yet",))
+            state = self._family(task_family)
+            demand = self._all_distributions().demand
+        except HistoryUnavailableError as err:
+            self._unavailable(err)
             return PlacementResult((), (), False, ("node groups unavailable",))
-        if not groups:
-            return PlacementResult((), (), False, ("no node groups profiled yet",))
         capacities = feature_capacities(
-            [GroupCapacity(g["task_ranks"], g["cores"], g["memory_bytes"], len(g["members"])) for g in groups]
+            [GroupCapacity(g.task_ranks, g.cores, g.memory_bytes, len(g.members)) for g in groups]
         )
-        labels = task_labels(task_family, demands, capacities)
+        labels = labels_from_distributions(state.rollup.demand() if state else None, demand, capacities)
         views = [
             GroupView(
-                g["id"],
-                g["task_ranks"],
-                frozenset(g["capabilities"]),
-                g["largest_memory_bytes"],
-                tuple(g["members"]),
-                idle_nodes=(idle_nodes or {}).get(g["id"], 0),
+                g.id,
+                g.task_ranks,
+                g.capabilities,
+                g.largest_memory_bytes,
+                g.members,
+                idle_nodes=(idle_nodes or {}).get(g.id, 0),
             )
             for g in groups
         ]
         return PlacementEngine().place(replace(task, labels=labels), views)
 
     def record(self, observation: Observation) -> bool:
-        """Record an attempt (and any spooled ones); spool it when the store is unavailable."""
+        """Record an attempt, then any spooled ones one by one; spool it when the store is unavailable."""
         spool = Spool(self.settings.spool_dir)
         try:
-            repo = self._factory()
-            pending = spool.pending()
-            repo.record([observation, *(obs for _, obs in pending)])
-        except STORE_ERRORS as err:
-            warn_once(f"cannot record task attempts ({type(err).__name__}); spooling to {spool.folder}")
+            self._store().record([observation])
+        except (HistoryRejectedError, ValueError, TypeError) as err:  # bad values: keep it aside, go on
+            spool.quarantine(spool.put(observation), str(err))
+            log.error(
+                "airflow-adaptive: attempt %s rejected, kept in %s: %s", observation.key, spool.folder, err
+            )
+            return False
+        except HistoryUnavailableError as err:
+            reason = self._unavailable(err)
             try:
                 spool.put(observation)
+                log.warning(
+                    "airflow-adaptive: attempt %s spooled to %s: %s", observation.key, spool.folder, reason
+                )
             except OSError as spool_err:
                 log.error("airflow-adaptive: attempt %s lost: %s", observation.key, spool_err)
             return False
-        for path, _ in pending:
-            path.unlink(missing_ok=True)
+        self.drain(spool)
         return True
+
+    def drain(self, spool: Spool) -> int:
+        """Write spooled attempts one by one; a permanently rejected one is quarantined, not retried."""
+        written = 0
+        for path, obs in spool.pending():
+            try:
+                self._store().record([obs])
+            except (HistoryRejectedError, ValueError, TypeError) as err:
+                spool.quarantine(path, str(err))
+                log.error("airflow-adaptive: spooled attempt %s rejected, quarantined: %s", obs.key, err)
+                continue
+            except HistoryUnavailableError:
+                break
+            path.unlink(missing_ok=True)
+            written += 1
+        return written

@@ -15,12 +15,12 @@ from airflow_adaptive.exceptions import AdaptiveError
 CHUNK_ROWS = 500
 
 
-def _repository() -> Any:
+def open_cli_store() -> Any:
+    """The history store; unavailable is an AdaptiveError, printed as one line by ``main``."""
     from airflow_adaptive.config import get_settings
-    from airflow_adaptive.store.access import open_repository
+    from airflow_adaptive.store.access import open_store
 
-    settings = get_settings()
-    return open_repository(settings.history_conn_id, settings.store_timeout_seconds)
+    return open_store(get_settings())
 
 
 def _print_json(data: Any, out: TextIO) -> None:
@@ -33,21 +33,28 @@ def cmd_history_import(args: argparse.Namespace, out: TextIO) -> int:
 
     from airflow_adaptive.traces.load import read_trace
 
-    repo = _repository()
+    store = open_cli_store()
+    store.family_count()  # an unavailable store is said before a long trace is parsed
     total = 0
     for path in args.files:
         result = read_trace(path, args.format)
         for skipped in result.skipped:
             print(f"skipped {skipped}", file=sys.stderr)
         rows = result.observations
+        new = replaced = 0
         with Progress(transient=True) as progress:
             bar = progress.add_task(f"importing {path}", total=len(rows))
             for start in range(0, len(rows), CHUNK_ROWS):
                 chunk = rows[start : start + CHUNK_ROWS]
-                repo.record(chunk)
+                recorded = store.record(chunk)
+                new, replaced = new + recorded.new, replaced + recorded.replaced
                 progress.advance(bar, len(chunk))
         total += len(rows)
-        print(f"{path}: {len(rows)} attempts imported, {len(result.skipped)} rows skipped", file=out)
+        print(
+            f"{path}: {len(rows)} attempts imported ({new} new, {replaced} already there), "
+            f"{len(result.skipped)} rows skipped",
+            file=out,
+        )
     return 0 if total else 1
 
 
@@ -55,7 +62,7 @@ def cmd_history_show(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.core.units import format_bytes
     from airflow_adaptive.store.spool import to_json
 
-    history = _repository().history(args.task_family, limit=args.limit)
+    history = open_cli_store().history(args.task_family, limit=args.limit)
     if args.json:
         _print_json([json.loads(to_json(o)) for o in history], out)
         return 0
@@ -79,6 +86,28 @@ def cmd_history_show(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def cmd_history_prune(args: argparse.Namespace, out: TextIO) -> int:
+    from airflow_adaptive.config import get_settings
+
+    settings = get_settings()
+    keep = settings.retention_attempts if args.keep_attempts is None else args.keep_attempts
+    days = settings.retention_days if args.keep_days is None else args.keep_days
+    if keep < 0 or days < 0:
+        raise AdaptiveError("--keep-attempts and --keep-days must not be negative")
+    result = open_cli_store().prune(keep_attempts=keep, keep_days=days, dry_run=args.dry_run)
+    verb = "would remove" if result.dry_run else "removed"
+    limits = f"keeping the newest {keep or 'all'} per family" + (f" and {days:g} days" if days else "")
+    print(f"{verb} {result.attempts} attempts of {result.families} task families ({limits})", file=out)
+    return 0
+
+
+def cmd_history_rebuild(args: argparse.Namespace, out: TextIO) -> int:
+    families = open_cli_store().rebuild(fit_models=not args.without_models)
+    what = "rollups" if args.without_models else "rollups and models"
+    print(f"rebuilt the {what} of {families} task families from their attempts", file=out)
+    return 0
+
+
 def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.advisor import Advisor
     from airflow_adaptive.config import get_settings
@@ -89,7 +118,7 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
         parse_memory_bytes(args.request, what="--request") if args.request else None,
         parse_memory_bytes(args.limit, what="--limit") if args.limit else None,
     )
-    advisor = Advisor(get_settings(), _repository)
+    advisor = Advisor(get_settings(), open_cli_store)
     decision = advisor.decide(args.task_family, user, input_size_bytes=args.input_size_bytes)
     if args.previous_oom:
         killed_at = decision.memory_limit_bytes or decision.memory_request_bytes
@@ -286,14 +315,12 @@ def cmd_profile_node(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.core.grouping import group_nodes
-    from airflow_adaptive.profiling.files import grouping_json, load_profiles, profiles_from_rows
+    from airflow_adaptive.profiling.files import grouping_json, load_profiles
 
     if args.profiles:
         profiles = load_profiles(args.profiles)
     else:
-        from airflow_adaptive.store.nodes import NodeRepository
-
-        profiles = profiles_from_rows(NodeRepository(_repository().engine).nodes())
+        profiles = [n.profile for n in open_cli_store().nodes()]
         if not profiles:
             raise AdaptiveError(
                 "no node profiles in the store: pass --profiles FILE or run the profiling DAG"
@@ -305,9 +332,7 @@ def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
             raise
         raise AdaptiveError(str(err)) from None
     if args.store:
-        from airflow_adaptive.store.nodes import NodeRepository
-
-        NodeRepository(_repository().engine).save(profiles, grouping)
+        open_cli_store().save_nodes(profiles, grouping)
     if args.json:
         _print_json(grouping_json(grouping), out)
         return 0
@@ -361,6 +386,21 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--limit", type=int, default=50)
     show.add_argument("--json", action="store_true")
     show.set_defaults(func=cmd_history_show)
+
+    prune = history.add_parser("prune", help="remove old attempts (rollups keep their totals)")
+    prune.add_argument(
+        "--keep-attempts", type=int, help="newest attempts kept per family ([adaptive] retention_attempts)"
+    )
+    prune.add_argument(
+        "--keep-days", type=float, help="remove attempts older than this ([adaptive] retention_days)"
+    )
+    prune.add_argument("--dry-run", action="store_true", help="count, remove nothing")
+    prune.set_defaults(func=cmd_history_prune)
+    rebuild = history.add_parser("rebuild", help="recompute every rollup and model from the stored attempts")
+    rebuild.add_argument(
+        "--without-models", action="store_true", help="leave models to be fitted by the next decision"
+    )
+    rebuild.set_defaults(func=cmd_history_rebuild)
 
     decide = sub.add_parser("decide", help="the memory decision for a task family, and why")
     decide.add_argument("--task-family", required=True)

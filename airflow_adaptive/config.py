@@ -30,6 +30,17 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "Completed attempts of a task family needed before its memory is sized from history.",
     ),
     "history_window": ("integer", "500", "Most recent attempts of a task family that a decision reads."),
+    "retention_attempts": (
+        "integer",
+        "5000",
+        "``airflow-adaptive history prune`` keeps this many newest attempts per task family (0: no limit). "
+        "Rollups keep their totals.",
+    ),
+    "retention_days": (
+        "float",
+        "0",
+        "``airflow-adaptive history prune`` removes attempts older than this many days (0: no limit).",
+    ),
     "oom_retry_policy": (
         "string",
         "double",
@@ -97,6 +108,8 @@ class AdaptiveSettings:
     history_conn_id: str
     store_timeout_seconds: float
     history_window: int
+    retention_attempts: int
+    retention_days: float
     mutate_all_pods: bool
     placement_live_load: bool
     metrics_sample_interval_seconds: float
@@ -134,6 +147,8 @@ def load_settings() -> AdaptiveSettings:
         history_conn_id=_raw("history_conn_id"),
         store_timeout_seconds=number("store_timeout_seconds", float),
         history_window=number("history_window", int),
+        retention_attempts=number("retention_attempts", int),
+        retention_days=number("retention_days", float),
         mutate_all_pods=flag("mutate_all_pods"),
         placement_live_load=flag("placement_live_load"),
         metrics_sample_interval_seconds=number("metrics_sample_interval_seconds", float),

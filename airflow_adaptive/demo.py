@@ -78,7 +78,7 @@ def run_demo(
 ) -> int:
     from kubernetes.client import ApiClient
 
-    from airflow_adaptive.cli import _repository
+    from airflow_adaptive.config import get_settings
     from airflow_adaptive.core.units import format_bytes
     from airflow_adaptive.kubernetes.pods import (
         DECISION_ANNOTATION,
@@ -87,8 +87,9 @@ def run_demo(
         memory_of,
     )
     from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
+    from airflow_adaptive.store.access import open_store
 
-    repo = _repository()
+    repo = open_store(get_settings())
     if trace:
         from airflow_adaptive.traces.nextflow import read_nextflow
 

@@ -15,6 +15,10 @@ class HistoryUnavailableError(AdaptiveError):
     """The history store could not be reached; callers fail open."""
 
 
+class HistoryRejectedError(AdaptiveError):
+    """The history store refused this input for good (too long, out of range); retrying cannot help."""
+
+
 class TraceFormatError(AdaptiveError, ValueError):
     """A trace file has no usable rows or is of an unknown format."""
 

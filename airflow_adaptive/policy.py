@@ -16,7 +16,7 @@ from airflow.policies import hookimpl
 if TYPE_CHECKING:
     from kubernetes.client import models as k8s
 
-    from airflow_adaptive.core.model import Observation, TaskKey
+    from airflow_adaptive.core.model import TaskKey
 
 # Airflow loads this module while it initialises itself: everything else is imported lazily.
 log = logging.getLogger(__name__)
@@ -48,26 +48,10 @@ def airflow_task_of(pod: k8s.V1Pod) -> tuple[str, TaskKey, bool] | None:
     return family, key, source is labels
 
 
-def previous_attempt(key: TaskKey, run_id_is_label: bool) -> Observation | None:
-    """This task instance's previous try, matching a sanitised run id when that is all we have."""
+def mutate(pod: k8s.V1Pod) -> None:
     from airflow.providers.cncf.kubernetes.pod_generator import make_safe_label_value
 
-    from airflow_adaptive.config import get_settings
-    from airflow_adaptive.store.access import open_repository
-
-    if key.try_number <= 1:
-        return None
-    settings = get_settings()
-    repo = open_repository(settings.history_conn_id, settings.store_timeout_seconds)
-    for obs in repo.attempts_for_try(key.dag_id, key.task_id, key.try_number - 1):
-        run = make_safe_label_value(obs.key.run_id) if run_id_is_label else obs.key.run_id
-        if run == key.run_id and obs.key.map_index == key.map_index:
-            return obs
-    return None
-
-
-def mutate(pod: k8s.V1Pod) -> None:
-    from airflow_adaptive.advisor import STORE_ERRORS, Advisor
+    from airflow_adaptive.advisor import Advisor
     from airflow_adaptive.config import get_settings
     from airflow_adaptive.kubernetes.pods import (
         MANAGED_LABEL,
@@ -89,11 +73,9 @@ def mutate(pod: k8s.V1Pod) -> None:
     family, key, run_id_is_label = found
     container = find_container(pod, BASE_CONTAINER)
     user = memory_of(container.resources if container else None, what=f"pod {pod.metadata.name} memory")
-    try:
-        previous = previous_attempt(key, run_id_is_label)
-    except STORE_ERRORS:
-        previous = None  # Advisor.decide reports the store problem itself
-    decision = Advisor(settings).decide(family, user, None, previous_attempt=previous)
+    advisor = Advisor(settings)
+    previous = advisor.previous_try(key, make_safe_label_value if run_id_is_label else None)
+    decision = advisor.decide(family, user, None, previous_attempt=previous)
     apply_decision(pod, decision, family, BASE_CONTAINER, managed_by="policy")
 
 

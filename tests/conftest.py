@@ -70,17 +70,29 @@ def clean_history(airflow_db: str) -> Iterator[None]:
     from sqlalchemy import delete
 
     from airflow_adaptive.config import get_settings
-    from airflow_adaptive.store.tables import node, task_attempt
+    from airflow_adaptive.failopen import forget_warnings
+    from airflow_adaptive.store.tables import aggregate, family, node, task_attempt
 
     with settings.engine.begin() as conn:
-        conn.execute(delete(task_attempt))
-        conn.execute(delete(node))
+        for table in (task_attempt, node, family, aggregate):
+            conn.execute(delete(table))
+    forget_warnings()
     get_settings.cache_clear()
     yield
     get_settings.cache_clear()
     # dag.test() leaves Airflow's scoped session inside a transaction; on PostgreSQL its locks
     # would block later DDL (``airflow db reset`` in a subprocess).
     settings.Session.remove()
+
+
+def sql_store(engine: Any) -> Any:
+    """The SQL history store on the test database, learning with the configured settings."""
+    from airflow_adaptive.config import get_settings
+    from airflow_adaptive.store.learning import Learning
+    from airflow_adaptive.store.sql import SqlHistoryStore
+
+    settings = get_settings()
+    return SqlHistoryStore(engine, Learning(settings.sizing, settings.history_window), timeout_seconds=3.0)
 
 
 def validate_pod(pod: Any) -> dict[str, Any]:

@@ -26,7 +26,7 @@ def test_chipseq_bwa_mem_decision(capsys: pytest.CaptureFixture[str]) -> None:
     import pandas as pd
 
     assert main(["history", "import", "--format", "nextflow", str(CHIPSEQ)]) == 0
-    assert "2938 attempts imported, 0 rows skipped" in capsys.readouterr().out
+    assert "2938 attempts imported (2938 new, 0 already there), 0 rows skipped" in capsys.readouterr().out
     trace = pd.read_csv(CHIPSEQ, na_values="-")
     bwa = trace[trace.process == BWA]
     decision = run_json(capsys, "decide", "--task-family", BWA)
@@ -51,7 +51,9 @@ def test_import_reports_malformed_rows_and_decides_from_the_rest(
     assert main(["history", "import", str(trace)]) == 0
     captured = capsys.readouterr()
     assert f"{trace}:7: not a non-negative number: peak_rss=lots" in captured.err
-    assert "6 attempts imported, 1 rows skipped" in captured.out
+    assert "6 attempts imported (6 new, 0 already there), 1 rows skipped" in captured.out
+    assert main(["history", "import", str(trace)]) == 0
+    assert "6 attempts imported (0 new, 6 already there)" in capsys.readouterr().out
     shown = run_json(capsys, "history", "show", "--task-family", "ALIGN")
     assert [r["exit_reason"] for r in shown].count("OOMKilled") == 1
     assert all(r["usage"]["peak_memory_bytes"] != 0 for r in shown)

@@ -17,29 +17,38 @@ from kubernetes.client import models as k8s
 from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.model import GIB, MemoryRequest
-from airflow_adaptive.exceptions import InvalidQuantityError
+from airflow_adaptive.exceptions import HistoryUnavailableError, InvalidQuantityError
 from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
 from airflow_adaptive.store import access
-from airflow_adaptive.store.access import open_repository
-from airflow_adaptive.store.repository import HistoryRepository
+from airflow_adaptive.store.access import open_store
+from airflow_adaptive.store.memory import InMemoryHistoryStore
 from airflow_adaptive.store.spool import Spool
-from tests.conftest import DB_URL
+from airflow_adaptive.store.sql import SqlHistoryStore
+from tests.conftest import DB_URL, sql_store
 from tests.test_store import attempt
 
 USER = MemoryRequest(2 * GIB, 2 * GIB)
 
 
-def unreachable() -> HistoryRepository:
+def down_store() -> InMemoryHistoryStore:
+    store = InMemoryHistoryStore()
+    store.faults.down = True
+    return store
+
+
+def unreachable() -> SqlHistoryStore:
     # A port where nothing listens: a real connection error, quickly.
-    return HistoryRepository(access.engine_for_url("postgresql+psycopg2://nobody@127.0.0.1:9/none", 1.0))
+    return SqlHistoryStore(access.engine_for_url("postgresql+psycopg2://nobody@127.0.0.1:9/none", 1.0))
 
 
-def test_database_down_keeps_the_users_request_and_warns_once(caplog: pytest.LogCaptureFixture) -> None:
-    access._warned.clear()
-    advisor = Advisor(get_settings(), unreachable)
+@pytest.mark.parametrize("factory", [down_store, unreachable], ids=["in-memory down", "sql unreachable"])
+def test_store_down_keeps_the_users_request_and_warns_once(
+    factory: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = factory()
     with caplog.at_level(logging.WARNING):
-        first = advisor.decide("f", USER)
-        second = advisor.decide("f", USER)
+        first = Advisor(get_settings(), lambda: store).decide("f", USER)
+        second = Advisor(get_settings(), lambda: store).decide("f", USER)
     for decision in (first, second):
         assert (decision.memory_request_bytes, decision.adaptive, decision.strategy) == (
             2 * GIB,
@@ -50,10 +59,55 @@ def test_database_down_keeps_the_users_request_and_warns_once(caplog: pytest.Log
     assert sum("history store unavailable" in r.getMessage() for r in caplog.records) == 1
 
 
+def test_an_unavailable_store_is_asked_once_per_pod() -> None:
+    """decide, then place, then the previous try: one wait for a store that does not answer."""
+    store = down_store()
+    advisor = Advisor(get_settings(), lambda: store)
+    advisor.decide("f", USER)
+    placement = advisor.place("f", frozenset(), 2 * GIB)
+    assert advisor.previous_try(attempt(1, try_number=2).key) is None
+    assert store.calls == 1
+    assert "node groups unavailable" in placement.explain()
+
+
+def test_a_slow_store_still_answers() -> None:
+    store = InMemoryHistoryStore()
+    store.record([attempt(n, peak=GIB) for n in range(5)])
+    store.faults.slow_seconds = 0.05
+    decision = Advisor(get_settings(), lambda: store).decide("f", USER)
+    assert decision.adaptive and decision.memory_request_bytes < 2 * GIB
+
+
+def test_a_corrupt_stored_model_is_refitted_and_says_so() -> None:
+    store = InMemoryHistoryStore()
+    store.record([attempt(n, peak=GIB) for n in range(5)])
+    healthy = Advisor(get_settings(), lambda: store).decide("f", USER)
+    store.faults.corrupt_models = True
+    refitted = Advisor(get_settings(), lambda: store).decide("f", USER)
+    assert refitted.memory_request_bytes == healthy.memory_request_bytes
+    assert "refitted now: stored model unreadable" in refitted.explanation
+    assert "refitted" not in healthy.explanation
+
+
+def test_a_failing_predictor_fails_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_adaptive import advisor as advisor_module
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise OverflowError("cannot convert float infinity to integer")
+
+    store = InMemoryHistoryStore()
+    store.record([attempt(n, peak=GIB) for n in range(5)])
+    monkeypatch.setattr(advisor_module, "decide_with", broken)
+    decision = Advisor(get_settings(), lambda: store).decide("f", USER)
+    assert (
+        decision.memory_request_bytes == 2 * GIB and "decision failed (OverflowError)" in decision.explanation
+    )
+
+
 def test_missing_connection_without_orm_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(access, "airflow_engine", lambda: None)
-    with pytest.raises(access.HistoryUnavailableError, match="adaptive_history_default"):
-        open_repository("adaptive_history_default", 1.0)
+    with pytest.raises(HistoryUnavailableError, match="adaptive_history_default"):
+        open_store(get_settings())
     decision = Advisor(get_settings()).decide("f", USER)
     assert decision.memory_request_bytes == 2 * GIB and not decision.adaptive
 
@@ -65,9 +119,8 @@ def test_connection_url_from_an_airflow_connection(monkeypatch: pytest.MonkeyPat
         "AIRFLOW_CONN_ADAPTIVE_HISTORY_DEFAULT",
         json.dumps({"conn_type": "generic", "extra": {"sqlalchemy_url": DB_URL}}),
     )
-    HistoryRepository(engine).record([attempt(n, peak=GIB) for n in range(3)])
-    repo = open_repository("adaptive_history_default", 2.0)
-    assert len(repo.history("f")) == 3
+    sql_store(engine).record([attempt(n, peak=GIB) for n in range(3)])
+    assert len(open_store(get_settings()).history("f")) == 3
 
 
 def test_connection_parts_become_a_sqlalchemy_url() -> None:
@@ -90,27 +143,51 @@ def test_connection_parts_become_a_sqlalchemy_url() -> None:
         "s3cr%t",
         "airflow",
     )
-    with pytest.raises(access.HistoryUnavailableError, match="http"):
+    with pytest.raises(HistoryUnavailableError, match="http"):
         access.connection_url(Connection(conn_id="x", conn_type="http", host="h"))
 
 
-def test_unrecorded_attempts_are_spooled_and_written_later(engine: Any) -> None:
-    settings = get_settings()
-    Spool(settings.spool_dir).folder.mkdir(parents=True, exist_ok=True)
-    for leftover in Spool(settings.spool_dir).folder.glob("*.json"):
+def _empty_spool() -> Spool:
+    spool = Spool(get_settings().spool_dir)
+    spool.folder.mkdir(parents=True, exist_ok=True)
+    for leftover in spool.folder.rglob("*.*"):
         leftover.unlink()
-    assert Advisor(settings, unreachable).record(attempt(1)) is False
-    assert len(Spool(settings.spool_dir).pending()) == 1
-    assert Advisor(settings, lambda: HistoryRepository(engine)).record(attempt(2)) is True
-    assert Spool(settings.spool_dir).pending() == []
-    assert sorted(o.key.run_id for o in HistoryRepository(engine).history("f")) == ["run1", "run2"]
+    return spool
+
+
+@pytest.mark.parametrize("kind", ["in-memory", "sql"])
+def test_unrecorded_attempts_are_spooled_and_written_later(kind: str, engine: Any) -> None:
+    spool = _empty_spool()
+    store = InMemoryHistoryStore() if kind == "in-memory" else sql_store(engine)
+    assert Advisor(get_settings(), down_store).record(attempt(1)) is False
+    assert Advisor(get_settings(), down_store).record(attempt(1)) is False  # spooled twice: same key
+    assert len(spool.pending()) == 2
+    assert Advisor(get_settings(), lambda: store).record(attempt(2)) is True
+    assert spool.pending() == []
+    assert sorted(o.key.run_id for o in store.history("f")) == ["run1", "run2"]
+    assert store.family("f").rollup.attempts == 2  # type: ignore[union-attr]
+
+
+def test_a_poison_attempt_is_quarantined_and_the_rest_drain(engine: Any) -> None:
+    """An attempt the database refuses for good never blocks the spooled ones behind it."""
+    spool = _empty_spool()
+    poison = attempt(1, peak=10**30)  # beyond BIGINT (and SQLite's 64-bit integer)
+    Advisor(get_settings(), down_store).record(poison)
+    Advisor(get_settings(), down_store).record(attempt(2))
+    store = sql_store(engine)
+    assert Advisor(get_settings(), lambda: store).record(attempt(3)) is True
+    assert sorted(o.key.run_id for o in store.history("f")) == ["run2", "run3"]
+    assert spool.pending() == [] and spool.quarantined() == 1
+    reason = next((spool.folder / "quarantine").glob("*.reason")).read_text()
+    assert "refused" in reason
 
 
 def test_unknown_strategy_in_config_fails_open(monkeypatch: pytest.MonkeyPatch, engine: Any) -> None:
     monkeypatch.setenv("AIRFLOW__ADAPTIVE__STRATEGY", "no-such-strategy")
     get_settings.cache_clear()
-    HistoryRepository(engine).record([attempt(n, peak=GIB) for n in range(5)])
-    decision = Advisor(get_settings()).decide("f", USER)
+    store = InMemoryHistoryStore()
+    store.record([attempt(n, peak=GIB) for n in range(5)])
+    decision = Advisor(get_settings(), lambda: store).decide("f", USER)
     assert decision.memory_request_bytes == 2 * GIB and "no-such-strategy" in decision.explanation
 
 
@@ -165,14 +242,23 @@ def test_least_privilege_role_from_the_readme_can_record_and_read(engine: Any) -
         database = make_url(DB_URL).database
         conn.execute(text(f'GRANT CONNECT ON DATABASE "{database}" TO airflow_adaptive_test'))
         conn.execute(text("GRANT USAGE ON SCHEMA public TO airflow_adaptive_test"))
-        conn.execute(text("GRANT SELECT, INSERT, UPDATE ON adaptive_task_attempt TO airflow_adaptive_test"))
+        conn.execute(
+            text(
+                "GRANT SELECT, INSERT, UPDATE ON adaptive_task_attempt, adaptive_family, "
+                "adaptive_aggregate TO airflow_adaptive_test"
+            )
+        )
+        conn.execute(text("GRANT SELECT ON adaptive_node TO airflow_adaptive_test"))
         conn.execute(text("GRANT USAGE ON SEQUENCE adaptive_task_attempt_id_seq TO airflow_adaptive_test"))
     url = make_url(DB_URL).set(username="airflow_adaptive_test", password=None)
-    repo = HistoryRepository(access.engine_for_url(url, 3.0))
+    role_engine = access.engine_for_url(url, 3.0)
+    repo = SqlHistoryStore(role_engine)
     repo.record([attempt(n, peak=GIB) for n in range(3)])
     repo.record([attempt(0, peak=2 * GIB)])  # the upsert path needs UPDATE
     assert [o.usage.peak_memory_bytes for o in repo.history("f")] == [2 * GIB, GIB, GIB]
-    repo.engine.dispose()
+    assert repo.family("f").rollup.attempts == 3  # type: ignore[union-attr]
+    Advisor(get_settings(), lambda: repo).place("f", frozenset(), GIB)  # reads nodes
+    role_engine.dispose()
     with engine.begin() as conn:
         conn.execute(text("DROP OWNED BY airflow_adaptive_test"))
         conn.execute(text("DROP ROLE airflow_adaptive_test"))

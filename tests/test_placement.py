@@ -87,9 +87,7 @@ from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskK
 from airflow_adaptive.exceptions import InvalidCapabilityError  # noqa: E402
 from airflow_adaptive.kubernetes.pods import GROUP_LABEL, PLACEMENT_ANNOTATION  # noqa: E402
 from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator  # noqa: E402
-from airflow_adaptive.store.nodes import NodeRepository  # noqa: E402
-from airflow_adaptive.store.repository import HistoryRepository  # noqa: E402
-from tests.conftest import validate_pod  # noqa: E402
+from tests.conftest import sql_store, validate_pod  # noqa: E402
 
 IO = {"io_seq_read_iops": 480.0, "io_rand_read_iops": 102.0}
 
@@ -102,11 +100,11 @@ def cluster(engine: Any) -> None:
             caps = frozenset({"x86_64", "avx512"} if g == 3 else {"x86_64"})
             benchmarks = {"cpu_events_per_s": cpu + i, "memory_mib_per_s": mem + 10 * i, **IO}
             profiles.append(NodeProfile(f"node-{g}{i}", benchmarks, 8, 32 * GIB, caps))
-    NodeRepository(engine).save(profiles, group_nodes(profiles))
+    sql_store(engine).save_nodes(profiles, group_nodes(profiles))
 
 
 def history(engine: Any, family: str, cores: float, peak: int, n: int = 5) -> None:
-    HistoryRepository(engine).record(
+    sql_store(engine).record(
         [
             Observation(
                 TaskKey("d", family, f"r{i}", -1, 1),

@@ -15,8 +15,7 @@ from kubernetes.client import models as k8s
 from airflow_adaptive.core.model import GIB, ExitReason, PeakKind, TaskKey, Usage
 from airflow_adaptive.kubernetes.pods import DECISION_ANNOTATION, FAMILY_LABEL, OPT_OUT_LABEL
 from airflow_adaptive.policy import pod_mutation_hook
-from airflow_adaptive.store.repository import HistoryRepository
-from tests.conftest import validate_pod
+from tests.conftest import sql_store, validate_pod
 from tests.test_store import attempt
 
 RUN_ID = "manual__2026-11-25T10:00:00+00:00"
@@ -28,7 +27,7 @@ def mutate_all(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def history(engine: Any, family: str = "etl.load", n: int = 5) -> None:
-    HistoryRepository(engine).record([attempt(i, family=family, peak=GIB) for i in range(n)])
+    sql_store(engine).record([attempt(i, family=family, peak=GIB) for i in range(n)])
 
 
 def kpo_pod(try_number: int = 1, labels: dict[str, str] | None = None, memory: str = "4Gi") -> k8s.V1Pod:
@@ -76,7 +75,7 @@ def test_previous_oom_of_a_sanitised_run_escalates(engine: Any, mutate_all: None
     killed = type(killed)(**{**killed.__dict__, "key": TaskKey("etl", "load", RUN_ID, -1, 1),
                              "usage": Usage(peak_kind=PeakKind.CENSORED), "exit_reason": ExitReason.OOM_KILLED,
                              "memory_limit_bytes": 4 * GIB})  # fmt: skip
-    HistoryRepository(engine).record([killed])
+    sql_store(engine).record([killed])
     pod = kpo_pod(try_number=2)
     assert memory(pod) == "8192Mi"
     assert "OOM-killed" in pod.metadata.annotations[DECISION_ANNOTATION]

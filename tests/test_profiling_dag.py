@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from airflow_adaptive.kubernetes.pods import CAPABILITY_PREFIX, GROUP_LABEL
-from airflow_adaptive.store.nodes import NodeRepository
-from tests.conftest import validate_pod
+from tests.conftest import sql_store, validate_pod
 from tests.fake_kubernetes import FakeKubernetesApi
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,9 +53,10 @@ def test_profiling_dag_profiles_pins_groups_and_labels(
     assert f"{CAPABILITY_PREFIX}gpu" not in patched["node-b"]["metadata"]["labels"]
     assert patched["cordoned"]["metadata"]["labels"] == {}  # not profiled, nothing of ours to remove
     assert api.nodes["node-a"]["metadata"]["labels"][GROUP_LABEL] == "1"
-    stored = {row["node"]: row for row in NodeRepository(engine).nodes()}
+    stored = {n.name: n for n in sql_store(engine).nodes()}
     assert set(stored) == {"node-a", "node-b"}
-    assert stored["node-a"]["group_id"] == 1 and stored["node-a"]["cores"] == 2
+    assert stored["node-a"].group_id == 1 and stored["node-a"].profile.cores == 2
     assert (
-        "gpu" in stored["node-a"]["capabilities"] and stored["node-a"]["benchmarks"]["cpu_events_per_s"] > 0
+        "gpu" in stored["node-a"].profile.capabilities
+        and stored["node-a"].profile.benchmarks["cpu_events_per_s"] > 0
     )

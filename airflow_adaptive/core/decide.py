@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .model import MIB, Decision, MemoryRequest, Observation, PeakKind
-from .sizing import Sample, get_retry_policy, make_predictor
+from .sizing import Predictor, Sample, get_retry_policy, make_predictor
 from .sizing.base import RequestRatioPrior
 from .sizing.retry import vpa_bump
 from .units import format_bytes
@@ -49,6 +49,27 @@ def to_samples(history: Sequence[Observation]) -> list[Sample]:
     return samples
 
 
+@dataclass(frozen=True)
+class Fitted:
+    """A predictor ready to answer, and what it learnt from (for the explanation)."""
+
+    predictor: Predictor
+    samples: int
+    lower_bound_samples: int
+    note: str = ""  # e.g. why the stored model was refitted in this decision
+
+
+def fit_history(history: Sequence[Observation], settings: SizingSettings) -> Fitted:
+    """The configured predictor fitted on ``history`` (left cold below ``min_observations``)."""
+    samples = to_samples(history)
+    predictor = make_predictor(
+        settings.strategy, cap_bytes=settings.cap_bytes, floor_bytes=settings.floor_bytes
+    )
+    if len(samples) >= settings.min_observations:
+        predictor.fit(samples)
+    return Fitted(predictor, len(samples), sum(s.lower_bound for s in samples))
+
+
 def decide_memory(
     history: Sequence[Observation],
     user: MemoryRequest,
@@ -58,41 +79,63 @@ def decide_memory(
     input_size_bytes: int | None = None,
     prior: RequestRatioPrior | None = None,
 ) -> Decision:
-    """Decide request and limit for the next attempt of a task family.
+    """Decide request and limit for the next attempt of a task family, fitting on ``history``."""
+    return decide_with(
+        fit_history(history, settings),
+        user,
+        settings,
+        previous_attempt=previous_attempt,
+        input_size_bytes=input_size_bytes,
+        prior=prior,
+    )
+
+
+def _predicted(
+    fitted: Fitted,
+    user: MemoryRequest,
+    settings: SizingSettings,
+    input_size_bytes: int | None,
+    prior: RequestRatioPrior | None,
+) -> tuple[int | None, str]:
+    """The strategy's first allocation and its basis, or (None, "") when it has nothing to say."""
+    predictor = fitted.predictor
+    if prior is not None:
+        predictor.set_prior(prior)
+    if fitted.samples >= settings.min_observations and predictor.warm:
+        basis = predictor.explain()
+        if fitted.lower_bound_samples:
+            basis += (
+                f" ({fitted.lower_bound_samples} of {fitted.samples} peaks are lower bounds: "
+                "sampled or OOM-killed)"
+            )
+        return predictor.predict(input_size_bytes, user.request_bytes), basis + fitted.note
+    if not fitted.samples and user.request_bytes and prior is not None and prior.ratio is not None:
+        cold = predictor.fit([]).predict(input_size_bytes, user.request_bytes)
+        return cold, (
+            f"no history yet: the request {format_bytes(user.request_bytes)} x {prior.ratio:.2f}, "
+            f"what other task families used of theirs (P{prior.quantile * 100:g} + {prior.margin_fraction:.0%})"
+        )
+    return None, ""
+
+
+def decide_with(
+    fitted: Fitted,
+    user: MemoryRequest,
+    settings: SizingSettings,
+    *,
+    previous_attempt: Observation | None = None,
+    input_size_bytes: int | None = None,
+    prior: RequestRatioPrior | None = None,
+) -> Decision:
+    """Decide request and limit for the next attempt from a fitted (or restored) predictor.
 
     ``previous_attempt`` is this task instance's previous try, when there was one:
     an OOM kill there escalates by the retry policy, never above ``cap_bytes``.
     """
-    samples = to_samples(history)
-    predicted: int | None = None
-    basis = ""
+    predicted, basis = _predicted(fitted, user, settings, input_size_bytes, prior)
     strategy = settings.strategy
-    predictor = make_predictor(strategy, cap_bytes=settings.cap_bytes, floor_bytes=settings.floor_bytes)
-    if prior is not None:
-        predictor.set_prior(prior)
-    if len(samples) >= settings.min_observations:
-        predictor.fit(samples)
-        if predictor.warm:
-            predicted = predictor.predict(input_size_bytes, user.request_bytes)
-            basis = predictor.explain()
-            lower = sum(s.lower_bound for s in samples)
-            if lower:
-                basis += f" ({lower} of {len(samples)} peaks are lower bounds: sampled or OOM-killed)"
-    if (
-        predicted is None
-        and not samples
-        and user.request_bytes
-        and prior is not None
-        and prior.ratio is not None
-    ):
-        predicted = predictor.fit([]).predict(input_size_bytes, user.request_bytes)
-        basis = (
-            f"no history yet: the request {format_bytes(user.request_bytes)} x {prior.ratio:.2f}, "
-            f"what other task families used of theirs (P{prior.quantile * 100:g} + {prior.margin_fraction:.0%})"
-        )
-
     details: dict[str, float | int | str | None] = {
-        "samples": len(samples),
+        "samples": fitted.samples,
         "predicted_bytes": predicted,
         "user_request_bytes": user.request_bytes,
         "user_limit_bytes": user.limit_bytes,
@@ -117,7 +160,7 @@ def decide_memory(
             request,
             f"{strategy}+{settings.retry_policy}",
             why,
-            observations=len(samples),
+            observations=fitted.samples,
             details=details,
         )
 
@@ -126,9 +169,9 @@ def decide_memory(
             user.request_bytes,
             user.limit_bytes,
             "user",
-            f"{len(samples)} usable observation(s), fewer than {settings.min_observations}: "
+            f"{fitted.samples} usable observation(s), fewer than {settings.min_observations}: "
             f"keeping the user's request {format_bytes(user.request_bytes)}",
-            observations=len(samples),
+            observations=fitted.samples,
             adaptive=False,
             details=details,
         )
@@ -137,7 +180,7 @@ def decide_memory(
     if user.request_bytes:
         why += f" (user asked {format_bytes(user.request_bytes)})"
     return Decision(
-        predicted, max(limit, predicted), strategy, why, observations=len(samples), details=details
+        predicted, max(limit, predicted), strategy, why, observations=fitted.samples, details=details
     )
 
 

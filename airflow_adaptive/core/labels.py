@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .sketch import LogHistogram, bucket_of, bucket_value
+
 TASK_FEATURES = ("cpu", "memory", "io")
 
 
@@ -32,12 +34,17 @@ class FamilyDemand:
         return {"cpu": self.cpu_cores, "memory": self.peak_memory_bytes, "io": self.io_bytes_per_s}[feature]
 
 
-def interval_bounds(values: Sequence[float], capacities: Sequence[float]) -> np.ndarray:
-    """The n-1 values that split ``values`` into intervals weighted by ``capacities`` (weakest first)."""
+def cumulative_shares(capacities: Sequence[float]) -> np.ndarray:
+    """Where the groups' shares of capacity end, weakest first, without the final 1."""
     weights = np.asarray(capacities, dtype=float)
     if weights.size == 0 or (weights <= 0).any():
         raise ValueError("group capacities must be positive")
-    cumulative = np.cumsum(weights / weights.sum())[:-1]
+    return np.cumsum(weights / weights.sum())[:-1]
+
+
+def interval_bounds(values: Sequence[float], capacities: Sequence[float]) -> np.ndarray:
+    """The n-1 values that split ``values`` into intervals weighted by ``capacities`` (weakest first)."""
+    cumulative = cumulative_shares(capacities)
     return np.quantile(np.asarray(values, dtype=float), cumulative) if len(values) else np.array([])
 
 
@@ -93,3 +100,25 @@ def feature_capacities(groups: Sequence[GroupCapacity]) -> dict[str, list[float]
             pooled[rank] = pooled.get(rank, 0.0) + float(amount(g))
         capacities[feature] = [pooled[r] for r in sorted(pooled)]
     return capacities
+
+
+def labels_from_distributions(
+    own: FamilyDemand | None,
+    distributions: Mapping[str, LogHistogram],
+    capacities: Mapping[str, Sequence[float]],
+) -> dict[str, int] | None:
+    """:func:`task_labels` from the store's maintained distribution of every family's mean demand.
+
+    Bounds are histogram quantiles (within the histogram's 1 %), and the family's own mean is
+    compared in the same buckets, so a family never falls on the wrong side of its own bucket.
+    """
+    if own is None:
+        return None
+    labels = {}
+    for feature, caps in capacities.items():
+        mine, histogram = own.value(feature), distributions.get(feature)
+        if mine is None or histogram is None or histogram.total == 0:
+            continue
+        bounds = np.array([histogram.quantile(float(c)) or 0.0 for c in cumulative_shares(caps)])
+        labels[feature] = label(bucket_value(bucket_of(mine)), bounds)
+    return labels or None

@@ -15,6 +15,7 @@ import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from .learn import needs_refit
 from .sizing import Predictor, Sample, make_predictor
 from .sizing.base import MIB, RequestRatioPrior
 
@@ -104,12 +105,7 @@ class FamilySizer:
 
     def ready(self) -> Predictor:
         n = len(self.samples)
-        if n != self.fitted and (
-            self.fitted < 0
-            or n < 20
-            or n >= self.fitted * (1.0 + self.refit_growth)
-            or self.refit_growth == 0
-        ):
+        if needs_refit(self.fitted, n, self.refit_growth):
             self.predictor.fit(self.samples)
             self.fitted = n
         return self.predictor

@@ -16,6 +16,7 @@ from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.model import Decision, ExitReason, Observation, TaskKey
 from airflow_adaptive.core.units import format_bytes
 from airflow_adaptive.exceptions import InvalidQuantityError
+from airflow_adaptive.failopen import warn_once
 from airflow_adaptive.kubernetes.metrics import PeakSampler
 from airflow_adaptive.kubernetes.nodes import idle_nodes_by_group
 from airflow_adaptive.kubernetes.pods import (
@@ -29,7 +30,6 @@ from airflow_adaptive.kubernetes.pods import (
 )
 from airflow_adaptive.kubernetes.trigger import SAMPLED_PEAK_KEY, SamplingPodTrigger
 from airflow_adaptive.kubernetes.wrapper import TERMINATION_FILE_ENV, is_wrapped, wrap_command
-from airflow_adaptive.store.access import warn_once
 
 
 def required_note(capabilities: frozenset[str]) -> str:

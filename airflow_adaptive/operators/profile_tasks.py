@@ -8,8 +8,7 @@ from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.grouping import group_nodes
 from airflow_adaptive.kubernetes.nodes import label_patch
 from airflow_adaptive.profiling.files import grouping_json, profile_from_json
-from airflow_adaptive.store.access import open_repository
-from airflow_adaptive.store.nodes import NodeRepository
+from airflow_adaptive.store.access import open_store
 
 
 def kubernetes_hook(params: dict[str, Any]) -> Any:
@@ -36,10 +35,7 @@ def group_and_label(
         }
         merged.append(profile_from_json(raw, f"profile #{i}"))
     grouping = group_nodes(merged)
-    settings = get_settings()
-    NodeRepository(open_repository(settings.history_conn_id, settings.store_timeout_seconds).engine).save(
-        merged, grouping
-    )
+    open_store(get_settings()).save_nodes(merged, grouping)
     api = kubernetes_hook(params).core_v1_client
     for node in api.list_node().items:
         profile = next((p for p in merged if p.node == node.metadata.name), None)

@@ -21,29 +21,25 @@ def create_app() -> FastAPI:
     @app.get("/health")
     def health() -> dict[str, Any]:
         """Whether the history store is reachable from the api-server."""
-        from airflow_adaptive.advisor import STORE_ERRORS
         from airflow_adaptive.config import get_settings
-        from airflow_adaptive.store.access import open_repository
+        from airflow_adaptive.exceptions import HistoryUnavailableError
+        from airflow_adaptive.store.access import open_store
 
-        settings = get_settings()
         try:
-            families = open_repository(settings.history_conn_id, settings.store_timeout_seconds).families()
-        except STORE_ERRORS as err:
-            return {
-                "status": "degraded",
-                "store": f"unavailable: {type(err).__name__}",
-                "version": __version__,
-            }
-        return {"status": "ok", "store": "ok", "task_families": len(families), "version": __version__}
+            families = open_store(get_settings()).family_count()
+        except HistoryUnavailableError as err:
+            return {"status": "degraded", "store": str(err), "version": __version__}
+        return {"status": "ok", "store": "ok", "task_families": families, "version": __version__}
 
     @app.get("/families")
     def families() -> list[dict[str, Any]]:
         """Task families with their attempt and OOM-kill counts."""
         from airflow_adaptive.config import get_settings
-        from airflow_adaptive.store.access import open_repository
+        from airflow_adaptive.store.access import open_store
 
-        settings = get_settings()
-        repo = open_repository(settings.history_conn_id, settings.store_timeout_seconds)
-        return [{"task_family": f, "attempts": n, "oom_kills": k} for f, n, k in repo.families()]
+        rollups = open_store(get_settings()).families(limit=1000)
+        return [
+            {"task_family": r.task_family, "attempts": r.attempts, "oom_kills": r.oom_killed} for r in rollups
+        ]
 
     return app

@@ -70,17 +70,3 @@ def grouping_json(grouping: Grouping) -> dict[str, Any]:
         "features": list(grouping.features),
         "reason": grouping.reason,
     }
-
-
-def profiles_from_rows(rows: list[dict[str, Any]]) -> list[NodeProfile]:
-    """Profiles as the store keeps them (``NodeRepository.nodes()``)."""
-    return [
-        NodeProfile(
-            r["node"],
-            dict(r["benchmarks"]),
-            r["cores"],
-            r["memory_bytes"],
-            frozenset(r["capabilities"] or []),
-        )
-        for r in rows
-    ]

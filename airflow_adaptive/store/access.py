@@ -9,29 +9,24 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import URL, make_url
 
 from airflow_adaptive.exceptions import HistoryUnavailableError
-from airflow_adaptive.store.repository import HistoryRepository
+from airflow_adaptive.store.api import HistoryStore
+from airflow_adaptive.store.learning import Learning
+from airflow_adaptive.store.sql import SqlHistoryStore
+
+if TYPE_CHECKING:
+    from airflow_adaptive.config import AdaptiveSettings
 
 log = logging.getLogger(__name__)
 
 _DRIVERS = {"postgres": "postgresql", "postgresql": "postgresql", "sqlite": "sqlite", "mysql": "mysql"}
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
-_warned: set[str] = set()
-
-
-def warn_once(reason: str) -> None:
-    """Log a fail-open reason once per process (a busy scheduler would repeat it per pod)."""
-    with _lock:
-        if reason in _warned:
-            return
-        _warned.add(reason)
-    log.warning("airflow-adaptive: %s; pods keep the user's resources", reason)
 
 
 def connection_url(conn: Any) -> URL:
@@ -103,18 +98,26 @@ def _connection(conn_id: str) -> Any:
     return BaseHook.get_connection(conn_id)
 
 
-def open_repository(
-    conn_id: str, timeout_seconds: float, *, prefer_airflow_engine: bool = True
-) -> HistoryRepository:
-    """The history repository for this process, or HistoryUnavailableError saying why not."""
+def store_engine(conn_id: str, timeout_seconds: float, *, prefer_airflow_engine: bool = True) -> Engine:
+    """Airflow's own engine where this process has one, else the connection's; or why not."""
     if prefer_airflow_engine:
         engine = airflow_engine()
         if engine is not None:
-            return HistoryRepository(engine)
+            return engine
     try:
         conn = _connection(conn_id)
     except Exception as err:  # any secrets backend or API error means "not available"
         raise HistoryUnavailableError(
             f"no database access in this process and connection {conn_id!r} is unavailable ({err})"
         ) from err
-    return HistoryRepository(engine_for_url(connection_url(conn), timeout_seconds))
+    return engine_for_url(connection_url(conn), timeout_seconds)
+
+
+def open_store(settings: AdaptiveSettings) -> HistoryStore:
+    """The history store of this process, or HistoryUnavailableError saying why not."""
+    engine = store_engine(settings.history_conn_id, settings.store_timeout_seconds)
+    return SqlHistoryStore(
+        engine,
+        Learning(settings.sizing, settings.history_window),
+        timeout_seconds=settings.store_timeout_seconds,
+    )

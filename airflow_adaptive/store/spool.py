@@ -52,6 +52,19 @@ class Spool:
         tmp.replace(final)
         return final
 
+    def quarantine(self, path: Path, reason: str) -> Path:
+        """Move an attempt the store refused for good aside, with the reason beside it (kept, not retried)."""
+        folder = self.folder / "quarantine"
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / path.name
+        path.replace(target)
+        target.with_suffix(".reason").write_text(reason + "\n")
+        return target
+
+    def quarantined(self) -> int:
+        folder = self.folder / "quarantine"
+        return len(list(folder.glob("*.json"))) if folder.is_dir() else 0
+
     def pending(self) -> list[tuple[Path, Observation]]:
         if not self.folder.is_dir():
             return []

@@ -72,3 +72,43 @@ node = Table(
     Column("group_ranks", JSON),
     Column("grouped_at", DateTime(timezone=True)),
 )
+
+
+def _count(name: str) -> Column:
+    return Column(name, BigInteger, nullable=False, server_default="0")
+
+
+def _sum(name: str) -> Column:
+    return Column(name, Float, nullable=False, server_default="0")
+
+
+# One row per task family: the rollup (totals over every recorded attempt, kept when attempts are
+# pruned) and the fitted sizing model, both updated in the transaction that records an attempt.
+family = Table(
+    "adaptive_family",
+    metadata,
+    Column("task_family", String(250), primary_key=True),
+    *(_count(c) for c in ("attempts", "completed", "oom_killed", "usable_samples", "lower_bound_samples")),
+    _sum("cpu_cores_sum"),
+    _count("cpu_cores_n"),
+    _sum("peak_memory_sum"),
+    _count("peak_memory_n"),
+    _sum("io_rate_sum"),
+    _count("io_rate_n"),
+    _sum("wall_seconds_sum"),
+    _count("wall_seconds_n"),
+    _sum("requested_byte_seconds"),
+    _sum("used_byte_seconds"),
+    Column("last_finished_at", DateTime(timezone=True)),
+    Column("model", JSON),  # core.learn.FittedModel as a document; NULL: none yet
+    Column("model_fitted_at", DateTime(timezone=True)),
+)
+
+# One row (id 1): store-wide distributions (users' request ratios, families' mean demands).
+aggregate = Table(
+    "adaptive_aggregate",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("distributions", JSON, nullable=False),
+    Column("updated_at", DateTime(timezone=True)),
+)

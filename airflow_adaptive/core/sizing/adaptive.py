@@ -40,10 +40,9 @@ def _identity(x: np.ndarray) -> np.ndarray:
     return x
 
 
-SIZE_MODELS = (("input size", _identity), ("log input size", np.log1p))
-_Line = tuple[
-    Callable[[np.ndarray], np.ndarray], float, float, np.ndarray
-]  # transform, slope, intercept, offsets
+Transform = Callable[[np.ndarray], np.ndarray]
+SIZE_MODELS: tuple[tuple[str, Transform], ...] = (("input size", _identity), ("log input size", np.log1p))
+_Line = tuple[int, float, float, np.ndarray]  # SIZE_MODELS index, slope, intercept, offsets
 
 
 class AdaptivePredictor(Predictor):
@@ -94,15 +93,13 @@ class AdaptivePredictor(Predictor):
         if x is None:
             return q, None
         lines: list[_Line | None] = []
-        for _, transform in SIZE_MODELS:
+        for model, (_, transform) in enumerate(SIZE_MODELS):
             tx = transform(x)
             if r.size < 3 or np.ptp(tx) == 0:
                 lines.append(None)  # no line to fit yet: the plain quantiles stand in
                 continue
             slope, intercept = np.polyfit(tx, r, 1)
-            lines.append(
-                (transform, slope, intercept, np.quantile(r - (intercept + slope * tx), self.quantiles))
-            )
+            lines.append((model, slope, intercept, np.quantile(r - (intercept + slope * tx), self.quantiles)))
         return q, lines
 
     def _apply(self, q: np.ndarray, lines: list[_Line | None] | None, x_next: float | None) -> np.ndarray:
@@ -113,8 +110,8 @@ class AdaptivePredictor(Predictor):
                 if line is None:
                     allocations.append(q)
                     continue
-                transform, slope, intercept, offsets = line
-                at = intercept + slope * transform(np.array([x_next]))[0]
+                model, slope, intercept, offsets = line
+                at = intercept + slope * SIZE_MODELS[model][1](np.array([x_next]))[0]
                 allocations.append(np.maximum(at + offsets, 1.0))
         return np.concatenate(allocations)
 

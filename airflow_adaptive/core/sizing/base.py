@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ...exceptions import UnknownStrategyError
+from ..sketch import LogHistogram
 
 GIB = 1024**3
 MIB = 1024**2
@@ -141,6 +142,21 @@ class RequestRatioPrior:
             q = float(np.quantile(np.asarray(self._ratios), self.quantile))
             self._value = min(1.0, q * (1.0 + self.margin_fraction))
         return self._value
+
+
+class HistogramRatioPrior(RequestRatioPrior):
+    """The same prior, read from the store's maintained histogram of every recorded ratio."""
+
+    def __init__(self, histogram: LogHistogram, **params: Any) -> None:
+        super().__init__(**params)
+        self.histogram = histogram
+
+    @property
+    def ratio(self) -> float | None:
+        if self.histogram.total < self.min_ratios:
+            return None
+        q = self.histogram.quantile(self.quantile)
+        return None if q is None else min(1.0, q * (1.0 + self.margin_fraction))
 
 
 class Wrapper(Predictor):

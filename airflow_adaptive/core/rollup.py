@@ -1,0 +1,159 @@
+"""Per-family totals kept as attempts are recorded, and the store-wide distributions built on them.
+
+A rollup is a sum of per-attempt contributions, so re-recording an attempt is
+``rollup - contribution(old) + contribution(new)``: exact, whatever the order
+in which writers arrive. Means (the family's demand for Tarema labels) are
+sums over counts; the distributions of every family's mean demand and of the
+users' request ratios are :class:`LogHistogram` values updated by the same
+deltas, so labels and cold starts read one row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from datetime import datetime
+
+from .labels import TASK_FEATURES, FamilyDemand
+from .model import ExitReason, Observation, PeakKind
+from .sketch import LogHistogram
+
+
+@dataclass(frozen=True)
+class FamilyRollup:
+    """Totals over every recorded attempt of one task family (pruning attempts keeps them)."""
+
+    task_family: str
+    attempts: int = 0
+    completed: int = 0
+    oom_killed: int = 0
+    usable_samples: int = 0  # attempts a predictor learns from (see core.decide.to_samples)
+    lower_bound_samples: int = 0  # of those: sampled peaks and OOM kills
+    cpu_cores_sum: float = 0.0  # mean cores busy of completed attempts: sum / n
+    cpu_cores_n: int = 0
+    peak_memory_sum: float = 0.0
+    peak_memory_n: int = 0
+    io_rate_sum: float = 0.0  # bytes read + written per second
+    io_rate_n: int = 0
+    wall_seconds_sum: float = 0.0
+    wall_seconds_n: int = 0
+    requested_byte_seconds: float = 0.0  # request x wall of completed attempts with request and peak known
+    used_byte_seconds: float = 0.0  # peak x wall of the same attempts
+    last_finished_at: datetime | None = None
+
+    def demand(self) -> FamilyDemand:
+        def mean(total: float, n: int) -> float | None:
+            return total / n if n else None
+
+        return FamilyDemand(
+            self.task_family,
+            mean(self.cpu_cores_sum, self.cpu_cores_n),
+            mean(self.peak_memory_sum, self.peak_memory_n),
+            mean(self.io_rate_sum, self.io_rate_n),
+        )
+
+    def plus(self, other: FamilyRollup, sign: int = 1) -> FamilyRollup:
+        """This rollup with ``other``'s contributions added (``sign=-1``: removed)."""
+        changes: dict[str, object] = {}
+        for f in fields(self):
+            if f.name in ("task_family", "last_finished_at"):
+                continue
+            changes[f.name] = getattr(self, f.name) + sign * getattr(other, f.name)
+        latest = [t for t in (self.last_finished_at, other.last_finished_at) if t is not None]
+        changes["last_finished_at"] = max(latest) if latest else None
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def is_usable_sample(obs: Observation) -> bool:
+    """What ``to_samples`` keeps: an OOM kill with a known limit, or a completed attempt's positive peak."""
+    if obs.oom_killed:
+        return bool(obs.memory_limit_bytes)
+    return bool(obs.usage.peak_memory_bytes and obs.usage.peak_memory_bytes > 0)
+
+
+def contribution(obs: Observation) -> FamilyRollup:
+    """What one attempt adds to its family's rollup."""
+    usage = obs.usage
+    done = obs.exit_reason is ExitReason.COMPLETED
+    wall = usage.wall_seconds if usage.wall_seconds else None  # 0 s: no rate can be computed
+    usable = is_usable_sample(obs)
+    cpu = usage.cpu_core_seconds / wall if done and wall and usage.cpu_core_seconds is not None else None
+    peak = usage.peak_memory_bytes if done else None
+    io = ((usage.read_bytes or 0) + (usage.write_bytes or 0)) / wall if done and wall else None
+    sized = done and wall and peak and obs.memory_request_bytes
+    return FamilyRollup(
+        obs.task_family,
+        attempts=1,
+        completed=int(done),
+        oom_killed=int(obs.oom_killed),
+        usable_samples=int(usable),
+        lower_bound_samples=int(usable and (obs.oom_killed or usage.peak_kind is PeakKind.SAMPLED)),
+        cpu_cores_sum=cpu or 0.0,
+        cpu_cores_n=int(cpu is not None),
+        peak_memory_sum=float(peak or 0),
+        peak_memory_n=int(peak is not None),
+        io_rate_sum=io or 0.0,
+        io_rate_n=int(io is not None),
+        wall_seconds_sum=float(usage.wall_seconds or 0.0) if done else 0.0,
+        wall_seconds_n=int(done and usage.wall_seconds is not None),
+        requested_byte_seconds=float(obs.memory_request_bytes * wall) if sized else 0.0,  # type: ignore[operator]
+        used_byte_seconds=float(peak * wall) if sized else 0.0,  # type: ignore[operator]
+        last_finished_at=obs.finished_at,
+    )
+
+
+def request_ratio(obs: Observation) -> float | None:
+    """Peak / request of a completed, measured attempt: what the cold-start prior learns from."""
+    peak, request = obs.usage.peak_memory_bytes, obs.memory_request_bytes
+    if (
+        obs.exit_reason is ExitReason.COMPLETED
+        and obs.usage.peak_kind is PeakKind.MEASURED
+        and peak
+        and peak > 0
+        and request
+        and request > 0
+    ):
+        return peak / request
+    return None
+
+
+@dataclass
+class Distributions:
+    """Store-wide: the users' request ratios and every family's mean demand per task feature."""
+
+    request_ratios: LogHistogram = field(default_factory=LogHistogram)
+    demand: dict[str, LogHistogram] = field(
+        default_factory=lambda: {feature: LogHistogram() for feature in TASK_FEATURES}
+    )
+
+    def move_family(self, before: FamilyRollup | None, after: FamilyRollup) -> None:
+        """A family's means changed from ``before`` to ``after``: move it between buckets."""
+        for feature in TASK_FEATURES:
+            old = before.demand().value(feature) if before is not None else None  # None: no mean yet
+            new = after.demand().value(feature)
+            if old is not None:
+                self.demand[feature].add(old, -1)
+            if new is not None:
+                self.demand[feature].add(new, +1)
+
+    def replace_attempt(self, old: Observation | None, new: Observation | None) -> None:
+        for obs, sign in ((old, -1), (new, +1)):
+            ratio = request_ratio(obs) if obs is not None else None
+            if ratio is not None:
+                self.request_ratios.add(ratio, sign)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "request_ratios": self.request_ratios.to_json(),
+            "demand": {k: v.to_json() for k, v in self.demand.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, object] | None) -> Distributions:
+        data = data if isinstance(data, dict) else {}
+        demand = data.get("demand")
+        demand = demand if isinstance(demand, dict) else {}
+        ratios = data.get("request_ratios")
+        return cls(
+            LogHistogram(ratios if isinstance(ratios, dict) else None),
+            {feature: LogHistogram(demand.get(feature)) for feature in TASK_FEATURES},
+        )

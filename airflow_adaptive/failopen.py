@@ -1,0 +1,25 @@
+"""Failing open: the reason the adaptive machinery stood aside is logged once per process."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+log = logging.getLogger("airflow_adaptive")
+_lock = threading.Lock()
+_warned: set[str] = set()
+
+
+def warn_once(reason: str) -> None:
+    """Log a fail-open reason once per process (a busy scheduler would repeat it per pod)."""
+    with _lock:
+        if reason in _warned:
+            return
+        _warned.add(reason)
+    log.warning("airflow-adaptive: %s; pods keep the user's resources", reason)
+
+
+def forget_warnings() -> None:
+    """Let every reason be logged again (tests)."""
+    with _lock:
+        _warned.clear()

@@ -1,0 +1,94 @@
+"""The history store's one interface: what every caller may ask, in core types only.
+
+Two implementations: :class:`~airflow_adaptive.store.sql.SqlHistoryStore` (the
+provider's tables in Airflow's metadata database) and
+:class:`~airflow_adaptive.store.memory.InMemoryHistoryStore` (a test double with
+a fault switch). Every method raises :class:`HistoryUnavailableError` when the
+store cannot answer now, and :class:`HistoryRejectedError` when it refused
+this input for good; nothing else escapes for store trouble.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from airflow_adaptive.core.grouping import Grouping, NodeProfile
+from airflow_adaptive.core.learn import FittedModel
+from airflow_adaptive.core.model import Observation, TaskKey
+from airflow_adaptive.core.nodes import StoredNode
+from airflow_adaptive.core.rollup import Distributions, FamilyRollup
+
+
+@dataclass(frozen=True)
+class FamilyState:
+    """What a decision needs of one family: its rollup and its fitted model (one row)."""
+
+    rollup: FamilyRollup
+    model: FittedModel | None = None
+
+
+@dataclass(frozen=True)
+class RecordResult:
+    new: int  # attempts that were not in the store
+    replaced: int  # attempts recorded again (same key): the newer values replaced the older
+    refitted: tuple[str, ...] = ()  # families whose model was fitted again
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    attempts: int  # removed (or, on a dry run, that would be)
+    families: int  # families that lost attempts
+    dry_run: bool
+
+
+class HistoryStore(Protocol):
+    def record(self, observations: Sequence[Observation]) -> RecordResult:
+        """Record attempts (idempotent on the attempt key) and learn from them, in one transaction."""
+        ...
+
+    def family(self, task_family: str) -> FamilyState | None:
+        """One family's rollup and model by primary key; None for a family never recorded."""
+        ...
+
+    def history(self, task_family: str, *, limit: int = 500) -> list[Observation]:
+        """The family's most recent attempts, oldest first."""
+        ...
+
+    def attempt(self, key: TaskKey) -> Observation | None: ...
+
+    def attempts_for_try(
+        self, dag_id: str, task_id: str, try_number: int, *, limit: int = 200
+    ) -> list[Observation]:
+        """Recent attempts of a task at one try number (for callers that only know sanitised run ids)."""
+        ...
+
+    def distributions(self) -> Distributions:
+        """Store-wide request ratios and families' mean demands (one row)."""
+        ...
+
+    def families(self, *, limit: int = 100, offset: int = 0) -> list[FamilyRollup]:
+        """Rollups, most attempts first."""
+        ...
+
+    def family_count(self) -> int: ...
+
+    def nodes(self) -> list[StoredNode]: ...
+
+    def save_nodes(self, profiles: Sequence[NodeProfile], grouping: Grouping) -> None:
+        """Replace the node set: profiles with their group; nodes no longer present are removed."""
+        ...
+
+    def prune(
+        self, *, keep_attempts: int, keep_days: float, now: datetime | None = None, dry_run: bool = False
+    ) -> PruneResult:
+        """Remove attempts beyond the newest ``keep_attempts`` per family or older than ``keep_days``
+        (0 turns a limit off); rollups keep their totals."""
+        ...
+
+    def rebuild(self, *, fit_models: bool = True) -> int:
+        """Recompute every rollup, the distributions and (unless told not to) every model from the
+        stored attempts; returns the number of families. Totals of pruned attempts are lost."""
+        ...

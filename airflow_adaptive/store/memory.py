@@ -1,0 +1,205 @@
+"""A complete history store in memory: a test double for unit tests, with a fault switch.
+
+It runs the same recording and learning code as the SQL store (``record_in``),
+so rollups, distributions and models behave alike. ``faults`` makes it
+misbehave on purpose: ``down`` (every call is unavailable), ``slow_seconds``
+(every call waits first), ``corrupt_models`` (stored models are unreadable
+documents, as after a manual edit).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+
+from airflow_adaptive.core.grouping import Grouping, NodeProfile
+from airflow_adaptive.core.model import Observation, TaskKey
+from airflow_adaptive.core.nodes import StoredNode
+from airflow_adaptive.core.rollup import Distributions, FamilyRollup
+from airflow_adaptive.exceptions import HistoryUnavailableError
+from airflow_adaptive.store.api import FamilyState, PruneResult, RecordResult
+from airflow_adaptive.store.learning import DEFAULT_LEARNING, Learning, Transaction, record_in
+from airflow_adaptive.store.rebuild import rebuild_states
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+@dataclass
+class Faults:
+    down: bool = False
+    slow_seconds: float = 0.0
+    corrupt_models: bool = False
+
+
+class _MemoryTransaction(Transaction):
+    def __init__(self, store: InMemoryHistoryStore) -> None:
+        self.store = store
+
+    def lock_families(self, names: Sequence[str]) -> dict[str, FamilyState]:
+        for name in names:
+            self.store._families.setdefault(name, FamilyState(FamilyRollup(name)))
+        return {name: self.store._families[name] for name in names}
+
+    def existing(self, keys: Sequence[TaskKey]) -> dict[TaskKey, Observation]:
+        return {k: self.store._attempts[k][1] for k in keys if k in self.store._attempts}
+
+    def upsert(self, observations: Sequence[Observation]) -> None:
+        for obs in observations:
+            if obs.finished_at is None:
+                obs = replace(obs, finished_at=datetime.now(timezone.utc))
+            known = self.store._attempts.get(obs.key)
+            if known is None:
+                self.store._next_id += 1
+            self.store._attempts[obs.key] = (known[0] if known else self.store._next_id, obs)
+
+    def window(self, task_family: str, limit: int) -> tuple[list[Observation], int | None]:
+        found = self.store._window(task_family, limit)
+        return [obs for _, obs in found], max((i for i, _ in found), default=None)
+
+    def save_family(self, state: FamilyState, *, refitted: bool) -> None:
+        self.store._families[state.rollup.task_family] = state
+
+    def lock_distributions(self) -> Distributions:
+        return copy.deepcopy(self.store._distributions)
+
+    def save_distributions(self, distributions: Distributions) -> None:
+        self.store._distributions = distributions
+
+
+class InMemoryHistoryStore:
+    """:class:`~airflow_adaptive.store.api.HistoryStore` in dictionaries (a test double)."""
+
+    def __init__(self, learning: Learning = DEFAULT_LEARNING) -> None:
+        self.learning = learning
+        self.faults = Faults()
+        self._lock = threading.RLock()
+        self._attempts: dict[TaskKey, tuple[int, Observation]] = {}
+        self._families: dict[str, FamilyState] = {}
+        self._distributions = Distributions()
+        self._nodes: dict[str, StoredNode] = {}
+        self._next_id = 0
+        self.calls = 0  # store round trips, for tests that count them
+
+    def _enter(self) -> None:
+        self.calls += 1
+        if self.faults.slow_seconds:
+            time.sleep(self.faults.slow_seconds)
+        if self.faults.down:
+            raise HistoryUnavailableError("history store unavailable: the in-memory store is switched off")
+
+    def _window(self, task_family: str, limit: int) -> list[tuple[int, Observation]]:
+        mine = [(i, o) for i, o in self._attempts.values() if o.task_family == task_family]
+        mine.sort(key=lambda item: (item[1].finished_at or _EPOCH, item[0]))
+        return mine[-limit:] if limit > 0 else []
+
+    def record(self, observations: Sequence[Observation]) -> RecordResult:
+        with self._lock:
+            self._enter()
+            snapshot = (dict(self._attempts), dict(self._families), self._distributions, self._next_id)
+            try:
+                return record_in(_MemoryTransaction(self), observations, self.learning)
+            except BaseException:  # one transaction: all or nothing
+                self._attempts, self._families, self._distributions, self._next_id = snapshot
+                raise
+
+    def family(self, task_family: str) -> FamilyState | None:
+        with self._lock:
+            self._enter()
+            state = self._families.get(task_family)
+        if state is None or not state.rollup.attempts:
+            return None
+        if self.faults.corrupt_models and state.model is not None:
+            bad = replace(state.model, state={"learnt": {"not a fitted attribute": 1}})
+            return replace(state, model=bad)
+        return state
+
+    def history(self, task_family: str, *, limit: int = 500) -> list[Observation]:
+        with self._lock:
+            self._enter()
+            return [obs for _, obs in self._window(task_family, limit)]
+
+    def attempt(self, key: TaskKey) -> Observation | None:
+        with self._lock:
+            self._enter()
+            found = self._attempts.get(key)
+        return found[1] if found else None
+
+    def attempts_for_try(
+        self, dag_id: str, task_id: str, try_number: int, *, limit: int = 200
+    ) -> list[Observation]:
+        with self._lock:
+            self._enter()
+            found = [
+                o
+                for _, o in self._attempts.values()
+                if (o.key.dag_id, o.key.task_id, o.key.try_number) == (dag_id, task_id, try_number)
+            ]
+        found.sort(key=lambda o: o.finished_at or _EPOCH, reverse=True)
+        return found[:limit]
+
+    def distributions(self) -> Distributions:
+        with self._lock:
+            self._enter()
+            return copy.deepcopy(self._distributions)
+
+    def families(self, *, limit: int = 100, offset: int = 0) -> list[FamilyRollup]:
+        with self._lock:
+            self._enter()
+            rollups = [s.rollup for s in self._families.values() if s.rollup.attempts]
+        rollups.sort(key=lambda r: (-r.attempts, r.task_family))
+        return rollups[offset : offset + limit]
+
+    def family_count(self) -> int:
+        return len(self.families(limit=10**9))
+
+    def nodes(self) -> list[StoredNode]:
+        with self._lock:
+            self._enter()
+            return [self._nodes[n] for n in sorted(self._nodes)]
+
+    def save_nodes(self, profiles: Sequence[NodeProfile], grouping: Grouping) -> None:
+        now = datetime.now(timezone.utc)
+        with self._lock:
+            self._enter()
+            self._nodes = {}
+            for p in profiles:
+                group = grouping.group_of(p.node)
+                ranks = dict(group.ranks) if group else {}
+                self._nodes[p.node] = StoredNode(p, group.id if group else None, ranks, now)
+
+    def prune(
+        self, *, keep_attempts: int, keep_days: float, now: datetime | None = None, dry_run: bool = False
+    ) -> PruneResult:
+        cutoff = (now or datetime.now(timezone.utc)) - timedelta(days=keep_days)
+        with self._lock:
+            self._enter()
+            doomed: list[TaskKey] = []
+            for name in {o.task_family for _, o in self._attempts.values()}:
+                ordered = self._window(name, len(self._attempts))
+                for rank, (_, obs) in enumerate(reversed(ordered), start=1):
+                    old = keep_days > 0 and (obs.finished_at or _EPOCH) < cutoff
+                    if old or (keep_attempts > 0 and rank > keep_attempts):
+                        doomed.append(obs.key)
+            families = len({self._attempts[k][1].task_family for k in doomed})
+            if not dry_run:
+                for key in doomed:
+                    del self._attempts[key]
+        return PruneResult(len(doomed), families, dry_run)
+
+    def rebuild(self, *, fit_models: bool = True) -> int:
+        with self._lock:
+            self._enter()
+            by_family: dict[str, list[tuple[int, Observation]]] = {}
+            for i, obs in sorted(
+                self._attempts.values(), key=lambda item: (item[1].finished_at or _EPOCH, item[0])
+            ):
+                by_family.setdefault(obs.task_family, []).append((i, obs))
+            states, self._distributions = rebuild_states(
+                sorted(by_family.items()), self.learning if fit_models else None
+            )
+            self._families = {state.rollup.task_family: state for state in states}
+            return len(self._families)

@@ -1,0 +1,94 @@
+"""Recompute every family's rollup and model and the store-wide distributions from the attempts.
+
+Used after a bulk load with SQL or a manual fix (``airflow-adaptive history rebuild``) and by the
+migration that introduced rollups. Attempts are streamed in family order, so memory stays at one
+family's window.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import Connection, delete, select
+
+from airflow_adaptive.core.decide import to_samples
+from airflow_adaptive.core.learn import fit_model
+from airflow_adaptive.core.model import Observation
+from airflow_adaptive.core.rollup import Distributions, FamilyRollup, contribution
+from airflow_adaptive.store import rows
+from airflow_adaptive.store.api import FamilyState
+from airflow_adaptive.store.learning import Learning
+from airflow_adaptive.store.tables import aggregate, family, task_attempt
+
+_BATCH = 1000
+
+
+def _families(conn: Connection) -> Iterator[tuple[str, list[tuple[int, Observation]]]]:
+    """(family, [(id, attempt) ...]) in family order, oldest attempt first."""
+    stmt = select(task_attempt).order_by(
+        task_attempt.c.task_family, task_attempt.c.finished_at, task_attempt.c.id
+    )
+    current: str | None = None
+    batch: list[tuple[int, Observation]] = []
+    # Options on the statement, not the connection: a server-side cursor must not stick to later ones.
+    for row in conn.execute(stmt.execution_options(stream_results=True, yield_per=_BATCH)):
+        if row.task_family != current and current is not None:
+            yield current, batch
+            batch = []
+        current = row.task_family
+        for obs in rows.observations([row]):
+            batch.append((row.id, obs))
+    if current is not None:
+        yield current, batch
+
+
+def family_state(
+    name: str, attempts: list[tuple[int, Observation]], learning: Learning | None
+) -> FamilyState:
+    rollup = FamilyRollup(name)
+    for _, obs in attempts:
+        rollup = rollup.plus(contribution(obs))
+    if learning is None or not attempts:
+        return FamilyState(rollup)
+    window = deque(attempts, maxlen=learning.history_window)
+    newest_id = max(i for i, _ in window)
+    samples = to_samples([obs for _, obs in window])
+    return FamilyState(rollup, fit_model(samples, learning.sizing, rollup.usable_samples, newest_id))
+
+
+def rebuild_states(
+    families: Iterable[tuple[str, list[tuple[int, Observation]]]], learning: Learning | None
+) -> tuple[list[FamilyState], Distributions]:
+    """Every family's state and the distributions, from (family, [(id, attempt) oldest first])."""
+    states = []
+    distributions = Distributions()
+    for name, attempts in families:
+        state = family_state(name, attempts, learning)
+        for _, obs in attempts:
+            distributions.replace_attempt(None, obs)
+        distributions.move_family(None, state.rollup)
+        states.append(state)
+    return states, distributions
+
+
+def rebuild_all(conn: Connection, learning: Learning | None) -> int:
+    """Replace every family row and the distributions; models too unless ``learning`` is None."""
+    states, distributions = rebuild_states(_families(conn), learning)
+    now = datetime.now(timezone.utc)
+    values: list[dict[str, Any]] = [
+        {
+            "task_family": state.rollup.task_family,
+            **rows.family_values(state),
+            "model_fitted_at": now if state.model is not None else None,
+        }
+        for state in states
+    ]
+    conn.execute(delete(family))
+    for start in range(0, len(values), _BATCH):
+        conn.execute(family.insert(), values[start : start + _BATCH])
+    conn.execute(delete(aggregate))
+    conn.execute(aggregate.insert().values(id=1, distributions=distributions.to_json(), updated_at=now))
+    return len(values)

@@ -1,0 +1,149 @@
+"""Rows of the provider's tables to core values and back; a malformed row is skipped, never read as 0."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import asdict, fields
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_adaptive.core.grouping import NodeProfile
+from airflow_adaptive.core.learn import FittedModel
+from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
+from airflow_adaptive.core.nodes import StoredNode
+from airflow_adaptive.core.rollup import FamilyRollup
+from airflow_adaptive.store.api import FamilyState
+
+log = logging.getLogger(__name__)
+
+KEY_COLUMNS = ("dag_id", "task_id", "run_id", "map_index", "try_number")
+ROLLUP_COLUMNS = tuple(f.name for f in fields(FamilyRollup) if f.name != "task_family")
+
+
+def attempt_values(obs: Observation) -> dict[str, Any]:
+    usage = obs.usage
+    return {
+        "dag_id": obs.key.dag_id,
+        "task_id": obs.key.task_id,
+        "run_id": obs.key.run_id,
+        "map_index": obs.key.map_index,
+        "try_number": obs.key.try_number,
+        "task_family": obs.task_family,
+        "finished_at": obs.finished_at or datetime.now(timezone.utc),
+        "memory_request_bytes": obs.memory_request_bytes,
+        "memory_limit_bytes": obs.memory_limit_bytes,
+        "peak_memory_bytes": usage.peak_memory_bytes,
+        "peak_kind": usage.peak_kind.value,
+        "cpu_core_seconds": usage.cpu_core_seconds,
+        "wall_seconds": usage.wall_seconds,
+        "read_bytes": usage.read_bytes,
+        "write_bytes": usage.write_bytes,
+        "input_size_bytes": obs.input_size_bytes,
+        "node_name": obs.node_name,
+        "exit_reason": obs.exit_reason.value,
+        "exit_code": obs.exit_code,
+        "strategy": obs.strategy,
+        "explanation": obs.explanation,
+    }
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value
+
+
+def _nonnegative(value: Any, kind: type) -> Any:
+    if value is None:
+        return None
+    number = kind(value)
+    if number < 0:
+        raise ValueError(f"negative value {value!r}")
+    return number
+
+
+def observation(row: Any) -> Observation:
+    finished = row.finished_at
+    if finished is not None and not isinstance(finished, datetime):
+        raise TypeError(f"finished_at is not a time: {finished!r}")
+    return Observation(
+        key=TaskKey(row.dag_id, row.task_id, row.run_id, int(row.map_index), int(row.try_number)),
+        task_family=row.task_family,
+        usage=Usage(
+            peak_memory_bytes=_nonnegative(row.peak_memory_bytes, int),
+            cpu_core_seconds=_nonnegative(row.cpu_core_seconds, float),
+            wall_seconds=_nonnegative(row.wall_seconds, float),
+            read_bytes=_nonnegative(row.read_bytes, int),
+            write_bytes=_nonnegative(row.write_bytes, int),
+            peak_kind=PeakKind(row.peak_kind),
+        ),
+        exit_reason=ExitReason.parse(row.exit_reason),
+        exit_code=row.exit_code,
+        memory_request_bytes=_nonnegative(row.memory_request_bytes, int),
+        memory_limit_bytes=_nonnegative(row.memory_limit_bytes, int),
+        input_size_bytes=_nonnegative(row.input_size_bytes, int),
+        node_name=row.node_name,
+        finished_at=_utc(finished),
+        strategy=row.strategy,
+        explanation=row.explanation,
+    )
+
+
+def observations(rows: Iterable[Any]) -> list[Observation]:
+    result = []
+    for row in rows:
+        try:
+            result.append(observation(row))
+        except (ValueError, TypeError, OverflowError) as err:
+            log.warning("skipping malformed history row id=%s: %s", getattr(row, "id", "?"), err)
+    return result
+
+
+def family_values(state: FamilyState) -> dict[str, Any]:
+    values = {name: getattr(state.rollup, name) for name in ROLLUP_COLUMNS}
+    values["last_finished_at"] = state.rollup.last_finished_at
+    values["model"] = asdict(state.model) if state.model is not None else None
+    return values
+
+
+def _model(data: Any) -> FittedModel | None:
+    """A stored model, or None when the document is missing or not one (it is refitted then)."""
+    if not isinstance(data, dict):
+        return None
+    try:
+        return FittedModel(**data)
+    except TypeError:
+        return None
+
+
+def family_state(row: Any) -> FamilyState:
+    values = {name: getattr(row, name) for name in ROLLUP_COLUMNS}
+    values["last_finished_at"] = _utc(row.last_finished_at)
+    for name in ROLLUP_COLUMNS:
+        if name != "last_finished_at" and values[name] is None:
+            values[name] = 0
+    return FamilyState(FamilyRollup(row.task_family, **values), _model(row.model))
+
+
+def node_values(
+    profile: NodeProfile, group_id: int | None, ranks: dict[str, int] | None, now: datetime
+) -> dict[str, Any]:
+    return {
+        "node": profile.node,
+        "benchmarks": dict(profile.benchmarks),
+        "cores": profile.cores,
+        "memory_bytes": profile.memory_bytes,
+        "capabilities": sorted(profile.capabilities),
+        "profiled_at": now,
+        "group_id": group_id,
+        "group_ranks": ranks,
+        "grouped_at": now,
+    }
+
+
+def stored_node(row: Any) -> StoredNode:
+    profile = NodeProfile(
+        row.node, dict(row.benchmarks or {}), row.cores, row.memory_bytes, frozenset(row.capabilities or [])
+    )
+    return StoredNode(profile, row.group_id, dict(row.group_ranks or {}), _utc(row.profiled_at))

@@ -1,0 +1,286 @@
+"""The history store in the provider's tables of Airflow's metadata database (SQLAlchemy core).
+
+Every driver or OS error becomes :class:`HistoryUnavailableError` (or
+:class:`HistoryRejectedError` for input the database refuses for good) right
+here, so no caller catches a SQLAlchemy error. Every transaction carries the
+store's timeout, whoever owns the engine: PostgreSQL gets statement and lock
+timeouts, SQLite waits that long for a writer to finish (it has one writer at
+a time).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from sqlalchemy import Connection, Engine, delete, func, select, text, tuple_, update
+from sqlalchemy.dialects import mysql, postgresql, sqlite
+from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
+
+from airflow_adaptive.core.grouping import Grouping, NodeProfile
+from airflow_adaptive.core.model import Observation, TaskKey
+from airflow_adaptive.core.nodes import StoredNode
+from airflow_adaptive.core.rollup import Distributions, FamilyRollup
+from airflow_adaptive.exceptions import HistoryRejectedError, HistoryUnavailableError
+from airflow_adaptive.store import rows
+from airflow_adaptive.store.api import FamilyState, PruneResult, RecordResult
+from airflow_adaptive.store.learning import DEFAULT_LEARNING, Learning, Transaction, record_in
+from airflow_adaptive.store.rebuild import rebuild_all
+from airflow_adaptive.store.tables import aggregate, family, node, task_attempt
+
+_MISSING_TABLE = ("no such table", "does not exist", "doesn't exist")
+
+
+@contextlib.contextmanager
+def map_errors() -> Iterator[None]:
+    """Store trouble as the provider's own errors, one line each (httpx's ``map_exceptions`` idea)."""
+    try:
+        yield
+    except (DataError, IntegrityError, OverflowError) as err:  # OverflowError: SQLite's driver on a huge int
+        raise HistoryRejectedError(f"the history store refused the data: {_first_line(err)}") from err
+    except SQLAlchemyError as err:
+        message = _first_line(err)
+        if any(marker in message.lower() for marker in _MISSING_TABLE):
+            message += " (run airflow db migrate?)"
+        raise HistoryUnavailableError(f"history store unavailable: {message}") from err
+    except OSError as err:
+        raise HistoryUnavailableError(f"history store unavailable: {err}") from err
+
+
+def _first_line(err: BaseException) -> str:
+    original = getattr(err, "orig", None) or err
+    return (str(original).strip().splitlines() or [type(original).__name__])[0][:300]
+
+
+def _insert(dialect: str) -> Any:
+    if dialect in ("mysql", "mariadb"):
+        return mysql.insert
+    if dialect in ("postgresql", "sqlite"):
+        return postgresql.insert if dialect == "postgresql" else sqlite.insert
+    raise HistoryUnavailableError(f"the history store does not support the {dialect} dialect")
+
+
+def upsert(dialect: str, table: Any, values: list[dict[str, Any]], keys: Sequence[str]) -> Any:
+    """INSERT ... ON CONFLICT DO UPDATE (ON DUPLICATE KEY UPDATE on MySQL)."""
+    stmt = _insert(dialect)(table).values(values)
+    changed = [c for c in values[0] if c not in keys]
+    if dialect in ("mysql", "mariadb"):
+        return stmt.on_duplicate_key_update({c: stmt.inserted[c] for c in changed})
+    return stmt.on_conflict_do_update(index_elements=list(keys), set_={c: stmt.excluded[c] for c in changed})
+
+
+def insert_missing(dialect: str, table: Any, values: list[dict[str, Any]], keys: Sequence[str]) -> Any:
+    stmt = _insert(dialect)(table).values(values)
+    if dialect in ("mysql", "mariadb"):
+        return stmt.prefix_with("IGNORE")
+    return stmt.on_conflict_do_nothing(index_elements=list(keys))
+
+
+class _SqlTransaction(Transaction):
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.dialect = conn.dialect.name
+
+    def lock_families(self, names: Sequence[str]) -> dict[str, FamilyState]:
+        values = [{"task_family": n} for n in sorted(names)]
+        self.conn.execute(insert_missing(self.dialect, family, values, ["task_family"]))
+        stmt = (
+            select(family)
+            .where(family.c.task_family.in_(names))
+            .order_by(family.c.task_family)
+            .with_for_update()
+        )
+        return {r.task_family: rows.family_state(r) for r in self.conn.execute(stmt)}
+
+    def existing(self, keys: Sequence[TaskKey]) -> dict[TaskKey, Observation]:
+        found: dict[TaskKey, Observation] = {}
+        columns = tuple_(*(task_attempt.c[k] for k in rows.KEY_COLUMNS))
+        for start in range(0, len(keys), 500):
+            chunk = [tuple(getattr(k, c) for c in rows.KEY_COLUMNS) for k in keys[start : start + 500]]
+            result = self.conn.execute(select(task_attempt).where(columns.in_(chunk)))
+            found.update({o.key: o for o in rows.observations(result)})
+        return found
+
+    def upsert(self, observations: Sequence[Observation]) -> None:
+        values = [rows.attempt_values(o) for o in observations]
+        for start in range(0, len(values), 500):
+            self.conn.execute(
+                upsert(self.dialect, task_attempt, values[start : start + 500], rows.KEY_COLUMNS)
+            )
+
+    def window(self, task_family: str, limit: int) -> tuple[list[Observation], int | None]:
+        stmt = (
+            select(task_attempt)
+            .where(task_attempt.c.task_family == task_family)
+            .order_by(task_attempt.c.finished_at.desc(), task_attempt.c.id.desc())
+            .limit(limit)
+        )
+        found = self.conn.execute(stmt).all()
+        return rows.observations(reversed(found)), (max(r.id for r in found) if found else None)
+
+    def save_family(self, state: FamilyState, *, refitted: bool) -> None:
+        values = rows.family_values(state)
+        if refitted:
+            values["model_fitted_at"] = datetime.now(timezone.utc)
+        self.conn.execute(
+            update(family).where(family.c.task_family == state.rollup.task_family).values(values)
+        )
+
+    def lock_distributions(self) -> Distributions:
+        self.conn.execute(insert_missing(self.dialect, aggregate, [{"id": 1, "distributions": {}}], ["id"]))
+        found = self.conn.execute(
+            select(aggregate.c.distributions).where(aggregate.c.id == 1).with_for_update()
+        )
+        return Distributions.from_json(found.scalar())
+
+    def save_distributions(self, distributions: Distributions) -> None:
+        self.conn.execute(
+            update(aggregate)
+            .where(aggregate.c.id == 1)
+            .values(distributions=distributions.to_json(), updated_at=datetime.now(timezone.utc))
+        )
+
+
+class SqlHistoryStore:
+    """:class:`~airflow_adaptive.store.api.HistoryStore` on one SQLAlchemy engine."""
+
+    def __init__(
+        self, engine: Engine, learning: Learning = DEFAULT_LEARNING, *, timeout_seconds: float | None = None
+    ) -> None:
+        self._engine = engine
+        self.learning = learning
+        self.timeout_seconds = timeout_seconds
+
+    @contextlib.contextmanager
+    def _connection(self, *, write: bool = False) -> Iterator[Connection]:
+        with map_errors(), self._engine.begin() if write else self._engine.connect() as conn:
+            if self.timeout_seconds and conn.dialect.name == "postgresql":
+                millis = str(max(1, int(self.timeout_seconds * 1000)))
+                conn.execute(
+                    text(
+                        "select set_config('statement_timeout', :ms, true), set_config('lock_timeout', :ms, true)"
+                    ),
+                    {"ms": millis},
+                )
+            yield conn
+
+    # -- writes ----------------------------------------------------------------------------------
+    def record(self, observations: Sequence[Observation]) -> RecordResult:
+        with self._connection(write=True) as conn:
+            return record_in(_SqlTransaction(conn), observations, self.learning)
+
+    def save_nodes(self, profiles: Sequence[NodeProfile], grouping: Grouping) -> None:
+        now = datetime.now(timezone.utc)
+        values = []
+        for p in profiles:
+            group = grouping.group_of(p.node)
+            values.append(
+                rows.node_values(p, group.id if group else None, dict(group.ranks) if group else None, now)
+            )
+        with self._connection(write=True) as conn:
+            conn.execute(delete(node).where(node.c.node.not_in([p.node for p in profiles])))
+            if values:
+                conn.execute(upsert(conn.dialect.name, node, values, ["node"]))
+
+    def prune(
+        self, *, keep_attempts: int, keep_days: float, now: datetime | None = None, dry_run: bool = False
+    ) -> PruneResult:
+        doomed = self._doomed(keep_attempts, keep_days, now or datetime.now(timezone.utc))
+        if doomed is None:
+            return PruneResult(0, 0, dry_run)
+        with self._connection(write=not dry_run) as conn:
+            ids = select(doomed.c.id)
+            count, families = conn.execute(
+                select(func.count(), func.count(doomed.c.task_family.distinct()))
+            ).one()
+            if not dry_run and count:
+                conn.execute(delete(task_attempt).where(task_attempt.c.id.in_(ids)))
+        return PruneResult(int(count), int(families), dry_run)
+
+    def _doomed(self, keep_attempts: int, keep_days: float, now: datetime) -> Any:
+        """A subquery of the attempts a prune removes (None when both limits are off)."""
+        conditions = []
+        if keep_days > 0:
+            conditions.append(task_attempt.c.finished_at < now - timedelta(days=keep_days))
+        if keep_attempts > 0:
+            rank = (
+                func.row_number()
+                .over(
+                    partition_by=task_attempt.c.task_family,
+                    order_by=(task_attempt.c.finished_at.desc(), task_attempt.c.id.desc()),
+                )
+                .label("newest_rank")
+            )
+            ranked = select(task_attempt.c.id, task_attempt.c.task_family, rank).subquery()
+            conditions.append(
+                task_attempt.c.id.in_(select(ranked.c.id).where(ranked.c.newest_rank > keep_attempts))
+            )
+        if not conditions:
+            return None
+        from sqlalchemy import or_
+
+        return select(task_attempt.c.id, task_attempt.c.task_family).where(or_(*conditions)).subquery()
+
+    def rebuild(self, *, fit_models: bool = True) -> int:
+        with self._connection(write=True) as conn:
+            return rebuild_all(conn, self.learning if fit_models else None)
+
+    # -- reads -----------------------------------------------------------------------------------
+    def family(self, task_family: str) -> FamilyState | None:
+        with self._connection() as conn:
+            row = conn.execute(select(family).where(family.c.task_family == task_family)).first()
+        return rows.family_state(row) if row is not None and row.attempts else None
+
+    def history(self, task_family: str, *, limit: int = 500) -> list[Observation]:
+        with self._connection() as conn:
+            return _SqlTransaction(conn).window(task_family, limit)[0]
+
+    def attempt(self, key: TaskKey) -> Observation | None:
+        with self._connection() as conn:
+            return _SqlTransaction(conn).existing([key]).get(key)
+
+    def attempts_for_try(
+        self, dag_id: str, task_id: str, try_number: int, *, limit: int = 200
+    ) -> list[Observation]:
+        stmt = (
+            select(task_attempt)
+            .where(
+                task_attempt.c.dag_id == dag_id,
+                task_attempt.c.task_id == task_id,
+                task_attempt.c.try_number == try_number,
+            )
+            .order_by(task_attempt.c.finished_at.desc())
+            .limit(limit)
+        )
+        with self._connection() as conn:
+            return rows.observations(conn.execute(stmt).all())
+
+    def distributions(self) -> Distributions:
+        with self._connection() as conn:
+            return Distributions.from_json(
+                conn.execute(select(aggregate.c.distributions).where(aggregate.c.id == 1)).scalar()
+            )
+
+    def families(self, *, limit: int = 100, offset: int = 0) -> list[FamilyRollup]:
+        stmt = (
+            select(family)
+            .where(family.c.attempts > 0)
+            .order_by(family.c.attempts.desc(), family.c.task_family)
+            .limit(limit)
+            .offset(offset)
+        )
+        with self._connection() as conn:
+            return [rows.family_state(r).rollup for r in conn.execute(stmt)]
+
+    def family_count(self) -> int:
+        with self._connection() as conn:
+            return int(
+                conn.execute(select(func.count()).select_from(family).where(family.c.attempts > 0)).scalar()
+                or 0
+            )
+
+    def nodes(self) -> list[StoredNode]:
+        with self._connection() as conn:
+            return [rows.stored_node(r) for r in conn.execute(select(node).order_by(node.c.node))]

@@ -1,0 +1,198 @@
+"""The HistoryStore boundary on both implementations: rollups, models, prune, rebuild, errors."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic import command
+from sqlalchemy import create_engine, event, insert
+
+from airflow_adaptive.advisor import Advisor
+from airflow_adaptive.config import get_settings
+from airflow_adaptive.core.decide import SizingSettings
+from airflow_adaptive.core.model import GIB, ExitReason, MemoryRequest, Observation
+from airflow_adaptive.store.api import HistoryStore
+from airflow_adaptive.store.learning import Learning
+from airflow_adaptive.store.memory import InMemoryHistoryStore
+from airflow_adaptive.store.rows import attempt_values
+from airflow_adaptive.store.sql import SqlHistoryStore
+from airflow_adaptive.store.tables import task_attempt
+from tests.conftest import DB_KIND, DB_URL, sql_store
+from tests.test_store import T0, alembic_config, attempt
+
+USER = MemoryRequest(8 * GIB, 8 * GIB)
+
+
+@pytest.fixture(params=["in-memory", "sql"])
+def store(request: pytest.FixtureRequest, engine: Any) -> HistoryStore:
+    return InMemoryHistoryStore() if request.param == "in-memory" else sql_store(engine)
+
+
+def churn(seed: int, n: int) -> list[Observation]:
+    """Attempts over five families with re-recorded keys, OOM kills and one attempt changing family."""
+    rng = random.Random(seed)
+    result = []
+    for i in range(n):
+        run = rng.randrange(n // 2)  # about half the keys come back, with new values
+        obs = attempt(i, family=f"f{run % 5}", peak=rng.randint(1, 40) * 10**8, run=f"r{run}")
+        if rng.random() < 0.1:
+            obs = replace(obs, exit_reason=ExitReason.OOM_KILLED)
+        if rng.random() < 0.02:
+            obs = replace(obs, task_family="moved")
+        result.append(obs)
+    return result
+
+
+def test_rollups_and_distributions_equal_a_rebuild_from_the_attempts(store: HistoryStore) -> None:
+    observations = churn(0, 300)
+    counts = [store.record(observations[i : i + 7]) for i in range(0, len(observations), 7)]
+    assert sum(c.new for c in counts) == len({o.key for o in observations})
+    live = {r.task_family: r for r in store.families(limit=100)}
+    distributions = store.distributions()
+    models = {name: store.family(name).model for name in live}  # type: ignore[union-attr]
+    assert store.rebuild() == len(live)
+    rebuilt = {r.task_family: r for r in store.families(limit=100)}
+    assert set(rebuilt) == set(live)
+    for name, rollup in live.items():
+        for field in ("attempts", "completed", "oom_killed", "usable_samples", "peak_memory_n"):
+            assert getattr(rollup, field) == getattr(rebuilt[name], field), (name, field)
+        assert rollup.peak_memory_sum == pytest.approx(rebuilt[name].peak_memory_sum)
+        assert models[name] is not None
+    assert store.distributions().to_json() == distributions.to_json()
+    assert sum(r.attempts for r in rebuilt.values()) == len({o.key for o in observations})
+
+
+def test_a_warm_decision_reads_one_row_and_never_refits(engine: Any) -> None:
+    store = sql_store(engine)
+    store.record([attempt(n, peak=(n % 5 + 1) * GIB) for n in range(30)])
+    statements: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "adaptive_" in statement:
+            statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        decision = Advisor(get_settings(), lambda: store).decide("f", USER)
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    assert len(statements) == 1 and "adaptive_family" in statements[0]
+    assert decision.adaptive and "refitted" not in decision.explanation and "30 peaks" in decision.explanation
+
+
+def test_a_retry_reads_the_previous_try_by_key(store: HistoryStore) -> None:
+    store.record([attempt(n, peak=GIB) for n in range(10)])
+    killed = replace(attempt(99, peak=0, run="oom"), exit_reason=ExitReason.OOM_KILLED)
+    store.record([replace(killed, memory_limit_bytes=3 * GIB)])
+    retry = Advisor(get_settings(), lambda: store).decide("f", USER, replace(killed.key, try_number=2))
+    assert retry.memory_request_bytes == 6 * GIB and "OOM-killed at 3 GiB" in retry.explanation
+
+
+def test_another_strategy_in_config_refits_and_says_why(store: HistoryStore) -> None:
+    store.record([attempt(n, peak=(n % 5 + 1) * GIB) for n in range(30)])
+    settings = replace(get_settings(), sizing=SizingSettings(strategy="pc95"))
+    decision = Advisor(settings, lambda: store).decide("f", USER)
+    assert decision.strategy == "pc95"
+    assert "refitted now: stored model was fitted by 'adaptive'" in decision.explanation
+
+
+def test_a_cold_family_starts_from_other_families_request_ratios(store: HistoryStore) -> None:
+    used = [replace(attempt(n, family=f"g{n}", peak=GIB), memory_request_bytes=4 * GIB) for n in range(30)]
+    store.record(used)
+    decision = Advisor(get_settings(), lambda: store).decide("new", USER)
+    assert "no history yet" in decision.explanation and "x 0.28" in decision.explanation
+    assert decision.memory_request_bytes == pytest.approx(8 * GIB * 0.275, rel=0.02)
+
+
+def test_prune_keeps_the_newest_and_the_totals(store: HistoryStore) -> None:
+    store.record(
+        [attempt(n, peak=GIB) for n in range(20)] + [attempt(n, family="g", run=f"g{n}") for n in range(3)]
+    )
+    dry = store.prune(keep_attempts=5, keep_days=0, dry_run=True)
+    assert (dry.attempts, dry.families, dry.dry_run) == (15, 1, True)
+    assert len(store.history("f", limit=100)) == 20
+    done = store.prune(keep_attempts=5, keep_days=0)
+    assert (done.attempts, done.families) == (15, 1)
+    assert [o.key.run_id for o in store.history("f", limit=100)] == [f"run{n}" for n in range(15, 20)]
+    assert store.family("f").rollup.attempts == 20  # type: ignore[union-attr]
+    by_age = store.prune(keep_attempts=0, keep_days=1, now=T0 + timedelta(days=1, minutes=1, seconds=30))
+    assert by_age.attempts == 2  # g's attempts at minutes 0 and 1 are older than a day
+    assert store.prune(keep_attempts=0, keep_days=0).attempts == 0
+
+
+def test_migration_builds_rollups_from_existing_attempts(tmp_path: Path) -> None:
+    url = DB_URL if DB_KIND == "postgres" else f"sqlite:///{tmp_path}/m.db"
+    config = alembic_config(url)
+    migrated = create_engine(url)
+    try:
+        command.downgrade(config, "base")
+        command.upgrade(config, "b3e9d2a41c07")  # before rollups existed
+        with migrated.begin() as conn:
+            conn.execute(insert(task_attempt), [attempt_values(attempt(n, peak=GIB)) for n in range(12)])
+        command.upgrade(config, "head")
+        state = SqlHistoryStore(migrated).family("f")
+        assert state is not None and state.rollup.attempts == 12 and state.model is None
+        decision = Advisor(get_settings(), lambda: SqlHistoryStore(migrated)).decide("f", USER)
+        assert "refitted now: no stored model" in decision.explanation
+    finally:
+        command.downgrade(config, "base")
+        command.upgrade(config, "head")
+        migrated.dispose()
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    env = dict(os.environ, AIRFLOW_HOME=str(tmp_path))
+    env.pop("AIRFLOW_CONN_ADAPTIVE_HISTORY_DEFAULT", None)
+    yield env
+
+
+@pytest.mark.parametrize(
+    ("database", "expected"),
+    [
+        ("not-migrated", "no such table: adaptive_"),
+        ("down", "history store unavailable: "),
+    ],
+)
+@pytest.mark.parametrize("argv", [["history", "show", "--task-family", "f"], ["history", "import", "x.csv"]])
+def test_cli_says_in_one_line_that_the_store_is_unavailable(
+    cli_env: dict[str, str], tmp_path: Path, database: str, expected: str, argv: list[str]
+) -> None:
+    trace = tmp_path / "x.csv"
+    trace.write_text(
+        "task_id,hash,native_id,process,tag,name,status,exit,module,container,cpus,time,disk,memory,"
+        "attempt,submit,start,complete,duration,realtime,queue,%cpu,%mem,rss,vmem,peak_rss,peak_vmem,"
+        "rchar,wchar,syscr,syscw,read_bytes,write_bytes,vol_ctxt,inv_ctxt,env,workdir,script,scratch,"
+        "error_action,hostname,cpu_model\n"
+    )
+    url = (
+        f"sqlite:///{tmp_path}/empty.db"
+        if database == "not-migrated"
+        else "postgresql+psycopg2://nobody@127.0.0.1:9/x"
+    )
+    cli_env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = url
+    done = subprocess.run(
+        [sys.executable, "-m", "airflow_adaptive.cli", *argv], env=cli_env, capture_output=True, text=True,
+        timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if "airflow-adaptive: error:" in line]
+    assert len(errors) == 1 and expected in errors[0], done.stderr
+    assert database == "down" or errors[0].endswith("(run airflow db migrate?)")
+    assert "Traceback" not in done.stderr
+
+
+def test_learning_settings_reach_the_stored_model(engine: Any) -> None:
+    store = SqlHistoryStore(engine, Learning(SizingSettings(strategy="pc50"), history_window=4))
+    store.record([attempt(n, peak=(n + 1) * GIB) for n in range(10)])
+    model = store.family("f").model  # type: ignore[union-attr]
+    assert model is not None and model.strategy == "pc50" and model.window_samples == 4
