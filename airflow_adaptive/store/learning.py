@@ -2,7 +2,7 @@
 
 Both stores run :func:`record_in` inside one transaction of their own, through
 the small :class:`Transaction` interface. Order matters for concurrency: the
-families' rows are locked first (sorted, so writers never deadlock), then the
+families' rows are locked first (sorted, so writers do not deadlock), then the
 attempts are read and replaced, and the store-wide row is locked last and
 held briefly. Writers of one family wait for each other; a rollup is always
 ``sum(contribution(attempt))`` over the stored attempts.
@@ -77,12 +77,12 @@ def record_in(tx: Transaction, observations: Sequence[Observation], learning: Le
     batch = latest_by_key(observations)
     if not batch:
         return RecordResult(0, 0)
-    old = tx.existing([o.key for o in batch])
-    names = sorted({o.task_family for o in batch} | {o.task_family for o in old.values()})
+    names = sorted({o.task_family for o in batch})
     states = tx.lock_families(names)
-    old = tx.existing([o.key for o in batch])  # again, under the locks: another writer may have won
+    old = tx.existing([o.key for o in batch])  # under the locks: no writer of these families races us
     moved = sorted({o.task_family for o in old.values()} - set(names))
-    if moved:  # an attempt re-recorded under another family meanwhile (rare): lock that one too
+    if moved:  # an attempt re-recorded under another family (rare): lock that one too, out of order;
+        # a deadlock with a writer of that family is reported by the database and the attempt spooled
         states.update(tx.lock_families(moved))
         names = sorted({*names, *moved})
     tx.upsert(batch)

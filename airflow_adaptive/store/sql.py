@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, func, select, text, tuple_, update
+from sqlalchemy import Connection, Engine, delete, func, select, text, update
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 
@@ -62,10 +62,11 @@ def _insert(dialect: str) -> Any:
     raise HistoryUnavailableError(f"the history store does not support the {dialect} dialect")
 
 
-def upsert(dialect: str, table: Any, values: list[dict[str, Any]], keys: Sequence[str]) -> Any:
-    """INSERT ... ON CONFLICT DO UPDATE (ON DUPLICATE KEY UPDATE on MySQL)."""
-    stmt = _insert(dialect)(table).values(values)
-    changed = [c for c in values[0] if c not in keys]
+def upsert(dialect: str, table: Any, columns: Sequence[str], keys: Sequence[str]) -> Any:
+    """INSERT ... ON CONFLICT DO UPDATE (ON DUPLICATE KEY UPDATE on MySQL), executed with a list of
+    rows: one compiled statement, batched by SQLAlchemy's insertmanyvalues."""
+    stmt = _insert(dialect)(table)
+    changed = [c for c in columns if c not in keys]
     if dialect in ("mysql", "mariadb"):
         return stmt.on_duplicate_key_update({c: stmt.inserted[c] for c in changed})
     return stmt.on_conflict_do_update(index_elements=list(keys), set_={c: stmt.excluded[c] for c in changed})
@@ -95,20 +96,27 @@ class _SqlTransaction(Transaction):
         return {r.task_family: rows.family_state(r) for r in self.conn.execute(stmt)}
 
     def existing(self, keys: Sequence[TaskKey]) -> dict[TaskKey, Observation]:
+        """Stored attempts with these keys. Plain IN lists on the key's leading columns use the unique
+        index on both databases (a row-value IN list is scanned by PostgreSQL); the exact keys are
+        then picked here."""
+        wanted = set(keys)
         found: dict[TaskKey, Observation] = {}
-        columns = tuple_(*(task_attempt.c[k] for k in rows.KEY_COLUMNS))
-        for start in range(0, len(keys), 500):
-            chunk = [tuple(getattr(k, c) for c in rows.KEY_COLUMNS) for k in keys[start : start + 500]]
-            result = self.conn.execute(select(task_attempt).where(columns.in_(chunk)))
-            found.update({o.key: o for o in rows.observations(result)})
+        ordered = list(wanted)
+        for start in range(0, len(ordered), 500):
+            chunk = ordered[start : start + 500]
+            stmt = select(task_attempt).where(
+                task_attempt.c.dag_id.in_({k.dag_id for k in chunk}),
+                task_attempt.c.task_id.in_({k.task_id for k in chunk}),
+                task_attempt.c.run_id.in_({k.run_id for k in chunk}),
+            )
+            for obs in rows.observations(self.conn.execute(stmt)):
+                if obs.key in wanted:
+                    found[obs.key] = obs
         return found
 
     def upsert(self, observations: Sequence[Observation]) -> None:
         values = [rows.attempt_values(o) for o in observations]
-        for start in range(0, len(values), 500):
-            self.conn.execute(
-                upsert(self.dialect, task_attempt, values[start : start + 500], rows.KEY_COLUMNS)
-            )
+        self.conn.execute(upsert(self.dialect, task_attempt, list(values[0]), rows.KEY_COLUMNS), values)
 
     def window(self, task_family: str, limit: int) -> tuple[list[Observation], int | None]:
         stmt = (
@@ -182,7 +190,7 @@ class SqlHistoryStore:
         with self._connection(write=True) as conn:
             conn.execute(delete(node).where(node.c.node.not_in([p.node for p in profiles])))
             if values:
-                conn.execute(upsert(conn.dialect.name, node, values, ["node"]))
+                conn.execute(upsert(conn.dialect.name, node, list(values[0]), ["node"]), values)
 
     def prune(
         self, *, keep_attempts: int, keep_days: float, now: datetime | None = None, dry_run: bool = False
