@@ -46,7 +46,7 @@ POSTGRES_FILL = text(
     f"INSERT INTO adaptive_task_attempt ({COLUMNS}) "
     "SELECT 'bench', 'f' || (g % :families), 'r' || g, -1, 1, 'f' || (g % :families), "
     "timestamptz '2026-01-01 00:00:00+00' + g * interval '1 second', 8589934592, 8589934592, "
-    "CASE WHEN g % 50 = 0 THEN NULL ELSE (1 + (g * 7919) % 97) * 50000000 END, 'measured', "
+    "CASE WHEN g % 50 = 0 THEN NULL ELSE CAST(1 + (CAST(g AS BIGINT) * 7919) % 97 AS BIGINT) * 50000000 END, 'measured', "
     "100.0 + g % 50, 60.0 + g % 30, 1000000, 1000000, "
     "CASE WHEN g % 50 = 0 THEN 'OOMKilled' ELSE 'Completed' END, 0 FROM generate_series(1, :n) AS g"
 )
@@ -55,7 +55,7 @@ SQLITE_FILL = text(
     "WITH RECURSIVE seq(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM seq WHERE g < :n) "
     "SELECT 'bench', 'f' || (g % :families), 'r' || g, -1, 1, 'f' || (g % :families), "
     "strftime('%Y-%m-%d %H:%M:%f', '2026-01-01', '+' || g || ' seconds'), 8589934592, 8589934592, "
-    "CASE WHEN g % 50 = 0 THEN NULL ELSE (1 + (g * 7919) % 97) * 50000000 END, 'measured', "
+    "CASE WHEN g % 50 = 0 THEN NULL ELSE CAST(1 + (CAST(g AS BIGINT) * 7919) % 97 AS BIGINT) * 50000000 END, 'measured', "
     "100.0 + g % 50, 60.0 + g % 30, 1000000, 1000000, "
     "CASE WHEN g % 50 = 0 THEN 'OOMKilled' ELSE 'Completed' END, 0 FROM seq"
 )
