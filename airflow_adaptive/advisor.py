@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from airflow_adaptive.config import AdaptiveSettings
-from airflow_adaptive.core.decide import Fitted, decide_with, fit_history
+from airflow_adaptive.core.decide import Fitted, decide_with, fit_history, fresh_predictor
 from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, labels_from_distributions
-from airflow_adaptive.core.learn import fresh_predictor, restore_predictor, staleness
+from airflow_adaptive.core.learn import restore_predictor, staleness
 from airflow_adaptive.core.model import Decision, MemoryRequest, Observation, TaskKey
 from airflow_adaptive.core.nodes import summarize_groups
 from airflow_adaptive.core.placement import GroupView, PlacementEngine, PlacementResult, TaskDemandView

@@ -8,104 +8,10 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TextIO
 
 from airflow_adaptive.exceptions import AdaptiveError
-
-CHUNK_ROWS = 500
-
-
-def open_cli_store() -> Any:
-    """The history store; unavailable is an AdaptiveError, printed as one line by ``main``."""
-    from airflow_adaptive.config import get_settings
-    from airflow_adaptive.store.access import open_store
-
-    return open_store(get_settings())
-
-
-def _print_json(data: Any, out: TextIO) -> None:
-    json.dump(data, out, indent=2, default=str)
-    out.write("\n")
-
-
-def cmd_history_import(args: argparse.Namespace, out: TextIO) -> int:
-    from rich.progress import Progress
-
-    from airflow_adaptive.traces.load import read_trace
-
-    store = open_cli_store()
-    store.family_count()  # an unavailable store is said before a long trace is parsed
-    total = 0
-    for path in args.files:
-        result = read_trace(path, args.format)
-        for skipped in result.skipped:
-            print(f"skipped {skipped}", file=sys.stderr)
-        rows = result.observations
-        new = replaced = 0
-        with Progress(transient=True) as progress:
-            bar = progress.add_task(f"importing {path}", total=len(rows))
-            for start in range(0, len(rows), CHUNK_ROWS):
-                chunk = rows[start : start + CHUNK_ROWS]
-                recorded = store.record(chunk)
-                new, replaced = new + recorded.new, replaced + recorded.replaced
-                progress.advance(bar, len(chunk))
-        total += len(rows)
-        print(
-            f"{path}: {len(rows)} attempts imported ({new} new, {replaced} already there), "
-            f"{len(result.skipped)} rows skipped",
-            file=out,
-        )
-    return 0 if total else 1
-
-
-def cmd_history_show(args: argparse.Namespace, out: TextIO) -> int:
-    from airflow_adaptive.core.units import format_bytes
-    from airflow_adaptive.store.spool import to_json
-
-    history = open_cli_store().history(args.task_family, limit=args.limit)
-    if args.json:
-        _print_json([json.loads(to_json(o)) for o in history], out)
-        return 0
-    if not history:
-        print(f"no history for task family {args.task_family!r}", file=out)
-        return 1
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{args.task_family}: last {len(history)} attempts")
-    for column in ("finished", "run / try", "exit", "request", "limit", "peak", "wall s", "node"):
-        table.add_column(column)
-    for o in history:
-        table.add_row(
-            str(o.finished_at)[:19], f"{o.key.run_id[:24]} / {o.key.try_number}", o.exit_reason.value,
-            format_bytes(o.memory_request_bytes), format_bytes(o.memory_limit_bytes),
-            f"{format_bytes(o.usage.peak_memory_bytes)} ({o.usage.peak_kind.value})",
-            f"{o.usage.wall_seconds:.1f}" if o.usage.wall_seconds is not None else "-", o.node_name or "-",
-        )  # fmt: skip
-    Console(file=out).print(table)
-    return 0
-
-
-def cmd_history_prune(args: argparse.Namespace, out: TextIO) -> int:
-    from airflow_adaptive.config import get_settings
-
-    settings = get_settings()
-    keep = settings.retention_attempts if args.keep_attempts is None else args.keep_attempts
-    days = settings.retention_days if args.keep_days is None else args.keep_days
-    if keep < 0 or days < 0:
-        raise AdaptiveError("--keep-attempts and --keep-days must not be negative")
-    result = open_cli_store().prune(keep_attempts=keep, keep_days=days, dry_run=args.dry_run)
-    verb = "would remove" if result.dry_run else "removed"
-    limits = f"keeping the newest {keep or 'all'} per family" + (f" and {days:g} days" if days else "")
-    print(f"{verb} {result.attempts} attempts of {result.families} task families ({limits})", file=out)
-    return 0
-
-
-def cmd_history_rebuild(args: argparse.Namespace, out: TextIO) -> int:
-    families = open_cli_store().rebuild(fit_models=not args.without_models)
-    what = "rollups" if args.without_models else "rollups and models"
-    print(f"rebuilt the {what} of {families} task families from their attempts", file=out)
-    return 0
+from airflow_adaptive.history_cli import add_history_commands, open_cli_store, print_json
 
 
 def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
@@ -151,7 +57,7 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
         "placement": placement.explain(),
     }
     if args.json:
-        _print_json(payload, out)
+        print_json(payload, out)
     else:
         print(f"{decision.strategy}: {decision.explanation}\nplacement: {placement.explain()}", file=out)
     return 0
@@ -194,7 +100,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
             print(f"wrote {picture}", file=sys.stderr)
     report.pop("_allocations", None)
     if args.json:
-        _print_json(report, out)
+        print_json(report, out)
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -254,7 +160,7 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
         for picture in write_plots(results, args.plot, f"{workload.name} on {cluster.name}"):
             print(f"wrote {picture}", file=sys.stderr)
     if args.json:
-        _print_json(report, out)
+        print_json(report, out)
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -306,7 +212,7 @@ def cmd_profile_node(args: argparse.Namespace, out: TextIO) -> int:
         with open(args.output, "a", encoding="utf-8") as handle:  # e.g. the pod's termination message
             handle.write(json.dumps(profile, separators=(",", ":")))
     if args.json:
-        _print_json(profile, out)
+        print_json(profile, out)
     else:
         for feature, value in profile["benchmarks"].items():
             print(f"{feature:24s} {value:12.1f}", file=out)
@@ -334,7 +240,7 @@ def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
     if args.store:
         open_cli_store().save_nodes(profiles, grouping)
     if args.json:
-        _print_json(grouping_json(grouping), out)
+        print_json(grouping_json(grouping), out)
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -374,33 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="airflow-adaptive", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    history = sub.add_parser("history", help="import or show task attempt history").add_subparsers(
-        dest="history_command", required=True
-    )
-    imp = history.add_parser("import", help="load a trace file into the history store")
-    imp.add_argument("--format", choices=FORMATS, default="auto")
-    imp.add_argument("files", nargs="+", metavar="FILE")
-    imp.set_defaults(func=cmd_history_import)
-    show = history.add_parser("show", help="recent attempts of a task family")
-    show.add_argument("--task-family", required=True)
-    show.add_argument("--limit", type=int, default=50)
-    show.add_argument("--json", action="store_true")
-    show.set_defaults(func=cmd_history_show)
-
-    prune = history.add_parser("prune", help="remove old attempts (rollups keep their totals)")
-    prune.add_argument(
-        "--keep-attempts", type=int, help="newest attempts kept per family ([adaptive] retention_attempts)"
-    )
-    prune.add_argument(
-        "--keep-days", type=float, help="remove attempts older than this ([adaptive] retention_days)"
-    )
-    prune.add_argument("--dry-run", action="store_true", help="count, remove nothing")
-    prune.set_defaults(func=cmd_history_prune)
-    rebuild = history.add_parser("rebuild", help="recompute every rollup and model from the stored attempts")
-    rebuild.add_argument(
-        "--without-models", action="store_true", help="leave models to be fitted by the next decision"
-    )
-    rebuild.set_defaults(func=cmd_history_rebuild)
+    add_history_commands(sub)
 
     decide = sub.add_parser("decide", help="the memory decision for a task family, and why")
     decide.add_argument("--task-family", required=True)

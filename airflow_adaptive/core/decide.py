@@ -59,12 +59,15 @@ class Fitted:
     note: str = ""  # e.g. why the stored model was refitted in this decision
 
 
+def fresh_predictor(settings: SizingSettings) -> Predictor:
+    """The configured strategy, unfitted, bounded by the floor and the cap."""
+    return make_predictor(settings.strategy, cap_bytes=settings.cap_bytes, floor_bytes=settings.floor_bytes)
+
+
 def fit_history(history: Sequence[Observation], settings: SizingSettings) -> Fitted:
     """The configured predictor fitted on ``history`` (left cold below ``min_observations``)."""
     samples = to_samples(history)
-    predictor = make_predictor(
-        settings.strategy, cap_bytes=settings.cap_bytes, floor_bytes=settings.floor_bytes
-    )
+    predictor = fresh_predictor(settings)
     if len(samples) >= settings.min_observations:
         predictor.fit(samples)
     return Fitted(predictor, len(samples), sum(s.lower_bound for s in samples))
@@ -143,26 +146,7 @@ def decide_with(
     }
     killed_at = _killed_at(previous_attempt, user)
     if killed_at is not None:
-        escalated = get_retry_policy(settings.retry_policy)(killed_at)
-        target = max(escalated, predicted or 0)
-        request = min(target, settings.cap_bytes)
-        why = (
-            f"try {previous_attempt.key.try_number if previous_attempt else '?'} was OOM-killed at "
-            f"{format_bytes(killed_at)}; {settings.retry_policy} gives {format_bytes(escalated)}"
-        )
-        if predicted is not None:
-            why += f"; history says {format_bytes(predicted)} ({basis})"
-        if target > settings.cap_bytes:
-            why += f"; capped at the largest allocatable {format_bytes(settings.cap_bytes)}"
-        details["killed_at_bytes"] = killed_at
-        return Decision(
-            request,
-            request,
-            f"{strategy}+{settings.retry_policy}",
-            why,
-            observations=fitted.samples,
-            details=details,
-        )
+        return _escalate(killed_at, previous_attempt, predicted, basis, fitted.samples, settings, details)
 
     if predicted is None:
         return Decision(
@@ -182,6 +166,32 @@ def decide_with(
     return Decision(
         predicted, max(limit, predicted), strategy, why, observations=fitted.samples, details=details
     )
+
+
+def _escalate(
+    killed_at: int,
+    previous: Observation | None,
+    predicted: int | None,
+    basis: str,
+    samples: int,
+    settings: SizingSettings,
+    details: dict[str, float | int | str | None],
+) -> Decision:
+    """After an OOM kill: the retry policy from the killed limit (or history, if higher), capped."""
+    escalated = get_retry_policy(settings.retry_policy)(killed_at)
+    target = max(escalated, predicted or 0)
+    request = min(target, settings.cap_bytes)
+    why = (
+        f"try {previous.key.try_number if previous else '?'} was OOM-killed at "
+        f"{format_bytes(killed_at)}; {settings.retry_policy} gives {format_bytes(escalated)}"
+    )
+    if predicted is not None:
+        why += f"; history says {format_bytes(predicted)} ({basis})"
+    if target > settings.cap_bytes:
+        why += f"; capped at the largest allocatable {format_bytes(settings.cap_bytes)}"
+    details["killed_at_bytes"] = killed_at
+    strategy = f"{settings.strategy}+{settings.retry_policy}"
+    return Decision(request, request, strategy, why, observations=samples, details=details)
 
 
 def _killed_at(previous: Observation | None, user: MemoryRequest) -> int | None:

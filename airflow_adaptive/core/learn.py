@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .decide import SizingSettings
-from .sizing import Predictor, Sample, make_predictor
+from .decide import SizingSettings, fresh_predictor
+from .sizing import Predictor, Sample
 from .sizing.state import STATE_FORMAT, fitted_state, restore_state
 
 REFIT_ALWAYS_BELOW = 20  # samples: small families refit after every attempt
@@ -51,10 +51,6 @@ class FittedModel:
     lower_bound_samples: int  # of those, sampled or OOM-killed
     family_samples: int  # the family's usable samples of all time then (for staleness)
     fitted_through_id: int | None = None  # the newest attempt id it saw (store-assigned)
-
-
-def fresh_predictor(settings: SizingSettings) -> Predictor:
-    return make_predictor(settings.strategy, cap_bytes=settings.cap_bytes, floor_bytes=settings.floor_bytes)
 
 
 def fit_model(
