@@ -24,7 +24,8 @@ EXAMPLE_REQUEST_GIB = {"genomics.index_reference": 8, "genomics.align": 16, "gen
 
 
 def generated_history(runs: int = 12, seed: int = 7) -> list[Observation]:
-    """Seeded history for the example DAG: lognormal peaks, one OOM kill of an alignment."""
+    """Seeded history for the example DAG, one run a day: lognormal peaks, one OOM kill of an
+    alignment; from the seventh run on, requests as adaptive sizing would give (P95 + 15 %)."""
     rng = np.random.default_rng(seed)
     start = datetime(2026, 11, 1, tzinfo=timezone.utc)
     observations = []
@@ -33,6 +34,8 @@ def generated_history(runs: int = 12, seed: int = 7) -> list[Observation]:
             peak = int(peak_gib * GIB * rng.lognormal(0.0, spread))
             oom = family == "genomics.align" and run == 3  # a try someone squeezed to 8 GiB
             request = (8 if oom else EXAMPLE_REQUEST_GIB[family]) * GIB
+            if run >= runs // 2:  # sized from the history so far, as the operator would
+                request = min(request, int(peak_gib * GIB * np.exp(1.645 * spread) * 1.15))
             observations.append(
                 Observation(
                     key=TaskKey("adaptive_genomics", family.split(".", 1)[1], f"history__{run:03d}", -1, 1),
@@ -46,9 +49,10 @@ def generated_history(runs: int = 12, seed: int = 7) -> list[Observation]:
                     exit_code=137 if oom else 0,
                     memory_request_bytes=request,
                     memory_limit_bytes=request,
+                    user_request_bytes=EXAMPLE_REQUEST_GIB[family] * GIB,
                     node_name=f"node-{run % 3}",
-                    finished_at=start + timedelta(hours=run),
-                    strategy="user",
+                    finished_at=start + timedelta(days=run),
+                    strategy="adaptive" if run >= runs // 2 else "user",
                     explanation="generated example history",
                 )
             )

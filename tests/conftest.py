@@ -71,10 +71,10 @@ def clean_history(airflow_db: str) -> Iterator[None]:
 
     from airflow_adaptive.config import get_settings
     from airflow_adaptive.failopen import forget_warnings
-    from airflow_adaptive.store.tables import aggregate, family, node, task_attempt
+    from airflow_adaptive.store.tables import aggregate, family, family_day, node, task_attempt
 
     with settings.engine.begin() as conn:
-        for table in (task_attempt, node, family, aggregate):
+        for table in (task_attempt, node, family, aggregate, family_day):
             conn.execute(delete(table))
     forget_warnings()
     get_settings.cache_clear()

@@ -79,7 +79,13 @@ def test_orm_and_migration_schemas_agree(tmp_path: Path) -> None:
     by_migration = f"sqlite:///{tmp_path}/mig.db"
     command.upgrade(alembic_config(by_migration), "head")
     a, b = inspect(by_orm), inspect(create_engine(by_migration))
-    for table in ("adaptive_task_attempt", "adaptive_node", "adaptive_family", "adaptive_aggregate"):
+    for table in (
+        "adaptive_task_attempt",
+        "adaptive_node",
+        "adaptive_family",
+        "adaptive_aggregate",
+        "adaptive_family_day",
+    ):
         assert [(c["name"], str(c["type"]), c["nullable"]) for c in a.get_columns(table)] == [
             (c["name"], str(c["type"]), c["nullable"]) for c in b.get_columns(table)
         ]

@@ -81,6 +81,7 @@ class Observation:
     finished_at: datetime | None = None
     strategy: str | None = None
     explanation: str | None = None
+    user_request_bytes: int | None = None  # what the DAG asked for, before any decision
 
     @property
     def oom_killed(self) -> bool:

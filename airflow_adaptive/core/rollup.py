@@ -11,7 +11,7 @@ deltas, so labels and cold starts read one row.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from datetime import datetime
+from datetime import date, datetime, timezone
 
 from .labels import TASK_FEATURES, FamilyDemand
 from .model import ExitReason, Observation, PeakKind
@@ -38,6 +38,9 @@ class FamilyRollup:
     wall_seconds_n: int = 0
     requested_byte_seconds: float = 0.0  # request x wall of completed attempts with request and peak known
     used_byte_seconds: float = 0.0  # peak x wall of the same attempts
+    user_requested_byte_seconds: float = 0.0  # the user's request (else the pod's) x wall, same attempts
+    killed_byte_seconds: float = 0.0  # limit x wall of OOM-killed attempts: memory lost to kills
+    peaks: LogHistogram = field(default_factory=LogHistogram)  # completed attempts' peaks
     last_finished_at: datetime | None = None
 
     def demand(self) -> FamilyDemand:
@@ -55,9 +58,10 @@ class FamilyRollup:
         """This rollup with ``other``'s contributions added (``sign=-1``: removed)."""
         changes: dict[str, object] = {}
         for f in fields(self):
-            if f.name in ("task_family", "last_finished_at"):
+            if f.name in ("task_family", "last_finished_at", "peaks"):
                 continue
             changes[f.name] = getattr(self, f.name) + sign * getattr(other, f.name)
+        changes["peaks"] = self.peaks.combined(other.peaks, sign)
         latest = [t for t in (self.last_finished_at, other.last_finished_at) if t is not None]
         changes["last_finished_at"] = max(latest) if latest else None
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -70,6 +74,30 @@ def is_usable_sample(obs: Observation) -> bool:
     return bool(obs.usage.peak_memory_bytes and obs.usage.peak_memory_bytes > 0)
 
 
+@dataclass(frozen=True)
+class MemoryTime:
+    """Memory x time of one attempt, byte-seconds (0 where unknown)."""
+
+    requested: float = 0.0
+    used: float = 0.0
+    user_requested: float = 0.0
+    killed: float = 0.0
+
+
+def memory_time(obs: Observation) -> MemoryTime:
+    """Requested, used and user-requested memory x time of a completed attempt whose request, peak
+    and runtime are known (the user's request defaults to the pod's: no saving is claimed where it
+    is unknown); limit x time of an OOM-killed one."""
+    wall, peak, request = obs.usage.wall_seconds, obs.usage.peak_memory_bytes, obs.memory_request_bytes
+    if obs.oom_killed:
+        limit = obs.memory_limit_bytes or request
+        return MemoryTime(killed=float(limit * wall)) if limit and wall else MemoryTime()
+    if obs.exit_reason is not ExitReason.COMPLETED or not (wall and peak and request):
+        return MemoryTime()
+    user = obs.user_request_bytes or request
+    return MemoryTime(float(request * wall), float(peak * wall), float(user * wall))
+
+
 def contribution(obs: Observation) -> FamilyRollup:
     """What one attempt adds to its family's rollup."""
     usage = obs.usage
@@ -79,7 +107,10 @@ def contribution(obs: Observation) -> FamilyRollup:
     cpu = usage.cpu_core_seconds / wall if done and wall and usage.cpu_core_seconds is not None else None
     peak = usage.peak_memory_bytes if done else None
     io = ((usage.read_bytes or 0) + (usage.write_bytes or 0)) / wall if done and wall else None
-    sized = done and wall and peak and obs.memory_request_bytes
+    spent = memory_time(obs)
+    peaks = LogHistogram()
+    if peak:
+        peaks.add(float(peak))
     return FamilyRollup(
         obs.task_family,
         attempts=1,
@@ -95,10 +126,49 @@ def contribution(obs: Observation) -> FamilyRollup:
         io_rate_n=int(io is not None),
         wall_seconds_sum=float(usage.wall_seconds or 0.0) if done else 0.0,
         wall_seconds_n=int(done and usage.wall_seconds is not None),
-        requested_byte_seconds=float(obs.memory_request_bytes * wall) if sized else 0.0,  # type: ignore[operator]
-        used_byte_seconds=float(peak * wall) if sized else 0.0,  # type: ignore[operator]
+        requested_byte_seconds=spent.requested,
+        used_byte_seconds=spent.used,
+        user_requested_byte_seconds=spent.user_requested,
+        killed_byte_seconds=spent.killed,
+        peaks=peaks,
         last_finished_at=obs.finished_at,
     )
+
+
+@dataclass(frozen=True)
+class DayTotals:
+    """One family's attempts of one DAG on one day (UTC)."""
+
+    attempts: int = 0
+    completed: int = 0
+    oom_killed: int = 0
+    retries: int = 0  # attempts after the first try
+    requested_byte_seconds: float = 0.0
+    used_byte_seconds: float = 0.0
+    user_requested_byte_seconds: float = 0.0
+    killed_byte_seconds: float = 0.0
+
+    def plus(self, other: DayTotals, sign: int = 1) -> DayTotals:
+        return DayTotals(*(getattr(self, f.name) + sign * getattr(other, f.name) for f in fields(self)))
+
+
+DayKey = tuple[str, str, date]  # task family, DAG id, day
+
+
+def day_contribution(obs: Observation) -> tuple[DayKey, DayTotals]:
+    spent = memory_time(obs)
+    day = (obs.finished_at or datetime.now(timezone.utc)).astimezone(timezone.utc).date()
+    totals = DayTotals(
+        1,
+        int(obs.exit_reason is ExitReason.COMPLETED),
+        int(obs.oom_killed),
+        int(obs.key.try_number > 1),
+        spent.requested,
+        spent.used,
+        spent.user_requested,
+        spent.killed,
+    )
+    return (obs.task_family, obs.key.dag_id, day), totals
 
 
 def request_ratio(obs: Observation) -> float | None:

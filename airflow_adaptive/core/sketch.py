@@ -67,6 +67,17 @@ class LogHistogram:
                 return bucket_value(key)
         raise IndexError(rank)
 
+    def combined(self, other: LogHistogram, sign: int = 1) -> LogHistogram:
+        """A new histogram: this one with ``other``'s counts added (``sign=-1``: removed)."""
+        result = LogHistogram(self.counts)
+        for key, count in other.counts.items():
+            left = result.counts.get(key, 0) + sign * count
+            if left > 0:
+                result.counts[key] = left
+            else:
+                result.counts.pop(key, None)
+        return result
+
     def to_json(self) -> dict[str, int]:
         return dict(self.counts)
 

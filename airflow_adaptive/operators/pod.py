@@ -219,6 +219,8 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
             input_size_bytes=self._input_size(),
             sampled_peak_bytes=getattr(self, "_sampled_peak_bytes", None),
         )
+        user = memory_of(self.container_resources) if self.container_resources is not None else None
+        observation = replace(observation, user_request_bytes=user.request_bytes if user else None)
         Advisor(get_settings()).record(observation)
         return observation
 

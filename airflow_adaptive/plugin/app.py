@@ -1,45 +1,162 @@
-"""FastAPI sub-app mounted by the api-server at ``/adaptive``; every route needs a logged-in user."""
+"""FastAPI sub-app mounted by the api-server at ``/adaptive``: the UI page and its JSON endpoints.
 
-from __future__ import annotations
+Every route needs a logged-in Airflow user (a Bearer token or the UI's own ``_token`` cookie,
+so the page works inside Airflow's iframe) and only reads. FastAPI's ``/docs``, ``/redoc`` and
+``/openapi.json`` are off: they would answer without login. A user sees only task families and
+attempts of DAGs the auth manager lets them read.
+"""
 
-from typing import Any
+# No ``from __future__ import annotations``: FastAPI reads these routes' annotations at run time,
+# and some name objects local to ``create_app``.
+from datetime import date
+from pathlib import Path
+from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI
+from airflow.api_fastapi.core_api.security import GetUserDep
+from fastapi import Depends, FastAPI, HTTPException, Query
+from fastapi.responses import FileResponse, JSONResponse
+
+STATIC = Path(__file__).parent / "static"
+ASSETS = {  # the only files served: name -> media type
+    "index.html": "text/html",
+    "app.js": "text/javascript",
+    "app.css": "text/css",
+    "vendor/uplot/uPlot.iife.min.js": "text/javascript",
+    "vendor/uplot/uPlot.min.css": "text/css",
+    "vendor/uplot/LICENSE": "text/plain",
+}
+
+
+def readable_dags(user: Any) -> frozenset[str] | None:
+    """None when the user may read every DAG; else the DAG ids the auth manager allows."""
+    from airflow.api_fastapi.app import get_auth_manager
+
+    manager = get_auth_manager()
+    if manager.is_authorized_dag(method="GET", user=user):
+        return None
+    return frozenset(manager.get_authorized_dag_ids(user=user, method="GET"))
+
+
+def _readable(user: GetUserDep) -> frozenset[str] | None:
+    return readable_dags(user)
+
+
+# Module level: FastAPI resolves these (string) annotations in the module's namespace.
+Dags = Annotated[frozenset[str] | None, Depends(_readable)]
+Start = Annotated[date | None, Query(description="first day (UTC), YYYY-MM-DD")]
+End = Annotated[date | None, Query(description="last day (UTC), YYYY-MM-DD")]
+
+
+def _store() -> Any:
+    from airflow_adaptive.config import get_settings
+    from airflow_adaptive.store.access import open_store
+
+    return open_store(get_settings())
+
+
+def _date_range(start: date | None, end: date | None) -> tuple[date | None, date | None]:
+    if start is not None and end is not None and start > end:
+        raise HTTPException(400, f"start {start} is after end {end}")
+    return start, end
 
 
 def create_app() -> FastAPI:
     from airflow.api_fastapi.core_api.security import requires_authenticated
 
     from airflow_adaptive import __version__
+    from airflow_adaptive.config import get_settings
+    from airflow_adaptive.exceptions import HistoryUnavailableError
+    from airflow_adaptive.plugin import views
+    from airflow_adaptive.store.api import FAMILY_SORTS, TotalsQuery
 
     app = FastAPI(
         title="airflow-adaptive",
         version=__version__,
         dependencies=[Depends(requires_authenticated())],
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
+
+    @app.exception_handler(HistoryUnavailableError)
+    def unavailable(request: Any, err: HistoryUnavailableError) -> JSONResponse:
+        return JSONResponse({"detail": str(err)}, status_code=503)
 
     @app.get("/health")
     def health() -> dict[str, Any]:
         """Whether the history store is reachable from the api-server."""
-        from airflow_adaptive.config import get_settings
-        from airflow_adaptive.exceptions import HistoryUnavailableError
-        from airflow_adaptive.store.access import open_store
-
         try:
-            families = open_store(get_settings()).family_count()
+            families = _store().family_count()
         except HistoryUnavailableError as err:
             return {"status": "degraded", "store": str(err), "version": __version__}
         return {"status": "ok", "store": "ok", "task_families": families, "version": __version__}
 
     @app.get("/families")
-    def families() -> list[dict[str, Any]]:
-        """Task families with their attempt and OOM-kill counts."""
-        from airflow_adaptive.config import get_settings
-        from airflow_adaptive.store.access import open_store
+    def families(readable: Dags) -> list[dict[str, Any]]:
+        """Task families with their attempt and OOM-kill counts (the first API; see /api/families)."""
+        found, _ = _store().family_totals(TotalsQuery(readable), limit=1000)
+        return [{"task_family": f.task_family, "attempts": f.totals.attempts,
+                 "oom_kills": f.totals.oom_killed} for f in found]  # fmt: skip
 
-        rollups = open_store(get_settings()).families(limit=1000)
-        return [
-            {"task_family": r.task_family, "attempts": r.attempts, "oom_kills": r.oom_killed} for r in rollups
-        ]
+    @app.get("/ui")
+    def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    @app.get("/static/{name:path}")
+    def asset(name: str) -> FileResponse:
+        if name not in ASSETS:
+            raise HTTPException(404, f"no asset {name!r}")
+        return FileResponse(STATIC / name, media_type=ASSETS[name])
+
+    @app.get("/api/overview")
+    def overview(readable: Dags, start: Start = None, end: End = None) -> dict[str, Any]:
+        return views.overview(_store(), readable, *_date_range(start, end))
+
+    @app.get("/api/families")
+    def family_table(
+        readable: Dags,
+        start: Start = None,
+        end: End = None,
+        search: Annotated[str, Query(max_length=250)] = "",
+        sort: Annotated[str, Query(description=", ".join(FAMILY_SORTS))] = "attempts",
+        order: Annotated[str, Query(pattern="^(asc|desc)$")] = "desc",
+        page: Annotated[int, Query(ge=1, le=100_000)] = 1,
+        page_size: Annotated[int, Query(ge=1, le=200)] = 50,
+    ) -> dict[str, Any]:
+        if sort not in FAMILY_SORTS:
+            raise HTTPException(400, f"sort must be one of {', '.join(FAMILY_SORTS)}")
+        query = TotalsQuery(readable, *_date_range(start, end), search=search)
+        return views.families_page(
+            _store(), get_settings(), readable, query, sort=sort, descending=order == "desc",
+            limit=page_size, offset=(page - 1) * page_size,
+        )  # fmt: skip
+
+    @app.get("/api/families/{task_family:path}/whatif")
+    def whatif(task_family: str, readable: Dags) -> dict[str, Any]:
+        found = views.whatif(_store(), get_settings(), readable, task_family)
+        if found is None:
+            raise HTTPException(404, f"unknown task family {task_family!r}")
+        return found
+
+    @app.get("/api/families/{task_family:path}")
+    def family(
+        task_family: str, readable: Dags, limit: Annotated[int, Query(ge=1, le=2000)] = 500
+    ) -> dict[str, Any]:
+        found = views.family_detail(_store(), get_settings(), readable, task_family, limit)
+        if found is None:
+            raise HTTPException(404, f"unknown task family {task_family!r}")
+        return found
+
+    @app.get("/api/task/{dag_id}/{task_id}")
+    def task_family_of(dag_id: str, task_id: str, readable: Dags) -> dict[str, Any]:
+        """The family a task's attempts were recorded under (the per-task link lands here)."""
+        if readable is not None and dag_id not in readable:
+            raise HTTPException(404, f"no attempts of {dag_id}.{task_id}")
+        found = _store().attempts_for_try(dag_id, task_id, 1, limit=1)
+        return {"task_family": found[0].task_family if found else f"{dag_id}.{task_id}"}
+
+    @app.get("/api/nodes")
+    def nodes(readable: Dags) -> dict[str, Any]:
+        return views.nodes(_store(), get_settings(), readable)
 
     return app

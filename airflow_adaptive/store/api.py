@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Protocol
 
 from airflow_adaptive.core.grouping import Grouping, NodeProfile
 from airflow_adaptive.core.learn import FittedModel
 from airflow_adaptive.core.model import Observation, TaskKey
 from airflow_adaptive.core.nodes import StoredNode
-from airflow_adaptive.core.rollup import Distributions, FamilyRollup
+from airflow_adaptive.core.rollup import DayTotals, Distributions, FamilyRollup
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,38 @@ class FamilyState:
 
     rollup: FamilyRollup
     model: FittedModel | None = None
+
+
+FAMILY_SORTS = (
+    "task_family",
+    "attempts",
+    "completed",
+    "oom_killed",
+    "retries",
+    "requested_byte_seconds",
+    "used_byte_seconds",
+    "user_requested_byte_seconds",
+    "killed_byte_seconds",
+    "last_day",
+)
+
+
+@dataclass(frozen=True)
+class TotalsQuery:
+    """Which attempts to total: DAGs (None: all), days (inclusive, UTC), a family name fragment."""
+
+    dag_ids: frozenset[str] | None = None
+    start: date | None = None
+    end: date | None = None
+    search: str = ""
+    task_family: str | None = None
+
+
+@dataclass(frozen=True)
+class FamilyTotals:
+    task_family: str
+    totals: DayTotals
+    last_day: date
 
 
 @dataclass(frozen=True)
@@ -53,8 +85,10 @@ class HistoryStore(Protocol):
         """One family's rollup and model by primary key; None for a family never recorded."""
         ...
 
-    def history(self, task_family: str, *, limit: int = 500) -> list[Observation]:
-        """The family's most recent attempts, oldest first."""
+    def history(
+        self, task_family: str, *, limit: int = 500, dag_ids: frozenset[str] | None = None
+    ) -> list[Observation]:
+        """The family's most recent attempts (of these DAGs only, when given), oldest first."""
         ...
 
     def attempt(self, key: TaskKey) -> Observation | None: ...
@@ -74,6 +108,26 @@ class HistoryStore(Protocol):
         ...
 
     def family_count(self) -> int: ...
+
+    def family_dags(self, task_family: str) -> list[str]:
+        """The DAGs whose attempts the family has."""
+        ...
+
+    def day_totals(self, query: TotalsQuery) -> list[tuple[date, DayTotals]]:
+        """Totals per day over the matching families and DAGs, oldest day first."""
+        ...
+
+    def family_totals(
+        self,
+        query: TotalsQuery,
+        *,
+        sort: str = "attempts",
+        descending: bool = True,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> tuple[list[FamilyTotals], int]:
+        """A page of families with their totals over the matching DAGs and days, and how many match."""
+        ...
 
     def nodes(self) -> list[StoredNode]: ...
 

@@ -17,7 +17,14 @@ from typing import Protocol
 from airflow_adaptive.core.decide import SizingSettings, to_samples
 from airflow_adaptive.core.learn import fit_model, model_version, needs_refit
 from airflow_adaptive.core.model import Observation, TaskKey
-from airflow_adaptive.core.rollup import Distributions, FamilyRollup, contribution
+from airflow_adaptive.core.rollup import (
+    DayKey,
+    DayTotals,
+    Distributions,
+    FamilyRollup,
+    contribution,
+    day_contribution,
+)
 from airflow_adaptive.store.api import FamilyState, RecordResult
 
 
@@ -47,6 +54,10 @@ class Transaction(Protocol):
 
     def save_family(self, state: FamilyState, *, refitted: bool) -> None: ...
 
+    def add_days(self, totals: dict[DayKey, DayTotals]) -> None:
+        """Add (signed) totals to the per-family, per-DAG, per-day rows."""
+        ...
+
     def lock_distributions(self) -> Distributions: ...
 
     def save_distributions(self, distributions: Distributions) -> None: ...
@@ -72,6 +83,17 @@ def learn(
     return FamilyState(rollup, refitted)
 
 
+def day_deltas(batch: Sequence[Observation], old: dict[TaskKey, Observation]) -> dict[DayKey, DayTotals]:
+    """Per (family, DAG, day): what the batch adds, less what the attempts it replaces had added."""
+    deltas: dict[DayKey, DayTotals] = {}
+    for obs in batch:
+        for attempt, sign in ((old.get(obs.key), -1), (obs, +1)):
+            if attempt is not None:
+                key, totals = day_contribution(attempt)
+                deltas[key] = deltas.get(key, DayTotals()).plus(totals, sign)
+    return deltas
+
+
 def record_in(tx: Transaction, observations: Sequence[Observation], learning: Learning) -> RecordResult:
     """Replace the attempts, update rollups and distributions, refit models that are due."""
     batch = latest_by_key(observations)
@@ -92,6 +114,7 @@ def record_in(tx: Transaction, observations: Sequence[Observation], learning: Le
         if before is not None:
             rollups[before.task_family] = rollups[before.task_family].plus(contribution(before), -1)
         rollups[obs.task_family] = rollups[obs.task_family].plus(contribution(obs))
+    tx.add_days(day_deltas(batch, old))
     refitted = []
     for name in names:
         state = learn(learning, tx, rollups[name], states[name])

@@ -14,14 +14,22 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
+from typing import Any
 
 from airflow_adaptive.core.grouping import Grouping, NodeProfile
 from airflow_adaptive.core.model import Observation, TaskKey
 from airflow_adaptive.core.nodes import StoredNode
-from airflow_adaptive.core.rollup import Distributions, FamilyRollup
+from airflow_adaptive.core.rollup import DayKey, DayTotals, Distributions, FamilyRollup
 from airflow_adaptive.exceptions import HistoryUnavailableError
-from airflow_adaptive.store.api import FamilyState, PruneResult, RecordResult
+from airflow_adaptive.store.api import (
+    FAMILY_SORTS,
+    FamilyState,
+    FamilyTotals,
+    PruneResult,
+    RecordResult,
+    TotalsQuery,
+)
 from airflow_adaptive.store.learning import DEFAULT_LEARNING, Learning, Transaction, record_in
 from airflow_adaptive.store.rebuild import rebuild_states
 
@@ -63,6 +71,10 @@ class _MemoryTransaction(Transaction):
     def save_family(self, state: FamilyState, *, refitted: bool) -> None:
         self.store._families[state.rollup.task_family] = state
 
+    def add_days(self, totals: dict[DayKey, DayTotals]) -> None:
+        for key, delta in totals.items():
+            self.store._days[key] = self.store._days.get(key, DayTotals()).plus(delta)
+
     def lock_distributions(self) -> Distributions:
         return copy.deepcopy(self.store._distributions)
 
@@ -81,6 +93,7 @@ class InMemoryHistoryStore:
         self._families: dict[str, FamilyState] = {}
         self._distributions = Distributions()
         self._nodes: dict[str, StoredNode] = {}
+        self._days: dict[DayKey, DayTotals] = {}
         self._next_id = 0
         self.calls = 0  # store round trips, for tests that count them
 
@@ -99,11 +112,17 @@ class InMemoryHistoryStore:
     def record(self, observations: Sequence[Observation]) -> RecordResult:
         with self._lock:
             self._enter()
-            snapshot = (dict(self._attempts), dict(self._families), self._distributions, self._next_id)
+            snapshot = (
+                dict(self._attempts),
+                dict(self._families),
+                self._distributions,
+                self._next_id,
+                dict(self._days),
+            )
             try:
                 return record_in(_MemoryTransaction(self), observations, self.learning)
             except BaseException:  # one transaction: all or nothing
-                self._attempts, self._families, self._distributions, self._next_id = snapshot
+                self._attempts, self._families, self._distributions, self._next_id, self._days = snapshot
                 raise
 
     def family(self, task_family: str) -> FamilyState | None:
@@ -117,10 +136,66 @@ class InMemoryHistoryStore:
             return replace(state, model=bad)
         return state
 
-    def history(self, task_family: str, *, limit: int = 500) -> list[Observation]:
+    def history(
+        self, task_family: str, *, limit: int = 500, dag_ids: frozenset[str] | None = None
+    ) -> list[Observation]:
         with self._lock:
             self._enter()
-            return [obs for _, obs in self._window(task_family, limit)]
+            found = [obs for _, obs in self._window(task_family, len(self._attempts))]
+        return [o for o in found if dag_ids is None or o.key.dag_id in dag_ids][-limit:] if limit > 0 else []
+
+    def _matching(self, query: TotalsQuery) -> list[tuple[DayKey, DayTotals]]:
+        with self._lock:
+            self._enter()
+            items = list(self._days.items())
+        return [
+            ((family, dag, day), t)
+            for (family, dag, day), t in items
+            if t.attempts
+            and (query.dag_ids is None or dag in query.dag_ids)
+            and (query.start is None or day >= query.start)
+            and (query.end is None or day <= query.end)
+            and (query.task_family is None or family == query.task_family)
+            and query.search.lower() in family.lower()
+        ]
+
+    def family_dags(self, task_family: str) -> list[str]:
+        return sorted({dag for (family, dag, _), _t in self._matching(TotalsQuery(task_family=task_family))})
+
+    def day_totals(self, query: TotalsQuery) -> list[tuple[date, DayTotals]]:
+        by_day: dict[date, DayTotals] = {}
+        for (_, _, day), t in self._matching(query):
+            by_day[day] = by_day.get(day, DayTotals()).plus(t)
+        return sorted(by_day.items())
+
+    def family_totals(
+        self,
+        query: TotalsQuery,
+        *,
+        sort: str = "attempts",
+        descending: bool = True,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> tuple[list[FamilyTotals], int]:
+        if sort not in FAMILY_SORTS:
+            raise ValueError(f"sort must be one of {', '.join(FAMILY_SORTS)}")
+        by_family: dict[str, FamilyTotals] = {}
+        for (family, _, day), t in self._matching(query):
+            known = by_family.get(family)
+            merged = known.totals.plus(t) if known else t
+            by_family[family] = FamilyTotals(family, merged, max(day, known.last_day) if known else day)
+
+        def key(f: FamilyTotals) -> Any:
+            return (
+                f.task_family
+                if sort == "task_family"
+                else f.last_day
+                if sort == "last_day"
+                else getattr(f.totals, sort)
+            )
+
+        ordered = sorted(sorted(by_family.values(), key=lambda f: f.task_family), key=key, reverse=descending)
+        return ordered[offset : offset + limit], len(ordered)
 
     def attempt(self, key: TaskKey) -> Observation | None:
         with self._lock:
@@ -198,7 +273,7 @@ class InMemoryHistoryStore:
                 self._attempts.values(), key=lambda item: (item[1].finished_at or _EPOCH, item[0])
             ):
                 by_family.setdefault(obs.task_family, []).append((i, obs))
-            states, self._distributions = rebuild_states(
+            states, self._distributions, self._days = rebuild_states(
                 sorted(by_family.items()), self.learning if fit_models else None
             )
             self._families = {state.rollup.task_family: state for state in states}

@@ -17,11 +17,18 @@ from sqlalchemy import Connection, delete, select
 from airflow_adaptive.core.decide import to_samples
 from airflow_adaptive.core.learn import fit_model
 from airflow_adaptive.core.model import Observation
-from airflow_adaptive.core.rollup import Distributions, FamilyRollup, contribution
+from airflow_adaptive.core.rollup import (
+    DayKey,
+    DayTotals,
+    Distributions,
+    FamilyRollup,
+    contribution,
+    day_contribution,
+)
 from airflow_adaptive.store import rows
 from airflow_adaptive.store.api import FamilyState
 from airflow_adaptive.store.learning import Learning
-from airflow_adaptive.store.tables import aggregate, family, task_attempt
+from airflow_adaptive.store.tables import aggregate, family, family_day, task_attempt
 
 _BATCH = 1000
 
@@ -61,22 +68,26 @@ def family_state(
 
 def rebuild_states(
     families: Iterable[tuple[str, list[tuple[int, Observation]]]], learning: Learning | None
-) -> tuple[list[FamilyState], Distributions]:
-    """Every family's state and the distributions, from (family, [(id, attempt) oldest first])."""
+) -> tuple[list[FamilyState], Distributions, dict[DayKey, DayTotals]]:
+    """Every family's state, the distributions and the day totals, from
+    (family, [(id, attempt) oldest first])."""
     states = []
     distributions = Distributions()
+    days: dict[DayKey, DayTotals] = {}
     for name, attempts in families:
         state = family_state(name, attempts, learning)
         for _, obs in attempts:
             distributions.replace_attempt(None, obs)
+            key, totals = day_contribution(obs)
+            days[key] = days.get(key, DayTotals()).plus(totals)
         distributions.move_family(None, state.rollup)
         states.append(state)
-    return states, distributions
+    return states, distributions, days
 
 
 def rebuild_all(conn: Connection, learning: Learning | None) -> int:
     """Replace every family row and the distributions; models too unless ``learning`` is None."""
-    states, distributions = rebuild_states(_families(conn), learning)
+    states, distributions, days = rebuild_states(_families(conn), learning)
     now = datetime.now(timezone.utc)
     values: list[dict[str, Any]] = [
         {
@@ -89,6 +100,10 @@ def rebuild_all(conn: Connection, learning: Learning | None) -> int:
     conn.execute(delete(family))
     for start in range(0, len(values), _BATCH):
         conn.execute(family.insert(), values[start : start + _BATCH])
+    conn.execute(delete(family_day))
+    day_values = rows.day_rows(days)
+    for start in range(0, len(day_values), _BATCH):
+        conn.execute(family_day.insert(), day_values[start : start + _BATCH])
     conn.execute(delete(aggregate))
     conn.execute(aggregate.insert().values(id=1, distributions=distributions.to_json(), updated_at=now))
     return len(values)

@@ -12,7 +12,8 @@ from airflow_adaptive.core.grouping import NodeProfile
 from airflow_adaptive.core.learn import FittedModel
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.core.nodes import StoredNode
-from airflow_adaptive.core.rollup import FamilyRollup
+from airflow_adaptive.core.rollup import DayKey, DayTotals, FamilyRollup
+from airflow_adaptive.core.sketch import LogHistogram
 from airflow_adaptive.store.api import FamilyState
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ def attempt_values(obs: Observation) -> dict[str, Any]:
         "exit_code": obs.exit_code,
         "strategy": obs.strategy,
         "explanation": obs.explanation,
+        "user_request_bytes": obs.user_request_bytes,
     }
 
 
@@ -87,6 +89,7 @@ def observation(row: Any) -> Observation:
         finished_at=_utc(finished),
         strategy=row.strategy,
         explanation=row.explanation,
+        user_request_bytes=_nonnegative(row.user_request_bytes, int),
     )
 
 
@@ -100,9 +103,19 @@ def observations(rows: Iterable[Any]) -> list[Observation]:
     return result
 
 
+DAY_KEYS = ("task_family", "dag_id", "day")
+
+
+def day_rows(totals: dict[DayKey, DayTotals]) -> list[dict[str, Any]]:
+    return [
+        {"task_family": family, "dag_id": dag_id, "day": day, **asdict(t)}
+        for (family, dag_id, day), t in sorted(totals.items())
+    ]
+
+
 def family_values(state: FamilyState) -> dict[str, Any]:
     values = {name: getattr(state.rollup, name) for name in ROLLUP_COLUMNS}
-    values["last_finished_at"] = state.rollup.last_finished_at
+    values["peaks"] = state.rollup.peaks.to_json()
     values["model"] = asdict(state.model) if state.model is not None else None
     return values
 
@@ -120,8 +133,9 @@ def _model(data: Any) -> FittedModel | None:
 def family_state(row: Any) -> FamilyState:
     values = {name: getattr(row, name) for name in ROLLUP_COLUMNS}
     values["last_finished_at"] = _utc(row.last_finished_at)
+    values["peaks"] = LogHistogram(row.peaks if isinstance(row.peaks, dict) else None)
     for name in ROLLUP_COLUMNS:
-        if name != "last_finished_at" and values[name] is None:
+        if values[name] is None and name != "last_finished_at":
             values[name] = 0
     return FamilyState(FamilyRollup(row.task_family, **values), _model(row.model))
 

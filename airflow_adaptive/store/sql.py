@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, func, select, text, update
@@ -22,13 +22,14 @@ from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 from airflow_adaptive.core.grouping import Grouping, NodeProfile
 from airflow_adaptive.core.model import Observation, TaskKey
 from airflow_adaptive.core.nodes import StoredNode
-from airflow_adaptive.core.rollup import Distributions, FamilyRollup
+from airflow_adaptive.core.rollup import DayKey, DayTotals, Distributions, FamilyRollup
 from airflow_adaptive.exceptions import HistoryRejectedError, HistoryUnavailableError
-from airflow_adaptive.store import rows
-from airflow_adaptive.store.api import FamilyState, PruneResult, RecordResult
+from airflow_adaptive.store import rows, totals
+from airflow_adaptive.store.api import FamilyState, FamilyTotals, PruneResult, RecordResult, TotalsQuery
 from airflow_adaptive.store.learning import DEFAULT_LEARNING, Learning, Transaction, record_in
 from airflow_adaptive.store.rebuild import rebuild_all
-from airflow_adaptive.store.tables import aggregate, family, node, task_attempt
+from airflow_adaptive.store.rows import DAY_KEYS, day_rows
+from airflow_adaptive.store.tables import aggregate, family, family_day, node, task_attempt
 
 _MISSING_TABLE = ("no such table", "does not exist", "doesn't exist")
 
@@ -70,6 +71,17 @@ def upsert(dialect: str, table: Any, columns: Sequence[str], keys: Sequence[str]
     if dialect in ("mysql", "mariadb"):
         return stmt.on_duplicate_key_update({c: stmt.inserted[c] for c in changed})
     return stmt.on_conflict_do_update(index_elements=list(keys), set_={c: stmt.excluded[c] for c in changed})
+
+
+def add_to(dialect: str, table: Any, keys: Sequence[str]) -> Any:
+    """INSERT, or add the new row's numbers to the existing row's (atomic increments)."""
+    stmt = _insert(dialect)(table)
+    numbers = [c.name for c in table.columns if c.name not in keys]
+    if dialect in ("mysql", "mariadb"):
+        return stmt.on_duplicate_key_update({c: table.c[c] + stmt.inserted[c] for c in numbers})
+    return stmt.on_conflict_do_update(
+        index_elements=list(keys), set_={c: table.c[c] + stmt.excluded[c] for c in numbers}
+    )
 
 
 def insert_missing(dialect: str, table: Any, values: list[dict[str, Any]], keys: Sequence[str]) -> Any:
@@ -118,10 +130,15 @@ class _SqlTransaction(Transaction):
         values = [rows.attempt_values(o) for o in observations]
         self.conn.execute(upsert(self.dialect, task_attempt, list(values[0]), rows.KEY_COLUMNS), values)
 
-    def window(self, task_family: str, limit: int) -> tuple[list[Observation], int | None]:
+    def window(
+        self, task_family: str, limit: int, dag_ids: frozenset[str] | None = None
+    ) -> tuple[list[Observation], int | None]:
+        conditions = [task_attempt.c.task_family == task_family]
+        if dag_ids is not None:
+            conditions.append(task_attempt.c.dag_id.in_(sorted(dag_ids)))
         stmt = (
             select(task_attempt)
-            .where(task_attempt.c.task_family == task_family)
+            .where(*conditions)
             .order_by(task_attempt.c.finished_at.desc(), task_attempt.c.id.desc())
             .limit(limit)
         )
@@ -135,6 +152,10 @@ class _SqlTransaction(Transaction):
         self.conn.execute(
             update(family).where(family.c.task_family == state.rollup.task_family).values(values)
         )
+
+    def add_days(self, totals: dict[DayKey, DayTotals]) -> None:
+        if totals:
+            self.conn.execute(add_to(self.dialect, family_day, DAY_KEYS), day_rows(totals))
 
     def lock_distributions(self) -> Distributions:
         self.conn.execute(insert_missing(self.dialect, aggregate, [{"id": 1, "distributions": {}}], ["id"]))
@@ -241,9 +262,11 @@ class SqlHistoryStore:
             row = conn.execute(select(family).where(family.c.task_family == task_family)).first()
         return rows.family_state(row) if row is not None and row.attempts else None
 
-    def history(self, task_family: str, *, limit: int = 500) -> list[Observation]:
+    def history(
+        self, task_family: str, *, limit: int = 500, dag_ids: frozenset[str] | None = None
+    ) -> list[Observation]:
         with self._connection() as conn:
-            return _SqlTransaction(conn).window(task_family, limit)[0]
+            return _SqlTransaction(conn).window(task_family, limit, dag_ids)[0]
 
     def attempt(self, key: TaskKey) -> Observation | None:
         with self._connection() as conn:
@@ -288,6 +311,32 @@ class SqlHistoryStore:
                 conn.execute(select(func.count()).select_from(family).where(family.c.attempts > 0)).scalar()
                 or 0
             )
+
+    def family_dags(self, task_family: str) -> list[str]:
+        stmt = (
+            select(family_day.c.dag_id)
+            .where(family_day.c.task_family == task_family, family_day.c.attempts != 0)
+            .distinct()
+            .order_by(family_day.c.dag_id)
+        )
+        with self._connection() as conn:
+            return list(conn.execute(stmt).scalars())
+
+    def day_totals(self, query: TotalsQuery) -> list[tuple[date, DayTotals]]:
+        with self._connection() as conn:
+            return totals.day_totals(conn, query)
+
+    def family_totals(
+        self,
+        query: TotalsQuery,
+        *,
+        sort: str = "attempts",
+        descending: bool = True,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> tuple[list[FamilyTotals], int]:
+        with self._connection() as conn:
+            return totals.family_totals(conn, query, sort, descending, limit, offset)
 
     def nodes(self) -> list[StoredNode]:
         with self._connection() as conn:

@@ -6,6 +6,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Column,
+    Date,
     DateTime,
     Float,
     Index,
@@ -53,6 +54,7 @@ task_attempt = Table(
     Column("exit_code", Integer),
     Column("strategy", String(100)),
     Column("explanation", Text),
+    Column("user_request_bytes", BigInteger),
     UniqueConstraint(
         "dag_id", "task_id", "run_id", "map_index", "try_number", name="adaptive_task_attempt_key_uq"
     ),
@@ -99,6 +101,9 @@ family = Table(
     _count("wall_seconds_n"),
     _sum("requested_byte_seconds"),
     _sum("used_byte_seconds"),
+    _sum("user_requested_byte_seconds"),
+    _sum("killed_byte_seconds"),
+    Column("peaks", JSON),  # core.sketch.LogHistogram of completed attempts' peaks (for P50/P95)
     Column("last_finished_at", DateTime(timezone=True)),
     Column("model", JSON),  # core.learn.FittedModel as a document; NULL: none yet
     Column("model_fitted_at", DateTime(timezone=True)),
@@ -111,4 +116,20 @@ aggregate = Table(
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("distributions", JSON, nullable=False),
     Column("updated_at", DateTime(timezone=True)),
+)
+
+# Totals per family, DAG and day (UTC): which DAGs a family belongs to (for DAG-level access in the
+# UI) and the trend over time, kept by the same deltas as the rollups.
+family_day = Table(
+    "adaptive_family_day",
+    metadata,
+    Column("task_family", String(250), primary_key=True),
+    Column("dag_id", String(250), primary_key=True),
+    Column("day", Date, primary_key=True),
+    *(_count(c) for c in ("attempts", "completed", "oom_killed", "retries")),
+    _sum("requested_byte_seconds"),
+    _sum("used_byte_seconds"),
+    _sum("user_requested_byte_seconds"),
+    _sum("killed_byte_seconds"),
+    Index("idx_adaptive_family_day_day", "day"),
 )

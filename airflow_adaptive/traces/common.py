@@ -91,6 +91,7 @@ def completed_observation(
         exit_code=0,
         memory_request_bytes=whole(request_bytes),
         memory_limit_bytes=whole(request_bytes),
+        user_request_bytes=whole(request_bytes),
         input_size_bytes=whole(input_size_bytes),
         node_name=node_name,
         strategy="user",

@@ -84,6 +84,7 @@ def read_nextflow(path: str | os.PathLike[str], sep: str | None = None) -> Impor
                 exit_code=_int(num("exit")),
                 memory_request_bytes=_int(memory),
                 memory_limit_bytes=_int(memory),
+                user_request_bytes=_int(memory),
                 node_name=None if hosts.iat[pos] in MISSING else hosts.iat[pos],
                 finished_at=datetime.fromtimestamp(complete / 1000, timezone.utc) if complete else None,
                 strategy="user",

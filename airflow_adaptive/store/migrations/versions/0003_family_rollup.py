@@ -1,4 +1,5 @@
-"""Per-family rollups and fitted models, store-wide distributions; rollups built from existing attempts.
+"""Per-family rollups and fitted models, per-day totals, store-wide distributions, users' requests;
+rollups built from existing attempts.
 
 Revision ID: c4f8a2d9e613
 Revises: b3e9d2a41c07
@@ -33,6 +34,9 @@ def upgrade() -> None:
     columns += [
         sa.Column("requested_byte_seconds", sa.Float, nullable=False, server_default="0"),
         sa.Column("used_byte_seconds", sa.Float, nullable=False, server_default="0"),
+        sa.Column("user_requested_byte_seconds", sa.Float, nullable=False, server_default="0"),
+        sa.Column("killed_byte_seconds", sa.Float, nullable=False, server_default="0"),
+        sa.Column("peaks", sa.JSON),
         sa.Column("last_finished_at", sa.DateTime(timezone=True)),
         sa.Column("model", sa.JSON),
         sa.Column("model_fitted_at", sa.DateTime(timezone=True)),
@@ -47,6 +51,32 @@ def upgrade() -> None:
         sa.Column("updated_at", sa.DateTime(timezone=True)),
         sa.PrimaryKeyConstraint("id", name="adaptive_aggregate_pkey"),
     )
+    day_columns: list[sa.Column] = [
+        sa.Column("task_family", sa.String(250), nullable=False),
+        sa.Column("dag_id", sa.String(250), nullable=False),
+        sa.Column("day", sa.Date, nullable=False),
+    ]
+    day_columns += [
+        sa.Column(c, sa.BigInteger, nullable=False, server_default="0")
+        for c in ("attempts", "completed", "oom_killed", "retries")
+    ]
+    day_columns += [
+        sa.Column(c, sa.Float, nullable=False, server_default="0")
+        for c in (
+            "requested_byte_seconds",
+            "used_byte_seconds",
+            "user_requested_byte_seconds",
+            "killed_byte_seconds",
+        )
+    ]
+    op.create_table(
+        "adaptive_family_day",
+        *day_columns,
+        sa.PrimaryKeyConstraint("task_family", "dag_id", "day", name="adaptive_family_day_pkey"),
+    )
+    op.create_index("idx_adaptive_family_day_day", "adaptive_family_day", ["day"])
+    with op.batch_alter_table("adaptive_task_attempt") as batch:
+        batch.add_column(sa.Column("user_request_bytes", sa.BigInteger))
     # Data migration: rollups and distributions from the attempts already stored. Models are left
     # to be fitted lazily (the next decision or recording of each family), so upgrading stays fast.
     from airflow_adaptive.store.rebuild import rebuild_all
@@ -55,5 +85,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("adaptive_task_attempt") as batch:
+        batch.drop_column("user_request_bytes")
+    op.drop_index("idx_adaptive_family_day_day", table_name="adaptive_family_day")
+    op.drop_table("adaptive_family_day")
     op.drop_table("adaptive_aggregate")
     op.drop_table("adaptive_family")

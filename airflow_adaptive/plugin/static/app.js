@@ -1,0 +1,221 @@
+// airflow-adaptive UI: reads the plugin's JSON endpoints (same origin, the user's own session) and
+// draws tables and uPlot charts. Read-only: it only ever sends GET requests.
+"use strict";
+
+const view = document.getElementById("view");
+const GIB = 1024 ** 3;
+const state = { sort: "attempts", order: "desc", page: 1, search: "", start: "", end: "" };
+
+function esc(value) {
+  return String(value ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+}
+function bytes(value) {
+  if (value === null || value === undefined) return "–";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let v = Number(value), i = 0;
+  while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  return i === 0 ? `${v.toFixed(0)} B` : `${v.toPrecision(3)} ${units[i]}`;
+}
+function num(value, digits = 1) {
+  return value === null || value === undefined ? "–" : Number(value).toLocaleString("en", { maximumFractionDigits: digits });
+}
+function pct(value) { return value === null || value === undefined ? "–" : `${(100 * value).toFixed(1)} %`; }
+function css(name) { return getComputedStyle(document.documentElement).getPropertyValue(name).trim(); }
+
+async function api(path) {
+  const response = await fetch(path, { credentials: "same-origin", headers: { Accept: "application/json" } });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(body.detail ? (typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail)) : response.statusText);
+  return body;
+}
+function range() {
+  const q = new URLSearchParams();
+  if (state.start) q.set("start", state.start);
+  if (state.end) q.set("end", state.end);
+  return q;
+}
+function rangeInputs() {
+  return `<label>From <input type="date" id="start" value="${esc(state.start)}"></label>
+          <label>to <input type="date" id="end" value="${esc(state.end)}"></label>`;
+}
+function bindRange(reload) {
+  for (const id of ["start", "end"]) {
+    document.getElementById(id).addEventListener("change", (e) => { state[id] = e.target.value; state.page = 1; reload(); });
+  }
+}
+function card(label, value, key, cls = "") {
+  return `<div class="card" data-key="${key}"><div class="label">${label}</div><div class="value ${cls}">${value}</div></div>`;
+}
+function chart(el, title, xs, series, opts = {}) {
+  const width = Math.max(320, Math.min(el.clientWidth || 900, 1200));
+  return new uPlot({
+    title, width, height: 260,
+    axes: [{ stroke: css("--muted"), grid: { stroke: css("--line") } },
+           { stroke: css("--muted"), grid: { stroke: css("--line") }, size: 70, values: opts.yValues }],
+    series: [{}, ...series],
+    scales: { x: { time: true } },
+  }, [xs, ...series.map((s) => s.data)], el);
+}
+
+async function overview() {
+  const data = await api(`api/overview?${range()}`);
+  view.innerHTML = `<h2>Allocation overview</h2>
+    <div class="toolbar">${rangeInputs()}</div>
+    <div class="cards">
+      ${card("Task families sized", num(data.families, 0), "families")}
+      ${card("Attempts", num(data.attempts, 0), "attempts")}
+      ${card("OOM kills / 100", num(data.oom_per_100, 2), "oom_per_100", data.oom_per_100 > 5 ? "bad" : "")}
+      ${card("Retries / 100", num(data.retries_per_100, 2), "retries_per_100")}
+      ${card("Requested GB·h", num(data.requested_gb_h, 2), "requested_gb_h")}
+      ${card("Used GB·h", num(data.used_gb_h, 2), "used_gb_h")}
+      ${card("Wasted GB·h", num(data.wasted_gb_h, 2), "wasted_gb_h")}
+      ${card("Users asked GB·h", num(data.user_requested_gb_h, 2), "user_requested_gb_h")}
+      ${card("Saved vs users' requests", pct(data.saving_fraction), "saving_fraction", "good")}
+    </div>
+    <div class="chart" id="trend"></div>`;
+  bindRange(overview);
+  const days = data.days.map((d) => Date.parse(`${d.day}T00:00:00Z`) / 1000);
+  if (days.length) {
+    chart(document.getElementById("trend"), "GB·h per day", days, [
+      { label: "users asked", stroke: css("--muted"), data: data.days.map((d) => d.user_requested_gb_h) },
+      { label: "requested", stroke: css("--accent"), data: data.days.map((d) => d.requested_gb_h) },
+      { label: "used", stroke: css("--good"), data: data.days.map((d) => d.used_gb_h) },
+      { label: "wasted", stroke: css("--bad"), data: data.days.map((d) => d.wasted_gb_h) },
+    ]);
+  }
+}
+
+const COLUMNS = [
+  ["task_family", "Task family"], ["attempts", "Attempts"], ["completed", "Completed"], ["oom_killed", "OOM"],
+  [null, "P50 peak"], [null, "P95 peak"], [null, "Decision"], ["requested_byte_seconds", "Requested GB·h"],
+  [null, "Wasted GB·h"], [null, "Saving"], ["last_day", "Last run"],
+];
+async function families() {
+  const q = range();
+  q.set("sort", state.sort); q.set("order", state.order); q.set("page", state.page); q.set("search", state.search);
+  const data = await api(`api/families?${q}`);
+  const pages = Math.max(1, Math.ceil(data.total / data.limit));
+  const head = COLUMNS.map(([key, label]) => {
+    const arrow = key === state.sort ? (state.order === "desc" ? " ▾" : " ▴") : "";
+    return key ? `<th data-sort="${key}">${label}${arrow}</th>` : `<th>${label}</th>`;
+  }).join("");
+  const rows = data.families.map((f) => `<tr data-family="${esc(f.task_family)}">
+      <td><a href="#/family/${encodeURIComponent(f.task_family)}">${esc(f.task_family)}</a></td>
+      <td data-col="attempts">${num(f.attempts, 0)}</td><td>${num(f.completed, 0)}</td>
+      <td data-col="oom_killed" class="${f.oom_killed ? "bad" : ""}">${num(f.oom_killed, 0)}</td>
+      <td>${bytes(f.p50_peak_bytes)}</td><td>${bytes(f.p95_peak_bytes)}</td>
+      <td class="why">${f.decision ? `<b>${bytes(f.decision.memory_request_bytes)}</b> ${esc(f.decision.strategy)}<br>${esc(f.decision.explanation)}` : "user's request"}</td>
+      <td>${num(f.requested_gb_h, 3)}</td><td>${num(f.wasted_gb_h, 3)}</td><td>${pct(f.saving_fraction)}</td><td>${esc(f.last_day)}</td></tr>`).join("");
+  view.innerHTML = `<h2>Task families</h2>
+    <div class="toolbar"><input id="search" placeholder="Search task families" value="${esc(state.search)}">
+      ${rangeInputs()}<span class="muted" id="count">${num(data.total, 0)} families</span></div>
+    <div class="scroll"><table id="families-table"><thead><tr>${head}</tr></thead><tbody>${rows}</tbody></table></div>
+    <div class="toolbar"><button id="prev" ${state.page <= 1 ? "disabled" : ""}>Previous</button>
+      <span>page ${state.page} of ${pages}</span><button id="next" ${state.page >= pages ? "disabled" : ""}>Next</button></div>`;
+  bindRange(families);
+  document.getElementById("search").addEventListener("change", (e) => { state.search = e.target.value; state.page = 1; families(); });
+  document.getElementById("prev").addEventListener("click", () => { state.page--; families(); });
+  document.getElementById("next").addEventListener("click", () => { state.page++; families(); });
+  for (const th of view.querySelectorAll("th[data-sort]")) {
+    th.addEventListener("click", () => {
+      const key = th.dataset.sort;
+      state.order = state.sort === key && state.order === "desc" ? "asc" : "desc";
+      state.sort = key; state.page = 1; families();
+    });
+  }
+}
+
+async function family(name) {
+  const data = await api(`api/families/${encodeURIComponent(name)}`);
+  const attempts = data.attempts;
+  const xs = attempts.map((a, i) => (a.finished_at ? Date.parse(a.finished_at) / 1000 : i));
+  const oom = attempts.filter((a) => a.oom_killed).length;
+  const rows = attempts.slice().reverse().map((a) => `<tr class="${a.oom_killed ? "bad" : ""}" data-exit="${esc(a.exit_reason)}">
+      <td class="text">${esc(a.finished_at)}</td><td class="text">${esc(a.dag_id)} / ${esc(a.run_id)} / ${a.try_number}</td>
+      <td class="text">${esc(a.exit_reason)}</td><td>${bytes(a.user_request_bytes)}</td><td>${bytes(a.memory_request_bytes)}</td>
+      <td>${bytes(a.memory_limit_bytes)}</td><td>${bytes(a.peak_memory_bytes)}${a.peak_is_lower_bound ? " ≥" : ""}</td>
+      <td class="text">${esc(a.node || "–")}${a.group ? ` (group ${a.group})` : ""}</td><td class="why">${esc(a.explanation || "")}</td></tr>`).join("");
+  view.innerHTML = `<h2>${esc(data.task_family)}</h2>
+    <p class="muted">DAGs: ${data.dags.map(esc).join(", ")}</p>
+    <div class="chart" id="family-chart" data-points="${attempts.length}" data-oom="${oom}"></div>
+    <p class="muted" id="chart-caption">${attempts.length} attempts plotted; ${oom} OOM-killed (red ✕, at their limit);
+      hollow peaks are lower bounds (sampled).</p>
+    <h2>Next decision</h2><p id="decision"><b>${bytes(data.decision.memory_request_bytes)}</b> (${esc(data.decision.strategy)}):
+      ${esc(data.decision.explanation)}</p>
+    <p id="placement">Task labels: ${esc(JSON.stringify(data.labels))}. ${esc(data.placement)}</p>
+    <h2>What if: every strategy on this family's history</h2><div id="whatif" class="muted">Replaying…</div>
+    <h2>Attempts</h2><div class="scroll"><table id="attempts-table"><thead><tr><th>Finished</th><th>DAG / run / try</th><th>Exit</th>
+      <th>User asked</th><th>Request</th><th>Limit</th><th>Peak</th><th>Node</th><th>Why</th></tr></thead><tbody>${rows}</tbody></table></div>`;
+  const peaks = attempts.map((a) => (a.oom_killed || a.peak_is_lower_bound ? null : a.peak_memory_bytes));
+  const lower = attempts.map((a) => (a.peak_is_lower_bound && !a.oom_killed ? a.peak_memory_bytes : null));
+  const killed = attempts.map((a) => (a.oom_killed ? a.memory_limit_bytes : null));
+  const dots = (stroke, fill, size) => ({ show: true, size, stroke, fill, width: 2 });
+  chart(document.getElementById("family-chart"), "Memory per attempt", xs, [
+    { label: "user asked", stroke: css("--muted"), data: attempts.map((a) => a.user_request_bytes), dash: [6, 4] },
+    { label: "decided request", stroke: css("--accent"), data: attempts.map((a) => a.memory_request_bytes) },
+    { label: "peak", stroke: css("--good"), paths: () => null, points: dots(css("--good"), css("--good"), 7), data: peaks },
+    { label: "peak ≥ (sampled)", stroke: css("--good"), paths: () => null, points: dots(css("--good"), css("--bg"), 7), data: lower },
+    { label: "OOM-killed", stroke: css("--bad"), paths: () => null, points: dots(css("--bad"), css("--bad"), 10), data: killed },
+  ], { yValues: (u, ticks) => ticks.map((t) => bytes(t)) });
+  whatif(name);
+}
+
+async function whatif(name) {
+  const el = document.getElementById("whatif");
+  try {
+    const data = await api(`api/families/${encodeURIComponent(name)}/whatif`);
+    el.classList.remove("muted");
+    el.innerHTML = `<p class="muted">${data.tasks} completed attempts replayed in order (sequential history), cheapest first.</p>
+      <table id="whatif-table"><thead><tr><th>Strategy</th><th>Waste GB·h</th><th>OOM kills / 100</th><th>Failed</th><th>MAQ</th></tr></thead>
+      <tbody>${data.strategies.map((s) => `<tr data-strategy="${esc(s.strategy)}"><td>${esc(s.strategy)}</td><td>${num(s.waste_gb_h, 4)}</td>
+      <td>${num(s.retries_per_100, 1)}</td><td>${num(s.failed, 0)}</td><td>${num(s.maq, 3)}</td></tr>`).join("")}</tbody></table>`;
+  } catch (err) { el.innerHTML = `<div class="error">${esc(err.message)}</div>`; }
+}
+
+async function nodes() {
+  const data = await api("api/nodes");
+  if (!data.groups.length) { view.innerHTML = `<h2>Node groups</h2><p>No nodes profiled yet: run the <code>adaptive_profile_cluster</code> DAG.</p>`; return; }
+  const groups = data.groups.map((g) => `<tr data-group="${g.id}"><td>${g.id}</td><td class="text">${g.members.map(esc).join(", ")}</td>
+      <td class="text">${esc(Object.entries(g.task_ranks).map(([k, v]) => `${k} ${v}`).join(", "))}</td>
+      <td class="text">${g.capabilities.map(esc).join(", ") || "–"}</td><td>${num(g.cores, 0)}</td><td>${bytes(g.memory_bytes)}</td>
+      <td class="why">${g.families.map(esc).join(", ") || "–"}</td></tr>`).join("");
+  const benches = [...new Set(data.nodes.flatMap((n) => Object.keys(n.benchmarks)))];
+  const nodeRows = data.nodes.map((n) => `<tr><td>${esc(n.node)}</td><td>${n.group ?? "–"}</td>
+      ${benches.map((b) => `<td>${num(n.benchmarks[b], 1)}${n.ranks[b] ? ` <span class="muted">(${n.ranks[b]})</span>` : ""}</td>`).join("")}
+      <td class="text">${n.capabilities.map(esc).join(", ") || "–"}</td><td class="text">${esc(n.profiled_at)}</td></tr>`).join("");
+  view.innerHTML = `<h2>Node groups</h2><div class="scroll"><table id="groups-table"><thead><tr><th>Group</th><th>Members</th>
+      <th>Ranks (1 = weakest)</th><th>Capabilities</th><th>Cores</th><th>Memory</th><th>Families labelled for it</th></tr></thead>
+      <tbody>${groups}</tbody></table></div>
+    <h2>Nodes</h2><div class="scroll"><table id="nodes-table"><thead><tr><th>Node</th><th>Group</th>${benches.map((b) => `<th>${esc(b)} (rank)</th>`).join("")}
+      <th>Capabilities</th><th>Profiled</th></tr></thead><tbody>${nodeRows}</tbody></table></div>`;
+}
+
+function planned(what) {
+  view.innerHTML = `<h2>${what}</h2><p class="muted">Not built yet: this page will show ${
+    what === "Queue" ? "pending and running adaptive tasks with their least-finished-first rank" : "the shared inputs cached on each node"}.</p>`;
+}
+
+async function taskLink(dag, task) {
+  const found = await api(`api/task/${encodeURIComponent(dag)}/${encodeURIComponent(task)}`);
+  location.hash = `#/family/${encodeURIComponent(found.task_family)}`;
+}
+
+async function route() {
+  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  const tab = parts[0] || "overview";
+  for (const a of document.querySelectorAll("#tabs a")) a.classList.toggle("active", a.dataset.tab === (tab === "family" ? "families" : tab));
+  try {
+    if (tab === "families") await families();
+    else if (tab === "family") await family(parts.slice(1).join("/"));
+    else if (tab === "nodes") await nodes();
+    else if (tab === "queue") planned("Queue");
+    else if (tab === "locality") planned("Data locality");
+    else if (tab === "task") await taskLink(parts[1], parts.slice(2).join("/"));
+    else await overview();
+  } catch (err) {
+    view.innerHTML = `<div class="error">${esc(err.message)}</div>`;
+  }
+  document.body.dataset.ready = tab;
+}
+window.addEventListener("hashchange", route);
+route();

@@ -1,0 +1,214 @@
+"""What the UI's JSON endpoints answer, aggregated server-side through the history store.
+
+Every function takes the DAGs the user may read (``None``: all of them) and never shows an
+attempt of another DAG. Byte-seconds are reported as GB·h (10^9 bytes x 3600 s).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import asdict
+from datetime import date
+from typing import Any
+
+from airflow_adaptive.advisor import Advisor
+from airflow_adaptive.config import AdaptiveSettings
+from airflow_adaptive.core.model import MemoryRequest, Observation, PeakKind
+from airflow_adaptive.core.nodes import summarize_groups
+from airflow_adaptive.core.replay import GB_H, ReplayConfig, TaskRun, replay
+from airflow_adaptive.core.rollup import DayTotals
+from airflow_adaptive.core.sizing import predictor_names
+from airflow_adaptive.store.api import HistoryStore, TotalsQuery
+
+Dags = frozenset[str] | None
+WHATIF_TASKS = 300  # the newest completed attempts a what-if replays
+
+
+def _gb_h(byte_seconds: float) -> float:
+    return round(byte_seconds / GB_H, 6)
+
+
+def totals_json(t: DayTotals) -> dict[str, Any]:
+    wasted = t.requested_byte_seconds - t.used_byte_seconds + t.killed_byte_seconds
+    saving = t.user_requested_byte_seconds - t.requested_byte_seconds
+    per_100 = 100.0 / t.attempts if t.attempts else 0.0
+    return {
+        "attempts": t.attempts,
+        "completed": t.completed,
+        "oom_killed": t.oom_killed,
+        "retries": t.retries,
+        "oom_per_100": round(t.oom_killed * per_100, 2),
+        "retries_per_100": round(t.retries * per_100, 2),
+        "requested_gb_h": _gb_h(t.requested_byte_seconds),
+        "used_gb_h": _gb_h(t.used_byte_seconds),
+        "wasted_gb_h": _gb_h(wasted),
+        "user_requested_gb_h": _gb_h(t.user_requested_byte_seconds),
+        "saving_gb_h": _gb_h(saving),
+        "saving_fraction": round(saving / t.user_requested_byte_seconds, 4)
+        if t.user_requested_byte_seconds
+        else None,
+    }
+
+
+def overview(store: HistoryStore, dags: Dags, start: date | None, end: date | None) -> dict[str, Any]:
+    query = TotalsQuery(dags, start, end)
+    days = store.day_totals(query)
+    total = DayTotals()
+    for _, t in days:
+        total = total.plus(t)
+    _, families = store.family_totals(query, limit=0)
+    return {
+        "start": start,
+        "end": end,
+        "families": families,
+        **totals_json(total),
+        "days": [{"day": day, **totals_json(t)} for day, t in days],
+    }
+
+
+def families_page(
+    store: HistoryStore, settings: AdaptiveSettings, dags: Dags, query: TotalsQuery, **page: Any
+) -> dict[str, Any]:
+    found, count = store.family_totals(query, **page)
+    rows = []
+    for row in found:
+        state = store.family(row.task_family)
+        peaks = state.rollup.peaks if state is not None and dags is None else None
+        decision = Advisor(settings, lambda: store).decide(row.task_family, MemoryRequest())
+        rows.append(
+            {
+                "task_family": row.task_family,
+                "last_day": row.last_day,
+                **totals_json(row.totals),
+                "p50_peak_bytes": peaks.quantile(0.5) if peaks else None,
+                "p95_peak_bytes": peaks.quantile(0.95) if peaks else None,
+                "decision": _decision_json(decision) if decision.adaptive else None,
+            }
+        )
+    return {"total": count, "offset": page.get("offset", 0), "limit": page.get("limit", 50), "families": rows}
+
+
+def _decision_json(decision: Any) -> dict[str, Any]:
+    return {
+        "memory_request_bytes": decision.memory_request_bytes,
+        "memory_limit_bytes": decision.memory_limit_bytes,
+        "strategy": decision.strategy,
+        "explanation": decision.explanation,
+    }
+
+
+def _attempt_json(obs: Observation, group_of: dict[str, int]) -> dict[str, Any]:
+    return {
+        "dag_id": obs.key.dag_id,
+        "task_id": obs.key.task_id,
+        "run_id": obs.key.run_id,
+        "map_index": obs.key.map_index,
+        "try_number": obs.key.try_number,
+        "finished_at": obs.finished_at,
+        "exit_reason": obs.exit_reason.value,
+        "oom_killed": obs.oom_killed,
+        "user_request_bytes": obs.user_request_bytes,
+        "memory_request_bytes": obs.memory_request_bytes,
+        "memory_limit_bytes": obs.memory_limit_bytes,
+        "peak_memory_bytes": obs.usage.peak_memory_bytes,
+        "peak_is_lower_bound": obs.usage.peak_kind in (PeakKind.SAMPLED, PeakKind.CENSORED),
+        "wall_seconds": obs.usage.wall_seconds,
+        "node": obs.node_name,
+        "group": group_of.get(obs.node_name or ""),
+        "strategy": obs.strategy,
+        "explanation": obs.explanation,
+    }
+
+
+def family_detail(
+    store: HistoryStore, settings: AdaptiveSettings, dags: Dags, task_family: str, limit: int
+) -> dict[str, Any] | None:
+    history = store.history(task_family, limit=limit, dag_ids=dags)
+    if not history:
+        return None
+    group_of = {n.name: n.group_id for n in store.nodes() if n.group_id is not None}
+    advisor = Advisor(settings, lambda: store)
+    decision = advisor.decide(task_family, MemoryRequest(history[-1].user_request_bytes))
+    placement = advisor.place(task_family, frozenset(), decision.memory_request_bytes)
+    return {
+        "task_family": task_family,
+        "dags": [d for d in store.family_dags(task_family) if dags is None or d in dags],
+        "attempts": [_attempt_json(o, group_of) for o in history],
+        "decision": _decision_json(decision),
+        "labels": dict(placement.labels or {}),
+        "preferred_groups": list(placement.preferred_groups),
+        "placement": placement.explain(),
+    }
+
+
+_whatif_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=64)
+def _replayed(runs: tuple[TaskRun, ...], cap_bytes: int) -> tuple[dict[str, Any], ...]:
+    results = []
+    for name in predictor_names():
+        metrics = replay(runs, name, ReplayConfig(history="sequential", cap_bytes=cap_bytes)).metrics()
+        results.append({"strategy": name, **metrics})
+    return tuple(sorted(results, key=lambda r: (r["failed"], r["waste_gb_h"])))
+
+
+def whatif(
+    store: HistoryStore, settings: AdaptiveSettings, dags: Dags, task_family: str
+) -> dict[str, Any] | None:
+    """Every registered strategy replayed on this family's own completed attempts (cached per history)."""
+    history = store.history(task_family, limit=WHATIF_TASKS * 2, dag_ids=dags)
+    if not history:
+        return None
+    runs = tuple(
+        TaskRun(
+            task_family,
+            o.usage.peak_memory_bytes,
+            o.usage.wall_seconds or 1.0,
+            o.input_size_bytes,
+            o.user_request_bytes or o.memory_request_bytes,
+        )
+        for o in history
+        if o.usage.peak_memory_bytes and o.usage.peak_kind is PeakKind.MEASURED
+    )[-WHATIF_TASKS:]
+    with _whatif_lock:  # one replay at a time: it is CPU-bound and cached
+        results = _replayed(runs, settings.sizing.cap_bytes) if runs else ()
+    return {"task_family": task_family, "tasks": len(runs), "strategies": list(results)}
+
+
+def nodes(
+    store: HistoryStore, settings: AdaptiveSettings, dags: Dags, top_families: int = 200
+) -> dict[str, Any]:
+    stored = store.nodes()
+    groups = summarize_groups(stored)
+    labelled: dict[int, list[str]] = {g.id: [] for g in groups}
+    if groups:
+        advisor = Advisor(settings, lambda: store)
+        busiest, _ = store.family_totals(TotalsQuery(dags), limit=top_families)
+        for row in busiest:
+            placement = advisor.place(row.task_family, frozenset(), None)
+            if placement.preferred_groups:
+                labelled[placement.preferred_groups[0]].append(row.task_family)
+    return {
+        "groups": [{**_group_json(g), "families": labelled[g.id]} for g in groups],
+        "nodes": [
+            {
+                "node": n.name,
+                "group": n.group_id,
+                "benchmarks": dict(n.profile.benchmarks),
+                "ranks": dict(n.group_ranks),
+                "cores": n.profile.cores,
+                "memory_bytes": n.profile.memory_bytes,
+                "capabilities": sorted(n.profile.capabilities),
+                "profiled_at": n.profiled_at,
+            }
+            for n in stored
+        ],
+    }
+
+
+def _group_json(group: Any) -> dict[str, Any]:
+    data = asdict(group)
+    data["capabilities"] = sorted(group.capabilities)
+    return data
