@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # airflow-adaptive developer entry point.
-#   ./dev.sh demo [--trace FILE]   install, migrate the embedded SQLite store, show the example DAG's adaptive pods
+#   ./dev.sh demo [--trace FILE] [--no-serve]   install, migrate the embedded SQLite store, show the example
+#                                  DAG's adaptive pods, then serve the Airflow UI with the Adaptive page
 #   ./dev.sh test                  install, lint, type-check, run the tests on SQLite and PostgreSQL
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -28,6 +29,20 @@ airflow_env() {
   mkdir -p "$AIRFLOW_HOME"
 }
 
+serve_ui() {
+  # The real api-server on the demo's SQLite store, loopback only, one generated admin password.
+  local port=${ADAPTIVE_DEMO_PORT:-28080}
+  local passwords=$AIRFLOW_HOME/demo-passwords.json
+  [ -f "$passwords" ] || python -c 'import json, secrets; print(json.dumps({"admin": secrets.token_urlsafe(12)}))' >"$passwords"
+  export AIRFLOW__API__HOST=127.0.0.1 AIRFLOW__API__PORT=$port
+  export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=admin:admin AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=$passwords
+  airflow dags reserialize >/dev/null 2>&1 || true
+  echo
+  echo "Airflow UI with the Adaptive page: http://127.0.0.1:$port/plugin/adaptive"
+  echo "log in as admin / $(python -c 'import json, sys; print(json.load(open(sys.argv[1]))["admin"])' "$passwords")   (Ctrl-C stops it)"
+  exec airflow api-server --port "$port"
+}
+
 postgres_url() {
   echo "${ADAPTIVE_TEST_POSTGRES_URL:-postgresql+psycopg2://postgres@127.0.0.1:5432/test}"
 }
@@ -52,7 +67,13 @@ case "$cmd" in
     setup
     airflow_env
     airflow db migrate >/dev/null
-    airflow-adaptive demo "$@"
+    serve=1
+    args=()
+    for arg in "$@"; do
+      if [ "$arg" = --no-serve ]; then serve=0; else args+=("$arg"); fi
+    done
+    airflow-adaptive demo "${args[@]}"
+    if [ "$serve" = 1 ]; then serve_ui; fi
     ;;
   test)
     setup
@@ -72,7 +93,7 @@ case "$cmd" in
     fi
     ;;
   *)
-    echo "usage: ./dev.sh demo [--trace FILE] | ./dev.sh test [pytest args]" >&2
+    echo "usage: ./dev.sh demo [--trace FILE] [--no-serve] | ./dev.sh test [pytest args]" >&2
     exit 2
     ;;
 esac

@@ -20,6 +20,17 @@ function num(value, digits = 1) {
   return value === null || value === undefined ? "–" : Number(value).toLocaleString("en", { maximumFractionDigits: digits });
 }
 function pct(value) { return value === null || value === undefined ? "–" : `${(100 * value).toFixed(1)} %`; }
+function when(value) { return value ? String(value).replace("T", " ").slice(0, 16) : "–"; }
+function alignHeads() {  // each header takes its column's alignment (text left, numbers right)
+  for (const table of view.querySelectorAll("table")) {
+    const first = table.querySelector("tbody tr");
+    if (!first) continue;
+    table.querySelectorAll("thead th").forEach((th, i) => {
+      const cell = first.children[i];
+      if (cell) th.style.textAlign = getComputedStyle(cell).textAlign;
+    });
+  }
+}
 function css(name) { return getComputedStyle(document.documentElement).getPropertyValue(name).trim(); }
 
 async function api(path) {
@@ -105,7 +116,7 @@ async function families() {
       <td data-col="oom_killed" class="${f.oom_killed ? "bad" : ""}">${num(f.oom_killed, 0)}</td>
       <td>${bytes(f.p50_peak_bytes)}</td><td>${bytes(f.p95_peak_bytes)}</td>
       <td class="why">${f.decision ? `<b>${bytes(f.decision.memory_request_bytes)}</b> ${esc(f.decision.strategy)}<br>${esc(f.decision.explanation)}` : "user's request"}</td>
-      <td>${num(f.requested_gb_h, 3)}</td><td>${num(f.wasted_gb_h, 3)}</td><td>${pct(f.saving_fraction)}</td><td>${esc(f.last_day)}</td></tr>`).join("");
+      <td>${num(f.requested_gb_h, 3)}</td><td>${num(f.wasted_gb_h, 3)}</td><td>${pct(f.saving_fraction)}</td><td class="text">${esc(f.last_day)}</td></tr>`).join("");
   view.innerHTML = `<h2>Task families</h2>
     <div class="toolbar"><input id="search" placeholder="Search task families" value="${esc(state.search)}">
       ${rangeInputs()}<span class="muted" id="count">${num(data.total, 0)} families</span></div>
@@ -131,7 +142,7 @@ async function family(name) {
   const xs = attempts.map((a, i) => (a.finished_at ? Date.parse(a.finished_at) / 1000 : i));
   const oom = attempts.filter((a) => a.oom_killed).length;
   const rows = attempts.slice().reverse().map((a) => `<tr class="${a.oom_killed ? "bad" : ""}" data-exit="${esc(a.exit_reason)}">
-      <td class="text">${esc(a.finished_at)}</td><td class="text">${esc(a.dag_id)} / ${esc(a.run_id)} / ${a.try_number}</td>
+      <td class="text">${esc(when(a.finished_at))}</td><td class="text">${esc(a.dag_id)} / ${esc(a.run_id)} / ${a.try_number}</td>
       <td class="text">${esc(a.exit_reason)}</td><td>${bytes(a.user_request_bytes)}</td><td>${bytes(a.memory_request_bytes)}</td>
       <td>${bytes(a.memory_limit_bytes)}</td><td>${bytes(a.peak_memory_bytes)}${a.peak_is_lower_bound ? " ≥" : ""}</td>
       <td class="text">${esc(a.node || "–")}${a.group ? ` (group ${a.group})` : ""}</td><td class="why">${esc(a.explanation || "")}</td></tr>`).join("");
@@ -182,7 +193,7 @@ async function nodes() {
   const benches = [...new Set(data.nodes.flatMap((n) => Object.keys(n.benchmarks)))];
   const nodeRows = data.nodes.map((n) => `<tr><td>${esc(n.node)}</td><td>${n.group ?? "–"}</td>
       ${benches.map((b) => `<td>${num(n.benchmarks[b], 1)}${n.ranks[b] ? ` <span class="muted">(${n.ranks[b]})</span>` : ""}</td>`).join("")}
-      <td class="text">${n.capabilities.map(esc).join(", ") || "–"}</td><td class="text">${esc(n.profiled_at)}</td></tr>`).join("");
+      <td class="text">${n.capabilities.map(esc).join(", ") || "–"}</td><td class="text">${esc(when(n.profiled_at))}</td></tr>`).join("");
   view.innerHTML = `<h2>Node groups</h2><div class="scroll"><table id="groups-table"><thead><tr><th>Group</th><th>Members</th>
       <th>Ranks (1 = weakest)</th><th>Capabilities</th><th>Cores</th><th>Memory</th><th>Families labelled for it</th></tr></thead>
       <tbody>${groups}</tbody></table></div>
@@ -215,6 +226,7 @@ async function route() {
   } catch (err) {
     view.innerHTML = `<div class="error">${esc(err.message)}</div>`;
   }
+  alignHeads();
   document.body.dataset.ready = tab;
 }
 window.addEventListener("hashchange", route);

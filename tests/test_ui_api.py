@@ -1,0 +1,142 @@
+"""The UI's JSON endpoints in Airflow's real api-server app: login, read-only, numbers, bad input,
+and DAG-level access through the views."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from airflow_adaptive.config import get_settings
+from airflow_adaptive.core.model import GIB, ExitReason, TaskKey
+from airflow_adaptive.core.sizing import predictor_names
+from airflow_adaptive.demo import generated_history
+from airflow_adaptive.plugin import views
+from airflow_adaptive.store.api import TotalsQuery
+from airflow_adaptive.store.memory import InMemoryHistoryStore
+from tests.conftest import sql_store
+from tests.test_store import attempt
+
+PAGES = ("/adaptive/ui", "/adaptive/static/app.js", "/adaptive/api/overview", "/adaptive/api/families",
+         "/adaptive/api/families/genomics.align", "/adaptive/api/families/genomics.align/whatif",
+         "/adaptive/api/nodes", "/adaptive/api/task/adaptive_genomics/align", "/adaptive/health")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def client() -> Any:
+    from airflow.api_fastapi.app import create_app
+    from fastapi.testclient import TestClient
+
+    return TestClient(create_app("core"))
+
+
+@pytest.fixture
+def auth() -> dict[str, str]:
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    token = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="viewer", role="VIEWER"))
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture
+def demo(engine: Any) -> list[Any]:
+    history = generated_history()
+    sql_store(engine).record(history)
+    return history
+
+
+def test_every_page_and_endpoint_needs_login_and_only_reads(
+    client: Any, auth: dict[str, str], demo: Any
+) -> None:
+    for path in PAGES:
+        assert client.get(path).status_code == 401, path
+        assert client.get(path, headers=auth).status_code == 200, path
+        for method in ("post", "put", "delete", "patch"):
+            assert getattr(client, method)(path, headers=auth).status_code == 405, (method, path)
+    for docs in ("/adaptive/docs", "/adaptive/redoc", "/adaptive/openapi.json"):
+        assert client.get(docs).status_code != 200 and client.get(docs, headers=auth).status_code == 404
+    assert client.get("/adaptive/static/../store/tables.py", headers=auth).status_code == 404
+
+
+def test_numbers_are_the_stores(client: Any, auth: dict[str, str], demo: Any) -> None:
+    overview = client.get("/adaptive/api/overview", headers=auth).json()
+    assert overview["attempts"] == len(demo) and overview["families"] == 5
+    assert overview["oom_killed"] == sum(o.oom_killed for o in demo) == 1
+    assert len(overview["days"]) == 12 and 0.1 < overview["saving_fraction"] < 0.5
+    table = client.get("/adaptive/api/families?sort=task_family&order=asc&page_size=2", headers=auth).json()
+    assert table["total"] == 5 and [f["task_family"] for f in table["families"]] == [
+        "genomics.align",
+        "genomics.call_variants",
+    ]
+    align = table["families"][0]
+    assert (align["attempts"], align["oom_killed"]) == (12, 1)
+    assert align["decision"]["strategy"] == "adaptive" and align["p50_peak_bytes"] > 8 * GIB
+    second = client.get("/adaptive/api/families?sort=task_family&order=asc&page_size=2&page=2", headers=auth)
+    assert [f["task_family"] for f in second.json()["families"]][0] == "genomics.index_reference"
+    detail = client.get("/adaptive/api/families/genomics.align", headers=auth).json()
+    assert len(detail["attempts"]) == 12 and sum(a["oom_killed"] for a in detail["attempts"]) == 1
+    whatif = client.get("/adaptive/api/families/genomics.align/whatif", headers=auth).json()
+    assert sorted(s["strategy"] for s in whatif["strategies"]) == predictor_names()
+    assert whatif["tasks"] == 11  # the OOM-killed attempt has no measured peak
+
+
+@pytest.mark.parametrize(
+    ("query", "status", "says"),
+    [
+        ("/api/families/no-such-family", 404, "unknown task family"),
+        ("/api/families?page=-1", 422, "greater than or equal to 1"),
+        ("/api/families?page_size=1000000", 422, "less than or equal to 200"),
+        ("/api/families?sort=memory", 400, "sort must be one of"),
+        ("/api/families?order=sideways", 422, "pattern"),
+        ("/api/overview?start=2026-13-01", 422, "month value is outside"),
+        ("/api/overview?start=2026-11-05&end=2026-11-01", 400, "is after end"),
+        ("/api/families/genomics.align?limit=0", 422, "greater than or equal to 1"),
+    ],
+)
+def test_bad_parameters_are_a_clear_4xx(
+    client: Any, auth: dict[str, str], demo: Any, query: str, status: int, says: str
+) -> None:
+    response = client.get(f"/adaptive{query}", headers=auth)
+    assert response.status_code == status and says in response.text
+
+
+def test_a_time_range_and_a_search_narrow_the_totals(client: Any, auth: dict[str, str], demo: Any) -> None:
+    first_week = client.get("/adaptive/api/overview?start=2026-11-01&end=2026-11-07", headers=auth).json()
+    assert first_week["attempts"] == 35 and len(first_week["days"]) == 7
+    found = client.get("/adaptive/api/families?search=CALL_", headers=auth).json()
+    assert [f["task_family"] for f in found["families"]] == ["genomics.call_variants"]
+    assert client.get("/adaptive/api/families?search=%25", headers=auth).json()["total"] == 0  # % is literal
+
+
+def test_a_user_sees_only_the_attempts_of_dags_they_may_read() -> None:
+    store = InMemoryHistoryStore()
+    shared = [attempt(n, family="shared", peak=GIB) for n in range(4)]
+    store.record([*shared, *(replace(o, key=replace(o.key, dag_id="secret")) for o in shared)])
+    store.record([replace(attempt(9, family="hidden"), key=TaskKey("secret", "t", "r9"))])
+    settings = get_settings()
+    readable = frozenset({"dag"})
+    page = views.families_page(store, settings, readable, TotalsQuery(readable))
+    assert [(f["task_family"], f["attempts"]) for f in page["families"]] == [("shared", 4)]
+    assert page["families"][0]["p50_peak_bytes"] is None  # family-wide figures would include "secret"
+    detail = views.family_detail(store, settings, readable, "shared", 100)
+    assert (
+        detail is not None
+        and {a["dag_id"] for a in detail["attempts"]} == {"dag"}
+        and detail["dags"] == ["dag"]
+    )
+    assert views.family_detail(store, settings, readable, "hidden", 100) is None
+    assert views.overview(store, readable, None, None)["attempts"] == 4
+    assert views.overview(store, None, None, None)["attempts"] == 9
+    killed = replace(attempt(20, family="shared"), exit_reason=ExitReason.OOM_KILLED)
+    store.record([killed])
+    assert views.overview(store, readable, None, None)["oom_killed"] == 1
+
+
+def test_the_simple_auth_managers_viewer_reads_every_dag() -> None:
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    from airflow_adaptive.plugin.app import readable_dags
+
+    assert readable_dags(SimpleAuthManagerUser(username="viewer", role="VIEWER")) is None

@@ -1,0 +1,188 @@
+"""The UI as a user meets it: a real ``airflow api-server``, headless Chromium, Airflow's own login
+and navigation. Screenshots go to ``$ADAPTIVE_SCREENSHOTS`` (default: the test's temporary folder);
+``ADAPTIVE_SCREENSHOTS=docs/screenshots`` refreshes the README's."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_adaptive.core.grouping import NodeProfile, group_nodes
+from airflow_adaptive.core.model import GIB
+from airflow_adaptive.core.sizing import predictor_names
+from airflow_adaptive.demo import generated_history
+from airflow_adaptive.store.api import TotalsQuery
+from tests.conftest import sql_store
+
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+try:
+    import selenium  # noqa: F401
+
+    HAVE_SELENIUM = True
+except ImportError:
+    HAVE_SELENIUM = False
+MISSING = not (CHROMIUM and DRIVER and HAVE_SELENIUM)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        MISSING and os.environ.get("ADAPTIVE_REQUIRE_BROWSER") != "1",
+        reason="chromium, chromedriver or selenium missing",
+    ),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def api_server(tmp_path: Path, engine: Any) -> Iterator[str]:
+    """The real api-server on the test database, with demo history, nodes, and one user."""
+    store = sql_store(engine)
+    store.record(generated_history())
+    profiles = [
+        NodeProfile(
+            f"node-{g}{i}", {"cpu_events_per_s": cpu + i, "memory_mib_per_s": mem + 9 * i}, 8, 32 * GIB
+        )
+        for g, (cpu, mem) in enumerate([(370, 13800), (460, 17500), (524, 19850)])
+        for i in range(2)
+    ]
+    store.save_nodes(profiles, group_nodes(profiles))
+    port = free_port()
+    passwords = tmp_path / "passwords.json"
+    passwords.write_text(json.dumps({"admin": "s3cret-admin"}))
+    env = dict(os.environ, AIRFLOW__API__HOST="127.0.0.1", AIRFLOW__API__PORT=str(port),
+               AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin",
+               AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(passwords))  # fmt: skip
+    log = (tmp_path / "api-server.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "airflow", "api-server", "--port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"{base}/api/v2/version", timeout=1)  # noqa: S310 - loopback
+                break
+            except OSError:
+                assert server.poll() is None, (tmp_path / "api-server.log").read_text()[-3000:]
+                time.sleep(0.5)
+        yield base
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(30)
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1366,900"):
+        options.add_argument(arg)
+    options.binary_location = CHROMIUM or "chromium"
+    driver = webdriver.Chrome(service=Service(DRIVER or "chromedriver"), options=options)
+    driver.implicitly_wait(0)
+    yield driver
+    driver.quit()
+
+
+def wait_for(predicate: Any, what: str, seconds: float = 30) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            found = predicate()
+        except Exception:  # the element is not there yet, or the frame was reloaded
+            found = None
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_pages_through_airflows_login_and_navigation(
+    api_server: str, browser: Any, engine: Any, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    shots = Path(os.environ.get("ADAPTIVE_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    store = sql_store(engine)
+
+    browser.get(f"{api_server}/")
+    wait_for(lambda: browser.find_element(By.NAME, "username"), "the login form").send_keys("admin")
+    browser.find_element(By.NAME, "password").send_keys("s3cret-admin")
+    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    nav = wait_for(
+        lambda: browser.find_element(By.CSS_SELECTOR, "a[href$='/plugin/adaptive']"), "the nav item"
+    )
+    nav.click()
+
+    def in_page(tab: str) -> Any:
+        browser.switch_to.default_content()
+        frame = wait_for(lambda: browser.find_element(By.TAG_NAME, "iframe"), "the plugin frame")
+        browser.switch_to.frame(frame)
+        return wait_for(lambda: browser.find_element(By.CSS_SELECTOR, f"body[data-ready='{tab}']"), tab)
+
+    def shot(name: str) -> None:
+        browser.switch_to.default_content()
+        browser.save_screenshot(str(shots / f"{name}.png"))
+
+    in_page("overview")
+    cards = {c.get_attribute("data-key"): c.find_element(By.CLASS_NAME, "value").text
+             for c in browser.find_elements(By.CSS_SELECTOR, ".card")}  # fmt: skip
+    days = store.day_totals(TotalsQuery())
+    assert cards["attempts"] == str(sum(t.attempts for _, t in days)) == "60"
+    assert cards["families"] == "5"
+    shot("overview")
+
+    in_page("overview")
+    browser.find_element(By.CSS_SELECTOR, "a[data-tab='families']").click()
+    in_page("families")
+    rows = wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "#families-table tbody tr"), "family rows")
+    expected, _ = store.family_totals(TotalsQuery())
+    shown = {
+        r.get_attribute("data-family"): r.find_element(By.CSS_SELECTOR, "[data-col=attempts]").text
+        for r in rows
+    }
+    assert shown == {f.task_family: str(f.totals.attempts) for f in expected}
+    shot("families")
+
+    in_page("families")
+    browser.find_element(By.CSS_SELECTOR, "tr[data-family='genomics.align'] a").click()
+    in_page("family")
+    chart = browser.find_element(By.ID, "family-chart")
+    history = store.history("genomics.align")
+    assert int(chart.get_attribute("data-points")) == len(history) == 12
+    assert int(chart.get_attribute("data-oom")) == sum(o.oom_killed for o in history) == 1
+    assert browser.find_elements(By.CSS_SELECTOR, "#attempts-table tr[data-exit='OOMKilled'].bad")
+    assert chart.find_elements(By.TAG_NAME, "canvas")  # uPlot drew it
+    strategies = wait_for(
+        lambda: browser.find_elements(By.CSS_SELECTOR, "#whatif-table tbody tr"), "what-if", 120
+    )
+    assert sorted(r.get_attribute("data-strategy") for r in strategies) == predictor_names()
+    assert "adaptive" in browser.find_element(By.ID, "decision").text
+    shot("family")
+
+    in_page("family")
+    browser.find_element(By.CSS_SELECTOR, "a[data-tab='nodes']").click()
+    in_page("nodes")
+    groups = browser.find_elements(By.CSS_SELECTOR, "#groups-table tbody tr")
+    assert len(groups) == len({n.group_id for n in store.nodes()}) == 3
+    shot("nodes")
