@@ -16,7 +16,7 @@ from airflow_adaptive.core.decide import Fitted, decide_with, fit_history, fresh
 from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, labels_from_distributions
 from airflow_adaptive.core.learn import restore_predictor, staleness
 from airflow_adaptive.core.model import Decision, MemoryRequest, Observation, TaskKey
-from airflow_adaptive.core.nodes import summarize_groups
+from airflow_adaptive.core.nodes import StoredNode, summarize_groups
 from airflow_adaptive.core.placement import GroupView, PlacementEngine, PlacementResult, TaskDemandView
 from airflow_adaptive.core.rollup import Distributions
 from airflow_adaptive.core.sizing.base import HistogramRatioPrior
@@ -28,6 +28,10 @@ from airflow_adaptive.store.api import FamilyState, HistoryStore
 from airflow_adaptive.store.spool import Spool
 
 log = logging.getLogger(__name__)
+
+
+class _NoUsableModel(Exception):
+    """The stored model cannot be used and this advisor does not refit."""
 
 
 def keep_user(user: MemoryRequest, reason: str) -> Decision:
@@ -45,9 +49,17 @@ class Advisor:
     """Decides memory and placement for a task family and records attempts."""
 
     def __init__(
-        self, settings: AdaptiveSettings, store_factory: Callable[[], HistoryStore] | None = None
+        self,
+        settings: AdaptiveSettings,
+        store_factory: Callable[[], HistoryStore] | None = None,
+        *,
+        refit_stale: bool = True,
     ) -> None:
+        """``refit_stale=False`` (the UI): a family without a usable stored model keeps the user's
+        request instead of being refitted here."""
         self.settings = settings
+        self.refit_stale = refit_stale
+        self._nodes: list[StoredNode] | None = None
         self._factory = store_factory or (lambda: open_store(settings))
         self._opened: HistoryStore | None = None
         self._down: str | None = None  # why the store failed; not asked again by this advisor
@@ -74,6 +86,10 @@ class Advisor:
             self._families[task_family] = self._store().family(task_family)
         return self._families[task_family]
 
+    def family_state(self, task_family: str) -> FamilyState | None:
+        """The family's row, read once per advisor (HistoryUnavailableError when the store is down)."""
+        return self._family(task_family)
+
     def _all_distributions(self) -> Distributions:
         if self._distributions is None:
             self._distributions = self._store().distributions()
@@ -91,6 +107,8 @@ class Advisor:
                 return Fitted(predictor, state.model.window_samples, state.model.lower_bound_samples)
             except (ValueError, TypeError, KeyError, AttributeError) as err:
                 reason = f"stored model unreadable ({type(err).__name__})"
+        if not self.refit_stale:
+            raise _NoUsableModel(f"no usable stored model ({reason}); the next recording fits one")
         history = self._store().history(task_family, limit=self.settings.history_window)
         return replace(fit_history(history, sizing), note=f"; refitted now: {reason}")
 
@@ -137,6 +155,8 @@ class Advisor:
         except HistoryUnavailableError as err:
             self._unavailable(err)
             return keep_user(user, "history store unavailable")
+        except _NoUsableModel as err:
+            return keep_user(user, str(err))
         except AdaptiveError as err:  # e.g. an unknown strategy name in config
             warn_once(str(err))
             return keep_user(user, str(err))
@@ -154,7 +174,9 @@ class Advisor:
         """Preferred node groups for the family (no preference when groups or history are unavailable)."""
         task = TaskDemandView(task_family, None, memory_request_bytes, required_capabilities)
         try:
-            groups = summarize_groups(self._store().nodes())
+            if self._nodes is None:
+                self._nodes = self._store().nodes()
+            groups = summarize_groups(self._nodes)
             if not groups:
                 return PlacementResult((), (), False, ("no node groups profiled yet",))
             state = self._family(task_family)

@@ -44,7 +44,7 @@ COLUMNS = (
 # One generated attempt per g; families f0..f{families-1}; peaks 50 MB .. 4.9 GB; every 50th OOM-killed.
 POSTGRES_FILL = text(
     f"INSERT INTO adaptive_task_attempt ({COLUMNS}) "
-    "SELECT 'bench', 'f' || (g % :families), 'r' || g, -1, 1, 'f' || (g % :families), "
+    "SELECT 'dag' || (g % 100), 'f' || (g % :families), 'r' || g, -1, 1, 'f' || (g % :families), "
     "timestamptz '2026-01-01 00:00:00+00' + g * interval '1 second', 8589934592, 8589934592, "
     "CASE WHEN g % 50 = 0 THEN NULL ELSE CAST(1 + (CAST(g AS BIGINT) * 7919) % 97 AS BIGINT) * 50000000 END, 'measured', "
     "100.0 + g % 50, 60.0 + g % 30, 1000000, 1000000, "
@@ -53,7 +53,7 @@ POSTGRES_FILL = text(
 SQLITE_FILL = text(
     f"INSERT INTO adaptive_task_attempt ({COLUMNS}) "
     "WITH RECURSIVE seq(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM seq WHERE g < :n) "
-    "SELECT 'bench', 'f' || (g % :families), 'r' || g, -1, 1, 'f' || (g % :families), "
+    "SELECT 'dag' || (g % 100), 'f' || (g % :families), 'r' || g, -1, 1, 'f' || (g % :families), "
     "strftime('%Y-%m-%d %H:%M:%f', '2026-01-01', '+' || g || ' seconds'), 8589934592, 8589934592, "
     "CASE WHEN g % 50 = 0 THEN NULL ELSE CAST(1 + (CAST(g AS BIGINT) * 7919) % 97 AS BIGINT) * 50000000 END, 'measured', "
     "100.0 + g % 50, 60.0 + g % 30, 1000000, 1000000, "

@@ -71,11 +71,12 @@ def families_page(
     store: HistoryStore, settings: AdaptiveSettings, dags: Dags, query: TotalsQuery, **page: Any
 ) -> dict[str, Any]:
     found, count = store.family_totals(query, **page)
+    advisor = Advisor(settings, lambda: store, refit_stale=False)  # a page never refits 50 models
     rows = []
     for row in found:
-        state = store.family(row.task_family)
+        state = advisor.family_state(row.task_family)
         peaks = state.rollup.peaks if state is not None and dags is None else None
-        decision = Advisor(settings, lambda: store).decide(row.task_family, MemoryRequest())
+        decision = advisor.decide(row.task_family, MemoryRequest())
         rows.append(
             {
                 "task_family": row.task_family,
@@ -178,13 +179,13 @@ def whatif(
 
 
 def nodes(
-    store: HistoryStore, settings: AdaptiveSettings, dags: Dags, top_families: int = 200
+    store: HistoryStore, settings: AdaptiveSettings, dags: Dags, top_families: int = 100
 ) -> dict[str, Any]:
     stored = store.nodes()
     groups = summarize_groups(stored)
     labelled: dict[int, list[str]] = {g.id: [] for g in groups}
     if groups:
-        advisor = Advisor(settings, lambda: store)
+        advisor = Advisor(settings, lambda: store, refit_stale=False)
         busiest, _ = store.family_totals(TotalsQuery(dags), limit=top_families)
         for row in busiest:
             placement = advisor.place(row.task_family, frozenset(), None)
