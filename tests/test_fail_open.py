@@ -245,7 +245,7 @@ def test_least_privilege_role_from_the_readme_can_record_and_read(engine: Any) -
         conn.execute(
             text(
                 "GRANT SELECT, INSERT, UPDATE ON adaptive_task_attempt, adaptive_family, "
-                "adaptive_aggregate TO airflow_adaptive_test"
+                "adaptive_aggregate, adaptive_family_day TO airflow_adaptive_test"
             )
         )
         conn.execute(text("GRANT SELECT ON adaptive_node TO airflow_adaptive_test"))

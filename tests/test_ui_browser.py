@@ -186,3 +186,12 @@ def test_pages_through_airflows_login_and_navigation(
     groups = browser.find_elements(By.CSS_SELECTOR, "#groups-table tbody tr")
     assert len(groups) == len({n.group_id for n in store.nodes()}) == 3
     shot("nodes")
+
+    browser.switch_to.default_content()
+    browser.execute_script("localStorage.setItem('theme', 'dark')")  # Airflow's own theme switch
+    browser.refresh()
+    in_page("overview")  # the frame opens on the overview again
+    assert browser.execute_script("return document.documentElement.dataset.theme") == "dark"
+    background = browser.execute_script("return getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(17, 20, 24)"
+    shot("overview-dark")

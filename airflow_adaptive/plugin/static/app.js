@@ -229,5 +229,13 @@ async function route() {
   alignHeads();
   document.body.dataset.ready = tab;
 }
+function followAirflowTheme() {  // same origin: read the theme class Airflow sets on its own page
+  try {
+    const parent = window.parent.document.documentElement.classList;
+    const theme = parent.contains("dark") ? "dark" : parent.contains("light") ? "light" : "";
+    if (theme) document.documentElement.dataset.theme = theme;
+  } catch (err) { /* not framed by Airflow: the browser's preference applies */ }
+}
+followAirflowTheme();
 window.addEventListener("hashchange", route);
 route();
