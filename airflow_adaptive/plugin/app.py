@@ -64,10 +64,7 @@ def create_app() -> FastAPI:
     from airflow.api_fastapi.core_api.security import requires_authenticated
 
     from airflow_adaptive import __version__
-    from airflow_adaptive.config import get_settings
     from airflow_adaptive.exceptions import HistoryUnavailableError
-    from airflow_adaptive.plugin import views
-    from airflow_adaptive.store.api import FAMILY_SORTS, TotalsQuery
 
     app = FastAPI(
         title="airflow-adaptive",
@@ -81,6 +78,16 @@ def create_app() -> FastAPI:
     @app.exception_handler(HistoryUnavailableError)
     def unavailable(request: Any, err: HistoryUnavailableError) -> JSONResponse:
         return JSONResponse({"detail": str(err)}, status_code=503)
+
+    _page_routes(app)
+    _api_routes(app)
+    return app
+
+
+def _page_routes(app: FastAPI) -> None:
+    from airflow_adaptive import __version__
+    from airflow_adaptive.exceptions import HistoryUnavailableError
+    from airflow_adaptive.store.api import TotalsQuery
 
     @app.get("/health")
     def health() -> dict[str, Any]:
@@ -107,6 +114,12 @@ def create_app() -> FastAPI:
         if name not in ASSETS:
             raise HTTPException(404, f"no asset {name!r}")
         return FileResponse(STATIC / name, media_type=ASSETS[name])
+
+
+def _api_routes(app: FastAPI) -> None:
+    from airflow_adaptive.config import get_settings
+    from airflow_adaptive.plugin import views
+    from airflow_adaptive.store.api import FAMILY_SORTS, TotalsQuery
 
     @app.get("/api/overview")
     def overview(readable: Dags, start: Start = None, end: End = None) -> dict[str, Any]:
@@ -158,5 +171,3 @@ def create_app() -> FastAPI:
     @app.get("/api/nodes")
     def nodes(readable: Dags) -> dict[str, Any]:
         return views.nodes(_store(), get_settings(), readable)
-
-    return app
