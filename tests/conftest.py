@@ -8,6 +8,7 @@ Configuration must be in the environment before Airflow is imported.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,11 +96,30 @@ def sql_store(engine: Any) -> Any:
     return SqlHistoryStore(engine, Learning(settings.sizing, settings.history_window), timeout_seconds=3.0)
 
 
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def check_label_syntax(key: str, value: str | None, *, is_label: bool) -> None:
+    """What the API server checks and the JSON schema does not: key and (label) value syntax."""
+    prefix, _, name = key.rpartition("/")
+    assert _LABEL_NAME.match(name), f"bad key name {key!r}"
+    assert not prefix or (len(prefix) <= 253 and _DNS_SUBDOMAIN.match(prefix)), f"bad key prefix {key!r}"
+    if is_label:
+        assert value is not None and (value == "" or _LABEL_NAME.match(value)), f"bad label value {value!r}"
+
+
 def validate_pod(pod: Any) -> dict[str, Any]:
-    """The pod as the API server would receive it, checked against the Kubernetes 1.33 schema (strict)."""
+    """The pod as the API server would receive it, checked against the Kubernetes 1.33 schema (strict)
+    and the label and annotation syntax the schema leaves out."""
     import kubernetes_validate
 
     data = pod if isinstance(pod, dict) else ApiClient().sanitize_for_serialization(pod)
     data = {"apiVersion": "v1", "kind": "Pod", **data}
     kubernetes_validate.validate(data, "1.33", strict=True)
+    metadata = data.get("metadata") or {}
+    for key, value in (metadata.get("labels") or {}).items():
+        check_label_syntax(key, value, is_label=True)
+    for key, value in (metadata.get("annotations") or {}).items():
+        check_label_syntax(key, value, is_label=False)
     return data

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -32,6 +33,20 @@ PLACEMENT_ANNOTATION = f"{PREFIX}/placement"
 GROUP_LABEL = f"{PREFIX}/group"
 CAPABILITY_PREFIX = "capability.adaptive.airflow.io/"
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def label_value(text: str) -> str:
+    """A valid label value for any text (empty, at most 63 characters, alphanumeric at both ends).
+
+    Airflow's own ``make_safe_label_value`` when that is valid; otherwise the text's label-safe
+    characters (a readable prefix) and a hash of the whole text, so different texts stay apart.
+    """
+    safe = make_safe_label_value(text)
+    if _NAME.match(safe) or safe == "":
+        return safe
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    readable = re.sub(r"[^-A-Za-z0-9_.]", "", text).strip("-_.")[:52].rstrip("-_.")
+    return f"{readable}-{digest}" if readable else f"h{digest}"
 
 
 def capability_label(capability: str) -> str:
@@ -118,8 +133,8 @@ def apply_decision(
     pod.metadata = metadata
     metadata.labels = dict(metadata.labels or {})
     metadata.annotations = dict(metadata.annotations or {})
-    metadata.labels[FAMILY_LABEL] = make_safe_label_value(task_family)
-    metadata.labels[STRATEGY_LABEL] = make_safe_label_value(decision.strategy)
+    metadata.labels[FAMILY_LABEL] = label_value(task_family)
+    metadata.labels[STRATEGY_LABEL] = label_value(decision.strategy)
     metadata.labels[MANAGED_LABEL] = managed_by
     metadata.annotations[FAMILY_ANNOTATION] = task_family
     metadata.annotations[STRATEGY_ANNOTATION] = decision.strategy
