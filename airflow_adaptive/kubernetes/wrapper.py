@@ -1,13 +1,8 @@
 """The POSIX ``sh`` wrapper that reports a container's own resource usage on exit.
 
 It runs the user's command as a child (stdin, stdout and stderr untouched),
-forwards TERM to it, then appends one usage line to the termination message
-file and exits with the child's exit code. A signal interrupts ``wait`` (whose
-status is then 128 + the signal), so the wrapper waits again until a wait
-ends without one: the child's own code is returned even when it exits at
-once. INT is forwarded too, but a POSIX shell starts background commands with
-INT ignored, so only a child that sets its own INT handler sees it;
-Kubernetes stops containers with TERM. It needs only ``sh`` and
+forwards TERM and INT to it, then appends one usage line to the termination
+message file and exits with the child's exit code. It needs only ``sh`` and
 ``/proc``: no awk, no coreutils beyond the shell's builtins.
 """
 
@@ -27,10 +22,10 @@ exec 3<&0
 "$@" <&3 3<&- &
 child=$!
 exec 3<&-
-trap 'signalled=1; kill -TERM "$child" 2>/dev/null' TERM
-trap 'signalled=1; kill -INT "$child" 2>/dev/null' INT
-signalled=1
-while [ -n "$signalled" ]; do signalled=; wait "$child"; rc=$?; done
+trap 'kill -TERM "$child" 2>/dev/null' TERM
+trap 'kill -INT "$child" 2>/dev/null' INT
+wait "$child"; rc=$?
+while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
 t1=$(uptime_cs)
 cg=${ADAPTIVE_CGROUP_ROOT:-/sys/fs/cgroup}
 peak=null; cpu=null; rb=null; wb=null; wall=null
