@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .model import MIB, Decision, MemoryRequest, Observation, PeakKind
+from .rollup import is_usable_sample
 from .sizing import Predictor, Sample, get_retry_policy, make_predictor
 from .sizing.base import RequestRatioPrior
 from .sizing.retry import vpa_bump
@@ -33,11 +34,13 @@ def to_samples(history: Sequence[Observation]) -> list[Sample]:
     samples: list[Sample] = []
     for obs in history:
         usage = obs.usage
+        if not is_usable_sample(obs):
+            continue
         if obs.oom_killed and obs.memory_limit_bytes:
             samples.append(
                 Sample(vpa_bump(obs.memory_limit_bytes), obs.input_size_bytes, usage.wall_seconds, True)
             )
-        elif usage.peak_memory_bytes and usage.peak_memory_bytes > 0 and not obs.oom_killed:
+        elif usage.peak_memory_bytes:
             samples.append(
                 Sample(
                     usage.peak_memory_bytes,

@@ -68,7 +68,8 @@ class FamilyRollup:
 
 
 def is_usable_sample(obs: Observation) -> bool:
-    """What ``to_samples`` keeps: an OOM kill with a known limit, or a completed attempt's positive peak."""
+    """Whether an attempt teaches a predictor anything (``core.decide.to_samples`` keeps exactly these):
+    an OOM kill with a known limit, or another attempt's positive peak."""
     if obs.oom_killed:
         return bool(obs.memory_limit_bytes)
     return bool(obs.usage.peak_memory_bytes and obs.usage.peak_memory_bytes > 0)

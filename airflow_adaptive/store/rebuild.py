@@ -23,11 +23,10 @@ from airflow_adaptive.core.rollup import (
     Distributions,
     FamilyRollup,
     contribution,
-    day_contribution,
 )
 from airflow_adaptive.store import rows
 from airflow_adaptive.store.api import FamilyState
-from airflow_adaptive.store.learning import Learning
+from airflow_adaptive.store.learning import Learning, day_deltas
 from airflow_adaptive.store.tables import aggregate, family, family_day, task_attempt
 
 _BATCH = 1000
@@ -76,10 +75,10 @@ def rebuild_states(
     days: dict[DayKey, DayTotals] = {}
     for name, attempts in families:
         state = family_state(name, attempts, learning)
-        for _, obs in attempts:
+        observations = [obs for _, obs in attempts]
+        for obs in observations:
             distributions.replace_attempt(None, obs)
-            key, totals = day_contribution(obs)
-            days[key] = days.get(key, DayTotals()).plus(totals)
+        days.update(day_deltas(observations, {}))  # keys start with the family: no overlap between them
         distributions.move_family(None, state.rollup)
         states.append(state)
     return states, distributions, days

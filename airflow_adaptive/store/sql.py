@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, func, select, text, update
+from sqlalchemy import Connection, Engine, delete, func, or_, select, text, update
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 
@@ -248,8 +248,6 @@ class SqlHistoryStore:
             )
         if not conditions:
             return None
-        from sqlalchemy import or_
-
         return select(task_attempt.c.id, task_attempt.c.task_family).where(or_(*conditions)).subquery()
 
     def rebuild(self, *, fit_models: bool = True) -> int:
