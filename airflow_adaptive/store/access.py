@@ -56,7 +56,8 @@ def _timeout_args(url: URL, timeout_seconds: float) -> dict[str, Any]:
     backend = url.get_backend_name()
     if backend == "postgresql":
         millis = int(timeout_seconds * 1000)
-        return {"connect_timeout": max(1, int(timeout_seconds)), "options": f"-c statement_timeout={millis}"}
+        options = f"-c statement_timeout={millis} -c lock_timeout={millis}"
+        return {"connect_timeout": max(1, int(timeout_seconds)), "options": options}
     if backend == "sqlite":
         return {"timeout": timeout_seconds}
     if backend in ("mysql", "mariadb"):
@@ -116,8 +117,11 @@ def store_engine(conn_id: str, timeout_seconds: float, *, prefer_airflow_engine:
 def open_store(settings: AdaptiveSettings) -> HistoryStore:
     """The history store of this process, or HistoryUnavailableError saying why not."""
     engine = store_engine(settings.history_conn_id, settings.store_timeout_seconds)
+    with _lock:
+        own = any(engine is e for e in _engines.values())
     return SqlHistoryStore(
         engine,
         Learning(settings.sizing, settings.history_window),
-        timeout_seconds=settings.store_timeout_seconds,
+        # Our own engines carry the timeouts on every connection; Airflow's get them per transaction.
+        timeout_seconds=None if own else settings.store_timeout_seconds,
     )
