@@ -18,6 +18,7 @@ from airflow_adaptive.core.learn import restore_predictor, staleness
 from airflow_adaptive.core.model import Decision, MemoryRequest, Observation, TaskKey
 from airflow_adaptive.core.nodes import StoredNode, summarize_groups
 from airflow_adaptive.core.placement import GroupView, PlacementEngine, PlacementResult, TaskDemandView
+from airflow_adaptive.core.priority import FamilyProgress, PriorityChoice, choose_priority
 from airflow_adaptive.core.rollup import Distributions
 from airflow_adaptive.core.sizing.base import HistogramRatioPrior
 from airflow_adaptive.core.units import format_bytes
@@ -163,6 +164,20 @@ class Advisor:
         except Exception as err:  # a bug in a predictor must not stop the pod: fail open, say why
             log.exception("airflow-adaptive: the decision for %r failed", task_family)
             return keep_user(user, f"decision failed ({type(err).__name__})")
+
+    def priority(self, task_family: str, static_weight: int = 0) -> PriorityChoice | None:
+        """The family's least-finished-first rank (None when the store is unavailable)."""
+        try:
+            state = self._family(task_family)
+            successes = self._all_distributions().successes
+        except HistoryUnavailableError as err:
+            self._unavailable(err)
+            return None
+        rollup = state.rollup if state else None
+        progress = FamilyProgress(rollup.completed, rollup.attempts - rollup.completed) if rollup else None
+        return choose_priority(
+            progress or FamilyProgress(0, 0), successes, self.settings.lff_failures, static_weight
+        )
 
     def place(
         self,

@@ -10,8 +10,10 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
+from airflow_adaptive.core.priority import PriorityChoice
 from airflow_adaptive.exceptions import AdaptiveError
 from airflow_adaptive.history_cli import add_history_commands, open_cli_store, print_json
+from airflow_adaptive.simulation.cli import add_simulate_command
 
 
 def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
@@ -42,6 +44,7 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
     placement = advisor.place(
         args.task_family, frozenset(args.require_capability), decision.memory_request_bytes
     )
+    priority = advisor.priority(args.task_family, args.priority_weight)
     payload = {
         "task_family": args.task_family,
         "memory_request_bytes": decision.memory_request_bytes,
@@ -55,11 +58,48 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
         "preferred_groups": list(placement.preferred_groups),
         "required_capabilities": sorted(args.require_capability),
         "placement": placement.explain(),
+        "priority": priority_json(priority),
     }
     if args.json:
         print_json(payload, out)
     else:
         print(f"{decision.strategy}: {decision.explanation}\nplacement: {placement.explain()}", file=out)
+        print(
+            f"priority: {priority.explain() if priority else 'unknown (history store unavailable)'}", file=out
+        )
+    return 0
+
+
+def priority_json(choice: PriorityChoice | None) -> dict[str, object] | None:
+    if choice is None:
+        return None
+    return {
+        "weight": choice.weight,
+        "priority_class": choice.class_name,
+        "successes": choice.progress.successes,
+        "failures": choice.progress.failures,
+        "families": choice.families,
+        "median_successes": choice.median_successes,
+        "share_with_fewer": round(choice.share_ahead, 4),
+        "explanation": choice.explain(),
+    }
+
+
+def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
+    """Print the PriorityClass manifests, or create the missing ones in the current cluster."""
+    from airflow_adaptive.kubernetes.priority import create_missing, manifests
+
+    if not args.create:
+        import yaml
+
+        print(yaml.safe_dump_all(manifests(), sort_keys=False), file=out, end="")
+        return 0
+    from kubernetes import config
+    from kubernetes.client import ApiClient
+
+    config.load_config(config_file=args.kubeconfig) if args.kubeconfig else config.load_config()
+    created = create_missing(ApiClient())
+    print(f"created: {', '.join(created) or 'none (all present)'}", file=out)
     return 0
 
 
@@ -119,72 +159,6 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         caption = f"{DEFAULT_STRATEGY} / best anchor ({ratio[1]}) = {ratio[0]:.3f}" if ratio else None
         table.caption = caption
         Console(file=out, width=120).print(table)
-    return 0
-
-
-def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
-    from rich.progress import Progress
-
-    from airflow_adaptive.exceptions import SimulationInputError
-    from airflow_adaptive.simulation.cluster import load_cluster
-    from airflow_adaptive.simulation.compare import compare, parse_names
-    from airflow_adaptive.simulation.engine import PLACEMENTS
-    from airflow_adaptive.simulation.params import SIZINGS, SimParams
-    from airflow_adaptive.simulation.sources import load_workload
-    from airflow_adaptive.simulation.workload import concurrent_runs
-
-    try:
-        placements = parse_names(args.placement, PLACEMENTS, "placement")
-        sizings = parse_names(args.sizing, SIZINGS, "sizing")
-        params = SimParams(
-            time_to_failure=args.time_to_failure,
-            interference_per_task=args.interference,
-            history=args.history,
-        )
-    except ValueError as err:
-        raise SimulationInputError(str(err)) from None
-    cluster = load_cluster(args.cluster)
-    workload = concurrent_runs(load_workload(args.workload, params, args.seed), args.runs)
-    with Progress(transient=True, disable=not sys.stderr.isatty()) as progress:
-        bar = progress.add_task(
-            f"simulating {len(workload.tasks)} tasks", total=len(placements) * len(sizings)
-        )
-        report, results = compare(
-            cluster, workload, placements, sizings, params, args.seed,
-            record_timeline=bool(args.plot),
-            on_done=lambda name: progress.update(bar, advance=1, description=name),
-        )  # fmt: skip
-    if args.plot:
-        from airflow_adaptive.simulation.plots import write_plots
-
-        for picture in write_plots(results, args.plot, f"{workload.name} on {cluster.name}"):
-            print(f"wrote {picture}", file=sys.stderr)
-    if args.json:
-        print_json(report, out)
-        return 0
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{workload.name} ({len(workload.tasks)} tasks) on {cluster.name}, seed {args.seed}")
-    for column in (
-        "policy",
-        "makespan h",
-        "mean wait s",
-        "OOM kills",
-        "waste GB·h",
-        "failed",
-        "group: reserved/busy",
-    ):
-        table.add_column(column, justify="left" if column in ("policy", "group: reserved/busy") else "right")
-    for name, r in results.items():
-        use = " ".join(
-            f"{g}:{u:.0%}/{r.busy_by_group[g]:.0%}" for g, u in sorted(r.utilisation_by_group.items())
-        )
-        table.add_row(
-            name, f"{r.makespan_s / 3600:.3f}", f"{r.mean_wait_s:.1f}", str(r.oom_kills), f"{r.waste_gb_h:.2f}",
-            str(r.failed + r.never_ran), use,
-        )  # fmt: skip
-    Console(file=out, width=140).print(table)
     return 0
 
 
@@ -290,6 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     decide.add_argument("--limit", help="the user's memory limit (Kubernetes quantity)")
     decide.add_argument("--input-size-bytes", type=int)
     decide.add_argument("--require-capability", action="append", default=[], metavar="NAME")
+    decide.add_argument("--priority-weight", type=int, default=1, help="the task's own priority_weight")
     decide.add_argument("--json", action="store_true")
     decide.set_defaults(func=cmd_decide)
 
@@ -312,21 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--plot", metavar="DIR", help="write PNG plots here")
     rep.set_defaults(func=cmd_replay)
 
-    sim = sub.add_parser("simulate", help="simulate placement and sizing policies on a heterogeneous cluster")
-    sim.add_argument("--cluster", required=True, help="5,5,5 | 5,4,4,2 | a YAML/JSON file of node profiles")
-    sim.add_argument(
-        "--workload", required=True, help="wfformat:FILE | lotaru:DIR:WORKFLOW | synthetic:KIND:TASKS"
-    )
-    sim.add_argument("--placement", default="all", help="comma-separated placement policies, or 'all'")
-    sim.add_argument("--sizing", default="user", help="comma-separated: user, adaptive (or 'all')")
-    sim.add_argument("--runs", type=int, default=1, help="concurrent DAG runs of the workload")
-    sim.add_argument("--seed", type=int, default=0)
-    sim.add_argument("--history", choices=("prior-run", "online"), default="prior-run")
-    sim.add_argument("--time-to-failure", type=float, default=0.5)
-    sim.add_argument("--interference", type=float, default=0.05, help="slowdown per co-running similar task")
-    sim.add_argument("--json", action="store_true")
-    sim.add_argument("--plot", metavar="DIR", help="write a Gantt chart per policy and a makespan chart here")
-    sim.set_defaults(func=cmd_simulate)
+    add_simulate_command(sub)
 
     prof = sub.add_parser("profile-node", help="run the node microbenchmarks (sysbench, fio) on this machine")
     prof.add_argument("--node", help="node name (default: the host name)")

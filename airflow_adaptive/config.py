@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_adaptive.core.decide import SizingSettings
+from airflow_adaptive.core.priority import check_failure_mode
 
 SECTION = "adaptive"
 
@@ -68,6 +69,18 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "Before placing a pod, the operator lists the cluster's nodes and unfinished pods so that node "
         "groups with an idle node may take tasks labelled for weaker groups (two API calls per pod).",
     ),
+    "lff_failures": (
+        "string",
+        "persevere",
+        "Least-finished-first's second key, failed attempts of the family: ``persevere`` (more failures "
+        "first; Witt et al. found it better when tasks fail late) or ``postpone`` (fewer first).",
+    ),
+    "priority_classes": (
+        "boolean",
+        "True",
+        "Give pods without a priority class one of the ``adaptive-lff-*`` PriorityClasses by their "
+        "family's least-finished-first rank, when that class exists in the cluster (checked, cached).",
+    ),
     "metrics_sample_interval_seconds": (
         "float",
         "10.0",
@@ -112,6 +125,8 @@ class AdaptiveSettings:
     retention_days: float
     mutate_all_pods: bool
     placement_live_load: bool
+    lff_failures: str
+    priority_classes: bool
     metrics_sample_interval_seconds: float
     spool_dir: str
     sizing: SizingSettings
@@ -136,6 +151,12 @@ def load_settings() -> AdaptiveSettings:
     def flag(name: str) -> bool:
         return _raw(name).strip().lower() in {"true", "1", "yes", "on"}
 
+    def failure_mode(value: str) -> str:
+        try:
+            return check_failure_mode(value)
+        except ValueError as err:
+            raise ValueError(f"[{SECTION}] lff_failures: {err}") from None
+
     spool = _raw("spool_dir")
     if not spool:
         import os
@@ -151,6 +172,8 @@ def load_settings() -> AdaptiveSettings:
         retention_days=number("retention_days", float),
         mutate_all_pods=flag("mutate_all_pods"),
         placement_live_load=flag("placement_live_load"),
+        lff_failures=failure_mode(_raw("lff_failures").strip().lower()),
+        priority_classes=flag("priority_classes"),
         metrics_sample_interval_seconds=number("metrics_sample_interval_seconds", float),
         spool_dir=spool,
         sizing=SizingSettings(

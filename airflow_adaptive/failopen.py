@@ -10,13 +10,13 @@ _lock = threading.Lock()
 _warned: set[str] = set()
 
 
-def warn_once(reason: str) -> None:
+def warn_once(reason: str, consequence: str = "pods keep the user's resources") -> None:
     """Log a fail-open reason once per process (a busy scheduler would repeat it per pod)."""
     with _lock:
         if reason in _warned:
             return
         _warned.add(reason)
-    log.warning("airflow-adaptive: %s; pods keep the user's resources", reason)
+    log.warning("airflow-adaptive: %s; %s", reason, consequence)
 
 
 def forget_warnings() -> None:

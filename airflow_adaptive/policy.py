@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from airflow.policies import hookimpl
@@ -60,6 +61,7 @@ def mutate(pod: k8s.V1Pod) -> None:
         find_container,
         memory_of,
     )
+    from airflow_adaptive.kubernetes.priority import priority_class_for
 
     settings = get_settings()
     if not settings.mutate_all_pods:
@@ -76,7 +78,19 @@ def mutate(pod: k8s.V1Pod) -> None:
     advisor = Advisor(settings)
     previous = advisor.previous_try(key, make_safe_label_value if run_id_is_label else None)
     decision = advisor.decide(family, user, None, previous_attempt=previous)
+    choice = advisor.priority(family)
+    priority_class, note = priority_class_for(choice, pod, _api_client, enabled=settings.priority_classes)
+    decision = replace(
+        decision, priority_class=priority_class, priority=choice.explain() + note if choice else ""
+    )
     apply_decision(pod, decision, family, BASE_CONTAINER, managed_by="policy")
+
+
+def _api_client() -> Any:
+    """The Kubernetes client of this process, configured as the KubernetesExecutor's."""
+    from airflow.providers.cncf.kubernetes.kube_client import get_kube_client
+
+    return get_kube_client().api_client
 
 
 @hookimpl

@@ -24,8 +24,9 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
+from airflow_adaptive.simulation.bounds import lower_bound_s
 from airflow_adaptive.simulation.cluster import load_cluster, preset
-from airflow_adaptive.simulation.engine import PLACEMENTS, Simulation, lower_bound_s
+from airflow_adaptive.simulation.engine import PLACEMENTS, Simulation
 from airflow_adaptive.simulation.params import SimParams
 from airflow_adaptive.simulation.sources import load_workload
 from airflow_adaptive.simulation.workload import concurrent_runs

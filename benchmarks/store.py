@@ -64,7 +64,20 @@ USER = MemoryRequest(8 * GIB, 8 * GIB)
 
 
 def settings(spool: str) -> AdaptiveSettings:
-    return AdaptiveSettings("unused", 5.0, 500, 5000, 0.0, False, False, 10.0, spool, SizingSettings())
+    return AdaptiveSettings(
+        history_conn_id="unused",
+        store_timeout_seconds=5.0,
+        history_window=500,
+        retention_attempts=5000,
+        retention_days=0.0,
+        mutate_all_pods=False,
+        placement_live_load=False,
+        lff_failures="persevere",
+        priority_classes=True,
+        metrics_sample_interval_seconds=10.0,
+        spool_dir=spool,
+        sizing=SizingSettings(),
+    )
 
 
 def attempt(family: str, n: int, *, oom: bool = False) -> Observation:

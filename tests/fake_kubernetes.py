@@ -1,7 +1,9 @@
 """FakeKubernetesApi: a test double of the Kubernetes API server, for end-to-end operator tests.
 
 It speaks just enough of the core/v1 pods API (create, read, list with label
-selectors, log, patch, delete, events) and metrics.k8s.io for
+selectors, log, patch, delete, events), nodes, metrics.k8s.io and
+scheduling.k8s.io PriorityClasses (list, create; a pod naming a missing class is
+refused with 403 as the Priority admission plugin does) for
 KubernetesPodOperator, its trigger and our sampler. Instead of a kubelet it
 *runs* the container command locally with ``sh`` and a fake cgroup folder
 whose ``memory.peak`` is the peak the test scripted for that task: a peak above
@@ -68,6 +70,7 @@ class FakeKubernetesApi:
         self.metrics_memory: str | None = None  # served by metrics.k8s.io when set
         self.nodes: dict[str, dict[str, Any]] = {}  # name -> V1Node JSON
         self.node_patches: list[tuple[str, dict[str, Any]]] = []
+        self.priority_classes: dict[str, dict[str, Any]] = {}  # name -> PriorityClass JSON
         self._reads: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -261,6 +264,8 @@ class FakeKubernetesApi:
                     return self._metrics(parts[4], parts[6])
                 if parts == ["api", "v1", "pods"] and method == "GET":
                     return self._list_all(query.get("fieldSelector", ""))
+                if parts[:4] == ["apis", "scheduling.k8s.io", "v1", "priorityclasses"]:
+                    return self._priority_class(method, query.get("labelSelector", ""))
                 if parts[:3] == ["api", "v1", "nodes"]:
                     return self._node(method, parts[3] if len(parts) > 3 else None)
                 if parts[:3] != ["api", "v1", "namespaces"] or len(parts) < 5:
@@ -322,8 +327,27 @@ class FakeKubernetesApi:
                                 labels[key] = value
                 return self._send(200, node)
 
+            def _priority_class(self, method: str, selector: str) -> None:
+                if method == "POST":
+                    body = self._body()
+                    with api._lock:
+                        api.priority_classes[body["metadata"]["name"]] = body
+                    return self._send(201, body)
+                with api._lock:
+                    items = [
+                        c for c in api.priority_classes.values()
+                        if _selector_matches(selector, c["metadata"].get("labels") or {})
+                    ]  # fmt: skip
+                self._send(200, {"kind": "PriorityClassList", "apiVersion": "scheduling.k8s.io/v1",
+                                 "metadata": {}, "items": items})  # fmt: skip
+
             def _create(self, namespace: str) -> None:
                 pod = self._body()
+                wanted = pod.get("spec", {}).get("priorityClassName")
+                if wanted and wanted not in api.priority_classes:  # the Priority admission plugin
+                    return self._send(403, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                            "reason": "Forbidden", "code": 403,
+                                            "message": f"no PriorityClass with name {wanted} was found"})  # fmt: skip
                 with api._lock:
                     api.created.append(copy.deepcopy(pod))
                 pod.setdefault("metadata", {})["namespace"] = namespace

@@ -11,9 +11,10 @@ import pytest
 
 from airflow_adaptive.core.replay import GB_H
 from airflow_adaptive.exceptions import SimulationInputError, TraceFormatError
+from airflow_adaptive.simulation.bounds import lower_bound_s
 from airflow_adaptive.simulation.cluster import REFERENCE_BENCHMARKS, Cluster, SimNode, load_cluster, preset
 from airflow_adaptive.simulation.compare import compare
-from airflow_adaptive.simulation.engine import PLACEMENTS, Simulation, lower_bound_s
+from airflow_adaptive.simulation.engine import PLACEMENTS, Simulation
 from airflow_adaptive.simulation.params import SimParams
 from airflow_adaptive.simulation.sources import load_workload, lotaru_workload
 from airflow_adaptive.simulation.synthetic import KINDS, pegasus_workload

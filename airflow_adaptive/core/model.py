@@ -110,6 +110,8 @@ class Decision:
     preferred_groups: tuple[int, ...] = ()  # node groups, best first (preferred node affinity)
     required_capabilities: frozenset[str] = frozenset()  # every one must be offered (required affinity)
     placement: str = ""  # why these groups, in words
+    priority_class: str | None = None  # Kubernetes PriorityClass to set (least-finished-first)
+    priority: str = ""  # the least-finished-first rank and why, in words
 
     def summary(self, max_chars: int = 240) -> str:
         """The explanation, shortened for a pod annotation."""

@@ -189,15 +189,21 @@ def request_ratio(obs: Observation) -> float | None:
 
 @dataclass
 class Distributions:
-    """Store-wide: the users' request ratios and every family's mean demand per task feature."""
+    """Store-wide: the users' request ratios, every family's mean demand per task feature and every
+    family's successful attempts (least-finished-first ranks a family among the others)."""
 
     request_ratios: LogHistogram = field(default_factory=LogHistogram)
     demand: dict[str, LogHistogram] = field(
         default_factory=lambda: {feature: LogHistogram() for feature in TASK_FEATURES}
     )
+    successes: LogHistogram = field(default_factory=LogHistogram)
 
     def move_family(self, before: FamilyRollup | None, after: FamilyRollup) -> None:
-        """A family's means changed from ``before`` to ``after``: move it between buckets."""
+        """A family's means and counts changed from ``before`` to ``after``: move it between buckets."""
+        if before is not None and before.attempts:
+            self.successes.add(before.completed, -1)
+        if after.attempts:
+            self.successes.add(after.completed, +1)
         for feature in TASK_FEATURES:
             old = before.demand().value(feature) if before is not None else None  # None: no mean yet
             new = after.demand().value(feature)
@@ -216,6 +222,7 @@ class Distributions:
         return {
             "request_ratios": self.request_ratios.to_json(),
             "demand": {k: v.to_json() for k, v in self.demand.items()},
+            "successes": self.successes.to_json(),
         }
 
     @classmethod
@@ -223,8 +230,9 @@ class Distributions:
         data = data if isinstance(data, dict) else {}
         demand = data.get("demand")
         demand = demand if isinstance(demand, dict) else {}
-        ratios = data.get("request_ratios")
+        ratios, successes = data.get("request_ratios"), data.get("successes")
         return cls(
             LogHistogram(ratios if isinstance(ratios, dict) else None),
             {feature: LogHistogram(demand.get(feature)) for feature in TASK_FEATURES},
+            LogHistogram(successes if isinstance(successes, dict) else None),
         )

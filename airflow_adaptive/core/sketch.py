@@ -28,6 +28,10 @@ def bucket_value(bucket: str) -> float:
     return 0.0 if bucket == ZERO_BUCKET else math.exp(int(bucket) * _LOG_G)
 
 
+def _order(bucket: str) -> float:
+    return -math.inf if bucket == ZERO_BUCKET else int(bucket)
+
+
 class LogHistogram:
     """Counts per bucket; ``add(v, -1)`` removes a value added before."""
 
@@ -54,7 +58,7 @@ class LogHistogram:
             return None
         position = (total - 1) * min(max(q, 0.0), 1.0)
         below = math.floor(position)
-        ordered = sorted(self.counts, key=lambda k: -math.inf if k == ZERO_BUCKET else int(k))
+        ordered = sorted(self.counts, key=_order)
         low, high = self._at_rank(ordered, below), self._at_rank(ordered, min(below + 1, total - 1))
         return low + (high - low) * (position - below)
 
@@ -66,6 +70,14 @@ class LogHistogram:
             if seen > rank:
                 return bucket_value(key)
         raise IndexError(rank)
+
+    def share_below(self, value: float) -> float:
+        """The share of counted values in buckets below ``value``'s (0 when empty)."""
+        total = self.total
+        if not total:
+            return 0.0
+        below = sum(count for key, count in self.counts.items() if _order(key) < _order(bucket_of(value)))
+        return below / total
 
     def combined(self, other: LogHistogram, sign: int = 1) -> LogHistogram:
         """A new histogram: this one with ``other``'s counts added (``sign=-1``: removed)."""

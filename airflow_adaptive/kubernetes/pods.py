@@ -30,6 +30,7 @@ OPT_OUT_LABEL = f"{PREFIX}/opt-out"
 MANAGED_LABEL = f"{PREFIX}/managed-by"
 DECISION_ANNOTATION = f"{PREFIX}/decision"
 PLACEMENT_ANNOTATION = f"{PREFIX}/placement"
+PRIORITY_ANNOTATION = f"{PREFIX}/priority"
 GROUP_LABEL = f"{PREFIX}/group"
 CAPABILITY_PREFIX = "capability.adaptive.airflow.io/"
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -141,6 +142,15 @@ def apply_decision(
     metadata.annotations[DECISION_ANNOTATION] = decision.summary(max_chars=1000)
     if decision.placement:
         metadata.annotations[PLACEMENT_ANNOTATION] = decision.placement[:1000]
+    if decision.priority:
+        metadata.annotations[PRIORITY_ANNOTATION] = decision.priority[:1000]
+    if (
+        decision.priority_class
+        and pod.spec
+        and not pod.spec.priority_class_name
+        and pod.spec.priority is None
+    ):
+        pod.spec.priority_class_name = decision.priority_class
     apply_placement(pod, decision)
     container = find_container(pod, container_name)
     if container is None or not decision.adaptive:

@@ -28,8 +28,11 @@ from airflow_adaptive.kubernetes.pods import (
     memory_of,
     observe_pod,
 )
+from airflow_adaptive.kubernetes.priority import priority_class_for
 from airflow_adaptive.kubernetes.trigger import SAMPLED_PEAK_KEY, SamplingPodTrigger
 from airflow_adaptive.kubernetes.wrapper import TERMINATION_FILE_ENV, is_wrapped, wrap_command
+
+LFF_WEIGHT_RULE = "airflow_adaptive.LeastFinishedFirst"
 
 
 def required_note(capabilities: frozenset[str]) -> str:
@@ -58,7 +61,11 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
     """A KubernetesPodOperator whose memory comes from the history of its task family.
 
     :param task_family: history key shared by tasks that do the same work
-        (default ``dag_id.task_id``); several DAGs may share one family.
+        (default ``dag_id.task_id``); several DAGs may share one family. (templated; the scheduler's
+        least-finished-first weight sees it unrendered)
+
+    Unless ``weight_rule`` is given (here or in ``default_args``), the task is ordered
+    least-finished-first (``airflow_adaptive.LeastFinishedFirst``).
     :param input_size_bytes: declared input size of this attempt, for size-aware strategies. (templated)
     :param adaptive: set False to record history without changing resources.
     :param required_capabilities: node capabilities the task cannot run without (e.g. ``{"gpu", "avx512"}``):
@@ -66,7 +73,11 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         worker slot is free meanwhile.
     """
 
-    template_fields: Sequence[str] = (*KubernetesPodOperator.template_fields, "input_size_bytes")
+    template_fields: Sequence[str] = (
+        *KubernetesPodOperator.template_fields,
+        "input_size_bytes",
+        "task_family",
+    )
 
     def __init__(
         self,
@@ -77,6 +88,9 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         required_capabilities: Iterable[str] | None = None,
         **kwargs: Any,
     ) -> None:
+        # Least-finished-first unless the DAG chose a weight rule (here or in default_args).
+        if "weight_rule" not in kwargs and "weight_rule" not in (kwargs.get("default_args") or {}):
+            kwargs["weight_rule"] = LFF_WEIGHT_RULE
         super().__init__(**kwargs)
         self.required_capabilities = frozenset(required_capabilities or ())
         for capability in self.required_capabilities:
@@ -134,11 +148,17 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         placement = advisor.place(
             self.family, self.required_capabilities, decision.memory_request_bytes, self._idle_nodes()
         )
+        choice = advisor.priority(self.family, self.priority_weight)
+        priority_class, note = priority_class_for(
+            choice, pod, lambda: self.client.api_client, enabled=advisor.settings.priority_classes
+        )
         return replace(
             decision,
             preferred_groups=placement.preferred_groups,
             required_capabilities=self.required_capabilities,
             placement=placement.explain() + required_note(self.required_capabilities),
+            priority_class=priority_class,
+            priority=choice.explain() + note if choice else "",
         )
 
     def _idle_nodes(self) -> dict[int, int] | None:

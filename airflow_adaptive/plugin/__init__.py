@@ -1,17 +1,20 @@
-"""The Airflow plugin: the allocation-statistics page in Airflow's navigation, a per-task tab, and
-its read-only API (nothing runs at import but building the FastAPI app)."""
+"""The Airflow plugin: the allocation-statistics page in Airflow's navigation, a per-task tab, its
+read-only API, and the least-finished-first priority weight strategy (nothing runs at import but
+building the FastAPI app)."""
 
 from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
 from airflow_adaptive.plugin.app import create_app
+from airflow_adaptive.priority import LeastFinishedFirst
 
 PREFIX = "/adaptive"
 
 
 class AdaptivePlugin(AirflowPlugin):
     name = "adaptive"
+    priority_weight_strategies = [LeastFinishedFirst]
     fastapi_apps = [{"app": create_app(), "url_prefix": PREFIX, "name": "airflow-adaptive"}]
     external_views = [
         {  # a top-level navigation item, rendered inside the UI at /plugin/adaptive

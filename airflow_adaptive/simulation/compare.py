@@ -12,9 +12,17 @@ from .params import DEFAULT_PARAMS, SIZINGS, SimParams
 from .workload import Workload
 
 
-def policy_name(placement: str, sizing: str, sizings: Sequence[str]) -> str:
-    """Results are keyed by placement; by ``placement+sizing`` when several sizings run."""
-    return placement if len(sizings) == 1 else f"{placement}+{sizing}"
+def policy_name(
+    placement: str,
+    sizing: str,
+    sizings: Sequence[str],
+    queue: str = "fifo",
+    queues: Sequence[str] = ("fifo",),
+) -> str:
+    """Results are keyed by placement; ``placement+sizing`` when several sizings run, and
+    ``.../queue`` when several queue orders run."""
+    name = placement if len(sizings) == 1 else f"{placement}+{sizing}"
+    return name if len(queues) == 1 else f"{name}/{queue}"
 
 
 def parse_names(text: str, known: Sequence[str], what: str) -> list[str]:
@@ -35,6 +43,7 @@ def compare(
     params: SimParams = DEFAULT_PARAMS,
     seed: int = 0,
     *,
+    queues: Sequence[str] = ("fifo",),
     record_timeline: bool = False,
     on_done: Callable[[str], None] | None = None,
 ) -> tuple[dict[str, Any], dict[str, RunResult]]:
@@ -44,13 +53,15 @@ def compare(
         if sizing not in SIZINGS:
             raise ValueError(f"unknown sizing {sizing!r}; known: {', '.join(SIZINGS)}")
         for placement in placements:
-            name = policy_name(placement, sizing, sizings)
-            sim = Simulation(
-                cluster, workload, placement, sizing, params, seed, record_timeline=record_timeline
-            )
-            results[name] = sim.run()
-            if on_done:
-                on_done(name)
+            for queue in queues:
+                name = policy_name(placement, sizing, sizings, queue, queues)
+                sim = Simulation(
+                    cluster, workload, placement, sizing, params, seed,
+                    queue=queue, record_timeline=record_timeline,
+                )  # fmt: skip
+                results[name] = sim.run()
+                if on_done:
+                    on_done(name)
     grouping = cluster.grouping
     report = {
         "cluster": {
@@ -61,6 +72,7 @@ def compare(
         },
         "workload": {"name": workload.name, "tasks": len(workload.tasks), "runs": workload.runs},
         "seed": seed,
+        "queues": list(queues),
         "params": asdict(params),
         "results": {name: r.summary() for name, r in results.items()},
     }

@@ -1,9 +1,9 @@
 """One simulated run: a workload on a cluster under one placement and one sizing policy (SimPy).
 
 The scheduler works like kube-scheduler: pending pods are tried in queue order
-(priority, then arrival; SJFN: shortest historical runtime first), a pod that
-fits nowhere waits without blocking other task families, and a cycle runs once
-per instant after every event of that instant. Each pod is placed in two steps:
+(``queues``: FIFO by priority and arrival, least-finished-first or critical
+path), a pod that fits nowhere waits without blocking other task families, and a
+cycle runs once per instant after every event of that instant. Each pod is placed in two steps:
 ``core.placement`` filters and orders the node groups (the policy under test),
 then the policy's node rule picks a node inside the first group that has room
 (soft preferences: later groups are fallbacks). Requests are reserved; a peak
@@ -29,8 +29,11 @@ from airflow_adaptive.core.replay import GB_H, FamilySizer
 from airflow_adaptive.core.sizing import Sample, make_predictor
 from airflow_adaptive.core.sizing.base import RequestRatioPrior
 
+from .bounds import runtime_on
 from .cluster import Cluster, SimNode
 from .params import DEFAULT_PARAMS, SIZINGS, SimParams
+from .queues import PendingQueue
+from .results import RunResult, Span
 from .workload import FamilyStats, SimTask, Workload, dominant_features, family_demands
 
 # "tarema-idle" is tarema told which groups have idle nodes right now (the provider's
@@ -38,30 +41,6 @@ from .workload import FamilyStats, SimTask, Workload, dominant_features, family_
 PLACEMENTS = ("round-robin", "fair", "fill-nodes", "sjfn", "tarema", "tarema-idle")
 SIZING = SizingSettings()  # the provider's defaults: strategy "adaptive", 64 MiB floor
 EPS = 1e-9
-
-
-def runtime_on(task: SimTask, node: SimNode, dominant: str) -> float:
-    """Seconds the task runs on the node alone: measured there (Lotaru), else scaled by its speed."""
-    measured = task.runtime_by_machine.get(node.lotaru_machine()) if task.runtime_by_machine else None
-    if measured is not None:
-        return measured
-    return task.runtime_s / node.speed[dominant]
-
-
-def lower_bound_s(cluster: Cluster, workload: Workload, params: SimParams = DEFAULT_PARAMS) -> float:
-    """No policy can beat this makespan: every task on its fastest node with no waiting and no
-    interference (the critical path), or all work packed perfectly onto all cores."""
-    dominant = dominant_features(family_demands(workload.tasks))
-    index = {t.id: i for i, t in enumerate(workload.tasks)}
-    finish = [0.0] * len(workload.tasks)
-    core_s = 0.0
-    for i in workload.order:
-        t = workload.tasks[i]
-        fastest = min(runtime_on(t, n, dominant[t.family]) for n in cluster.nodes)
-        start = max((finish[index[p]] for p in t.parents), default=0.0)
-        finish[i] = start + params.pod_startup_s + fastest
-        core_s += t.request_cores * (params.pod_startup_s + fastest)
-    return max(max(finish), core_s / sum(n.cores for n in cluster.nodes))
 
 
 @dataclass
@@ -83,53 +62,6 @@ class _Attempt:
     ready_s: float
 
 
-@dataclass(frozen=True)
-class Span:
-    """One attempt on the timeline (for Gantt charts)."""
-
-    node: str
-    task: str
-    start_s: float
-    end_s: float
-    family: str
-    oom_killed: bool
-
-
-@dataclass
-class RunResult:
-    placement: str
-    sizing: str
-    makespan_s: float = 0.0
-    mean_wait_s: float = 0.0
-    oom_kills: int = 0
-    waste_gb_h: float = 0.0
-    utilisation_by_group: dict[int, float] = field(default_factory=dict)  # reserved cores x time
-    busy_by_group: dict[int, float] = field(default_factory=dict)  # cores doing task work x time
-    tasks_by_group: dict[int, int] = field(default_factory=dict)
-    succeeded: int = 0
-    failed: int = 0  # killed at the cap or out of attempts
-    never_ran: int = 0  # waiting on a failed parent, or no node could ever hold it
-    attempts: int = 0
-    timeline: list[Span] = field(default_factory=list)
-
-    def summary(self) -> dict[str, object]:
-        return {
-            "makespan_s": round(self.makespan_s, 3),
-            "mean_wait_s": round(self.mean_wait_s, 3),
-            "oom_kills": self.oom_kills,
-            "waste_gb_h": round(self.waste_gb_h, 4),
-            "utilisation_by_group": {
-                str(g): round(u, 4) for g, u in sorted(self.utilisation_by_group.items())
-            },
-            "busy_by_group": {str(g): round(u, 4) for g, u in sorted(self.busy_by_group.items())},
-            "tasks_by_group": {str(g): n for g, n in sorted(self.tasks_by_group.items())},
-            "succeeded": self.succeeded,
-            "failed": self.failed,
-            "never_ran": self.never_ran,
-            "attempts": self.attempts,
-        }
-
-
 class Simulation:
     """Build once, ``run()`` once. Deterministic for the same inputs and ``seed``."""
 
@@ -142,6 +74,7 @@ class Simulation:
         params: SimParams = DEFAULT_PARAMS,
         seed: int = 0,
         *,
+        queue: str = "fifo",
         record_timeline: bool = False,
     ) -> None:
         if placement not in PLACEMENTS:
@@ -152,7 +85,7 @@ class Simulation:
         self.placement, self.sizing = placement, sizing
         self.record_timeline = record_timeline
         self.env = simpy.Environment()
-        self.result = RunResult(placement, sizing)
+        self.result = RunResult(placement, sizing, queue)
         self.engine = engine_for(placement.removesuffix("-idle"))
         self.live_idle = placement == "tarema-idle"
         self.tasks: Sequence[SimTask] = workload.tasks
@@ -189,9 +122,7 @@ class Simulation:
         for i, t in enumerate(self.tasks):
             for p in t.parents:
                 self.children[index[p]].append(i)
-        # One queue per (family, cores, capabilities): when its first pod fits nowhere, the family's
-        # other pods (of similar size) wait for the next cycle too, and other families go on.
-        self.pending: dict[tuple[str, float, frozenset[str]], list[tuple[int, float, int]]] = {}
+        self.pending = PendingQueue(queue, workload, lambda family: self.successes.get(family, 0))
         self.attempts: list[_Attempt] = []
         self._cycle_planned = False
         self._most_free_cores = 0.0
@@ -205,6 +136,7 @@ class Simulation:
 
     # --- knowledge -------------------------------------------------------------------------
     def _history(self, prior_run: bool) -> None:
+        self.successes: dict[str, int] = {}  # per family, as the store counts them (LFF's key)
         self.prior = RequestRatioPrior()
         self.sizers: dict[str, FamilySizer] = {}
         self.stats = FamilyStats()
@@ -227,6 +159,7 @@ class Simulation:
         return self.sizers[family]
 
     def _learn(self, t: SimTask, runtime_s: float) -> None:
+        self.successes[t.family] = self.successes.get(t.family, 0) + 1
         self._sizer(t.family).samples.append(Sample(t.peak_memory_bytes, t.input_size_bytes, runtime_s))
         self.prior.add(t.peak_memory_bytes, t.request_memory_bytes)
         first = self.stats.add(t, runtime_s)
@@ -329,10 +262,8 @@ class Simulation:
     def _submit(self, task_index: int, number: int, memory_bytes: int) -> None:
         task = self.tasks[task_index]
         self.attempts.append(_Attempt(task_index, number, memory_bytes, self.env.now))
-        aid = len(self.attempts) - 1
-        shape = (task.family, task.request_cores, task.required_capabilities)
         key = self.known_runtime_s(task.family) if self.placement == "sjfn" else 0.0
-        heapq.heappush(self.pending.setdefault(shape, []), (-task.priority, key, aid))
+        self.pending.push(len(self.attempts) - 1, task_index, number - 1, key)
         self._plan_cycle()
 
     def _plan_cycle(self) -> None:
@@ -343,19 +274,19 @@ class Simulation:
     def _cycle(self, _event: object = None) -> None:
         self._cycle_planned = False
         self._most_free_cores = max((n.free_cores for n in self.nodes if n.active), default=0.0)
-        heads = [(queue[0], shape) for shape, queue in self.pending.items() if queue]
-        heapq.heapify(heads)
+        heads = self.pending.heads()
         while heads:
-            (_, _, aid), shape = heapq.heappop(heads)
+            entry, shape = heapq.heappop(heads)
+            aid = int(entry[-1])
             node = self.pick(self.attempts[aid])
             if node is None:
-                continue  # this queue's first pod fits nowhere now; other queues may
-            queue = self.pending[shape]
-            heapq.heappop(queue)
+                continue  # this sub-queue's first pod fits nowhere now; other sub-queues may
+            self.pending.pop(shape)
             self._start(aid, node)
             self._most_free_cores = max(n.free_cores for n in self.nodes if n.active)
-            if queue:
-                heapq.heappush(heads, (queue[0], shape))
+            following = self.pending.head(shape)
+            if following is not None:
+                heapq.heappush(heads, following)
 
     def _start(self, aid: int, node: _Node) -> None:
         attempt, p = self.attempts[aid], self.params
@@ -412,6 +343,7 @@ class Simulation:
         else:
             self.result.succeeded += 1
             self.result.waste_gb_h += (attempt.memory_bytes - task.peak_memory_bytes) * ran_s / GB_H
+            self.result.used_gb_h += task.peak_memory_bytes * ran_s / GB_H
             if self.params.history == "online":
                 self._learn(task, ran_s)
             for child in self.children[attempt.task]:

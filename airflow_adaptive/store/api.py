@@ -19,6 +19,7 @@ from airflow_adaptive.core.grouping import Grouping, NodeProfile
 from airflow_adaptive.core.learn import FittedModel
 from airflow_adaptive.core.model import Observation, TaskKey
 from airflow_adaptive.core.nodes import StoredNode
+from airflow_adaptive.core.priority import FamilyProgress
 from airflow_adaptive.core.rollup import DayTotals, Distributions, FamilyRollup
 
 
@@ -83,6 +84,11 @@ class HistoryStore(Protocol):
 
     def family(self, task_family: str) -> FamilyState | None:
         """One family's rollup and model by primary key; None for a family never recorded."""
+        ...
+
+    def progress(self, task_family: str) -> FamilyProgress | None:
+        """The family's successful and failed attempts (two columns of its row, by primary key);
+        None for a family never recorded."""
         ...
 
     def history(

@@ -20,6 +20,7 @@ from typing import Any
 from airflow_adaptive.core.grouping import Grouping, NodeProfile
 from airflow_adaptive.core.model import Observation, TaskKey
 from airflow_adaptive.core.nodes import StoredNode
+from airflow_adaptive.core.priority import FamilyProgress
 from airflow_adaptive.core.rollup import DayKey, DayTotals, Distributions, FamilyRollup
 from airflow_adaptive.exceptions import HistoryUnavailableError
 from airflow_adaptive.store.api import (
@@ -135,6 +136,15 @@ class InMemoryHistoryStore:
             bad = replace(state.model, state={"learnt": {"not a fitted attribute": 1}})
             return replace(state, model=bad)
         return state
+
+    def progress(self, task_family: str) -> FamilyProgress | None:
+        with self._lock:
+            self._enter()
+            state = self._families.get(task_family)
+        if state is None or not state.rollup.attempts:
+            return None
+        rollup = state.rollup
+        return FamilyProgress(rollup.completed, rollup.attempts - rollup.completed)
 
     def history(
         self, task_family: str, *, limit: int = 500, dag_ids: frozenset[str] | None = None

@@ -22,6 +22,7 @@ from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 from airflow_adaptive.core.grouping import Grouping, NodeProfile
 from airflow_adaptive.core.model import Observation, TaskKey
 from airflow_adaptive.core.nodes import StoredNode
+from airflow_adaptive.core.priority import FamilyProgress
 from airflow_adaptive.core.rollup import DayKey, DayTotals, Distributions, FamilyRollup
 from airflow_adaptive.exceptions import HistoryRejectedError, HistoryUnavailableError
 from airflow_adaptive.store import rows, totals
@@ -89,6 +90,16 @@ def insert_missing(dialect: str, table: Any, values: list[dict[str, Any]], keys:
     if dialect in ("mysql", "mariadb"):
         return stmt.prefix_with("IGNORE")
     return stmt.on_conflict_do_nothing(index_elements=list(keys))
+
+
+@contextlib.contextmanager
+def _savepoint(conn: Connection) -> Iterator[None]:
+    """A savepoint where an error would abort the surrounding transaction (not SQLite's)."""
+    if conn.dialect.name == "sqlite" or not conn.in_transaction():
+        yield
+        return
+    with conn.begin_nested():
+        yield
 
 
 class _SqlTransaction(Transaction):
@@ -181,9 +192,25 @@ class SqlHistoryStore:
         self._engine = engine
         self.learning = learning
         self.timeout_seconds = timeout_seconds
+        self._borrowed: Connection | None = None
+
+    @classmethod
+    def reading_through(cls, conn: Connection) -> SqlHistoryStore:
+        """A read-only store on a connection inside someone else's transaction (the scheduler's
+        session): it never commits, and on PostgreSQL each read runs in a savepoint, so a failed
+        read does not abort the owner's transaction. Plain reads take no row locks there."""
+        store = cls(conn.engine)
+        store._borrowed = conn
+        return store
 
     @contextlib.contextmanager
     def _connection(self, *, write: bool = False) -> Iterator[Connection]:
+        if self._borrowed is not None:
+            if write:
+                raise HistoryUnavailableError("history store unavailable: this store only reads")
+            with map_errors(), _savepoint(self._borrowed):
+                yield self._borrowed
+            return
         with map_errors(), self._engine.begin() if write else self._engine.connect() as conn:
             if self.timeout_seconds and conn.dialect.name == "postgresql":
                 millis = str(max(1, int(self.timeout_seconds * 1000)))
@@ -259,6 +286,12 @@ class SqlHistoryStore:
         with self._connection() as conn:
             row = conn.execute(select(family).where(family.c.task_family == task_family)).first()
         return rows.family_state(row) if row is not None and row.attempts else None
+
+    def progress(self, task_family: str) -> FamilyProgress | None:
+        stmt = select(family.c.attempts, family.c.completed).where(family.c.task_family == task_family)
+        with self._connection() as conn:
+            row = conn.execute(stmt).first()
+        return FamilyProgress(row.completed, row.attempts - row.completed) if row and row.attempts else None
 
     def history(
         self, task_family: str, *, limit: int = 500, dag_ids: frozenset[str] | None = None

@@ -1,0 +1,99 @@
+"""``airflow-adaptive simulate``: placement, sizing and queue-order policies side by side."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, TextIO
+
+
+def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
+    from rich.progress import Progress
+
+    from airflow_adaptive.exceptions import SimulationInputError
+    from airflow_adaptive.simulation.cluster import load_cluster
+    from airflow_adaptive.simulation.compare import compare, parse_names
+    from airflow_adaptive.simulation.engine import PLACEMENTS
+    from airflow_adaptive.simulation.params import SIZINGS, SimParams
+    from airflow_adaptive.simulation.queues import QUEUE_ORDERS
+    from airflow_adaptive.simulation.sources import load_workload
+    from airflow_adaptive.simulation.workload import concurrent_runs
+
+    try:
+        placements = parse_names(args.placement, PLACEMENTS, "placement")
+        sizings = parse_names(args.sizing, SIZINGS, "sizing")
+        queues = parse_names(args.queue, QUEUE_ORDERS, "queue order")
+        params = SimParams(
+            time_to_failure=args.time_to_failure,
+            interference_per_task=args.interference,
+            history=args.history,
+        )
+    except ValueError as err:
+        raise SimulationInputError(str(err)) from None
+    cluster = load_cluster(args.cluster)
+    workload = concurrent_runs(load_workload(args.workload, params, args.seed), args.runs)
+    with Progress(transient=True, disable=not sys.stderr.isatty()) as progress:
+        bar = progress.add_task(
+            f"simulating {len(workload.tasks)} tasks", total=len(placements) * len(sizings) * len(queues)
+        )
+        report, results = compare(
+            cluster, workload, placements, sizings, params, args.seed, queues=queues,
+            record_timeline=bool(args.plot),
+            on_done=lambda name: progress.update(bar, advance=1, description=name),
+        )  # fmt: skip
+    if args.plot:
+        from airflow_adaptive.simulation.plots import write_plots
+
+        for picture in write_plots(results, args.plot, f"{workload.name} on {cluster.name}"):
+            print(f"wrote {picture}", file=sys.stderr)
+    if args.json:
+        from airflow_adaptive.history_cli import print_json
+
+        print_json(report, out)
+        return 0
+    print_table(
+        results, f"{workload.name} ({len(workload.tasks)} tasks) on {cluster.name}, seed {args.seed}", out
+    )
+    return 0
+
+
+def print_table(results: dict[str, Any], title: str, out: TextIO) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    columns = ("policy", "makespan h", "mean wait s", "OOM kills", "waste GB·h", "MAQ", "failed")
+    for column in (*columns, "group: reserved/busy"):
+        table.add_column(column, justify="left" if column in ("policy", "group: reserved/busy") else "right")
+    for name, r in results.items():
+        use = " ".join(
+            f"{g}:{u:.0%}/{r.busy_by_group[g]:.0%}" for g, u in sorted(r.utilisation_by_group.items())
+        )
+        table.add_row(
+            name, f"{r.makespan_s / 3600:.3f}", f"{r.mean_wait_s:.1f}", str(r.oom_kills), f"{r.waste_gb_h:.2f}",
+            f"{r.maq:.1%}", str(r.failed + r.never_ran), use,
+        )  # fmt: skip
+    Console(file=out, width=150).print(table)
+
+
+def add_simulate_command(sub: Any) -> None:
+    sim = sub.add_parser("simulate", help="simulate placement and sizing policies on a heterogeneous cluster")
+    sim.add_argument("--cluster", required=True, help="5,5,5 | 5,4,4,2 | a YAML/JSON file of node profiles")
+    sim.add_argument(
+        "--workload", required=True, help="wfformat:FILE | lotaru:DIR:WORKFLOW | synthetic:KIND:TASKS"
+    )
+    sim.add_argument("--placement", default="all", help="comma-separated placement policies, or 'all'")
+    sim.add_argument("--sizing", default="user", help="comma-separated: user, adaptive (or 'all')")
+    sim.add_argument(
+        "--queue",
+        default="fifo",
+        help="comma-separated queue orders: fifo, lff-persevere, lff-postpone, critical-path (or 'all')",
+    )
+    sim.add_argument("--runs", type=int, default=1, help="concurrent DAG runs of the workload")
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--history", choices=("prior-run", "online"), default="prior-run")
+    sim.add_argument("--time-to-failure", type=float, default=0.5)
+    sim.add_argument("--interference", type=float, default=0.05, help="slowdown per co-running similar task")
+    sim.add_argument("--json", action="store_true")
+    sim.add_argument("--plot", metavar="DIR", help="write a Gantt chart per policy and a makespan chart here")
+    sim.set_defaults(func=cmd_simulate)
