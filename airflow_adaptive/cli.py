@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from airflow_adaptive.core.priority import PriorityChoice
-from airflow_adaptive.exceptions import AdaptiveError
+from airflow_adaptive.exceptions import AdaptiveError, ClusterUnavailableError
 from airflow_adaptive.history_cli import add_history_commands, open_cli_store, print_json
 from airflow_adaptive.simulation.cli import add_simulate_command
 
@@ -97,8 +97,14 @@ def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
     from kubernetes import config
     from kubernetes.client import ApiClient
 
-    config.load_config(config_file=args.kubeconfig) if args.kubeconfig else config.load_config()
-    created = create_missing(ApiClient())
+    try:
+        config.load_config(config_file=args.kubeconfig) if args.kubeconfig else config.load_config()
+        created = create_missing(ApiClient())
+    except Exception as err:  # no kubeconfig, unreachable API, RBAC refusal: one line, no traceback
+        reason = str(err).splitlines()[0][:300] if str(err) else ""
+        raise ClusterUnavailableError(
+            f"cannot create PriorityClasses: {type(err).__name__} {reason}"
+        ) from None
     print(f"created: {', '.join(created) or 'none (all present)'}", file=out)
     return 0
 
@@ -315,6 +321,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--dag-file", help="DAG file to show (default: the bundled example)")
     demo.add_argument("--json", action="store_true")
     demo.set_defaults(func=cmd_demo)
+
+    classes = sub.add_parser(
+        "priority-classes", help="print the least-finished-first PriorityClass manifests (or create them)"
+    )
+    classes.add_argument("--create", action="store_true", help="create the missing ones in the cluster")
+    classes.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
+    classes.set_defaults(func=cmd_priority_classes)
 
     ref = sub.add_parser("config-reference", help="print the [adaptive] options as a Markdown table")
     ref.set_defaults(func=cmd_config_reference)

@@ -33,3 +33,7 @@ class InvalidCapabilityError(AdaptiveError, ValueError):
 
 class SimulationInputError(AdaptiveError, ValueError):
     """A simulator cluster file or workload spec is malformed."""
+
+
+class ClusterUnavailableError(AdaptiveError):
+    """The Kubernetes API could not be reached or refused the request."""

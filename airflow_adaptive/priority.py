@@ -32,6 +32,10 @@ _down_until = 0.0  # after a store error, no reads until then
 _lock = threading.Lock()
 
 
+class _RecentlyFailed(Exception):
+    """The store failed moments ago (and that was logged): not asked again yet."""
+
+
 def task_family_of(task: Any, dag_id: str, task_id: str) -> str:
     """The operator's ``task_family`` (serialised with the DAG), else ``dag_id.task_id``."""
     family = getattr(task, "task_family", None)
@@ -66,7 +70,7 @@ def family_progress(task_family: str) -> FamilyProgress | None:
         if cached is not None and cached[0] > now:
             return cached[1]
         if _down_until > now:
-            raise LookupError("history store unavailable (recently failed)")
+            raise _RecentlyFailed
     try:
         progress = _read(task_family)
     except Exception:
@@ -98,6 +102,8 @@ class LeastFinishedFirst(PriorityWeightStrategy):
 
             mode = get_settings().lff_failures
             progress = family_progress(task_family_of(task, ti.dag_id, ti.task_id))
+        except _RecentlyFailed:
+            return own
         except Exception as err:  # the store, the config or this process's ORM: fall back, say why once
             warn_once(
                 f"least-finished-first unavailable ({_reason(err)})", "tasks keep their own priority weight"

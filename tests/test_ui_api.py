@@ -20,7 +20,8 @@ from tests.test_store import attempt
 
 PAGES = ("/adaptive/ui", "/adaptive/static/app.js", "/adaptive/api/overview", "/adaptive/api/families",
          "/adaptive/api/families/genomics.align", "/adaptive/api/families/genomics.align/whatif",
-         "/adaptive/api/nodes", "/adaptive/api/task/adaptive_genomics/align", "/adaptive/health")  # fmt: skip
+         "/adaptive/api/nodes", "/adaptive/api/task/adaptive_genomics/align", "/adaptive/health",
+         "/adaptive/api/queue")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -140,3 +141,47 @@ def test_the_simple_auth_managers_viewer_reads_every_dag() -> None:
     from airflow_adaptive.plugin.app import readable_dags
 
     assert readable_dags(SimpleAuthManagerUser(username="viewer", role="VIEWER")) is None
+
+
+def test_queue_lists_pending_tasks_least_finished_first(
+    client: Any, auth: dict[str, str], engine: Any, airflow_home: Any, tmp_path: Any
+) -> None:
+    from tests.fake_kubernetes import FakeKubernetesApi
+    from tests.test_priority_e2e import load_dag, mark_scheduled, new_run, seed_history, serialise_dag_folder
+
+    seed_history(engine)
+    with FakeKubernetesApi(tmp_path, lambda pod: 1) as api:
+        load_dag(airflow_home, api, "lff_ui")
+    serialise_dag_folder()
+    mark_scheduled(new_run("lff_ui", "lff_ui_run"))
+    body = client.get("/adaptive/api/queue", headers=auth).json()
+    mine = [t for t in body["tasks"] if t["dag_id"] == "lff_ui"]
+    assert [(t["task_id"], t["lff_rank"], t["successes"]) for t in mine] == [("new", 1, 0), ("old", 2, 50)]
+    new, old = mine
+    assert new["airflow_weight"] == new["lff_weight_now"] > old["airflow_weight"] == old["lff_weight_now"]
+    assert new["priority_class"] == "adaptive-lff-high" and old["priority_class"] == "adaptive-lff-low"
+    assert new["state"] == "scheduled" and "0 successful attempts" in new["why"]
+    assert client.get("/adaptive/api/queue?limit=0", headers=auth).status_code == 422
+
+
+def test_queue_without_the_store_still_lists_tasks_and_says_why(
+    client: Any, auth: dict[str, str], engine: Any, airflow_home: Any, tmp_path: Any, monkeypatch: Any
+) -> None:
+    from airflow_adaptive.exceptions import HistoryUnavailableError
+    from airflow_adaptive.plugin import app
+    from tests.fake_kubernetes import FakeKubernetesApi
+    from tests.test_priority_e2e import load_dag, mark_scheduled, new_run, serialise_dag_folder
+
+    with FakeKubernetesApi(tmp_path, lambda pod: 1) as api:
+        load_dag(airflow_home, api, "lff_ui_down")
+    serialise_dag_folder()
+    mark_scheduled(new_run("lff_ui_down", "down_run"))
+
+    def down() -> Any:
+        raise HistoryUnavailableError("history store unavailable: connection refused")
+
+    monkeypatch.setattr(app, "_store", down)
+    body = client.get("/adaptive/api/queue", headers=auth).json()
+    mine = [t for t in body["tasks"] if t["dag_id"] == "lff_ui_down"]
+    assert len(mine) == 2 and all(t["lff_weight_now"] is None and t["airflow_weight"] for t in mine)
+    assert body["note"].startswith("history store unavailable: connection refused")

@@ -187,6 +187,24 @@ def test_pages_through_airflows_login_and_navigation(
     assert len(groups) == len({n.group_id for n in store.nodes()}) == 3
     shot("nodes")
 
+    from types import SimpleNamespace
+
+    from tests.test_priority_e2e import load_dag, mark_scheduled, new_run, seed_history, serialise_dag_folder
+
+    seed_history(engine)
+    load_dag(
+        Path(os.environ["AIRFLOW_HOME"]), SimpleNamespace(kubeconfig=tmp_path / "kubeconfig"), "lff_ui_shot"
+    )
+    serialise_dag_folder()
+    mark_scheduled(new_run("lff_ui_shot", "nightly"))
+    in_page("nodes")
+    browser.find_element(By.CSS_SELECTOR, "a[data-tab='queue']").click()
+    in_page("queue")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#queue-table tbody tr[data-state='scheduled']")
+    ranked = [(r.get_attribute("data-task"), r.find_element(By.TAG_NAME, "td").text) for r in rows]
+    assert ranked[:2] == [("lff_ui_shot.new", "1"), ("lff_ui_shot.old", "2")]
+    shot("queue")
+
     browser.switch_to.default_content()
     browser.execute_script("localStorage.setItem('theme', 'dark')")  # Airflow's own theme switch
     browser.refresh()

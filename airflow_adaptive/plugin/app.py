@@ -12,6 +12,7 @@ from datetime import date
 from pathlib import Path
 from typing import Annotated, Any
 
+from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import FileResponse, JSONResponse
@@ -171,3 +172,12 @@ def _api_routes(app: FastAPI) -> None:
     @app.get("/api/nodes")
     def nodes(readable: Dags) -> dict[str, Any]:
         return views.nodes(_store(), get_settings(), readable)
+
+    @app.get("/api/queue")
+    def queue(
+        readable: Dags, session: SessionDep, limit: Annotated[int, Query(ge=1, le=1000)] = 200
+    ) -> dict[str, Any]:
+        """Pending and running least-finished-first tasks, in the order the ranks give now."""
+        from airflow_adaptive.plugin.queue import queue_view
+
+        return queue_view(session, _store, get_settings(), readable, limit)

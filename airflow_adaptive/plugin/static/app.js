@@ -202,8 +202,25 @@ async function nodes() {
 }
 
 function planned(what) {
-  view.innerHTML = `<h2>${what}</h2><p class="muted">Not built yet: this page will show ${
-    what === "Queue" ? "pending and running adaptive tasks with their least-finished-first rank" : "the shared inputs cached on each node"}.</p>`;
+  view.innerHTML = `<h2>${what}</h2><p class="muted">Not built yet: this page will show the shared inputs cached on each node.</p>`;
+}
+
+async function queue() {
+  const data = await api("api/queue");
+  const intro = `<p class="muted">Pending and running tasks ordered least-finished-first: the family with the fewest successful
+    attempts first, then failed attempts (<b>${esc(data.failures_rule)}</b>). Airflow orders its queue by the weight it stored when the
+    task instance was created; the pod's priority class is chosen when the pod is created.</p>`;
+  const note = data.note ? `<div class="error">${esc(data.note)}</div>` : "";
+  if (!data.tasks.length) { view.innerHTML = `<h2>Queue</h2>${intro}${note}<p>No least-finished-first task is pending or running.</p>`; return; }
+  const rows = data.tasks.map((t) => `<tr data-task="${esc(t.dag_id)}.${esc(t.task_id)}" data-state="${esc(t.state)}">
+      <td>${t.lff_rank ?? "–"}</td><td class="text">${esc(t.state)}</td><td class="text">${esc(t.dag_id)}</td><td class="text">${esc(t.task_id)}${t.map_index >= 0 ? ` [${t.map_index}]` : ""}</td>
+      <td class="text"><a href="#/family/${encodeURIComponent(t.task_family)}">${esc(t.task_family)}</a></td>
+      <td>${num(t.successes, 0)}</td><td>${num(t.failures, 0)}</td><td>${num(t.try_number, 0)}</td>
+      <td>${num(t.airflow_weight, 0)}</td><td>${num(t.lff_weight_now, 0)}</td><td class="text">${esc(t.priority_class || "–")}</td>
+      <td class="why">${esc(t.why)}</td></tr>`).join("");
+  view.innerHTML = `<h2>Queue</h2>${intro}${note}<div class="scroll"><table id="queue-table"><thead><tr><th>LFF rank</th><th>State</th>
+      <th>DAG</th><th>Task</th><th>Family</th><th>Successes</th><th>Failures</th><th>Try</th><th>Airflow weight</th>
+      <th>LFF weight now</th><th>Priority class</th><th>Why</th></tr></thead><tbody>${rows}</tbody></table></div>`;
 }
 
 async function taskLink(dag, task) {
@@ -219,7 +236,7 @@ async function route() {
     if (tab === "families") await families();
     else if (tab === "family") await family(parts.slice(1).join("/"));
     else if (tab === "nodes") await nodes();
-    else if (tab === "queue") planned("Queue");
+    else if (tab === "queue") await queue();
     else if (tab === "locality") planned("Data locality");
     else if (tab === "task") await taskLink(parts[1], parts.slice(2).join("/"));
     else await overview();

@@ -1,6 +1,6 @@
 """Queue-order benchmark: least-finished-first against FIFO (Witt et al.), with online sizing.
 
-    python benchmarks/queue.py [--data ../shared/data] [--seeds 3] [--runs 1,4] [--workers N]
+    python benchmarks/queue_order.py [--data ../shared/data] [--seeds 3] [--runs 1,4] [--workers N]
 
 Workloads: the 15 WfInstances DAGs, the 3 Lotaru workflows and 4 Pegasus-style synthetic DAGs,
 each as one DAG run and as 4 concurrent runs, on both Tarema clusters, seeds 0-2, at times to
