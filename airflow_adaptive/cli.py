@@ -8,7 +8,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from airflow_adaptive.core.priority import PriorityChoice
 from airflow_adaptive.exceptions import AdaptiveError, ClusterUnavailableError
@@ -253,15 +253,7 @@ def cmd_config_reference(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from airflow_adaptive.core.replay import HISTORY_MODES
-    from airflow_adaptive.traces.load import FORMATS
-
-    parser = argparse.ArgumentParser(prog="airflow-adaptive", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    add_history_commands(sub)
-
+def _add_decision_commands(sub: Any) -> None:
     decide = sub.add_parser("decide", help="the memory decision for a task family, and why")
     decide.add_argument("--task-family", required=True)
     decide.add_argument("--try-number", type=int, default=1)
@@ -273,6 +265,25 @@ def build_parser() -> argparse.ArgumentParser:
     decide.add_argument("--priority-weight", type=int, default=1, help="the task's own priority_weight")
     decide.add_argument("--json", action="store_true")
     decide.set_defaults(func=cmd_decide)
+
+    classes = sub.add_parser(
+        "priority-classes", help="print the least-finished-first PriorityClass manifests (or create them)"
+    )
+    classes.add_argument("--create", action="store_true", help="create the missing ones in the cluster")
+    classes.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
+    classes.set_defaults(func=cmd_priority_classes)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from airflow_adaptive.core.replay import HISTORY_MODES
+    from airflow_adaptive.traces.load import FORMATS
+
+    parser = argparse.ArgumentParser(prog="airflow-adaptive", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    add_history_commands(sub)
+
+    _add_decision_commands(sub)
 
     rep = sub.add_parser("replay", help="replay traces through sizing strategies and compare their waste")
     rep.add_argument("traces", nargs="+", metavar="TRACE", help="trace files, or folders to search for them")
@@ -321,13 +332,6 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--dag-file", help="DAG file to show (default: the bundled example)")
     demo.add_argument("--json", action="store_true")
     demo.set_defaults(func=cmd_demo)
-
-    classes = sub.add_parser(
-        "priority-classes", help="print the least-finished-first PriorityClass manifests (or create them)"
-    )
-    classes.add_argument("--create", action="store_true", help="create the missing ones in the cluster")
-    classes.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
-    classes.set_defaults(func=cmd_priority_classes)
 
     ref = sub.add_parser("config-reference", help="print the [adaptive] options as a Markdown table")
     ref.set_defaults(func=cmd_config_reference)

@@ -94,16 +94,44 @@ def test_a_failure_inside_leaves_the_pod_exactly_as_it_was(engine: Any, mutate_a
     assert FAMILY_LABEL not in pod.metadata.labels
 
 
-def test_kubernetes_executor_worker_pod(engine: Any, mutate_all: None) -> None:
-    history(engine, family="etl.transform")
-    pod = PodGenerator.construct_pod(
+def executor_pod() -> k8s.V1Pod:
+    """A KubernetesExecutor worker pod; Airflow's PodGenerator calls our hook."""
+    return PodGenerator.construct_pod(
         dag_id="etl", task_id="transform", pod_id="etl-transform-abc", try_number=1, kube_image="apache/airflow:3.3.2",
         date=datetime(2026, 11, 25, tzinfo=timezone.utc), args=["airflow", "tasks", "run"], pod_override_object=None,
         base_worker_pod=k8s.V1Pod(metadata=k8s.V1ObjectMeta(), spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="base")])),
         namespace="airflow", scheduler_job_id="7", run_id=RUN_ID, with_mutation_hook=True,
     )  # fmt: skip
+
+
+def test_kubernetes_executor_worker_pod(engine: Any, mutate_all: None) -> None:
+    history(engine, family="etl.transform")
+    pod = executor_pod()
     assert memory(pod) == "1178Mi"
     assert (
         pod.metadata.labels["airflow-worker"] == "7" and pod.metadata.labels[FAMILY_LABEL] == "etl.transform"
     )
     validate_pod(pod)
+
+
+def test_executor_pod_gets_the_priority_class_the_cluster_has(
+    engine: Any, mutate_all: None, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_adaptive.kubernetes import priority as classes
+    from airflow_adaptive.kubernetes.pods import PRIORITY_ANNOTATION
+    from tests.fake_kubernetes import FakeKubernetesApi
+
+    history(engine, family="etl.transform")
+    classes.forget()
+    with FakeKubernetesApi(tmp_path, lambda pod: 1) as api:
+        monkeypatch.setenv("AIRFLOW__KUBERNETES_EXECUTOR__IN_CLUSTER", "False")
+        monkeypatch.setenv("AIRFLOW__KUBERNETES_EXECUTOR__CONFIG_FILE", str(api.kubeconfig))
+        for manifest in classes.manifests():
+            api.priority_classes[manifest["metadata"]["name"]] = manifest
+        pod = executor_pod()
+    classes.forget()
+    assert pod.spec.priority_class_name == "adaptive-lff-high"  # the only family, nothing behind it
+    assert "5 successful attempts" in pod.metadata.annotations[PRIORITY_ANNOTATION]
+    validate_pod(pod)
+    gone = executor_pod()  # the API server is gone now: no class, and the pod is still sized
+    assert gone.spec.priority_class_name is None and memory(gone) == "1178Mi"

@@ -85,7 +85,7 @@ def test_priority_class_tiers_by_the_share_of_families_behind() -> None:
     assert (
         choose_priority(FamilyProgress(0, 0), LogHistogram())
         .explain()
-        .startswith("0 successful attempts (0 failed) of no family has history yet")
+        .startswith("0 successful attempts (0 failed), no family has history yet: priority weight")
     )
 
 
@@ -306,3 +306,8 @@ def test_simulate_keys_results_by_placement_and_queue(capsys: pytest.CaptureFixt
     assert set(json.loads(capsys.readouterr().out)["results"]) == {"tarema", "fair"}
     assert main([*argv, "--queue", "lifo"]) == 2
     assert "unknown queue order lifo" in capsys.readouterr().err
+
+
+def test_the_shipped_manifest_is_the_generated_one() -> None:
+    shipped = Path(__file__).resolve().parents[1] / "deploy" / "priority-classes.yaml"
+    assert list(yaml.safe_load_all(shipped.read_text())) == classes.manifests()

@@ -42,6 +42,7 @@ def test_profiling_dag_profiles_pins_groups_and_labels(
         validate_pod(created)
     pinned = sorted(p["spec"]["nodeSelector"]["kubernetes.io/hostname"] for p in api.created)
     assert pinned == ["node-a", "node-b"]  # one pod per schedulable node, pinned to it
+    assert sorted(api.priority_classes) == ["adaptive-lff-high", "adaptive-lff-low", "adaptive-lff-medium"]
     command = api.created[0]["spec"]["containers"][0]["command"]
     assert command[:3] == ["airflow-adaptive", "profile-node", "--json"] and "--output" in command
     patched = dict(api.node_patches)

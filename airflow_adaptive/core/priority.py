@@ -71,15 +71,13 @@ class PriorityChoice:
     share_ahead: float  # of those families, the share that has finished fewer attempts
 
     def explain(self) -> str:
+        own = f"{self.progress.successes} successful attempts ({self.progress.failures} failed)"
         if not self.families:
-            where = "no family has history yet"
+            where = ", no family has history yet"
         else:
             median = f"{self.median_successes:.0f}" if self.median_successes is not None else "?"
-            where = f"{self.families} families' median {median}, {self.share_ahead:.0%} have fewer"
-        return (
-            f"{self.progress.successes} successful attempts ({self.progress.failures} failed) of "
-            f"{where}: priority weight {self.weight}, priority class {self.class_name}"
-        )
+            where = f" of {self.families} families' median {median}, {self.share_ahead:.0%} have fewer"
+        return f"{own}{where}: priority weight {self.weight}, priority class {self.class_name}"
 
 
 def choose_priority(

@@ -1,4 +1,5 @@
-"""Profile every schedulable node, group the nodes, store the groups and label the nodes.
+"""Profile every schedulable node, group the nodes, store the groups and label the nodes; create
+the least-finished-first PriorityClasses when they are missing and the DAG may.
 
 Run it when nodes are added or replaced: groups and labels are recomputed and
 labels of nodes that changed group, or capabilities they lost, are removed.
@@ -28,6 +29,9 @@ with DAG(
         "image": Param("airflow-adaptive-profiler:0.1.0", type="string"),
         "seconds": Param(10, type="number", minimum=1),
         "fio_size": Param("256M", type="string"),
+        "create_priority_classes": Param(
+            True, type="boolean", description="create the least-finished-first PriorityClasses if missing"
+        ),
     },
 ) as dag:
 
@@ -65,3 +69,11 @@ with DAG(
         return run(nodes, list(profiles), params or {})
 
     group_and_label(nodes, profiles.output)  # type: ignore[arg-type]  # XComArgs resolve at run time
+
+    @task
+    def priority_classes(params: dict[str, Any] | None = None) -> list[str]:
+        from airflow_adaptive.operators.profile_tasks import ensure_priority_classes
+
+        return ensure_priority_classes(params or {})
+
+    priority_classes()

@@ -45,3 +45,28 @@ def group_and_label(
             label_patch(node.metadata.labels or {}, grouping, node.metadata.name, capabilities),
         )
     return grouping_json(grouping)
+
+
+def ensure_priority_classes(params: dict[str, Any]) -> list[str]:
+    """Create the missing ``adaptive-lff-*`` PriorityClasses; without the right (RBAC: create
+    priorityclasses, cluster-scoped) the task logs why and succeeds: pods then go without a class."""
+    import logging
+
+    from kubernetes.client.exceptions import ApiException
+
+    from airflow_adaptive.kubernetes.priority import create_missing
+
+    if not params.get("create_priority_classes", True):
+        return []
+    try:
+        return create_missing(kubernetes_hook(params).api_client)
+    except ApiException as err:
+        if err.status not in (401, 403):
+            raise
+        logging.getLogger(__name__).warning(
+            "airflow-adaptive: not allowed to create PriorityClasses (%s %s); apply them with "
+            "`airflow-adaptive priority-classes | kubectl apply -f -`",
+            err.status,
+            err.reason,
+        )
+        return []

@@ -82,6 +82,7 @@ def create_app() -> FastAPI:
 
     _page_routes(app)
     _api_routes(app)
+    _queue_routes(app)
     return app
 
 
@@ -172,6 +173,10 @@ def _api_routes(app: FastAPI) -> None:
     @app.get("/api/nodes")
     def nodes(readable: Dags) -> dict[str, Any]:
         return views.nodes(_store(), get_settings(), readable)
+
+
+def _queue_routes(app: FastAPI) -> None:
+    from airflow_adaptive.config import get_settings
 
     @app.get("/api/queue")
     def queue(

@@ -92,24 +92,7 @@ class Simulation:
         specs = list(cluster.nodes)
         if params.shuffle_nodes:
             specs = [specs[i] for i in np.random.default_rng(seed).permutation(len(specs))]
-        grouping = cluster.grouping
-        group_of = {m: g.id for g in grouping.groups for m in g.members}
-        self.nodes = [_Node(s, i, group_of[s.name], s.cores, s.memory_bytes) for i, s in enumerate(specs)]
-        self.group_ranks = {g.id: task_feature_ranks(g.ranks) for g in grouping.groups}
-        self.total_cores = {
-            g.id: sum(n.spec.cores for n in self.nodes if n.group == g.id) for g in grouping.groups
-        }
-        self.capacities = feature_capacities(
-            [
-                GroupCapacity(
-                    self.group_ranks[g.id],
-                    self.total_cores[g.id],
-                    sum(n.spec.memory_bytes for n in self.nodes if n.group == g.id),
-                    len(g.members),
-                )
-                for g in grouping.groups
-            ]
-        )
+        self._groups(cluster, specs)
         self.cap_bytes = cluster.largest_memory_bytes
         self.dominant = dominant_features(family_demands(self.tasks))
         self._history(params.history == "prior-run")
@@ -133,6 +116,26 @@ class Simulation:
         self._views: dict[int, GroupView] = {}
         self._group_cores: dict[int, float] = {}
         self._idle: dict[int, int] = {}  # per group, active nodes running nothing
+
+    def _groups(self, cluster: Cluster, specs: Sequence[SimNode]) -> None:
+        grouping = cluster.grouping
+        group_of = {m: g.id for g in grouping.groups for m in g.members}
+        self.nodes = [_Node(s, i, group_of[s.name], s.cores, s.memory_bytes) for i, s in enumerate(specs)]
+        self.group_ranks = {g.id: task_feature_ranks(g.ranks) for g in grouping.groups}
+        self.total_cores = {
+            g.id: sum(n.spec.cores for n in self.nodes if n.group == g.id) for g in grouping.groups
+        }
+        self.capacities = feature_capacities(
+            [
+                GroupCapacity(
+                    self.group_ranks[g.id],
+                    self.total_cores[g.id],
+                    sum(n.spec.memory_bytes for n in self.nodes if n.group == g.id),
+                    len(g.members),
+                )
+                for g in grouping.groups
+            ]
+        )
 
     # --- knowledge -------------------------------------------------------------------------
     def _history(self, prior_run: bool) -> None:
