@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_adaptive.core.decide import SizingSettings
+from airflow_adaptive.core.model import MIB
 from airflow_adaptive.core.priority import check_failure_mode
 
 SECTION = "adaptive"
@@ -180,9 +181,13 @@ def load_settings() -> AdaptiveSettings:
             strategy=_raw("strategy"),
             min_observations=number("min_observations", int),
             floor_bytes=parse_memory_bytes(_raw("min_memory"), what=f"[{SECTION}] min_memory"),
+            # Whole MiB, rounded down: pod quantities are written in MiB rounded up, so a decimal
+            # cap such as 64G (not a whole MiB) would otherwise be exceeded by up to 1 MiB.
             cap_bytes=parse_memory_bytes(
                 _raw("max_allocatable_memory"), what=f"[{SECTION}] max_allocatable_memory"
-            ),
+            )
+            // MIB
+            * MIB,
             retry_policy=_raw("oom_retry_policy"),
             limit_to_request_ratio=number("limit_to_request_ratio", float),
         ),

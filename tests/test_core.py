@@ -91,6 +91,31 @@ def test_previous_oom_escalates_by_the_retry_policy_and_is_capped() -> None:
     assert capped.memory_request_bytes == 6 * GIB and "capped" in capped.explanation
 
 
+def test_oom_without_any_memory_limit_escalates_instead_of_repeating() -> None:
+    # The container had no request and no limit: the node ran out. The same unset memory would fail
+    # again, so the retry gets memory of its own.
+    killed = obs(None, reason=ExitReason.OOM_KILLED, limit=None, kind=PeakKind.CENSORED)
+    cold = decide_memory([], MemoryRequest(), SETTINGS, previous_attempt=killed)
+    assert cold.memory_request_bytes == cold.memory_limit_bytes == 64 * GIB  # nothing known: the cap
+    assert "no memory limit" in cold.explanation and cold.adaptive
+    warm = decide_memory([obs(3 * GIB)] * 5, MemoryRequest(), SETTINGS, previous_attempt=killed)
+    assert (
+        warm.memory_request_bytes
+        == 2 * decide_memory([obs(3 * GIB)] * 5, USER, SETTINGS).memory_request_bytes
+    )
+    assert "twice what history says" in warm.explanation
+
+
+def test_a_decimal_cap_is_never_exceeded_after_rounding_to_mib(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_adaptive.config import load_settings
+    from airflow_adaptive.kubernetes.quantity import format_memory, parse_memory_bytes
+
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__MAX_ALLOCATABLE_MEMORY", "64G")
+    cap = load_settings().sizing.cap_bytes
+    assert cap <= 64 * 10**9 and cap % MIB == 0
+    assert parse_memory_bytes(format_memory(cap)) == cap <= 64 * 10**9
+
+
 def test_history_above_the_cap_is_capped_and_tiny_history_is_floored() -> None:
     big = decide_memory([obs(100 * GIB)] * 3, USER, SETTINGS)
     assert big.memory_request_bytes == 64 * GIB

@@ -150,6 +150,8 @@ def decide_with(
     killed_at = _killed_at(previous_attempt, user)
     if killed_at is not None:
         return _escalate(killed_at, previous_attempt, predicted, basis, fitted.samples, settings, details)
+    if previous_attempt is not None and previous_attempt.oom_killed:
+        return _escalate_unlimited(previous_attempt, predicted, basis, fitted.samples, settings, details)
 
     if predicted is None:
         return Decision(
@@ -193,6 +195,26 @@ def _escalate(
     if target > settings.cap_bytes:
         why += f"; capped at the largest allocatable {format_bytes(settings.cap_bytes)}"
     details["killed_at_bytes"] = killed_at
+    strategy = f"{settings.strategy}+{settings.retry_policy}"
+    return Decision(request, request, strategy, why, observations=samples, details=details)
+
+
+def _escalate_unlimited(
+    previous: Observation,
+    predicted: int | None,
+    basis: str,
+    samples: int,
+    settings: SizingSettings,
+    details: dict[str, float | int | str | None],
+) -> Decision:
+    """After an OOM kill of a container with no memory limit or request (the node ran out): twice
+    what history says, or the largest allocatable memory when it says nothing, so the next try
+    has memory of its own instead of the same unset amount."""
+    target = max(2 * predicted, settings.floor_bytes) if predicted else settings.cap_bytes
+    request = min(target, settings.cap_bytes)
+    why = f"try {previous.key.try_number} was OOM-killed with no memory limit (the node ran out); "
+    why += f"twice what history says ({basis})" if predicted else "no history: the largest allocatable"
+    why += f" -> request {format_bytes(request)}"
     strategy = f"{settings.strategy}+{settings.retry_policy}"
     return Decision(request, request, strategy, why, observations=samples, details=details)
 
