@@ -1,6 +1,7 @@
 """Queue-order benchmark: least-finished-first against FIFO (Witt et al.), with online sizing.
 
     python benchmarks/queue_order.py [--data ../shared/data] [--seeds 3] [--runs 1,4] [--workers N]
+                                     [--orders fifo,lff-persevere,...]
 
 Workloads: the 15 WfInstances DAGs, the 3 Lotaru workflows and 4 Pegasus-style synthetic DAGs,
 each as one DAG run and as 4 concurrent runs, on both Tarema clusters, seeds 0-2, at times to
@@ -32,8 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CLUSTERS = ("5,5,5", "5,4,4,2")
 SYNTHETIC = ("montage", "epigenomics", "cybershake", "ligo")
 TTFS = (0.1, 0.5, 0.9)
-QUEUES = ("fifo", "lff-persevere", "lff-postpone", "critical-path")
-Job = tuple[str, int, str, int, float]
+QUEUES = ("fifo", "lff-persevere", "lff-postpone", "critical-path")  # lff-classes: --orders
+Job = tuple[str, int, str, int, float, tuple[str, ...]]
 
 
 def workload_specs(data: Path) -> list[str]:
@@ -45,12 +46,12 @@ def workload_specs(data: Path) -> list[str]:
 
 def one(job: Job) -> tuple[Job, dict[str, tuple[float, float, int]]]:
     """(makespan s, MAQ, OOM kills) of every queue order for one scenario."""
-    spec, runs, cluster, seed, ttf = job
+    spec, runs, cluster, seed, ttf, queues = job
     params = SimParams(time_to_failure=ttf, history="online")
     workload = concurrent_runs(load_workload(spec, params, seed), runs)
     cl = preset(cluster)
     out = {}
-    for queue in QUEUES:
+    for queue in queues:
         r = Simulation(cl, workload, "tarema", "adaptive", params, seed, queue=queue).run()
         out[queue] = (r.makespan_s, r.maq, r.oom_kills)
     return job, out
@@ -60,7 +61,7 @@ def kind(spec: str) -> str:
     return spec.split(":", 1)[0].replace("wfformat", "wfinstances")
 
 
-def report(results: dict[Job, dict[str, tuple[float, float, int]]]) -> None:
+def report(results: dict[Job, dict[str, tuple[float, float, int]]], queues: tuple[str, ...]) -> None:
     print(
         "| TTF | workloads | order | makespan vs FIFO (mean) | (gmean) | MAQ FIFO | MAQ | MAQ - FIFO (points) | OOM kills / FIFO's | no slower than FIFO |"
     )
@@ -70,7 +71,7 @@ def report(results: dict[Job, dict[str, tuple[float, float, int]]]) -> None:
             rows = [m for k, m in results.items() if k[4] == ttf and group in ("all", kind(k[0]))]
             if not rows:
                 continue
-            for queue in QUEUES[1:]:
+            for queue in queues[1:]:
                 ratios = [m[queue][0] / m["fifo"][0] for m in rows]
                 maq_fifo = mean(m["fifo"][1] for m in rows)
                 maq = mean(m[queue][1] for m in rows)
@@ -91,10 +92,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--runs", default="1,4", help="concurrent DAG runs per workload, comma-separated")
     parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--orders", default=",".join(QUEUES), help="queue orders, FIFO first")
     args = parser.parse_args()
+    queues = tuple(args.orders.split(","))
     started = time.perf_counter()
     jobs = [
-        (spec, int(runs), cluster, seed, ttf)
+        (spec, int(runs), cluster, seed, ttf, queues)
         for spec in workload_specs(args.data)
         for runs in args.runs.split(",")
         for cluster in CLUSTERS
@@ -104,10 +107,10 @@ def main() -> None:
     with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
         results = dict(pool.map(one, jobs, chunksize=2))
     print(
-        f"## Queue order: {len(jobs)} scenarios x {len(QUEUES)} orders, Tarema placement, adaptive sizing "
+        f"## Queue order: {len(jobs)} scenarios x {len(queues)} orders, Tarema placement, adaptive sizing "
         f"learning online ({time.perf_counter() - started:.0f} s)\n"
     )
-    report(results)
+    report(results, queues)
 
 
 if __name__ == "__main__":

@@ -311,3 +311,16 @@ def test_simulate_keys_results_by_placement_and_queue(capsys: pytest.CaptureFixt
 def test_the_shipped_manifest_is_the_generated_one() -> None:
     shipped = Path(__file__).resolve().parents[1] / "deploy" / "priority-classes.yaml"
     assert list(yaml.safe_load_all(shipped.read_text())) == classes.manifests()
+
+
+def test_lff_classes_fix_the_class_when_the_pod_is_created() -> None:
+    from airflow_adaptive.simulation.queues import PendingQueue
+
+    w = Workload("w", (task("x1", 1, family="x"), task("y1", 1, family="y")))
+    tiers = {"x": 2, "y": 0}
+    queue = PendingQueue("lff-classes", w, lambda f: 0, lambda f: tiers[f])
+    queue.push(0, 0, 0, 0.0)  # x1 arrives first, in the lowest class
+    queue.push(1, 1, 0, 0.0)
+    assert [shape[0] for _, shape in sorted(queue.heads())] == ["y", "x"]
+    tiers["y"] = 2  # classes move later; the pods keep the one they were created with
+    assert sorted(queue.heads())[0][1][0] == "y"

@@ -80,14 +80,18 @@ class PriorityChoice:
         return f"{own}{where}: priority weight {self.weight}, priority class {self.class_name}"
 
 
+def class_tier(share_ahead: float) -> int:
+    """Index into PRIORITY_CLASSES: thirds of the families, the least finished first."""
+    return min(len(PRIORITY_CLASSES) - 1, max(0, int(share_ahead * len(PRIORITY_CLASSES))))
+
+
 def choose_priority(
     progress: FamilyProgress, successes: LogHistogram, mode: str = "persevere", static_weight: int = 0
 ) -> PriorityChoice:
     """The weight from the exact counts; the class from the share of families that are behind it:
     the least-finished third gets the highest class, the most-finished third the lowest."""
     ahead = successes.share_below(progress.successes)
-    tier = min(len(PRIORITY_CLASSES) - 1, int(ahead * len(PRIORITY_CLASSES)))
-    name, value = PRIORITY_CLASSES[tier]
+    name, value = PRIORITY_CLASSES[class_tier(ahead)]
     return PriorityChoice(
         lff_weight(progress, mode, static_weight),
         name,

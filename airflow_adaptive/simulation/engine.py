@@ -25,9 +25,11 @@ from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.grouping import task_feature_ranks
 from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, task_labels
 from airflow_adaptive.core.placement import GroupView, TaskDemandView, engine_for
+from airflow_adaptive.core.priority import class_tier
 from airflow_adaptive.core.replay import GB_H, FamilySizer
 from airflow_adaptive.core.sizing import Sample, make_predictor
 from airflow_adaptive.core.sizing.base import RequestRatioPrior
+from airflow_adaptive.core.sketch import LogHistogram
 
 from .bounds import runtime_on
 from .cluster import Cluster, SimNode
@@ -105,7 +107,9 @@ class Simulation:
         for i, t in enumerate(self.tasks):
             for p in t.parents:
                 self.children[index[p]].append(i)
-        self.pending = PendingQueue(queue, workload, lambda family: self.successes.get(family, 0))
+        done = self.successes.get  # LFF's key: successes so far; PriorityClasses: where they stand
+        tier = lambda f: class_tier(self.success_counts.share_below(done(f, 0)))  # noqa: E731
+        self.pending = PendingQueue(queue, workload, lambda f: done(f, 0), tier)
         self.attempts: list[_Attempt] = []
         self._cycle_planned = False
         self._most_free_cores = 0.0
@@ -140,6 +144,7 @@ class Simulation:
     # --- knowledge -------------------------------------------------------------------------
     def _history(self, prior_run: bool) -> None:
         self.successes: dict[str, int] = {}  # per family, as the store counts them (LFF's key)
+        self.success_counts = LogHistogram()  # every family's successes, as the store keeps them
         self.prior = RequestRatioPrior()
         self.sizers: dict[str, FamilySizer] = {}
         self.stats = FamilyStats()
@@ -148,6 +153,7 @@ class Simulation:
         self._labelled_at = 0
         if prior_run:
             for t in self.tasks:
+                self._count(t.family, 1)
                 self._learn(t, t.runtime_s)
 
     def _sizer(self, family: str) -> FamilySizer:
@@ -161,8 +167,15 @@ class Simulation:
             self.sizers[family] = FamilySizer(predictor, 0.05)
         return self.sizers[family]
 
+    def _count(self, family: str, successes: int) -> None:
+        """The store's view for least-finished-first: a family counted from its first attempt on."""
+        before = self.successes.get(family)
+        if before is not None:
+            self.success_counts.add(before, -1)
+        self.successes[family] = (before or 0) + successes
+        self.success_counts.add(self.successes[family])
+
     def _learn(self, t: SimTask, runtime_s: float) -> None:
-        self.successes[t.family] = self.successes.get(t.family, 0) + 1
         self._sizer(t.family).samples.append(Sample(t.peak_memory_bytes, t.input_size_bytes, runtime_s))
         self.prior.add(t.peak_memory_bytes, t.request_memory_bytes)
         first = self.stats.add(t, runtime_s)
@@ -335,6 +348,7 @@ class Simulation:
         if not node.running:
             self._idle[node.group] += 1
         self.result.makespan_s = max(self.result.makespan_s, self.env.now)
+        self._count(task.family, 0 if oom else 1)
         if oom:
             self.result.oom_kills += 1
             self.result.waste_gb_h += attempt.memory_bytes * ran_s / GB_H

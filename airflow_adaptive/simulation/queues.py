@@ -11,6 +11,8 @@ and other families go on. The orders:
   attempts, more first (persevere) or fewer first (postpone), then arrival.
 - ``critical-path``: the longest path to the DAG's end, counted in tasks (Witt's topology rank; no
   runtimes, as Airflow knows none), then arrival: an Airflow-like static upstream-weight baseline.
+- ``lff-classes``: what the provider's PriorityClasses give kube-scheduler: the family's class
+  (thirds of the families by successful attempts) fixed when the pod is created, then arrival.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from airflow_adaptive.core.priority import FamilyProgress, lff_key
 
 from .workload import SimTask, Workload
 
-QUEUE_ORDERS = ("fifo", "lff-persevere", "lff-postpone", "critical-path")
+QUEUE_ORDERS = ("fifo", "lff-persevere", "lff-postpone", "critical-path", "lff-classes")
 Shape = tuple[str, float, frozenset[str]]
 Entry = tuple[float, ...]  # ends with the attempt id
 Head = tuple[Entry, Shape]
@@ -42,12 +44,19 @@ def path_to_end(workload: Workload) -> list[int]:
 class PendingQueue:
     """Pending attempts, served in one of ``QUEUE_ORDERS``."""
 
-    def __init__(self, order: str, workload: Workload, successes: Callable[[str], int]) -> None:
+    def __init__(
+        self,
+        order: str,
+        workload: Workload,
+        successes: Callable[[str], int],
+        class_tier: Callable[[str], int] = lambda family: 0,
+    ) -> None:
         if order not in QUEUE_ORDERS:
             raise ValueError(f"unknown queue order {order!r}; known: {', '.join(QUEUE_ORDERS)}")
         self.order = order
         self.tasks: Sequence[SimTask] = workload.tasks
         self.successes = successes
+        self.class_tier = class_tier
         self.mode = order.removeprefix("lff-")
         self.rank = path_to_end(workload) if order == "critical-path" else None
         self.queues: dict[Shape, list[Entry]] = {}
@@ -60,6 +69,8 @@ class PendingQueue:
             entry = (-task.priority, runtime_key, aid)
         elif self.rank is not None:
             entry = (-self.rank[task_index], aid)
+        elif self.order == "lff-classes":
+            entry = (self.class_tier(task.family), aid)
         else:  # least-finished-first: the family part of the key is added per cycle (heads)
             entry = (lff_key(FamilyProgress(0, failed_attempts), self.mode)[1], aid)
         heapq.heappush(self.queues.setdefault(shape, []), entry)
