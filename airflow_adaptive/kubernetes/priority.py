@@ -93,7 +93,7 @@ def priority_class_for(
     The user's class or fixed priority wins; a class missing from the cluster is not set.
     """
     if choice is None or not enabled:
-        return None, "" if enabled else " (priority classes off)"
+        return None, "" if enabled else " (no class set: priority classes off or a dry run)"
     spec = pod.spec
     if spec is not None and (spec.priority_class_name or spec.priority is not None):
         return None, " (not set: the pod has its own)"

@@ -131,11 +131,11 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
                 env = list(container.env or [])
                 env.append(k8s.V1EnvVar(name=TERMINATION_FILE_ENV, value=container.termination_message_path))
                 container.env = env
-        decision = self.decide(pod, context)
+        decision = self.decide(pod, context, dry_run=dry_run)
         self.log.info("airflow-adaptive [%s] %s", decision.strategy, decision.explanation)
         return apply_decision(pod, decision, self.family, self.base_container_name, managed_by="operator")
 
-    def decide(self, pod: k8s.V1Pod, context: Any) -> Decision:
+    def decide(self, pod: k8s.V1Pod, context: Any, *, dry_run: bool = False) -> Decision:
         container = find_container(pod, self.base_container_name)
         user = memory_of(container.resources if container else None)
         advisor = Advisor(get_settings())
@@ -150,7 +150,10 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         )
         choice = advisor.priority(self.family, self.priority_weight)
         priority_class, note = priority_class_for(
-            choice, pod, lambda: self.client.api_client, enabled=advisor.settings.priority_classes
+            choice,
+            pod,
+            lambda: self.client.api_client,
+            enabled=advisor.settings.priority_classes and not dry_run,
         )
         return replace(
             decision,

@@ -87,7 +87,8 @@ def add_simulate_command(sub: Any) -> None:
     sim.add_argument(
         "--queue",
         default="fifo",
-        help="comma-separated queue orders: fifo, lff-persevere, lff-postpone, critical-path (or 'all')",
+        help="comma-separated queue orders: fifo, lff-persevere, lff-postpone, critical-path, lff-classes "
+        "(or 'all')",
     )
     sim.add_argument("--runs", type=int, default=1, help="concurrent DAG runs of the workload")
     sim.add_argument("--seed", type=int, default=0)
