@@ -171,7 +171,7 @@ def test_unrecorded_attempts_are_spooled_and_written_later(kind: str, engine: An
 def test_a_poison_attempt_is_quarantined_and_the_rest_drain(engine: Any) -> None:
     """An attempt the database refuses for good never blocks the spooled ones behind it."""
     spool = _empty_spool()
-    poison = attempt(1, peak=10**30)  # beyond BIGINT (and SQLite's 64-bit integer)
+    poison = attempt(1, try_number=2**70)  # part of the key, beyond any integer column: refused
     Advisor(get_settings(), down_store).record(poison)
     Advisor(get_settings(), down_store).record(attempt(2))
     store = sql_store(engine)

@@ -40,3 +40,14 @@ def apply_family(family: str) -> str:
     return apply_decision(
         pod, Decision(None, None, "user", ""), family, None, managed_by="policy"
     ).metadata.labels[FAMILY_LABEL]
+
+
+@given(st.text(min_size=0, max_size=600), st.text(min_size=1, max_size=5))
+def test_fit_key_fits_keeps_short_names_and_separates_long_ones(text: str, suffix: str) -> None:
+    from airflow_adaptive.core.normalise import MAX_KEY_CHARS, fit_key
+
+    fitted = fit_key(text)
+    assert len(fitted) <= MAX_KEY_CHARS
+    assert fitted == text if len(text) <= MAX_KEY_CHARS else fitted.startswith(text[:200])
+    long = text.ljust(MAX_KEY_CHARS, "x")
+    assert fit_key(long + suffix) != fit_key(long + suffix + "!")

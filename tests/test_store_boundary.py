@@ -200,3 +200,34 @@ def test_learning_settings_reach_the_stored_model(engine: Any) -> None:
     store.record([attempt(n, peak=(n + 1) * GIB) for n in range(10)])
     model = store.family("f").model  # type: ignore[union-attr]
     assert model is not None and model.strategy == "pc50" and model.window_samples == 4
+
+
+@pytest.mark.parametrize("kind", ["memory", "sql"])
+def test_long_names_and_impossible_numbers_are_normalised_not_refused(kind: str, engine: Any) -> None:
+    """A family longer than the column keeps a readable prefix and a hash (reads use the same rule);
+    numbers that cannot be true are stored as unknown, and the rest of the attempt is kept."""
+    from dataclasses import replace as with_
+
+    from airflow_adaptive.core.model import Usage
+    from airflow_adaptive.core.normalise import MAX_KEY_CHARS, fit_key
+    from airflow_adaptive.store.memory import InMemoryHistoryStore
+    from tests.conftest import sql_store
+    from tests.test_store import attempt
+
+    store = InMemoryHistoryStore() if kind == "memory" else sql_store(engine)
+    long_a, long_b = "f" * 300 + "a", "f" * 300 + "b"
+    store.record([attempt(1, family=long_a, peak=10**9), attempt(2, family=long_b, peak=2 * 10**9)])
+    assert len(fit_key(long_a)) == MAX_KEY_CHARS and fit_key(long_a) != fit_key(long_b)
+    assert [o.usage.peak_memory_bytes for o in store.history(long_a)] == [10**9]
+    assert store.family(long_b).rollup.attempts == 1  # type: ignore[union-attr]
+    assert store.progress(long_a) is not None
+    bad = attempt(3, family="odd", peak=10**30)
+    bad = with_(bad, usage=Usage(peak_memory_bytes=10**30, wall_seconds=float("inf"), cpu_core_seconds=-1.0,
+                                 read_bytes=2**70), memory_limit_bytes=2**50, exit_code=2**40)  # fmt: skip
+    store.record([bad, attempt(4, family="odd", peak=10**9)])
+    stored = {o.key.run_id: o for o in store.history("odd")}
+    odd = stored["run3"]
+    assert odd.usage.peak_memory_bytes is None and odd.usage.wall_seconds is None
+    assert odd.usage.cpu_core_seconds is None and odd.usage.read_bytes is None
+    assert odd.memory_limit_bytes is None and odd.exit_code is None
+    assert stored["run4"].usage.peak_memory_bytes == 10**9

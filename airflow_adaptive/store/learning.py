@@ -17,6 +17,7 @@ from typing import Protocol
 from airflow_adaptive.core.decide import SizingSettings, to_samples
 from airflow_adaptive.core.learn import fit_model, model_version, needs_refit
 from airflow_adaptive.core.model import Observation, TaskKey
+from airflow_adaptive.core.normalise import normalise
 from airflow_adaptive.core.rollup import (
     DayKey,
     DayTotals,
@@ -96,7 +97,7 @@ def day_deltas(batch: Sequence[Observation], old: dict[TaskKey, Observation]) ->
 
 def record_in(tx: Transaction, observations: Sequence[Observation], learning: Learning) -> RecordResult:
     """Replace the attempts, update rollups and distributions, refit models that are due."""
-    batch = latest_by_key(observations)
+    batch = latest_by_key([normalise(o) for o in observations])
     if not batch:
         return RecordResult(0, 0)
     names = sorted({o.task_family for o in batch})

@@ -20,6 +20,7 @@ from typing import Any
 from airflow_adaptive.core.grouping import Grouping, NodeProfile
 from airflow_adaptive.core.model import Observation, TaskKey
 from airflow_adaptive.core.nodes import StoredNode
+from airflow_adaptive.core.normalise import fit_key, fit_task_key
 from airflow_adaptive.core.priority import FamilyProgress
 from airflow_adaptive.core.rollup import DayKey, DayTotals, Distributions, FamilyRollup
 from airflow_adaptive.exceptions import HistoryUnavailableError
@@ -127,6 +128,7 @@ class InMemoryHistoryStore:
                 raise
 
     def family(self, task_family: str) -> FamilyState | None:
+        task_family = fit_key(task_family)
         with self._lock:
             self._enter()
             state = self._families.get(task_family)
@@ -138,6 +140,7 @@ class InMemoryHistoryStore:
         return state
 
     def progress(self, task_family: str) -> FamilyProgress | None:
+        task_family = fit_key(task_family)
         with self._lock:
             self._enter()
             state = self._families.get(task_family)
@@ -149,6 +152,7 @@ class InMemoryHistoryStore:
     def history(
         self, task_family: str, *, limit: int = 500, dag_ids: frozenset[str] | None = None
     ) -> list[Observation]:
+        task_family = fit_key(task_family)
         with self._lock:
             self._enter()
             found = [obs for _, obs in self._window(task_family, len(self._attempts))]
@@ -170,6 +174,7 @@ class InMemoryHistoryStore:
         ]
 
     def family_dags(self, task_family: str) -> list[str]:
+        task_family = fit_key(task_family)
         return sorted({dag for (family, dag, _), _t in self._matching(TotalsQuery(task_family=task_family))})
 
     def day_totals(self, query: TotalsQuery) -> list[tuple[date, DayTotals]]:
@@ -208,6 +213,7 @@ class InMemoryHistoryStore:
         return ordered[offset : offset + limit], len(ordered)
 
     def attempt(self, key: TaskKey) -> Observation | None:
+        key = fit_task_key(key)
         with self._lock:
             self._enter()
             found = self._attempts.get(key)
@@ -216,6 +222,7 @@ class InMemoryHistoryStore:
     def attempts_for_try(
         self, dag_id: str, task_id: str, try_number: int, *, limit: int = 200
     ) -> list[Observation]:
+        dag_id, task_id = fit_key(dag_id), fit_key(task_id)
         with self._lock:
             self._enter()
             found = [

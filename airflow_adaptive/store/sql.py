@@ -22,6 +22,7 @@ from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 from airflow_adaptive.core.grouping import Grouping, NodeProfile
 from airflow_adaptive.core.model import Observation, TaskKey
 from airflow_adaptive.core.nodes import StoredNode
+from airflow_adaptive.core.normalise import fit_key, fit_task_key
 from airflow_adaptive.core.priority import FamilyProgress
 from airflow_adaptive.core.rollup import DayKey, DayTotals, Distributions, FamilyRollup
 from airflow_adaptive.exceptions import HistoryRejectedError, HistoryUnavailableError
@@ -283,11 +284,13 @@ class SqlHistoryStore:
 
     # -- reads -----------------------------------------------------------------------------------
     def family(self, task_family: str) -> FamilyState | None:
+        task_family = fit_key(task_family)
         with self._connection() as conn:
             row = conn.execute(select(family).where(family.c.task_family == task_family)).first()
         return rows.family_state(row) if row is not None and row.attempts else None
 
     def progress(self, task_family: str) -> FamilyProgress | None:
+        task_family = fit_key(task_family)
         stmt = select(family.c.attempts, family.c.completed).where(family.c.task_family == task_family)
         with self._connection() as conn:
             row = conn.execute(stmt).first()
@@ -296,16 +299,19 @@ class SqlHistoryStore:
     def history(
         self, task_family: str, *, limit: int = 500, dag_ids: frozenset[str] | None = None
     ) -> list[Observation]:
+        task_family = fit_key(task_family)
         with self._connection() as conn:
             return _SqlTransaction(conn).window(task_family, limit, dag_ids)[0]
 
     def attempt(self, key: TaskKey) -> Observation | None:
+        key = fit_task_key(key)
         with self._connection() as conn:
             return _SqlTransaction(conn).existing([key]).get(key)
 
     def attempts_for_try(
         self, dag_id: str, task_id: str, try_number: int, *, limit: int = 200
     ) -> list[Observation]:
+        dag_id, task_id = fit_key(dag_id), fit_key(task_id)
         stmt = (
             select(task_attempt)
             .where(
@@ -344,6 +350,7 @@ class SqlHistoryStore:
             )
 
     def family_dags(self, task_family: str) -> list[str]:
+        task_family = fit_key(task_family)
         stmt = (
             select(family_day.c.dag_id)
             .where(family_day.c.task_family == task_family, family_day.c.attempts != 0)

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
+from airflow_adaptive.core.normalise import fit_key
 from airflow_adaptive.core.rollup import DayTotals
 from airflow_adaptive.store.api import FAMILY_SORTS, FamilyTotals, TotalsQuery
 from airflow_adaptive.store.tables import family_day
@@ -24,7 +25,7 @@ def _where(query: TotalsQuery) -> list[Any]:
     if query.end is not None:
         conditions.append(family_day.c.day <= query.end)
     if query.task_family is not None:
-        conditions.append(family_day.c.task_family == query.task_family)
+        conditions.append(family_day.c.task_family == fit_key(query.task_family))
     if query.search:
         pattern = "%" + query.search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         conditions.append(family_day.c.task_family.ilike(pattern, escape="\\"))

@@ -1,0 +1,95 @@
+"""Attempts made fit for the store before they reach it, so one bad value cannot jam recording.
+
+Keys longer than the columns (250 characters, Airflow's own limit for ids) keep a readable prefix
+and a hash of the whole text, so different long names stay apart and every read applies the same
+rule. Numbers that cannot be true (not finite, negative, beyond any machine) become unknown
+(None) instead of being stored as given; the rest of the attempt is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import replace
+from datetime import datetime, timezone
+
+from .model import Observation, PeakKind, TaskKey, Usage
+
+MAX_KEY_CHARS = 250  # dag_id, task_id, run_id, task_family columns
+MAX_TEXT_CHARS = {"node_name": 253, "strategy": 100}
+# No container has more: the largest machines hold 32 TiB. A value beyond it is a unit mix-up.
+MAX_MEMORY_BYTES = 2**46  # 64 TiB
+MAX_IO_BYTES = 2**62  # inputs and I/O may be large, but stay inside BIGINT
+MAX_SECONDS = 10 * 365 * 86_400.0
+INT32 = 2**31 - 1
+
+
+def fit_key(text: str, max_chars: int = MAX_KEY_CHARS) -> str:
+    """``text`` when it fits, else a readable prefix, ``~`` and 12 hex digits of its SHA-256."""
+    if len(text) <= max_chars:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{text[: max_chars - 13]}~{digest}"
+
+
+def fit_task_key(key: TaskKey) -> TaskKey:
+    return TaskKey(
+        fit_key(key.dag_id), fit_key(key.task_id), fit_key(key.run_id), key.map_index, key.try_number
+    )
+
+
+def _bytes(value: int | None, limit: int) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if 0 <= number <= limit else None
+
+
+def _seconds(value: float | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) and 0.0 <= number <= MAX_SECONDS else None
+
+
+def _when(value: datetime | None) -> datetime | None:
+    if not isinstance(value, datetime):
+        return None  # e.g. a timestamp kept as text: the store stamps the recording time
+    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+
+
+def normalise(obs: Observation) -> Observation:
+    """The attempt with keys that fit and numbers that can be true (unknown otherwise)."""
+    usage = obs.usage
+    peak = _bytes(usage.peak_memory_bytes, MAX_MEMORY_BYTES)
+    fitted_usage = Usage(
+        peak_memory_bytes=peak,
+        cpu_core_seconds=_seconds(usage.cpu_core_seconds),
+        wall_seconds=_seconds(usage.wall_seconds),
+        read_bytes=_bytes(usage.read_bytes, MAX_IO_BYTES),
+        write_bytes=_bytes(usage.write_bytes, MAX_IO_BYTES),
+        peak_kind=usage.peak_kind
+        if peak is not None or usage.peak_kind is PeakKind.CENSORED
+        else PeakKind.NONE,
+    )
+    code = obs.exit_code
+    return replace(
+        obs,
+        key=fit_task_key(obs.key),
+        task_family=fit_key(obs.task_family),
+        usage=fitted_usage,
+        memory_request_bytes=_bytes(obs.memory_request_bytes, MAX_MEMORY_BYTES),
+        memory_limit_bytes=_bytes(obs.memory_limit_bytes, MAX_MEMORY_BYTES),
+        user_request_bytes=_bytes(obs.user_request_bytes, MAX_MEMORY_BYTES),
+        input_size_bytes=_bytes(obs.input_size_bytes, MAX_IO_BYTES),
+        exit_code=code if isinstance(code, int) and -INT32 <= code <= INT32 else None,
+        finished_at=_when(obs.finished_at),
+        node_name=fit_key(obs.node_name, MAX_TEXT_CHARS["node_name"]) if obs.node_name else obs.node_name,
+        strategy=fit_key(obs.strategy, MAX_TEXT_CHARS["strategy"]) if obs.strategy else obs.strategy,
+    )
