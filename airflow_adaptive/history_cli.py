@@ -9,8 +9,6 @@ from typing import Any, TextIO
 
 from airflow_adaptive.exceptions import AdaptiveError
 
-CHUNK_ROWS = 500
-
 
 def open_cli_store() -> Any:
     """The history store; unavailable is an AdaptiveError, printed as one line by ``main``."""
@@ -26,7 +24,7 @@ def print_json(data: Any, out: TextIO) -> None:
 
 
 def cmd_history_import(args: argparse.Namespace, out: TextIO) -> int:
-    from rich.progress import Progress
+    from rich.progress import Progress, SpinnerColumn, TextColumn
 
     from airflow_adaptive.traces.load import read_trace
 
@@ -38,18 +36,16 @@ def cmd_history_import(args: argparse.Namespace, out: TextIO) -> int:
         for skipped in result.skipped:
             print(f"skipped {skipped}", file=sys.stderr)
         rows = result.observations
-        new = replaced = 0
-        with Progress(transient=True) as progress:
-            bar = progress.add_task(f"importing {path}", total=len(rows))
-            for start in range(0, len(rows), CHUNK_ROWS):
-                chunk = rows[start : start + CHUNK_ROWS]
-                recorded = store.record(chunk)
-                new, replaced = new + recorded.new, replaced + recorded.replaced
-                progress.advance(bar, len(chunk))
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), transient=True) as progress:
+            progress.add_task(f"recording {len(rows)} attempts of {path}")
+            recorded = store.record(rows)  # one transaction: the whole file or nothing
+        new, replaced = recorded.new, recorded.replaced
         total += len(rows)
+        repeated = len(rows) - new - replaced
         print(
             f"{path}: {len(rows)} attempts imported ({new} new, {replaced} already there), "
-            f"{len(result.skipped)} rows skipped",
+            f"{len(result.skipped)} rows skipped"
+            + (f", {repeated} repeated keys (the file's last row of each kept)" if repeated else ""),
             file=out,
         )
     return 0 if total else 1

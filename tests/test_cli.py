@@ -99,3 +99,29 @@ def test_config_reference_lists_every_option(capsys: pytest.CaptureFixture[str])
     assert main(["config-reference"]) == 0
     out = capsys.readouterr().out
     assert all(f"`{name}`" in out for name in OPTIONS)
+
+
+def test_a_file_is_imported_whole_or_not_at_all(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: object
+) -> None:
+    from airflow_adaptive.history_cli import open_cli_store
+
+    rows = [f"{i},h{i},ATOMIC,ATOMIC ({i}),COMPLETED,0,1,8589934592,{2**30},60000,150,1,1,{1700000000000 + i},n1"
+            for i in range(1, 1201)]  # fmt: skip
+    rows[1100] = rows[1100].replace(
+        ",COMPLETED,0,1,", ",COMPLETED,0,1000000000000000000000,"
+    )  # attempt: no integer holds it
+    trace = tmp_path / "atomic.csv"
+    trace.write_text(HEADER + "\n".join(rows) + "\n")
+    assert main(["history", "import", str(trace)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("airflow-adaptive: error: the history store refused the data")
+    assert "Traceback" not in "\n".join(err)
+    assert open_cli_store().progress("ATOMIC") is None  # nothing of the file was kept
+    repeated = tmp_path / "repeated.csv"
+    repeated.write_text(HEADER + "\n".join(rows[:3] + rows[:2]) + "\n")
+    assert main(["history", "import", str(repeated)]) == 0
+    assert (
+        "5 attempts imported (3 new, 0 already there), 0 rows skipped, 2 repeated keys"
+        in capsys.readouterr().out
+    )

@@ -132,6 +132,7 @@ class _SqlTransaction(Transaction):
                 task_attempt.c.dag_id.in_({k.dag_id for k in chunk}),
                 task_attempt.c.task_id.in_({k.task_id for k in chunk}),
                 task_attempt.c.run_id.in_({k.run_id for k in chunk}),
+                task_attempt.c.map_index.in_({k.map_index for k in chunk}),
             )
             for obs in rows.observations(self.conn.execute(stmt)):
                 if obs.key in wanted:
