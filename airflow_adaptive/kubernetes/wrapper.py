@@ -1,8 +1,9 @@
 """The POSIX ``sh`` wrapper that reports a container's own resource usage on exit.
 
 It runs the user's command as a child (stdin, stdout and stderr untouched),
-forwards TERM and INT to it, then appends one usage line to the termination
-message file and exits with the child's exit code. It needs only ``sh`` and
+forwards TERM to it (and INT, which a POSIX shell's background child ignores
+unless it installs its own handler), then appends one usage line to the
+termination message file and exits with the child's exit code. It needs only ``sh`` and
 ``/proc``: no awk, no coreutils beyond the shell's builtins.
 """
 
