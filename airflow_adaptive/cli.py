@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from airflow_adaptive.core.priority import PriorityChoice
-from airflow_adaptive.exceptions import AdaptiveError, ClusterUnavailableError
+from airflow_adaptive.exceptions import AdaptiveError, ClusterUnavailableError, InvalidQuantityError
 from airflow_adaptive.history_cli import add_history_commands, open_cli_store, print_json
 from airflow_adaptive.simulation.cli import add_simulate_command
 
@@ -22,6 +22,8 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.core.model import ExitReason, MemoryRequest, Observation, PeakKind, TaskKey, Usage
     from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
 
+    if args.input_size_bytes is not None and args.input_size_bytes < 0:
+        raise InvalidQuantityError(f"--input-size-bytes must not be negative, not {args.input_size_bytes}")
     user = MemoryRequest(
         parse_memory_bytes(args.request, what="--request") if args.request else None,
         parse_memory_bytes(args.limit, what="--limit") if args.limit else None,

@@ -9,6 +9,7 @@ from typing import Any
 from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.model import MIB
 from airflow_adaptive.core.priority import check_failure_mode
+from airflow_adaptive.exceptions import InvalidConfigError
 
 SECTION = "adaptive"
 
@@ -147,7 +148,9 @@ def load_settings() -> AdaptiveSettings:
         try:
             return kind(_raw(name))
         except ValueError:
-            raise ValueError(f"[{SECTION}] {name} = {_raw(name)!r} is not a {kind.__name__}") from None
+            raise InvalidConfigError(
+                f"[{SECTION}] {name} = {_raw(name)!r} is not a {kind.__name__}"
+            ) from None
 
     def flag(name: str) -> bool:
         return _raw(name).strip().lower() in {"true", "1", "yes", "on"}
@@ -156,7 +159,7 @@ def load_settings() -> AdaptiveSettings:
         try:
             return check_failure_mode(value)
         except ValueError as err:
-            raise ValueError(f"[{SECTION}] lff_failures: {err}") from None
+            raise InvalidConfigError(f"[{SECTION}] lff_failures: {err}") from None
 
     spool = _raw("spool_dir")
     if not spool:

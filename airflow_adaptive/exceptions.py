@@ -37,3 +37,7 @@ class SimulationInputError(AdaptiveError, ValueError):
 
 class ClusterUnavailableError(AdaptiveError):
     """The Kubernetes API could not be reached or refused the request."""
+
+
+class InvalidConfigError(AdaptiveError, ValueError):
+    """An ``[adaptive]`` option has a value the provider cannot use."""

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -102,22 +105,23 @@ def test_config_reference_lists_every_option(capsys: pytest.CaptureFixture[str])
 
 
 def test_a_file_is_imported_whole_or_not_at_all(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: object
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: Any
 ) -> None:
+    from sqlalchemy import text
+
     from airflow_adaptive.history_cli import open_cli_store
 
     rows = [f"{i},h{i},ATOMIC,ATOMIC ({i}),COMPLETED,0,1,8589934592,{2**30},60000,150,1,1,{1700000000000 + i},n1"
             for i in range(1, 1201)]  # fmt: skip
-    rows[1100] = rows[1100].replace(
-        ",COMPLETED,0,1,", ",COMPLETED,0,1000000000000000000000,"
-    )  # attempt: no integer holds it
     trace = tmp_path / "atomic.csv"
     trace.write_text(HEADER + "\n".join(rows) + "\n")
-    assert main(["history", "import", str(trace)]) == 2
+    with _poison_row_1101(engine):  # the database refuses the 1,101st row
+        assert main(["history", "import", str(trace)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("airflow-adaptive: error: the history store refused the data")
-    assert "Traceback" not in "\n".join(err)
+    assert err[-1].startswith("airflow-adaptive: error: ") and "poison" in err[-1]
     assert open_cli_store().progress("ATOMIC") is None  # nothing of the file was kept
+    with engine.connect() as conn:
+        assert conn.execute(text("select count(*) from adaptive_task_attempt")).scalar() == 0
     repeated = tmp_path / "repeated.csv"
     repeated.write_text(HEADER + "\n".join(rows[:3] + rows[:2]) + "\n")
     assert main(["history", "import", str(repeated)]) == 0
@@ -125,3 +129,28 @@ def test_a_file_is_imported_whole_or_not_at_all(
         "5 attempts imported (3 new, 0 already there), 0 rows skipped, 2 repeated keys"
         in capsys.readouterr().out
     )
+
+
+@contextlib.contextmanager
+def _poison_row_1101(engine: Any) -> Iterator[None]:
+    from sqlalchemy import text
+
+    with engine.begin() as conn:
+        if conn.dialect.name == "sqlite":
+            conn.execute(text("create trigger poison before insert on adaptive_task_attempt "
+                              "when new.map_index = 1101 begin select raise(abort, 'poison row'); end"))  # fmt: skip
+        else:
+            conn.execute(text("create function poison() returns trigger as $$ begin "
+                              "if new.map_index = 1101 then raise exception 'poison row'; end if; return new; end "
+                              "$$ language plpgsql"))  # fmt: skip
+            conn.execute(text("create trigger poison before insert on adaptive_task_attempt "
+                              "for each row execute function poison()"))  # fmt: skip
+    try:
+        yield
+    finally:
+        with engine.begin() as conn:
+            if conn.dialect.name == "sqlite":
+                conn.execute(text("drop trigger poison"))
+            else:
+                conn.execute(text("drop trigger poison on adaptive_task_attempt"))
+                conn.execute(text("drop function poison()"))

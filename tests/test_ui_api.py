@@ -156,8 +156,9 @@ def test_queue_lists_pending_tasks_least_finished_first(
     mark_scheduled(new_run("lff_ui", "lff_ui_run"))
     body = client.get("/adaptive/api/queue", headers=auth).json()
     mine = [t for t in body["tasks"] if t["dag_id"] == "lff_ui"]
-    assert [(t["task_id"], t["lff_rank"], t["successes"]) for t in mine] == [("new", 1, 0), ("old", 2, 50)]
+    assert [(t["task_id"], t["successes"]) for t in mine] == [("new", 0), ("old", 50)]
     new, old = mine
+    assert new["lff_rank"] < old["lff_rank"]  # other tests' pending tasks may rank in between
     assert new["airflow_weight"] == new["lff_weight_now"] > old["airflow_weight"] == old["lff_weight_now"]
     assert new["priority_class"] == "adaptive-lff-high" and old["priority_class"] == "adaptive-lff-low"
     assert new["state"] == "scheduled" and "0 successful attempts" in new["why"]

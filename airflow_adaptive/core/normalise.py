@@ -25,7 +25,9 @@ INT32 = 2**31 - 1
 
 
 def fit_key(text: str, max_chars: int = MAX_KEY_CHARS) -> str:
-    """``text`` when it fits, else a readable prefix, ``~`` and 12 hex digits of its SHA-256."""
+    """``text`` when it fits, else a readable prefix, ``~`` and 12 hex digits of its SHA-256.
+    NUL characters (PostgreSQL text cannot hold them) become U+FFFD."""
+    text = text.replace("\x00", "\ufffd")
     if len(text) <= max_chars:
         return text
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
@@ -92,4 +94,5 @@ def normalise(obs: Observation) -> Observation:
         finished_at=_when(obs.finished_at),
         node_name=fit_key(obs.node_name, MAX_TEXT_CHARS["node_name"]) if obs.node_name else obs.node_name,
         strategy=fit_key(obs.strategy, MAX_TEXT_CHARS["strategy"]) if obs.strategy else obs.strategy,
+        explanation=obs.explanation.replace("\x00", "\ufffd") if obs.explanation else obs.explanation,
     )

@@ -3,24 +3,37 @@
 from __future__ import annotations
 
 import math
+import re
 
 from kubernetes.utils import parse_quantity
 
 from airflow_adaptive.exceptions import InvalidQuantityError
 
 MIB = 1024**2
+MAX_QUANTITY = 2**63 - 1
+# The API server's quantity grammar (resource.Quantity), ASCII digits only.
+_QUANTITY = re.compile(
+    r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?"
+)
 
 
 def parse_memory_bytes(value: object, *, what: str = "memory") -> int:
-    """Bytes of a quantity such as ``"1.5Gi"``, ``"500M"`` or ``1024``; never silently 0."""
+    """Bytes of a quantity such as ``"1.5Gi"``, ``"500M"`` or ``1024``; never silently 0.
+
+    Only what the API server accepts: its quantity syntax (ASCII, no spaces) and at most 2^63 - 1.
+    """
     if isinstance(value, bool) or value is None or value == "":
         raise InvalidQuantityError(f"{what}: {value!r} is not a Kubernetes quantity")
+    if isinstance(value, str) and not _QUANTITY.fullmatch(value):
+        raise InvalidQuantityError(f"{what}: {value!r} is not a Kubernetes quantity (e.g. 512Mi, 1.5Gi, 2G)")
     try:
         parsed = parse_quantity(value)
     except (ValueError, TypeError, ArithmeticError) as err:
         raise InvalidQuantityError(f"{what}: {value!r} is not a Kubernetes quantity ({err})") from None
     if not parsed.is_finite() or parsed <= 0:
         raise InvalidQuantityError(f"{what}: {value!r} must be a positive quantity")
+    if parsed > MAX_QUANTITY:
+        raise InvalidQuantityError(f"{what}: {value!r} is larger than any quantity Kubernetes holds")
     return math.ceil(parsed)
 
 

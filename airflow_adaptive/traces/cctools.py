@@ -24,8 +24,11 @@ COLUMNS = ("task_id", "core", "memory", "virtual_memory", "disk", "time", "avera
 def read_cctools(path: str | os.PathLike[str]) -> ImportResult:
     """Observations of a CCTools table; family ``category-<tag>``; memory and disk are MB (MiB)."""
     name = os.fspath(path)
-    with open(name, encoding="utf-8") as handle:
-        lines = handle.read().splitlines()
+    try:
+        with open(name, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise TraceFormatError(f"{name}: cannot read ({getattr(err, 'strerror', None) or err})") from None
     if not lines or DELIMITER not in lines[0]:
         raise TraceFormatError(f"{name}: not a CCTools task table (no ' -- ' delimited header)")
     rows, result = [], ImportResult()

@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
+from airflow_adaptive.exceptions import TraceFormatError
 
 MISSING = {"", "-", "NA", "nan", "NaN", "null", "None"}
+# Counts, bytes, milliseconds: nothing in a trace is larger (and BIGINT holds it).
+MAX_NUMBER = float(2**62)
+
+
+def read_table(name: str, **options: Any) -> pd.DataFrame:
+    """A CSV/TSV file as strings, missing cells as ""; an unreadable file is one TraceFormatError
+    naming the file and what is wrong (e.g. the line with too many fields)."""
+    try:
+        frame = pd.read_csv(name, dtype=str, keep_default_na=False, **options)
+    except pd.errors.EmptyDataError:
+        raise TraceFormatError(f"{name}: empty file") from None
+    except (pd.errors.ParserError, csv.Error, UnicodeDecodeError, ValueError) as err:
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[-1][:200]
+        raise TraceFormatError(f"{name}: cannot be read as a table ({reason})") from None
+    except OSError as err:
+        raise TraceFormatError(f"{name}: cannot read ({err.strerror or err})") from None
+    return frame.fillna("")  # short rows: their missing cells are empty, and reported per row
 
 
 @dataclass(frozen=True)
@@ -42,7 +62,7 @@ def numeric_columns(frame: pd.DataFrame, columns: tuple[str, ...]) -> tuple[dict
         )
         missing = raw.isin(MISSING)
         values = pd.to_numeric(raw.where(~missing), errors="coerce")
-        invalid = (values.isna() & ~missing) | (values < 0)
+        invalid = (values.isna() & ~missing) | (values < 0) | (values > MAX_NUMBER)  # inf is > too
         bad = bad.where(~invalid, bad + f"{column}=" + raw + " ")
         numbers[column] = values.where(~invalid)
     return numbers, bad

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 
-import pandas as pd
-
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.common import (
     ImportResult,
     SkippedRow,
     completed_observation,
     numeric_columns,
+    read_table,
     value,
 )
 
@@ -32,7 +31,7 @@ NUMERIC = (
 def read_lotaru(path: str | os.PathLike[str]) -> ImportResult:
     """Observations of a Lotaru report; the family is ``<workflow>:<Task>``, input size ``TaskInputSize``."""
     name = os.fspath(path)
-    frame = pd.read_csv(name, dtype=str, keep_default_na=False)
+    frame = read_table(name)
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         raise TraceFormatError(f"{name}: not a Lotaru report (missing columns {', '.join(missing)})")

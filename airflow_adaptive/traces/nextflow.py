@@ -9,13 +9,21 @@ import pandas as pd
 
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.exceptions import TraceFormatError
-from airflow_adaptive.traces.common import MISSING, ImportResult, SkippedRow, numeric_columns, value
+from airflow_adaptive.traces.common import (
+    MISSING,
+    ImportResult,
+    SkippedRow,
+    numeric_columns,
+    read_table,
+    value,
+)
 
 REQUIRED = ("process", "status")
 NUMERIC = (
     "task_id", "attempt", "exit", "memory", "peak_rss", "realtime", "%cpu",
     "read_bytes", "write_bytes", "rchar", "wchar", "complete",
 )  # fmt: skip
+LAST_MS = 253_402_300_799_999.0  # the end of year 9999, the last time Python represents
 OOM_EXIT_CODES = {137}  # SIGKILL: Nextflow reports OOM kills this way
 
 
@@ -30,8 +38,8 @@ def _exit_reason(status: str, exit_code: float | None) -> ExitReason | None:
 def read_nextflow(path: str | os.PathLike[str], sep: str | None = None) -> ImportResult:
     """Observations of a Nextflow trace (CSV or TSV); malformed rows are reported and skipped."""
     name = os.fspath(path)
-    frame = pd.read_csv(name, sep=sep or ("\t" if name.endswith((".txt", ".tsv")) else ","), dtype=str,
-                        keep_default_na=False, engine="python" if sep is None else "c")  # fmt: skip
+    frame = read_table(name, sep=sep or ("\t" if name.endswith((".txt", ".tsv")) else ","),
+                       engine="python" if sep is None else "c")  # fmt: skip
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         raise TraceFormatError(f"{name}: not a Nextflow trace (missing columns {', '.join(missing)})")
@@ -48,8 +56,11 @@ def read_nextflow(path: str | os.PathLike[str], sep: str | None = None) -> Impor
         process = str(frame.at[pos, "process"]).strip()
         status = str(frame.at[pos, "status"]).strip()
         reason = _exit_reason(status, num("exit"))
+        complete = num("complete")
         problem = (
             f"not a non-negative number: {bad.iat[pos].strip()}" if bad.iat[pos]
+            else f"complete={complete:.0f} is not a time (milliseconds since 1970)"
+            if complete is not None and complete > LAST_MS
             else "empty process" if not process
             else f"status {status!r} says nothing about resource use" if reason is None
             else None
@@ -58,7 +69,7 @@ def read_nextflow(path: str | os.PathLike[str], sep: str | None = None) -> Impor
             result.skipped.append(SkippedRow(name, line, problem or "unusable row"))
             continue
         realtime_s = _scaled(num("realtime"), 1 / 1000)
-        cpu_pct, peak, memory, complete = num("%cpu"), num("peak_rss"), num("memory"), num("complete")
+        cpu_pct, peak, memory = num("%cpu"), num("peak_rss"), num("memory")
         task_no = num("task_id")
         oom = reason is ExitReason.OOM_KILLED
         kind = PeakKind.CENSORED if oom else PeakKind.MEASURED if peak else PeakKind.NONE
