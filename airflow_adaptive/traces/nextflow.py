@@ -57,14 +57,7 @@ def read_nextflow(path: str | os.PathLike[str], sep: str | None = None) -> Impor
         status = str(frame.at[pos, "status"]).strip()
         reason = _exit_reason(status, num("exit"))
         complete = num("complete")
-        problem = (
-            f"not a non-negative number: {bad.iat[pos].strip()}" if bad.iat[pos]
-            else f"complete={complete:.0f} is not a time (milliseconds since 1970)"
-            if complete is not None and complete > LAST_MS
-            else "empty process" if not process
-            else f"status {status!r} says nothing about resource use" if reason is None
-            else None
-        )  # fmt: skip
+        problem = _problem(bad.iat[pos], complete, process, status, reason)
         if problem or reason is None:
             result.skipped.append(SkippedRow(name, line, problem or "unusable row"))
             continue
@@ -105,6 +98,19 @@ def read_nextflow(path: str | os.PathLike[str], sep: str | None = None) -> Impor
     if not result.observations:
         raise TraceFormatError(f"{name}: no usable rows ({len(result.skipped)} skipped)")
     return result
+
+
+def _problem(
+    bad: str, complete: float | None, process: str, status: str, reason: ExitReason | None
+) -> str | None:
+    """Why a row cannot be imported (None: it can)."""
+    if bad:
+        return f"not a non-negative number: {bad.strip()}"
+    if complete is not None and complete > LAST_MS:
+        return f"complete={complete:.0f} is not a time (milliseconds since 1970)"
+    if not process:
+        return "empty process"
+    return f"status {status!r} says nothing about resource use" if reason is None else None
 
 
 def _int(value: float | None) -> int | None:
