@@ -16,13 +16,13 @@ Everything is measured in this run.
 
 from __future__ import annotations
 
-import argparse
-import math
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
+
+from workloads import CLUSTERS, gmean, workload_parser, workload_specs
 
 from airflow_adaptive.simulation.bounds import lower_bound_s
 from airflow_adaptive.simulation.cluster import load_cluster, preset
@@ -31,22 +31,12 @@ from airflow_adaptive.simulation.params import SimParams
 from airflow_adaptive.simulation.sources import load_workload
 from airflow_adaptive.simulation.workload import concurrent_runs
 
-ROOT = Path(__file__).resolve().parents[1]
-CLUSTERS = ("5,5,5", "5,4,4,2")
-SYNTHETIC = ("montage", "epigenomics", "cybershake", "ligo")
 OURS = ("tarema", "tarema-idle")  # pods get the second with placement_live_load = True
 SCALE_CLUSTER = """nodes:
   - {name: e2, count: 34, cores: 6, memory: 16Gi, benchmarks: {cpu_events_per_s: 370, memory_mib_per_s: 13500}}
   - {name: n2, count: 33, cores: 8, memory: 32Gi, benchmarks: {cpu_events_per_s: 465, memory_mib_per_s: 17600}}
   - {name: c2, count: 33, cores: 16, memory: 64Gi, benchmarks: {cpu_events_per_s: 523, memory_mib_per_s: 19800}}
 """
-
-
-def workload_specs(data: Path) -> list[str]:
-    specs = [f"wfformat:{p}" for p in sorted((data / "wfinstances").glob("*.json"))]
-    if (data / "lotaru").is_dir():
-        specs += [f"lotaru:{data / 'lotaru'}:{w}" for w in ("atacseq", "bacass", "chipseq")]
-    return specs + [f"synthetic:{kind}:1000" for kind in SYNTHETIC]
 
 
 def one(job: tuple[str, int, str, int, float]) -> tuple[tuple[str, int, str, int, float], dict[str, float]]:
@@ -57,10 +47,6 @@ def one(job: tuple[str, int, str, int, float]) -> tuple[tuple[str, int, str, int
     cl = preset(cluster)
     makespans = {p: Simulation(cl, workload, p, "user", params, seed).run().makespan_s for p in PLACEMENTS}
     return job, {**makespans, "bound": lower_bound_s(cl, workload, params)}
-
-
-def gmean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def table(
@@ -152,13 +138,7 @@ def scale() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--runs", default="1,4", help="concurrent DAG runs per workload, comma-separated")
-    parser.add_argument("--workers", type=int, default=None)
+    parser = workload_parser(__doc__)
     parser.add_argument("--no-scale", action="store_true")
     args = parser.parse_args()
     started = time.perf_counter()

@@ -15,13 +15,12 @@ run; no parameter of the queue orders was tuned on these workloads (LFF has none
 
 from __future__ import annotations
 
-import argparse
-import math
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
-from pathlib import Path
 from statistics import mean
+
+from workloads import CLUSTERS, gmean, workload_parser, workload_specs
 
 from airflow_adaptive.simulation.cluster import preset
 from airflow_adaptive.simulation.engine import Simulation
@@ -29,19 +28,9 @@ from airflow_adaptive.simulation.params import SimParams
 from airflow_adaptive.simulation.sources import load_workload
 from airflow_adaptive.simulation.workload import concurrent_runs
 
-ROOT = Path(__file__).resolve().parents[1]
-CLUSTERS = ("5,5,5", "5,4,4,2")
-SYNTHETIC = ("montage", "epigenomics", "cybershake", "ligo")
 TTFS = (0.1, 0.5, 0.9)
 QUEUES = ("fifo", "lff-persevere", "lff-postpone", "critical-path")  # lff-classes: --orders
 Job = tuple[str, int, str, int, float, tuple[str, ...]]
-
-
-def workload_specs(data: Path) -> list[str]:
-    specs = [f"wfformat:{p}" for p in sorted((data / "wfinstances").glob("*.json"))]
-    if (data / "lotaru").is_dir():
-        specs += [f"lotaru:{data / 'lotaru'}:{w}" for w in ("atacseq", "bacass", "chipseq")]
-    return specs + [f"synthetic:{kind}:1000" for kind in SYNTHETIC]
 
 
 def one(job: Job) -> tuple[Job, dict[str, tuple[float, float, int]]]:
@@ -77,21 +66,15 @@ def report(results: dict[Job, dict[str, tuple[float, float, int]]], queues: tupl
                 maq = mean(m[queue][1] for m in rows)
                 kills = sum(m[queue][2] for m in rows) / max(1, sum(m["fifo"][2] for m in rows))
                 no_slower = sum(r <= 1.0 + 1e-9 for r in ratios) / len(ratios)
-                gmean = math.exp(mean(math.log(r) for r in ratios))
+                geometric = gmean(ratios)
                 print(
-                    f"| {ttf} | {group} ({len(rows)}) | {queue} | {mean(ratios) - 1:+.1%} | {gmean - 1:+.1%} "
+                    f"| {ttf} | {group} ({len(rows)}) | {queue} | {mean(ratios) - 1:+.1%} | {geometric - 1:+.1%} "
                     f"| {maq_fifo:.1%} | {maq:.1%} | {100 * (maq - maq_fifo):+.1f} | {kills:.2f} | {no_slower:.0%} |"
                 )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--runs", default="1,4", help="concurrent DAG runs per workload, comma-separated")
-    parser.add_argument("--workers", type=int, default=None)
+    parser = workload_parser(__doc__)
     parser.add_argument("--orders", default=",".join(QUEUES), help="queue orders, FIFO first")
     args = parser.parse_args()
     queues = tuple(args.orders.split(","))
