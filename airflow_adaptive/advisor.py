@@ -173,8 +173,7 @@ class Advisor:
         except HistoryUnavailableError as err:
             self._unavailable(err)
             return None
-        rollup = state.rollup if state else None
-        progress = FamilyProgress(rollup.completed, rollup.attempts - rollup.completed) if rollup else None
+        progress = FamilyProgress.of(state.rollup.attempts, state.rollup.completed) if state else None
         return choose_priority(
             progress or FamilyProgress(0, 0), successes, self.settings.lff_failures, static_weight
         )

@@ -33,6 +33,11 @@ class FamilyProgress:
     successes: int
     failures: int
 
+    @classmethod
+    def of(cls, attempts: int, completed: int) -> FamilyProgress:
+        """From a family's counts: every attempt that did not complete failed."""
+        return cls(completed, attempts - completed)
+
 
 def check_failure_mode(mode: str) -> str:
     if mode not in FAILURE_MODES:

@@ -140,14 +140,8 @@ class InMemoryHistoryStore:
         return state
 
     def progress(self, task_family: str) -> FamilyProgress | None:
-        task_family = fit_key(task_family)
-        with self._lock:
-            self._enter()
-            state = self._families.get(task_family)
-        if state is None or not state.rollup.attempts:
-            return None
-        rollup = state.rollup
-        return FamilyProgress(rollup.completed, rollup.attempts - rollup.completed)
+        state = self.family(task_family)
+        return FamilyProgress.of(state.rollup.attempts, state.rollup.completed) if state else None
 
     def history(
         self, task_family: str, *, limit: int = 500, dag_ids: frozenset[str] | None = None

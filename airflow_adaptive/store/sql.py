@@ -295,7 +295,7 @@ class SqlHistoryStore:
         stmt = select(family.c.attempts, family.c.completed).where(family.c.task_family == task_family)
         with self._connection() as conn:
             row = conn.execute(stmt).first()
-        return FamilyProgress(row.completed, row.attempts - row.completed) if row and row.attempts else None
+        return FamilyProgress.of(row.attempts, row.completed) if row and row.attempts else None
 
     def history(
         self, task_family: str, *, limit: int = 500, dag_ids: frozenset[str] | None = None
