@@ -147,11 +147,9 @@ def decide_with(
         "user_limit_bytes": user.limit_bytes,
         "cap_bytes": settings.cap_bytes,
     }
-    killed_at = _killed_at(previous_attempt, user)
-    if killed_at is not None:
-        return _escalate(killed_at, previous_attempt, predicted, basis, fitted.samples, settings, details)
     if previous_attempt is not None and previous_attempt.oom_killed:
-        return _escalate_unlimited(previous_attempt, predicted, basis, fitted.samples, settings, details)
+        killed_at = _killed_at(previous_attempt, user)
+        return _escalate(previous_attempt, killed_at, predicted, basis, fitted.samples, settings, details)
 
     if predicted is None:
         return Decision(
@@ -174,47 +172,39 @@ def decide_with(
 
 
 def _escalate(
-    killed_at: int,
-    previous: Observation | None,
-    predicted: int | None,
-    basis: str,
-    samples: int,
-    settings: SizingSettings,
-    details: dict[str, float | int | str | None],
-) -> Decision:
-    """After an OOM kill: the retry policy from the killed limit (or history, if higher), capped."""
-    escalated = get_retry_policy(settings.retry_policy)(killed_at)
-    target = max(escalated, predicted or 0)
-    request = min(target, settings.cap_bytes)
-    why = (
-        f"try {previous.key.try_number if previous else '?'} was OOM-killed at "
-        f"{format_bytes(killed_at)}; {settings.retry_policy} gives {format_bytes(escalated)}"
-    )
-    if predicted is not None:
-        why += f"; history says {format_bytes(predicted)} ({basis})"
-    if target > settings.cap_bytes:
-        why += f"; capped at the largest allocatable {format_bytes(settings.cap_bytes)}"
-    details["killed_at_bytes"] = killed_at
-    strategy = f"{settings.strategy}+{settings.retry_policy}"
-    return Decision(request, request, strategy, why, observations=samples, details=details)
-
-
-def _escalate_unlimited(
     previous: Observation,
+    killed_at: int | None,
     predicted: int | None,
     basis: str,
     samples: int,
     settings: SizingSettings,
     details: dict[str, float | int | str | None],
 ) -> Decision:
-    """After an OOM kill of a container with no memory limit or request (the node ran out): twice
-    what history says, or the largest allocatable memory when it says nothing, so the next try
-    has memory of its own instead of the same unset amount."""
-    target = max(2 * predicted, settings.floor_bytes) if predicted else settings.cap_bytes
-    request = min(target, settings.cap_bytes)
-    why = f"try {previous.key.try_number} was OOM-killed with no memory limit (the node ran out); "
-    why += f"twice what history says ({basis})" if predicted else "no history: the largest allocatable"
-    why += f" -> request {format_bytes(request)}"
+    """After an OOM kill: the retry policy from the killed limit (or history, if higher), capped.
+
+    With no limit or request at all (the node ran out), twice what history says, or the largest
+    allocatable memory when it says nothing: the next try gets memory of its own instead of the
+    same unset amount.
+    """
+    cap = settings.cap_bytes
+    if killed_at is None:
+        request = min(max(2 * predicted, settings.floor_bytes) if predicted else cap, cap)
+        why = f"try {previous.key.try_number} was OOM-killed with no memory limit (the node ran out); "
+        why += f"twice what history says ({basis})" if predicted else "no history: the largest allocatable"
+        why += f" -> request {format_bytes(request)}"
+    else:
+        escalated = get_retry_policy(settings.retry_policy)(killed_at)
+        target = max(escalated, predicted or 0)
+        request = min(target, cap)
+        why = (
+            f"try {previous.key.try_number} was OOM-killed at "
+            f"{format_bytes(killed_at)}; {settings.retry_policy} gives {format_bytes(escalated)}"
+        )
+        if predicted is not None:
+            why += f"; history says {format_bytes(predicted)} ({basis})"
+        if target > cap:
+            why += f"; capped at the largest allocatable {format_bytes(cap)}"
+        details["killed_at_bytes"] = killed_at
     strategy = f"{settings.strategy}+{settings.retry_policy}"
     return Decision(request, request, strategy, why, observations=samples, details=details)
 
