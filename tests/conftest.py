@@ -66,12 +66,14 @@ def engine(airflow_db: str) -> Any:
 
 @pytest.fixture(autouse=True)
 def clean_history(airflow_db: str) -> Iterator[None]:
-    """Every test starts with empty history and node tables and fresh settings."""
+    """Every test starts with empty history and node tables, fresh settings and empty caches."""
     from airflow import settings
     from sqlalchemy import delete
 
+    from airflow_adaptive import priority
     from airflow_adaptive.config import get_settings
     from airflow_adaptive.failopen import forget_warnings
+    from airflow_adaptive.kubernetes import priority as priority_classes
     from airflow_adaptive.store.tables import aggregate, family, family_day, node, task_attempt
 
     with settings.engine.begin() as conn:
@@ -79,6 +81,8 @@ def clean_history(airflow_db: str) -> Iterator[None]:
             conn.execute(delete(table))
     forget_warnings()
     get_settings.cache_clear()
+    priority.forget()  # per-process caches of family progress and of the cluster's PriorityClasses
+    priority_classes.forget()
     yield
     get_settings.cache_clear()
     # dag.test() leaves Airflow's scoped session inside a transaction; on PostgreSQL its locks

@@ -122,14 +122,13 @@ def test_executor_pod_gets_the_priority_class_the_cluster_has(
     from tests.fake_kubernetes import FakeKubernetesApi
 
     history(engine, family="etl.transform")
-    classes.forget()
     with FakeKubernetesApi(tmp_path, lambda pod: 1) as api:
         monkeypatch.setenv("AIRFLOW__KUBERNETES_EXECUTOR__IN_CLUSTER", "False")
         monkeypatch.setenv("AIRFLOW__KUBERNETES_EXECUTOR__CONFIG_FILE", str(api.kubeconfig))
         for manifest in classes.manifests():
             api.priority_classes[manifest["metadata"]["name"]] = manifest
         pod = executor_pod()
-    classes.forget()
+    classes.forget()  # the cluster's classes were cached while it was there
     assert pod.spec.priority_class_name == "adaptive-lff-high"  # the only family, nothing behind it
     assert "5 successful attempts" in pod.metadata.annotations[PRIORITY_ANNOTATION]
     validate_pod(pod)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -38,15 +37,6 @@ from tests.conftest import sql_store
 from tests.fake_kubernetes import FakeKubernetesApi
 from tests.test_simulation import PLAIN, node, task
 from tests.test_store import attempt
-
-
-@pytest.fixture(autouse=True)
-def fresh_caches() -> Iterator[None]:
-    lff.forget()
-    classes.forget()
-    yield
-    lff.forget()
-    classes.forget()
 
 
 # --- the pure ordering ------------------------------------------------------------------------

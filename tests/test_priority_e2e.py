@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import importlib.util
 import textwrap
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy import select, text, update
 
 from airflow_adaptive import priority as lff
@@ -37,15 +35,6 @@ with DAG(dag_id={dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catc
             poll_interval=0.1, startup_check_interval_seconds=0, startup_timeout_seconds=5,
         )
 """
-
-
-@pytest.fixture(autouse=True)
-def fresh_caches() -> Iterator[None]:
-    lff.forget()
-    classes.forget()
-    yield
-    lff.forget()
-    classes.forget()
 
 
 def load_dag(airflow_home: Path, api: FakeKubernetesApi, dag_id: str) -> Any:
