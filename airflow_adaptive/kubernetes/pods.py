@@ -50,6 +50,12 @@ def label_value(text: str) -> str:
     return f"{readable}-{digest}" if readable else f"h{digest}"
 
 
+def has_own_priority(pod: k8s.V1Pod) -> bool:
+    """Whether the pod names a priority class or a fixed priority: the user's choice wins."""
+    spec = pod.spec
+    return spec is not None and bool(spec.priority_class_name or spec.priority is not None)
+
+
 def capability_label(capability: str) -> str:
     """The node label key that offers a capability; the name must be a valid label name."""
     if not isinstance(capability, str) or not _NAME.match(capability):
@@ -144,12 +150,7 @@ def apply_decision(
         metadata.annotations[PLACEMENT_ANNOTATION] = decision.placement[:1000]
     if decision.priority:
         metadata.annotations[PRIORITY_ANNOTATION] = decision.priority[:1000]
-    if (
-        decision.priority_class
-        and pod.spec
-        and not pod.spec.priority_class_name
-        and pod.spec.priority is None
-    ):
+    if decision.priority_class and pod.spec and not has_own_priority(pod):
         pod.spec.priority_class_name = decision.priority_class
     apply_placement(pod, decision)
     container = find_container(pod, container_name)

@@ -18,7 +18,7 @@ from kubernetes.client import models as k8s
 
 from airflow_adaptive.core.priority import PRIORITY_CLASSES, PriorityChoice
 from airflow_adaptive.failopen import warn_once
-from airflow_adaptive.kubernetes.pods import PREFIX
+from airflow_adaptive.kubernetes.pods import PREFIX, has_own_priority
 
 LFF_LABEL = f"{PREFIX}/least-finished-first"
 CHECK_SECONDS = 300.0
@@ -94,8 +94,7 @@ def priority_class_for(
     """
     if choice is None or not enabled:
         return None, "" if enabled else " (no class set: priority classes off or a dry run)"
-    spec = pod.spec
-    if spec is not None and (spec.priority_class_name or spec.priority is not None):
+    if has_own_priority(pod):
         return None, " (not set: the pod has its own)"
     try:
         present = existing_classes(api_client())

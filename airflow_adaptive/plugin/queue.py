@@ -62,29 +62,27 @@ def queue_view(
     rows = _task_instances(session, dags, limit)
     tasks = _adaptive_tasks(session, {r.dag_id for r in rows})
     rows = [r for r in rows if (r.dag_id, r.task_id) in tasks]
+    listed = {(r.dag_id, r.task_id) for r in rows}  # the tasks shown, not every task of their DAGs
+    families = {key: task_family_of(tasks[key], *key) for key in listed}
     note = ""
     choices: dict[tuple[str, str], PriorityChoice] = {}
     try:
         store = open_store()
         successes = store.distributions().successes
-        progress: dict[str, FamilyProgress] = {}
-        for key, task in tasks.items():
-            family = task_family_of(task, *key)
-            if family not in progress:
-                progress[family] = store.progress(family) or FamilyProgress(0, 0)
-            mode = settings.lff_failures
-            choices[key] = choose_priority(progress[family], successes, mode, static_weight(task))
+        progress = {f: store.progress(f) or FamilyProgress(0, 0) for f in set(families.values())}
+        for key, family in families.items():
+            weight = static_weight(tasks[key])
+            choices[key] = choose_priority(progress[family], successes, settings.lff_failures, weight)
     except HistoryUnavailableError as err:
         note = f"{err}: ranks unknown, Airflow's stored weights shown"
-    items = [_row(r, tasks[(r.dag_id, r.task_id)], choices.get((r.dag_id, r.task_id))) for r in rows]
+    items = [_row(r, families[(r.dag_id, r.task_id)], choices.get((r.dag_id, r.task_id))) for r in rows]
     ranked = sorted((i for i in items if i["state"] in PENDING), key=lambda i: -(i["lff_weight_now"] or 0))
     for position, item in enumerate(ranked, start=1):
         item["lff_rank"] = position
     return {"tasks": items, "failures_rule": settings.lff_failures, "note": note, "limit": limit}
 
 
-def _row(r: Any, task: Any, choice: PriorityChoice | None) -> dict[str, Any]:
-    family = task_family_of(task, r.dag_id, r.task_id)
+def _row(r: Any, family: str, choice: PriorityChoice | None) -> dict[str, Any]:
     return {
         "dag_id": r.dag_id,
         "task_id": r.task_id,
