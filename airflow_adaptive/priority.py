@@ -15,17 +15,16 @@ reason logged once.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from typing import Any
 
 from airflow.task.priority_strategy import PriorityWeightStrategy
 
+from airflow_adaptive.core.model import family_of_task
 from airflow_adaptive.core.priority import FamilyProgress, lff_weight
 from airflow_adaptive.failopen import warn_once
 
-log = logging.getLogger(__name__)
 CACHE_SECONDS = 5.0  # a few scheduling loops; twice per task instance and per mapped index hit it
 _cache: dict[str, tuple[float, FamilyProgress | None]] = {}
 _down_until = 0.0  # after a store error, no reads until then
@@ -39,7 +38,7 @@ class _RecentlyFailed(Exception):
 def task_family_of(task: Any, dag_id: str, task_id: str) -> str:
     """The operator's ``task_family`` (serialised with the DAG), else ``dag_id.task_id``."""
     family = getattr(task, "task_family", None)
-    return family if isinstance(family, str) and family else f"{dag_id}.{task_id}"
+    return family if isinstance(family, str) and family else family_of_task(dag_id, task_id)
 
 
 def static_weight(task: Any) -> int:

@@ -50,7 +50,12 @@ class TaskKey:
 
     @property
     def default_family(self) -> str:
-        return f"{self.dag_id}.{self.task_id}"
+        return family_of_task(self.dag_id, self.task_id)
+
+
+def family_of_task(dag_id: str, task_id: str) -> str:
+    """A task's family when it names none: its history is its own."""
+    return f"{dag_id}.{task_id}"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from kubernetes.client import models as k8s
 
 from airflow_adaptive.advisor import Advisor, keep_user
 from airflow_adaptive.config import get_settings
-from airflow_adaptive.core.model import Decision, ExitReason, Observation, TaskKey
+from airflow_adaptive.core.model import Decision, ExitReason, Observation, TaskKey, family_of_task
 from airflow_adaptive.core.units import format_bytes
 from airflow_adaptive.exceptions import InvalidQuantityError
 from airflow_adaptive.failopen import warn_once
@@ -106,7 +106,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
 
     @property
     def family(self) -> str:
-        return self.task_family or f"{self.dag_id}.{self.task_id}"
+        return self.task_family or family_of_task(self.dag_id, self.task_id)
 
     def _input_size(self) -> int | None:
         if self.input_size_bytes in (None, ""):

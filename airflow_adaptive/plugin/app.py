@@ -120,6 +120,7 @@ def _page_routes(app: FastAPI) -> None:
 
 def _api_routes(app: FastAPI) -> None:
     from airflow_adaptive.config import get_settings
+    from airflow_adaptive.core.model import family_of_task
     from airflow_adaptive.plugin import views
     from airflow_adaptive.store.api import FAMILY_SORTS, TotalsQuery
 
@@ -168,7 +169,7 @@ def _api_routes(app: FastAPI) -> None:
         if readable is not None and dag_id not in readable:
             raise HTTPException(404, f"no attempts of {dag_id}.{task_id}")
         found = _store().attempts_for_try(dag_id, task_id, 1, limit=1)
-        return {"task_family": found[0].task_family if found else f"{dag_id}.{task_id}"}
+        return {"task_family": found[0].task_family if found else family_of_task(dag_id, task_id)}
 
     @app.get("/api/nodes")
     def nodes(readable: Dags) -> dict[str, Any]:
