@@ -13,20 +13,23 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.exceptions import SimulationInputError
     from airflow_adaptive.simulation.cluster import load_cluster
     from airflow_adaptive.simulation.compare import compare, parse_names
-    from airflow_adaptive.simulation.engine import PLACEMENTS
+    from airflow_adaptive.simulation.engine import LOCALITY, PLACEMENTS
     from airflow_adaptive.simulation.params import SIZINGS, SimParams
     from airflow_adaptive.simulation.queues import QUEUE_ORDERS
+    from airflow_adaptive.simulation.shared import parse_size_bytes
     from airflow_adaptive.simulation.sources import load_workload
     from airflow_adaptive.simulation.workload import concurrent_runs
 
     try:
-        placements = parse_names(args.placement, PLACEMENTS, "placement")
+        variants = (*PLACEMENTS, *(p + LOCALITY for p in PLACEMENTS))
+        placements = parse_names(args.placement, variants, "placement", everything=PLACEMENTS)
         sizings = parse_names(args.sizing, SIZINGS, "sizing")
         queues = parse_names(args.queue, QUEUE_ORDERS, "queue order")
         params = SimParams(
             time_to_failure=args.time_to_failure,
             interference_per_task=args.interference,
             history=args.history,
+            ram_disk_bytes=parse_size_bytes(args.ram_disk) if args.ram_disk else 0,
         )
     except ValueError as err:
         raise SimulationInputError(str(err)) from None
@@ -62,7 +65,16 @@ def print_table(results: dict[str, Any], title: str, out: TextIO) -> None:
     from rich.table import Table
 
     table = Table(title=title)
-    columns = ("policy", "makespan h", "mean wait s", "OOM kills", "waste GB·h", "MAQ", "failed")
+    columns = (
+        "policy",
+        "makespan h",
+        "mean wait s",
+        "OOM kills",
+        "waste GB·h",
+        "MAQ",
+        "failed",
+        "shared GB read",
+    )
     for column in (*columns, "group: reserved/busy"):
         table.add_column(column, justify="left" if column in ("policy", "group: reserved/busy") else "right")
     for name, r in results.items():
@@ -71,7 +83,7 @@ def print_table(results: dict[str, Any], title: str, out: TextIO) -> None:
         )
         table.add_row(
             name, f"{r.makespan_s / 3600:.3f}", f"{r.mean_wait_s:.1f}", str(r.oom_kills), f"{r.waste_gb_h:.2f}",
-            f"{r.maq:.1%}", str(r.failed + r.never_ran), use,
+            f"{r.maq:.1%}", str(r.failed + r.never_ran), f"{r.shared_storage_read_bytes / 1e9:.1f}", use,
         )  # fmt: skip
     Console(file=out, width=150).print(table)
 
@@ -80,9 +92,17 @@ def add_simulate_command(sub: Any) -> None:
     sim = sub.add_parser("simulate", help="simulate placement and sizing policies on a heterogeneous cluster")
     sim.add_argument("--cluster", required=True, help="5,5,5 | 5,4,4,2 | a YAML/JSON file of node profiles")
     sim.add_argument(
-        "--workload", required=True, help="wfformat:FILE | lotaru:DIR:WORKFLOW | synthetic:KIND:TASKS"
+        "--workload",
+        required=True,
+        help="wfformat:FILE | lotaru:DIR:WORKFLOW | synthetic:KIND:TASKS | shared:RUNS:SIZE",
     )
-    sim.add_argument("--placement", default="all", help="comma-separated placement policies, or 'all'")
+    sim.add_argument(
+        "--placement",
+        default="all",
+        help="comma-separated placement policies, or 'all'; a '+locality' suffix (tarema+locality) stages "
+        "shared inputs on nodes and prefers the nodes that hold them",
+    )
+    sim.add_argument("--ram-disk", metavar="SIZE", help="per-node RAM disk for staged inputs (e.g. 8Gi)")
     sim.add_argument("--sizing", default="user", help="comma-separated: user, adaptive (or 'all')")
     sim.add_argument(
         "--queue",

@@ -25,10 +25,13 @@ def policy_name(
     return name if len(queues) == 1 else f"{name}/{queue}"
 
 
-def parse_names(text: str, known: Sequence[str], what: str) -> list[str]:
+def parse_names(
+    text: str, known: Sequence[str], what: str, *, everything: Sequence[str] | None = None
+) -> list[str]:
+    """Comma-separated names, each one of ``known``; ``all`` is ``everything`` (default: ``known``)."""
     names = [n.strip() for n in text.split(",") if n.strip()]
     if names == ["all"]:
-        return list(known)
+        return list(known if everything is None else everything)
     unknown = [n for n in names if n not in known]
     if unknown or not names:
         raise ValueError(f"unknown {what} {', '.join(unknown) or '(none)'}; known: {', '.join(known)}")

@@ -14,7 +14,7 @@ then the sizing policy's retry answers, never above the largest node.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
@@ -33,14 +33,17 @@ from airflow_adaptive.core.sketch import LogHistogram
 
 from .bounds import runtime_on
 from .cluster import Cluster, SimNode
+from .node_rules import node_rules
 from .params import DEFAULT_PARAMS, SIZINGS, SimParams
 from .queues import PendingQueue
 from .results import RunResult, Span
+from .storage import SharedStorage
 from .workload import FamilyStats, SimTask, Workload, dominant_features, family_demands
 
 # "tarema-idle" is tarema told which groups have idle nodes right now (the provider's
 # placement_live_load): its distance then ignores overshooting onto idle groups (see TaremaScorer).
 PLACEMENTS = ("round-robin", "fair", "fill-nodes", "sjfn", "tarema", "tarema-idle")
+LOCALITY = "+locality"  # a placement with this suffix stages shared inputs and prefers their nodes
 SIZING = SizingSettings()  # the provider's defaults: strategy "adaptive", 64 MiB floor
 EPS = 1e-9
 
@@ -79,8 +82,9 @@ class Simulation:
         queue: str = "fifo",
         record_timeline: bool = False,
     ) -> None:
-        if placement not in PLACEMENTS:
-            raise ValueError(f"unknown placement {placement!r}; known: {', '.join(PLACEMENTS)}")
+        self.base = placement.removesuffix(LOCALITY)
+        if self.base not in PLACEMENTS:
+            raise ValueError(f"unknown placement {placement!r}; known: {', '.join(PLACEMENTS)} (+locality)")
         if sizing not in SIZINGS:
             raise ValueError(f"unknown sizing {sizing!r}; known: {', '.join(SIZINGS)}")
         self.cluster, self.workload, self.params = cluster, workload, params
@@ -88,8 +92,8 @@ class Simulation:
         self.record_timeline = record_timeline
         self.env = simpy.Environment()
         self.result = RunResult(placement, sizing, queue)
-        self.engine = engine_for(placement.removesuffix("-idle"))
-        self.live_idle = placement == "tarema-idle"
+        self.engine = engine_for(self.base.removesuffix("-idle"))
+        self.live_idle = self.base == "tarema-idle"
         self.tasks: Sequence[SimTask] = workload.tasks
         specs = list(cluster.nodes)
         if params.shuffle_nodes:
@@ -98,9 +102,11 @@ class Simulation:
         self.cap_bytes = cluster.largest_memory_bytes
         self.dominant = dominant_features(family_demands(self.tasks))
         self._history(params.history == "prior-run")
-        rules = self._node_rules()
-        self.node_rule, self.spread = rules[placement], rules["fair"]
-        self._rr_next: dict[int, int] = {}
+        rules = node_rules(self.dominant, len(self.nodes))
+        self.node_rule, self.spread = rules[self.base], rules["fair"]
+        self.storage = SharedStorage(
+            self.tasks, [n.spec.name for n in self.nodes], params, locality=placement != self.base
+        )
         self.children: list[list[int]] = [[] for _ in self.tasks]
         index = {t.id: i for i, t in enumerate(self.tasks)}
         self.waiting_on = [len(t.parents) for t in self.tasks]
@@ -194,35 +200,6 @@ class Simulation:
         return self.stats.mean_runtime_s(family) or 0.0
 
     # --- placement -------------------------------------------------------------------------
-    def _node_rules(self) -> dict[str, Callable[[list[_Node], SimTask], _Node]]:
-        def least_reserved(nodes: list[_Node], task: SimTask) -> _Node:
-            return min(nodes, key=lambda n: (1.0 - n.free_cores / n.spec.cores, n.position))
-
-        def first_fit(nodes: list[_Node], task: SimTask) -> _Node:
-            return min(nodes, key=lambda n: n.position)
-
-        def fastest(nodes: list[_Node], task: SimTask) -> _Node:
-            feature = self.dominant[task.family]
-            return min(
-                nodes, key=lambda n: (-n.spec.speed[feature], 1.0 - n.free_cores / n.spec.cores, n.position)
-            )
-
-        def rotate(nodes: list[_Node], task: SimTask) -> _Node:
-            group = nodes[0].group
-            start = self._rr_next.get(group, 0)
-            chosen = min(nodes, key=lambda n: ((n.position - start) % len(self.nodes), n.position))
-            self._rr_next[group] = chosen.position + 1
-            return chosen
-
-        return {
-            "round-robin": rotate,
-            "fair": least_reserved,
-            "fill-nodes": first_fit,
-            "sjfn": fastest,
-            "tarema": least_reserved,
-            "tarema-idle": least_reserved,
-        }
-
     def _refresh_groups(self) -> None:
         """Group views without their load; rebuilt when a node joins."""
         self._views = {}
@@ -267,6 +244,11 @@ class Simulation:
         result = self.engine.place(demand, self._group_views())
         if not result.ranked:
             return None
+        local = self.storage.local_bytes(task) if self.storage.locality else {}
+        if local:
+            order = [r.group.id for r in result.ranked] if result.preference else []
+            nearest = self.storage.nearest(fits, order, local, self.known_runtime_s(task.family) or None)
+            return (self.node_rule if order else self.spread)(nearest, task)
         if result.preference:
             for ranked in result.ranked:
                 inside = [n for n in fits if n.group == ranked.group.id]
@@ -278,7 +260,7 @@ class Simulation:
     def _submit(self, task_index: int, number: int, memory_bytes: int) -> None:
         task = self.tasks[task_index]
         self.attempts.append(_Attempt(task_index, number, memory_bytes, self.env.now))
-        key = self.known_runtime_s(task.family) if self.placement == "sjfn" else 0.0
+        key = self.known_runtime_s(task.family) if self.base == "sjfn" else 0.0
         self.pending.push(len(self.attempts) - 1, task_index, number - 1, key)
         self._plan_cycle()
 
@@ -314,6 +296,13 @@ class Simulation:
             used = task.cpu_cores_used + sum(c for _, c in node.running.values())
             slowdown *= max(1.0, used / node.spec.cores)
         runtime = runtime_on(task, node.spec, dominant) * slowdown
+        ram_before = self.storage.ram_bytes(node.spec.name)  # a RAM disk holds node memory (tmpfs)
+        read_s, shared_s = self.storage.read(
+            task, node.spec.name, node.free_memory_bytes - attempt.memory_bytes
+        )
+        node.free_memory_bytes -= self.storage.ram_bytes(node.spec.name) - ram_before
+        if shared_s:
+            self.env.timeout(p.pod_startup_s + shared_s).callbacks.append(self.storage.done_reading)
         oom = task.peak_memory_bytes > attempt.memory_bytes
         ran = runtime * p.time_to_failure if oom else runtime
         node.free_cores -= task.request_cores
@@ -325,7 +314,7 @@ class Simulation:
         now = self.env.now
         self._waits += now - attempt.ready_s
         self.result.attempts += 1
-        duration = p.pod_startup_s + ran
+        duration = p.pod_startup_s + read_s + ran
         self._reserved_core_s[node.group] = (
             self._reserved_core_s.get(node.group, 0.0) + task.request_cores * duration
         )
@@ -393,6 +382,7 @@ class Simulation:
         r = self.result
         r.mean_wait_s = self._waits / r.attempts if r.attempts else 0.0
         r.never_ran = len(self.tasks) - r.succeeded - r.failed
+        r.shared_storage_read_bytes = self.storage.shared_read_bytes
         for gid in self.group_ranks:
             core_s = self.total_cores[gid] * r.makespan_s
             r.utilisation_by_group[gid] = self._reserved_core_s.get(gid, 0.0) / core_s if core_s else 0.0

@@ -45,6 +45,15 @@ class SimParams:
     max_attempts: int = 8
     # Tarema shuffles the node list for every run so the order never decides (sec. V-E).
     shuffle_nodes: bool = True
+    # Shared storage (declared inputs only; see storage.py). Its aggregate read bandwidth is shared
+    # equally by the reads in progress when a read starts: 1 GB/s is an NFS server on 10 GbE. Node-local
+    # copies read at a SATA SSD's 500 MB/s, or 5 GB/s from a RAM disk (tmpfs). The paper's nodes had a
+    # 6.2 GB RAM disk of 12 GB memory; ours take ``ram_disk_bytes`` (0: no RAM tier) from node memory.
+    shared_read_bytes_per_s: float = 1e9
+    local_disk_read_bytes_per_s: float = 500e6
+    ram_disk_read_bytes_per_s: float = 5e9
+    local_disk_bytes: int = 100 * GIB
+    ram_disk_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.history not in HISTORY_MODES:
@@ -53,6 +62,15 @@ class SimParams:
             raise ValueError("time_to_failure must be in (0, 1]")
         if self.interference_per_task < 0 or self.pod_startup_s < 0:
             raise ValueError("interference and pod start-up time cannot be negative")
+        if (
+            min(
+                self.shared_read_bytes_per_s, self.local_disk_read_bytes_per_s, self.ram_disk_read_bytes_per_s
+            )
+            <= 0
+        ):
+            raise ValueError("read bandwidths must be positive")
+        if self.local_disk_bytes < 0 or self.ram_disk_bytes < 0:
+            raise ValueError("cache sizes cannot be negative")
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
 

@@ -35,6 +35,7 @@ class RunResult:
     failed: int = 0  # killed at the cap or out of attempts
     never_ran: int = 0  # waiting on a failed parent, or no node could ever hold it
     attempts: int = 0
+    shared_storage_read_bytes: int = 0  # declared inputs read from shared storage (staging copies too)
     timeline: list[Span] = field(default_factory=list)
 
     @property
@@ -59,4 +60,5 @@ class RunResult:
             "failed": self.failed,
             "never_ran": self.never_ran,
             "attempts": self.attempts,
+            "shared_storage_read_bytes": self.shared_storage_read_bytes,
         }

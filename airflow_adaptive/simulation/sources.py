@@ -1,4 +1,5 @@
-"""Workloads from files and specs: ``wfformat:FILE``, ``lotaru:DIR:WORKFLOW``, ``synthetic:KIND:TASKS``."""
+"""Workloads from files and specs: ``wfformat:FILE``, ``lotaru:DIR:WORKFLOW``, ``synthetic:KIND:TASKS``,
+``shared:RUNS:SIZE``."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from airflow_adaptive.exceptions import SimulationInputError, TraceFormatError
 from airflow_adaptive.traces.wfformat import WfInstance, bad_instance, load_instance, number
 
 from .params import SimParams
+from .shared import parse_size_bytes, shared_input_workload
 from .synthetic import KINDS, pegasus_workload
 from .workload import SimTask, Workload, floor_peak, user_request_bytes
 
@@ -126,7 +128,11 @@ def load_workload(spec: str, params: SimParams, seed: int = 0) -> Workload:
         name, count = rest.rsplit(":", 1)
         if name in KINDS and count.isdigit() and int(count) > 0:
             return pegasus_workload(name, int(count), params, seed)
+    if kind == "shared" and ":" in rest:
+        runs, size = rest.split(":", 1)
+        if runs.isdigit() and int(runs) > 0:
+            return shared_input_workload(int(runs), parse_size_bytes(size), params, seed)
     raise SimulationInputError(
-        f"workload {spec!r}: expected wfformat:FILE, lotaru:DIR:WORKFLOW or synthetic:KIND:TASKS "
+        f"workload {spec!r}: expected wfformat:FILE, lotaru:DIR:WORKFLOW, shared:RUNS:SIZE or synthetic:KIND:TASKS "
         f"(KIND one of {', '.join(KINDS)})"
     )

@@ -38,6 +38,7 @@ class SimTask:
     required_capabilities: frozenset[str] = frozenset()
     runtime_by_machine: Mapping[str, float] | None = None  # measured seconds per Lotaru machine
     priority: int = 0  # Airflow priority_weight: higher is scheduled first
+    inputs: tuple[tuple[str, int], ...] = ()  # declared inputs on shared storage: (name, bytes)
 
     def demand(self) -> tuple[float, float, float]:
         """Cores busy, peak memory bytes, I/O bytes per second: what labels are made of."""

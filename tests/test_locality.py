@@ -1,0 +1,117 @@
+"""Shared-input locality: the size classes, the staging plan, the weight rule and the simulator."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_adaptive.cli import main
+from airflow_adaptive.core.locality import (
+    DeclaredInput,
+    SizeClass,
+    content_key,
+    local_bytes_by_node,
+    locality_weight,
+    plan_staging,
+    preferred_nodes,
+    size_class,
+)
+from airflow_adaptive.exceptions import SimulationInputError
+from airflow_adaptive.simulation.cluster import preset
+from airflow_adaptive.simulation.engine import Simulation
+from airflow_adaptive.simulation.params import DEFAULT_PARAMS, GIB, SimParams
+from airflow_adaptive.simulation.shared import shared_input_workload
+from airflow_adaptive.simulation.sources import load_workload
+
+GB = 10**9
+
+
+def test_size_classes_follow_the_paper_thresholds() -> None:
+    assert size_class(999_999) is SizeClass.SMALL
+    assert size_class(1_000_000) is SizeClass.MEDIUM
+    assert size_class(999_999_999) is SizeClass.MEDIUM
+    assert size_class(GB) is SizeClass.BIG
+    assert size_class(None) is SizeClass.UNKNOWN
+    assert size_class(5_000, small_below=1_000) is SizeClass.MEDIUM
+
+
+def test_content_key_changes_with_size_and_version() -> None:
+    key = content_key("s3://b/genome.fa", 10)
+    assert key == content_key("s3://b/genome.fa", 10)
+    assert len({key, content_key("s3://b/genome.fa", 11), content_key("s3://b/genome.fa", 10, "v2")}) == 3
+
+
+def test_plan_stages_medium_and_big_inputs_read_by_more_than_one_task() -> None:
+    inputs = [
+        DeclaredInput("s3://b/small", 10),
+        DeclaredInput("s3://b/unknown"),
+        DeclaredInput("s3://b/once", 5 * GB),
+        DeclaredInput("s3://b/seen", 5 * GB),
+        DeclaredInput("s3://b/declared", 50_000_000, shared=True),
+    ]
+    plan = plan_staging(inputs, {"s3://b/seen": 3})
+    assert [i.uri for i in plan.staged] == ["s3://b/seen", "s3://b/declared"]
+    assert "small" in plan.reasons["s3://b/small"] and "unknown" in plan.reasons["s3://b/unknown"]
+    assert "no other reader" in plan.reasons["s3://b/once"]
+    assert "read by 3 earlier tasks" in plan.reasons["s3://b/seen"]
+
+
+def test_locality_weight_is_the_share_of_time_saved() -> None:
+    # 2 GB at 100 MB/s saves 20 s; the task computes 20 s: half its time, weight 50.
+    assert locality_weight(2 * GB, 100e6, 20.0) == 50
+    assert locality_weight(2 * GB, 100e6, None) == 100
+    assert locality_weight(1, 100e6, 3600.0) == 1  # holding anything is worth a little
+    assert locality_weight(0, 100e6, 10.0) == 0
+    local = local_bytes_by_node([("a", 3 * GB), ("b", GB)], {"a": ["n1", "n2"], "b": ["n2"]})
+    assert local == {"n1": 3 * GB, "n2": 4 * GB}
+    assert [node for node, _ in preferred_nodes(local, 100e6, 10.0)] == ["n2", "n1"]
+
+
+def run(placement: str, size_bytes: int, params: SimParams = DEFAULT_PARAMS) -> tuple[float, int]:
+    workload = shared_input_workload(10, size_bytes, params, seed=0)
+    result = Simulation(preset("5,5,5"), workload, placement, "user", params, seed=0).run()
+    assert result.succeeded == len(workload.tasks)
+    return result.makespan_s, result.shared_storage_read_bytes
+
+
+def test_locality_reads_big_shared_inputs_once_per_node_and_finishes_sooner() -> None:
+    blind_s, blind_read = run("tarema", 2 * GB)
+    local_s, local_read = run("tarema+locality", 2 * GB)
+    assert blind_read == 10 * 8 * 2 * 2 * GB  # every task reads both inputs from shared storage
+    assert local_read <= 15 * 2 * 2 * GB  # at most one copy per node of the 15
+    assert local_s < 0.8 * blind_s
+
+
+def test_small_inputs_are_never_staged() -> None:
+    assert run("tarema+locality", 512 * 1024) == run("tarema", 512 * 1024)
+
+
+def test_ram_disk_holds_node_memory_only_for_what_it_stores() -> None:
+    ram = SimParams(ram_disk_bytes=8 * GIB)
+    assert run("tarema+locality", 512 * 1024, ram) == run("tarema", 512 * 1024)
+    ram_s, _ = run("tarema+locality", GB, ram)
+    disk_s, _ = run("tarema+locality", GB)
+    assert ram_s <= disk_s * 1.05
+
+
+def test_shared_workload_spec_and_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    workload = load_workload("shared:3:1Gi", SimParams())
+    assert len(workload.tasks) == 24 and workload.runs == 3
+    assert all(t.inputs == (("reference", GIB), ("index", GIB)) for t in workload.tasks)
+    for bad in ("shared:0:1Gi", "shared:3:lots", "shared:3:-1Gi"):
+        with pytest.raises(SimulationInputError):
+            load_workload(bad, SimParams())
+    code = main(["simulate", "--cluster", "5,5,5", "--workload", "shared:4:1G",
+                 "--placement", "tarema,tarema+locality", "--json"])  # fmt: skip
+    assert code == 0
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert (
+        results["tarema+locality"]["shared_storage_read_bytes"]
+        < results["tarema"]["shared_storage_read_bytes"]
+    )
+    assert (
+        main(["simulate", "--cluster", "5,5,5", "--workload", "shared:4:1G", "--placement", "x+locality"])
+        == 2
+    )
+    assert "unknown placement" in capsys.readouterr().err
