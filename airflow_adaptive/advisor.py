@@ -8,13 +8,14 @@ a pod waits for an unavailable store at most once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.decide import Fitted, decide_with, fit_history, fresh_predictor
 from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, labels_from_distributions
 from airflow_adaptive.core.learn import restore_predictor, staleness
+from airflow_adaptive.core.locality import InputState, InputUse
 from airflow_adaptive.core.model import Decision, MemoryRequest, Observation, TaskKey
 from airflow_adaptive.core.nodes import StoredNode, summarize_groups
 from airflow_adaptive.core.placement import GroupView, PlacementEngine, PlacementResult, TaskDemandView
@@ -214,6 +215,23 @@ class Advisor:
             for g in groups
         ]
         return PlacementEngine().place(replace(task, labels=labels), views)
+
+    def input_state(self, uris: Sequence[str], keys: Sequence[str]) -> InputState:
+        """Earlier reads, sizes and holders of declared inputs; nothing known when the store is down."""
+        try:
+            return self._store().input_state(uris, keys)
+        except HistoryUnavailableError as err:
+            self._unavailable(err)
+            return InputState()
+
+    def record_inputs(self, node: str | None, uses: Sequence[InputUse], evicted: Sequence[str]) -> None:
+        """Where inputs are cached now. Soft state: when it cannot be written, a later pod misses."""
+        if not uses and not evicted:
+            return
+        try:
+            self._store().record_inputs(node, uses, evicted)
+        except (HistoryUnavailableError, HistoryRejectedError) as err:
+            warn_once(f"input cache locations not recorded: {str(err).splitlines()[0][:200]}")
 
     def record(self, observation: Observation) -> bool:
         """Record an attempt, then any spooled ones one by one; spool it when the store is unavailable."""

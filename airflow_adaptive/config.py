@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_adaptive.core.decide import SizingSettings
+from airflow_adaptive.core.locality import BIG_FROM_BYTES, SMALL_BELOW_BYTES
 from airflow_adaptive.core.model import MIB
 from airflow_adaptive.core.priority import check_failure_mode
 from airflow_adaptive.exceptions import InvalidConfigError
@@ -83,6 +84,27 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "Give pods without a priority class one of the ``adaptive-lff-*`` PriorityClasses by their "
         "family's least-finished-first rank, when that class exists in the cluster (checked, cached).",
     ),
+    "cache_root": (
+        "string",
+        "",
+        "Node-local directory (hostPath) where shared inputs read by several tasks are staged; empty "
+        "turns staging off. Mount a tmpfs there on the nodes to stage into RAM.",
+    ),
+    "cache_budget": ("string", "50Gi", "Bytes the staged inputs may take on one node (quantity)."),
+    "staging_image": (
+        "string",
+        "python:3.12-slim",
+        "Image of the staging init container (needs python3; with fsspec and its s3fs/gcsfs it reaches "
+        "object stores, without it file paths and http(s) URLs).",
+    ),
+    "shared_read_bytes_per_second": (
+        "float",
+        "100e6",
+        "What one task reads from shared storage per second: the locality weight's saving is staged bytes "
+        "over this rate.",
+    ),
+    "small_input_below": ("string", "1M", "Inputs below this size stay on shared storage (quantity)."),
+    "big_input_from": ("string", "1G", "Inputs from this size are big, below it medium (quantity)."),
     "metrics_sample_interval_seconds": (
         "float",
         "10.0",
@@ -132,6 +154,19 @@ class AdaptiveSettings:
     metrics_sample_interval_seconds: float
     spool_dir: str
     sizing: SizingSettings
+    staging: StagingSettings = field(default_factory=lambda: StagingSettings())
+
+
+@dataclass(frozen=True)
+class StagingSettings:
+    """Where and how shared inputs are staged (off while ``cache_root`` is empty)."""
+
+    cache_root: str = ""
+    budget_bytes: int = 50 * 1024**3
+    image: str = "python:3.12-slim"
+    shared_read_bytes_per_s: float = 100e6
+    small_below_bytes: int = SMALL_BELOW_BYTES
+    big_from_bytes: int = BIG_FROM_BYTES
 
 
 def _raw(name: str) -> str:
@@ -151,6 +186,9 @@ def load_settings() -> AdaptiveSettings:
             raise InvalidConfigError(
                 f"[{SECTION}] {name} = {_raw(name)!r} is not a {kind.__name__}"
             ) from None
+
+    def quantity(name: str) -> int:
+        return parse_memory_bytes(_raw(name), what=f"[{SECTION}] {name}")
 
     def flag(name: str) -> bool:
         return _raw(name).strip().lower() in {"true", "1", "yes", "on"}
@@ -193,6 +231,14 @@ def load_settings() -> AdaptiveSettings:
             * MIB,
             retry_policy=_raw("oom_retry_policy"),
             limit_to_request_ratio=number("limit_to_request_ratio", float),
+        ),
+        staging=StagingSettings(
+            cache_root=_raw("cache_root").strip(),
+            budget_bytes=quantity("cache_budget"),
+            image=_raw("staging_image").strip(),
+            shared_read_bytes_per_s=number("shared_read_bytes_per_second", float),
+            small_below_bytes=quantity("small_input_below"),
+            big_from_bytes=quantity("big_input_from"),
         ),
     )
 

@@ -74,10 +74,18 @@ def clean_history(airflow_db: str) -> Iterator[None]:
     from airflow_adaptive.config import get_settings
     from airflow_adaptive.failopen import forget_warnings
     from airflow_adaptive.kubernetes import priority as priority_classes
-    from airflow_adaptive.store.tables import aggregate, family, family_day, node, task_attempt
+    from airflow_adaptive.store.tables import (
+        aggregate,
+        cached_input,
+        family,
+        family_day,
+        node,
+        shared_input,
+        task_attempt,
+    )
 
     with settings.engine.begin() as conn:
-        for table in (task_attempt, node, family, aggregate, family_day):
+        for table in (task_attempt, node, family, aggregate, family_day, shared_input, cached_input):
             conn.execute(delete(table))
     forget_warnings()
     get_settings.cache_clear()

@@ -67,6 +67,8 @@ class FakeKubernetesApi:
         self.requests: list[tuple[str, str]] = []
         self.user_agents: list[str] = []  # per request: tells the task's client from the triggerer's
         self.logs: dict[tuple[str, str], str] = {}
+        self.finished: dict[str, dict[str, Any]] = {}  # pod name -> the pod when its container ended
+        self.init_logs: list[str] = []  # output of every init container run, in order
         self.metrics_memory: str | None = None  # served by metrics.k8s.io when set
         self.nodes: dict[str, dict[str, Any]] = {}  # name -> V1Node JSON
         self.node_patches: list[tuple[str, dict[str, Any]]] = []
@@ -156,18 +158,33 @@ class FakeKubernetesApi:
         limit = (container.get("resources") or {}).get("limits", {}).get("memory")
         peak = self.peak_for(pod)
         started = _now()
-        if limit is not None and peak > parse_quantity(limit):
-            terminated = {"exitCode": 137, "reason": "OOMKilled", "startedAt": started, "finishedAt": _now()}
-            output = ""
-        else:
-            terminated, output = self._execute(container, peak)
-            terminated.update(startedAt=started, finishedAt=_now())
+        pinned = (pod["spec"].get("nodeSelector") or {}).get("kubernetes.io/hostname")
+        node = pinned or self.node_name
+        init_statuses = []
+        with tempfile.TemporaryDirectory(dir=self.workdir) as pod_dir:
+            volumes = self._volumes(pod, node, Path(pod_dir))
+            for init in pod["spec"].get("initContainers") or []:
+                state, output = self._execute(init, 0, volumes, Path(pod_dir, init["name"]))
+                self.init_logs.append(output)
+                init_statuses.append({"name": init["name"], "image": init.get("image", ""), "imageID": "",
+                                      "ready": False, "restartCount": 0, "state": {"terminated": state}})  # fmt: skip
+            if limit is not None and peak > parse_quantity(limit):
+                terminated = {
+                    "exitCode": 137,
+                    "reason": "OOMKilled",
+                    "startedAt": started,
+                    "finishedAt": _now(),
+                }
+                output = ""
+            else:
+                terminated, output = self._execute(container, peak, volumes, Path(pod_dir, "main"))
+                terminated.update(startedAt=started, finishedAt=_now())
         key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
         self.logs[key] = output
-        pinned = (pod["spec"].get("nodeSelector") or {}).get("kubernetes.io/hostname")
-        pod["spec"]["nodeName"] = pinned or self.node_name
+        pod["spec"]["nodeName"] = node
         pod["status"] = {
             "phase": "Succeeded" if terminated["exitCode"] == 0 else "Failed",
+            "initContainerStatuses": init_statuses,
             "containerStatuses": [
                 {
                     "name": container["name"],
@@ -179,42 +196,67 @@ class FakeKubernetesApi:
                 }
             ],
         }
+        self.finished[pod["metadata"]["name"]] = copy.deepcopy(pod)
 
-    def _execute(self, container: dict[str, Any], peak: int) -> tuple[dict[str, Any], str]:
+    def _volumes(self, pod: dict[str, Any], node: str, pod_dir: Path) -> dict[str, str]:
+        """Host folders per pod volume: a hostPath is the node's own folder (shared by its pods),
+        anything else a fresh folder of this pod."""
+        out = {}
+        for volume in pod["spec"].get("volumes") or []:
+            host_path = (volume.get("hostPath") or {}).get("path")
+            if host_path:
+                folder = self.workdir / "nodes" / node / host_path.strip("/")
+                folder.mkdir(parents=True, exist_ok=True)
+            else:
+                folder = pod_dir / "volumes" / volume["name"]
+                folder.mkdir(parents=True)
+            out[volume["name"]] = str(folder)
+        return out
+
+    def _execute(
+        self, container: dict[str, Any], peak: int, volumes: dict[str, str], run_dir: Path
+    ) -> tuple[dict[str, Any], str]:
         command = [*(container.get("command") or []), *(container.get("args") or [])]
         if not command:  # the image's entrypoint would run: nothing to execute here
             return {"exitCode": 0, "reason": "Completed"}, ""
-        with tempfile.TemporaryDirectory(dir=self.workdir) as tmp:
-            cgroup = Path(tmp, "cgroup")
-            cgroup.mkdir()
-            (cgroup / "memory.peak").write_text(f"{peak}\n")
-            (cgroup / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\n")
-            (cgroup / "io.stat").write_text("8:0 rbytes=4096 wbytes=8192 rios=1 wios=2\n")
-            message_file = Path(tmp, "termination-log")
-            message_file.touch()
-            env = {
-                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                "ADAPTIVE_CGROUP_ROOT": str(cgroup),
-                "ADAPTIVE_TERMINATION_FILE": str(message_file),
-            }
-            env.update(
-                {
-                    e["name"]: e.get("value", "")
-                    for e in container.get("env") or []
-                    if e["name"] != "ADAPTIVE_TERMINATION_FILE"
-                }
-            )
-            # The kubelet mounts a host file at terminationMessagePath and a fresh folder for each
-            # volume mount; this stand-in maps those container paths to host paths in the command.
-            mounts = {container.get("terminationMessagePath") or "/dev/termination-log": str(message_file)}
-            for i, mount in enumerate(container.get("volumeMounts") or []):
-                host = Path(tmp, f"volume-{i}")
-                host.mkdir()
-                mounts[mount["mountPath"]] = str(host)
+        cgroup = run_dir / "cgroup"
+        cgroup.mkdir(parents=True)
+        (cgroup / "memory.peak").write_text(f"{peak}\n")
+        (cgroup / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\n")
+        (cgroup / "io.stat").write_text("8:0 rbytes=4096 wbytes=8192 rios=1 wios=2\n")
+        message_file = run_dir / "termination-log"
+        message_file.touch()
+        # The kubelet mounts a host file at terminationMessagePath and each volume at its mount
+        # path; this stand-in maps those container paths to host paths in the command and env.
+        mounts = {container.get("terminationMessagePath") or "/dev/termination-log": str(message_file)}
+        for i, mount in enumerate(container.get("volumeMounts") or []):
+            host = volumes.get(mount["name"])
+            if host is None:
+                host = str(run_dir / f"volume-{i}")
+                Path(host).mkdir()
+            mounts[mount["mountPath"]] = host
+
+        def mapped(text: str) -> str:
             for path, host_path in mounts.items():
-                command = [arg.replace(path, host_path) for arg in command]
-            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
-            message = message_file.read_text()
+                text = text.replace(path, host_path)
+            return text
+
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "ADAPTIVE_CGROUP_ROOT": str(cgroup),
+            "ADAPTIVE_TERMINATION_FILE": str(message_file),
+        }
+        env.update(
+            {
+                e["name"]: mapped(e.get("value", ""))
+                for e in container.get("env") or []
+                if e["name"] != "ADAPTIVE_TERMINATION_FILE"
+            }
+        )
+        done = subprocess.run(
+            [mapped(arg) for arg in command], env=env, capture_output=True, text=True, timeout=120
+        )
+        message = message_file.read_text()
         reason = "Completed" if done.returncode == 0 else "Error"
         state: dict[str, Any] = {"exitCode": done.returncode, "reason": reason}
         if message:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from airflow_adaptive.core.grouping import NodeProfile, group_nodes
+from airflow_adaptive.core.locality import InputUse, content_key
 from airflow_adaptive.core.model import GIB
 from airflow_adaptive.core.sizing import predictor_names
 from airflow_adaptive.demo import generated_history
@@ -61,6 +62,20 @@ def api_server(tmp_path: Path, engine: Any) -> Iterator[str]:
         for i in range(2)
     ]
     store.save_nodes(profiles, group_nodes(profiles))
+    genome = InputUse(
+        "s3://refs/GRCh38/genome.fa",
+        3_100_000_000,
+        content_key("s3://refs/GRCh38/genome.fa", 3_100_000_000),
+        True,
+    )
+    index = InputUse(
+        "s3://refs/GRCh38/bwa.idx",
+        5_400_000_000,
+        content_key("s3://refs/GRCh38/bwa.idx", 5_400_000_000),
+        True,
+    )
+    store.record_inputs("node-00", [genome, index], [])
+    store.record_inputs("node-11", [genome], [])
     port = free_port()
     passwords = tmp_path / "passwords.json"
     passwords.write_text(json.dumps({"admin": "s3cret-admin"}))
@@ -185,7 +200,16 @@ def test_pages_through_airflows_login_and_navigation(
     in_page("nodes")
     groups = browser.find_elements(By.CSS_SELECTOR, "#groups-table tbody tr")
     assert len(groups) == len({n.group_id for n in store.nodes()}) == 3
+    held = browser.find_elements(By.CSS_SELECTOR, "#nodes-table td[data-cached]")
+    assert [int(td.get_attribute("data-cached")) for td in held] == [2, 0, 0, 1, 0, 0]
     shot("nodes")
+    in_page("nodes")
+    browser.find_element(By.CSS_SELECTOR, "a[data-tab='locality']").click()
+    in_page("locality")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#cached-table tbody tr")
+    assert [r.get_attribute("data-node") for r in rows] == ["node-00", "node-00", "node-11"]
+    assert "genome.fa" in rows[0].text + rows[1].text and "GiB" in rows[0].text
+    shot("locality")
 
     from types import SimpleNamespace
 
@@ -197,7 +221,7 @@ def test_pages_through_airflows_login_and_navigation(
     )
     serialise_dag_folder()
     mark_scheduled(new_run("lff_ui_shot", "nightly"))
-    in_page("nodes")
+    in_page("locality")
     browser.find_element(By.CSS_SELECTOR, "a[data-tab='queue']").click()
     in_page("queue")
     rows = browser.find_elements(By.CSS_SELECTOR, "#queue-table tbody tr[data-task^='lff_ui_shot.']")

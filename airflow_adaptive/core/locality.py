@@ -11,7 +11,8 @@ from __future__ import annotations
 import enum
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 
 from .units import format_bytes
 
@@ -132,3 +133,53 @@ def preferred_nodes(
     ranked = sorted(local_bytes.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
     weighted = [(node, locality_weight(size, read_bytes_per_s, expected_runtime_s)) for node, size in ranked]
     return [(node, weight) for node, weight in weighted if weight > 0]
+
+
+@dataclass(frozen=True)
+class StageReport:
+    """What a pod's staging step did, by content key (the wrapper writes it beside the usage line)."""
+
+    hits: tuple[str, ...] = ()
+    copied: tuple[str, ...] = ()  # misses that were copied in
+    failed: Mapping[str, str] = field(default_factory=dict)  # key -> why (the task read shared storage)
+    evicted: tuple[str, ...] = ()
+    copied_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class InputUse:
+    """One declared input of one attempt, for the store: the URI's reads and sizes, and where it is cached."""
+
+    uri: str
+    size_bytes: int | None
+    key: str = ""  # content key when staged
+    cached: bool = False  # the node holds it after this attempt (a hit or a copy)
+
+
+@dataclass(frozen=True)
+class CachedInput:
+    node: str
+    key: str
+    uri: str
+    size_bytes: int
+    last_used_at: datetime
+
+
+@dataclass(frozen=True)
+class InputState:
+    """What the store knows of some declared inputs: earlier reads and sizes by URI, holders by key."""
+
+    reads: Mapping[str, int] = field(default_factory=dict)
+    sizes: Mapping[str, int] = field(default_factory=dict)
+    holders: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def uses_after(staged: Sequence[DeclaredInput], declared: Sequence[DeclaredInput],
+               report: StageReport | None) -> list[InputUse]:  # fmt: skip
+    """The attempt's input uses: every declared input read; staged ones cached unless staging failed."""
+    held = set(report.hits + report.copied) if report else set()
+    staged_keys = {item.key for item in staged}
+    return [
+        InputUse(item.uri, item.size_bytes, item.key if item.key in staged_keys else "", item.key in held)
+        for item in declared
+    ]

@@ -8,6 +8,7 @@ import math
 from .model import PeakKind, Usage
 
 USAGE_PREFIX = "adaptive.airflow.io/usage="
+STAGE_PREFIX = "adaptive.airflow.io/stage="  # the staging report, on its own line before the usage
 
 _INT_FIELDS = ("peak_memory_bytes", "read_bytes", "write_bytes")
 _FLOAT_FIELDS = ("cpu_core_seconds", "wall_seconds")

@@ -2,8 +2,8 @@
 
 It runs the user's command as a child (stdin, stdout and stderr untouched),
 forwards TERM to it (and INT, which a POSIX shell's background child ignores
-unless it installs its own handler), then appends one usage line to the
-termination message file and exits with the child's exit code. It needs only ``sh`` and
+unless it installs its own handler), then appends one usage line (after the
+staging report, when the pod staged inputs) to the termination message file and exits with the child's exit code. It needs only ``sh`` and
 ``/proc``: no awk, no coreutils beyond the shell's builtins.
 """
 
@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from airflow_adaptive.core.telemetry import USAGE_PREFIX
+from airflow_adaptive.core.telemetry import STAGE_PREFIX, USAGE_PREFIX
 
 TERMINATION_FILE_ENV = "ADAPTIVE_TERMINATION_FILE"
 CGROUP_ROOT_ENV = "ADAPTIVE_CGROUP_ROOT"
 
-WRAPPER_SCRIPT = r"""
+WRAPPER_SCRIPT = (
+    r"""
 uptime_cs() { read -r up _ < /proc/uptime 2>/dev/null || { echo; return; }; s=${up%.*}; c=${up#*.}; echo $((s * 100 + 1$c - 100)); }
 t0=$(uptime_cs)
 exec 3<&0
@@ -48,10 +49,16 @@ fi
 [ -n "$t0" ] && [ -n "$t1" ] && wall=$(((t1 - t0) * 10))
 [ "$cpu" = null ] || cpu="$((cpu / 1000)).$(printf %03d $((cpu % 1000)))"
 [ "$wall" = null ] || wall="$((wall / 1000)).$(printf %03d $((wall % 1000)))"
+if [ -n "${ADAPTIVE_STAGE_REPORT:-}" ] && [ -r "$ADAPTIVE_STAGE_REPORT" ] && read -r stage < "$ADAPTIVE_STAGE_REPORT"; then
+  printf '\n%s%s' "__STAGE__" "$stage" >> "${ADAPTIVE_TERMINATION_FILE:-/dev/termination-log}" 2>/dev/null
+fi
 printf '\n%s{"v":1,"exit_code":%s,"peak_memory_bytes":%s,"cpu_core_seconds":%s,"wall_seconds":%s,"read_bytes":%s,"write_bytes":%s}\n' \
   "__PREFIX__" "$rc" "${peak:-null}" "$cpu" "$wall" "$rb" "$wb" >> "${ADAPTIVE_TERMINATION_FILE:-/dev/termination-log}" 2>/dev/null
 exit "$rc"
-""".replace("__PREFIX__", USAGE_PREFIX).strip()
+""".replace("__PREFIX__", USAGE_PREFIX)
+    .replace("__STAGE__", STAGE_PREFIX)
+    .strip()
+)
 
 WRAPPER_NAME = "adaptive-usage-wrapper"
 

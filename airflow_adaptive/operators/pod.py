@@ -29,8 +29,10 @@ from airflow_adaptive.kubernetes.pods import (
     observe_pod,
 )
 from airflow_adaptive.kubernetes.priority import priority_class_for
+from airflow_adaptive.kubernetes.staging import LOCALITY_ANNOTATION
 from airflow_adaptive.kubernetes.trigger import SAMPLED_PEAK_KEY, SamplingPodTrigger
 from airflow_adaptive.kubernetes.wrapper import TERMINATION_FILE_ENV, is_wrapped, wrap_command
+from airflow_adaptive.locality import declared_inputs, record_inputs, stage_inputs
 
 LFF_WEIGHT_RULE = "airflow_adaptive.LeastFinishedFirst"
 
@@ -71,12 +73,18 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
     :param required_capabilities: node capabilities the task cannot run without (e.g. ``{"gpu", "avx512"}``):
         a required node affinity. Until such a node exists the pod stays Pending; in deferrable mode the
         worker slot is free meanwhile.
+    :param shared_inputs: URIs (or Assets) this task reads that other tasks read too, e.g. a reference
+        genome. With ``[adaptive] cache_root`` set, medium and big ones (and big enough ``inlets`` that
+        earlier tasks read) are staged on the node and nodes holding them are preferred; the task finds
+        each at ``$ADAPTIVE_INPUT_<NAME>`` (reads ``$ADAPTIVE_INPUT_<NAME>_URI`` when that path is missing).
+        (templated)
     """
 
     template_fields: Sequence[str] = (
         *KubernetesPodOperator.template_fields,
         "input_size_bytes",
         "task_family",
+        "shared_inputs",
     )
 
     def __init__(
@@ -86,6 +94,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         input_size_bytes: int | str | None = None,
         adaptive: bool = True,
         required_capabilities: Iterable[str] | None = None,
+        shared_inputs: Iterable[Any] | None = None,
         **kwargs: Any,
     ) -> None:
         # Least-finished-first unless the DAG chose a weight rule (here or in default_args).
@@ -96,6 +105,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         for capability in self.required_capabilities:
             capability_label(capability)  # a bad name is a clear error when the DAG is parsed
         self.task_family = task_family
+        self.shared_inputs = list(shared_inputs or [])
         self.input_size_bytes = input_size_bytes
         self.adaptive = adaptive
         # The policy leaves pods that carry this label to the operator.
@@ -131,14 +141,37 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
                 env = list(container.env or [])
                 env.append(k8s.V1EnvVar(name=TERMINATION_FILE_ENV, value=container.termination_message_path))
                 container.env = env
-        decision = self.decide(pod, context, dry_run=dry_run)
+        advisor = Advisor(get_settings())  # one per pod: an unavailable store is waited for once
+        decision = self.decide(pod, context, dry_run=dry_run, advisor=advisor)
         self.log.info("airflow-adaptive [%s] %s", decision.strategy, decision.explanation)
-        return apply_decision(pod, decision, self.family, self.base_container_name, managed_by="operator")
+        pod = apply_decision(pod, decision, self.family, self.base_container_name, managed_by="operator")
+        self._stage_inputs(pod, advisor)
+        return pod
 
-    def decide(self, pod: k8s.V1Pod, context: Any, *, dry_run: bool = False) -> Decision:
+    def _stage_inputs(self, pod: k8s.V1Pod, advisor: Advisor) -> None:
+        """Declared inputs: staged on the node when shared and big enough; never stops the pod."""
+        try:
+            declared = declared_inputs(self.inlets or (), self.shared_inputs or ())
+            if not declared:
+                return
+            state = advisor.family_state(self.family) if advisor.settings.staging.cache_root else None
+            rollup = state.rollup if state else None
+            runtime_s = (
+                rollup.wall_seconds_sum / rollup.wall_seconds_n if rollup and rollup.wall_seconds_n else None
+            )
+            note = stage_inputs(pod, self.base_container_name, declared, advisor, runtime_s)
+        except Exception as err:  # the cache must never fail the task
+            warn_once(f"inputs not staged ({type(err).__name__}: {str(err)[:200]})")
+            note = f"inputs not staged ({type(err).__name__})"
+        self.log.info("airflow-adaptive %s", note)
+        pod.metadata.annotations = {**(pod.metadata.annotations or {}), LOCALITY_ANNOTATION: note[:1000]}
+
+    def decide(
+        self, pod: k8s.V1Pod, context: Any, *, dry_run: bool = False, advisor: Advisor | None = None
+    ) -> Decision:
         container = find_container(pod, self.base_container_name)
         user = memory_of(container.resources if container else None)
-        advisor = Advisor(get_settings())
+        advisor = advisor or Advisor(get_settings())
         if not self.adaptive:
             decision = keep_user(user, "adaptive sizing is off for this task")
         else:
@@ -244,7 +277,12 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         )
         user = memory_of(self.container_resources) if self.container_resources is not None else None
         observation = replace(observation, user_request_bytes=user.request_bytes if user else None)
-        Advisor(get_settings()).record(observation)
+        advisor = Advisor(get_settings())
+        advisor.record(observation)
+        try:
+            record_inputs(advisor, remote_pod, self.base_container_name)
+        except Exception as err:  # where inputs are cached is soft state: a later pod misses
+            warn_once(f"input cache report not recorded ({type(err).__name__})")
         return observation
 
     def _oom_error(self, observation: Observation) -> AirflowException:

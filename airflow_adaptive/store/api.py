@@ -17,6 +17,7 @@ from typing import Protocol
 
 from airflow_adaptive.core.grouping import Grouping, NodeProfile
 from airflow_adaptive.core.learn import FittedModel
+from airflow_adaptive.core.locality import CachedInput, InputState, InputUse
 from airflow_adaptive.core.model import Observation, TaskKey
 from airflow_adaptive.core.nodes import StoredNode
 from airflow_adaptive.core.priority import FamilyProgress
@@ -139,6 +140,20 @@ class HistoryStore(Protocol):
 
     def save_nodes(self, profiles: Sequence[NodeProfile], grouping: Grouping) -> None:
         """Replace the node set: profiles with their group; nodes no longer present are removed."""
+        ...
+
+    def input_state(self, uris: Sequence[str], keys: Sequence[str]) -> InputState:
+        """Earlier reads and known sizes of declared inputs (by URI), and the nodes holding staged
+        copies (by content key)."""
+        ...
+
+    def record_inputs(self, node: str | None, uses: Sequence[InputUse], evicted: Sequence[str]) -> None:
+        """Count an attempt's input reads; on ``node``, keep the copies it holds and drop the ones it
+        evicted or failed to find."""
+        ...
+
+    def cached_inputs(self) -> list[CachedInput]:
+        """Every staged copy by node, most recently used first."""
         ...
 
     def prune(

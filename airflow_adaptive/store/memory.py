@@ -18,6 +18,7 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from airflow_adaptive.core.grouping import Grouping, NodeProfile
+from airflow_adaptive.core.locality import CachedInput, InputState, InputUse
 from airflow_adaptive.core.model import Observation, TaskKey
 from airflow_adaptive.core.nodes import StoredNode
 from airflow_adaptive.core.normalise import fit_key, fit_task_key
@@ -95,6 +96,8 @@ class InMemoryHistoryStore:
         self._families: dict[str, FamilyState] = {}
         self._distributions = Distributions()
         self._nodes: dict[str, StoredNode] = {}
+        self._inputs: dict[str, tuple[int, int | None]] = {}  # uri -> reads, size
+        self._cached: dict[tuple[str, str], CachedInput] = {}  # (node, content key) -> copy
         self._days: dict[DayKey, DayTotals] = {}
         self._next_id = 0
         self.calls = 0  # store round trips, for tests that count them
@@ -256,6 +259,39 @@ class InMemoryHistoryStore:
                 group = grouping.group_of(p.node)
                 ranks = dict(group.ranks) if group else {}
                 self._nodes[p.node] = StoredNode(p, group.id if group else None, ranks, now)
+            self._cached = {k: c for k, c in self._cached.items() if k[0] in self._nodes}
+
+    def input_state(self, uris: Sequence[str], keys: Sequence[str]) -> InputState:
+        with self._lock:
+            self._enter()
+            known = {u: self._inputs[u] for u in uris if u in self._inputs}
+            holders = {k: tuple(sorted(n for n, key in self._cached if key == k)) for k in keys}
+        return InputState(
+            {u: reads for u, (reads, _) in known.items()},
+            {u: size for u, (_, size) in known.items() if size is not None},
+            {k: nodes for k, nodes in holders.items() if nodes},
+        )
+
+    def record_inputs(self, node: str | None, uses: Sequence[InputUse], evicted: Sequence[str]) -> None:
+        now = datetime.now(timezone.utc)
+        with self._lock:
+            self._enter()
+            for u in uses:
+                reads, size = self._inputs.get(u.uri, (0, None))
+                self._inputs[u.uri] = (reads + 1, u.size_bytes if u.size_bytes is not None else size)
+            if node is None:
+                return
+            for key in [u.key for u in uses if u.key and not u.cached] + list(evicted):
+                self._cached.pop((node, key), None)
+            for u in uses:
+                if u.key and u.cached:
+                    self._cached[(node, u.key)] = CachedInput(node, u.key, u.uri, u.size_bytes or 0, now)
+
+    def cached_inputs(self) -> list[CachedInput]:
+        with self._lock:
+            self._enter()
+            copies = list(self._cached.values())
+        return sorted(copies, key=lambda c: (c.node, -c.last_used_at.timestamp()))
 
     def prune(
         self, *, keep_attempts: int, keep_days: float, now: datetime | None = None, dry_run: bool = False

@@ -16,18 +16,19 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, func, or_, select, text, update
-from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 
 from airflow_adaptive.core.grouping import Grouping, NodeProfile
+from airflow_adaptive.core.locality import CachedInput, InputState, InputUse
 from airflow_adaptive.core.model import Observation, TaskKey
 from airflow_adaptive.core.nodes import StoredNode
 from airflow_adaptive.core.normalise import fit_key, fit_task_key
 from airflow_adaptive.core.priority import FamilyProgress
 from airflow_adaptive.core.rollup import DayKey, DayTotals, Distributions, FamilyRollup
 from airflow_adaptive.exceptions import HistoryRejectedError, HistoryUnavailableError
-from airflow_adaptive.store import rows, totals
+from airflow_adaptive.store import inputs, rows, totals
 from airflow_adaptive.store.api import FamilyState, FamilyTotals, PruneResult, RecordResult, TotalsQuery
+from airflow_adaptive.store.dialects import add_to, insert_missing, upsert
 from airflow_adaptive.store.learning import DEFAULT_LEARNING, Learning, Transaction, record_in
 from airflow_adaptive.store.rebuild import rebuild_all
 from airflow_adaptive.store.rows import DAY_KEYS, day_rows
@@ -55,42 +56,6 @@ def map_errors() -> Iterator[None]:
 def _first_line(err: BaseException) -> str:
     original = getattr(err, "orig", None) or err
     return (str(original).strip().splitlines() or [type(original).__name__])[0][:300]
-
-
-def _insert(dialect: str) -> Any:
-    if dialect in ("mysql", "mariadb"):
-        return mysql.insert
-    if dialect in ("postgresql", "sqlite"):
-        return postgresql.insert if dialect == "postgresql" else sqlite.insert
-    raise HistoryUnavailableError(f"the history store does not support the {dialect} dialect")
-
-
-def upsert(dialect: str, table: Any, columns: Sequence[str], keys: Sequence[str]) -> Any:
-    """INSERT ... ON CONFLICT DO UPDATE (ON DUPLICATE KEY UPDATE on MySQL), executed with a list of
-    rows: one compiled statement, batched by SQLAlchemy's insertmanyvalues."""
-    stmt = _insert(dialect)(table)
-    changed = [c for c in columns if c not in keys]
-    if dialect in ("mysql", "mariadb"):
-        return stmt.on_duplicate_key_update({c: stmt.inserted[c] for c in changed})
-    return stmt.on_conflict_do_update(index_elements=list(keys), set_={c: stmt.excluded[c] for c in changed})
-
-
-def add_to(dialect: str, table: Any, keys: Sequence[str]) -> Any:
-    """INSERT, or add the new row's numbers to the existing row's (atomic increments)."""
-    stmt = _insert(dialect)(table)
-    numbers = [c.name for c in table.columns if c.name not in keys]
-    if dialect in ("mysql", "mariadb"):
-        return stmt.on_duplicate_key_update({c: table.c[c] + stmt.inserted[c] for c in numbers})
-    return stmt.on_conflict_do_update(
-        index_elements=list(keys), set_={c: table.c[c] + stmt.excluded[c] for c in numbers}
-    )
-
-
-def insert_missing(dialect: str, table: Any, values: list[dict[str, Any]], keys: Sequence[str]) -> Any:
-    stmt = _insert(dialect)(table).values(values)
-    if dialect in ("mysql", "mariadb"):
-        return stmt.prefix_with("IGNORE")
-    return stmt.on_conflict_do_nothing(index_elements=list(keys))
 
 
 @contextlib.contextmanager
@@ -239,6 +204,7 @@ class SqlHistoryStore:
             )
         with self._connection(write=True) as conn:
             conn.execute(delete(node).where(node.c.node.not_in([p.node for p in profiles])))
+            inputs.forget_nodes_except(conn, [p.node for p in profiles])
             if values:
                 conn.execute(upsert(conn.dialect.name, node, list(values[0]), ["node"]), values)
 
@@ -380,3 +346,15 @@ class SqlHistoryStore:
     def nodes(self) -> list[StoredNode]:
         with self._connection() as conn:
             return [rows.stored_node(r) for r in conn.execute(select(node).order_by(node.c.node))]
+
+    def input_state(self, uris: Sequence[str], keys: Sequence[str]) -> InputState:
+        with self._connection() as conn:
+            return inputs.read_state(conn, uris, keys)
+
+    def record_inputs(self, node: str | None, uses: Sequence[InputUse], evicted: Sequence[str]) -> None:
+        with self._connection(write=True) as conn:
+            inputs.record(conn, node, uses, evicted, datetime.now(timezone.utc))
+
+    def cached_inputs(self) -> list[CachedInput]:
+        with self._connection() as conn:
+            return inputs.cached(conn)

@@ -133,3 +133,26 @@ family_day = Table(
     _sum("killed_byte_seconds"),
     Index("idx_adaptive_family_day_day", "day"),
 )
+
+# Declared inputs: how often each URI was read (across all DAG runs) and its last known size.
+shared_input = Table(
+    "adaptive_input",
+    metadata,
+    Column("uri_key", String(64), primary_key=True),  # sha256 of the URI: URIs can be long
+    Column("uri", Text, nullable=False),
+    Column("size_bytes", BigInteger),
+    Column("reads", BigInteger, nullable=False, server_default="0"),
+    Column("last_read_at", DateTime(timezone=True), nullable=False),
+)
+
+# Which node holds which staged input, from the staging reports (soft state: a stale row is a miss).
+cached_input = Table(
+    "adaptive_cached_input",
+    metadata,
+    Column("node_name", String(253), primary_key=True),
+    Column("content_key", String(64), primary_key=True),
+    Column("uri", Text, nullable=False),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("last_used_at", DateTime(timezone=True), nullable=False),
+    Index("idx_adaptive_cached_input_content_key", "content_key"),
+)

@@ -191,18 +191,30 @@ async function nodes() {
       <td class="text">${g.capabilities.map(esc).join(", ") || "–"}</td><td>${num(g.cores, 0)}</td><td>${bytes(g.memory_bytes)}</td>
       <td class="why">${g.families.map(esc).join(", ") || "–"}</td></tr>`).join("");
   const benches = [...new Set(data.nodes.flatMap((n) => Object.keys(n.benchmarks)))];
+  const cached = Object.fromEntries(data.cached_inputs.map((n) => [n.node, n.inputs]));
+  const held = (name) => (cached[name] || []).map((c) => `${esc(c.uri.split("/").pop() || c.uri)} <span class="muted">(${bytes(c.size_bytes)})</span>`).join(", ") || "–";
   const nodeRows = data.nodes.map((n) => `<tr><td>${esc(n.node)}</td><td>${n.group ?? "–"}</td>
       ${benches.map((b) => `<td>${num(n.benchmarks[b], 1)}${n.ranks[b] ? ` <span class="muted">(${n.ranks[b]})</span>` : ""}</td>`).join("")}
-      <td class="text">${n.capabilities.map(esc).join(", ") || "–"}</td><td class="text">${esc(when(n.profiled_at))}</td></tr>`).join("");
+      <td class="text">${n.capabilities.map(esc).join(", ") || "–"}</td><td class="text">${esc(when(n.profiled_at))}</td>
+      <td class="text" data-cached="${(cached[n.node] || []).length}">${held(n.node)}</td></tr>`).join("");
   view.innerHTML = `<h2>Node groups</h2><div class="scroll"><table id="groups-table"><thead><tr><th>Group</th><th>Members</th>
       <th>Ranks (1 = weakest)</th><th>Capabilities</th><th>Cores</th><th>Memory</th><th>Families labelled for it</th></tr></thead>
       <tbody>${groups}</tbody></table></div>
     <h2>Nodes</h2><div class="scroll"><table id="nodes-table"><thead><tr><th>Node</th><th>Group</th>${benches.map((b) => `<th>${esc(b)} (rank)</th>`).join("")}
-      <th>Capabilities</th><th>Profiled</th></tr></thead><tbody>${nodeRows}</tbody></table></div>`;
+      <th>Capabilities</th><th>Profiled</th><th>Cached inputs</th></tr></thead><tbody>${nodeRows}</tbody></table></div>`;
 }
 
-function planned(what) {
-  view.innerHTML = `<h2>${what}</h2><p class="muted">Not built yet: this page will show the shared inputs cached on each node.</p>`;
+async function locality() {
+  const data = await api("api/nodes");
+  const rows = data.cached_inputs.flatMap((n) => n.inputs.map((c, i) => `<tr data-node="${esc(n.node)}">
+      ${i === 0 ? `<td rowspan="${n.inputs.length}">${esc(n.node)}</td>` : ""}<td class="text">${esc(c.uri)}</td>
+      <td>${bytes(c.size_bytes)}</td><td class="text">${esc(when(c.last_used_at))}</td></tr>`)).join("");
+  const total = data.cached_inputs.reduce((sum, n) => sum + n.inputs.reduce((s, c) => s + c.size_bytes, 0), 0);
+  view.innerHTML = `<h2>Shared inputs cached on nodes</h2>
+    <p class="muted">Staged by the <code>adaptive-stage</code> init container when <code>[adaptive] cache_root</code> is set;
+      readers of these inputs prefer the nodes that hold them. ${data.cached_inputs.length} nodes, ${bytes(total)} in all.</p>
+    ${rows ? `<div class="scroll"><table id="cached-table"><thead><tr><th>Node</th><th>Input</th><th>Size</th><th>Last used</th></tr></thead>
+      <tbody>${rows}</tbody></table></div>` : `<p>No input is cached on any node yet.</p>`}`;
 }
 
 async function queue() {
@@ -237,7 +249,7 @@ async function route() {
     else if (tab === "family") await family(parts.slice(1).join("/"));
     else if (tab === "nodes") await nodes();
     else if (tab === "queue") await queue();
-    else if (tab === "locality") planned("Data locality");
+    else if (tab === "locality") await locality();
     else if (tab === "task") await taskLink(parts[1], parts.slice(2).join("/"));
     else await overview();
   } catch (err) {
