@@ -84,13 +84,13 @@ def stage_inputs(pod: k8s.V1Pod, container_name: str | None, declared: Sequence[
     settings: StagingSettings = advisor.settings.staging
     if not declared:
         return ""
-    state = advisor.input_state([i.uri for i in declared], [])
-    sized = with_sizes(declared, dict(state.sizes), advisor.settings.store_timeout_seconds)
     if not settings.cache_root:
         apply_staging(
-            pod, container_name, sized, plan_staging([], {}), cache_root="", budget_bytes=0, image=""
+            pod, container_name, declared, plan_staging([], {}), cache_root="", budget_bytes=0, image=""
         )
         return "inputs: staging is off ([adaptive] cache_root is empty)"
+    state = advisor.input_state([i.uri for i in declared], [])
+    sized = with_sizes(declared, dict(state.sizes), advisor.settings.store_timeout_seconds)
     plan = plan_staging(
         sized, state.reads, small_below=settings.small_below_bytes, big_from=settings.big_from_bytes
     )

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 from airflow_adaptive.cli import main
+from airflow_adaptive.core.grouping import NodeProfile, group_nodes
 from airflow_adaptive.core.locality import (
     DeclaredInput,
+    InputUse,
     SizeClass,
     content_key,
     local_bytes_by_node,
@@ -23,6 +26,8 @@ from airflow_adaptive.simulation.engine import Simulation
 from airflow_adaptive.simulation.params import DEFAULT_PARAMS, GIB, SimParams
 from airflow_adaptive.simulation.shared import shared_input_workload
 from airflow_adaptive.simulation.sources import load_workload
+from airflow_adaptive.store.memory import InMemoryHistoryStore
+from tests.conftest import sql_store
 
 GB = 10**9
 
@@ -115,3 +120,21 @@ def test_shared_workload_spec_and_cli(capsys: pytest.CaptureFixture[str]) -> Non
         == 2
     )
     assert "unknown placement" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["sql", "memory"])
+def test_store_counts_reads_and_keeps_copies_per_node(kind: str, engine: Any) -> None:
+    store = sql_store(engine) if kind == "sql" else InMemoryHistoryStore()
+    genome, index = "s3://refs/genome.fa", "s3://refs/bwa.idx"
+    g, i = content_key(genome, 5 * GB), content_key(index, 2 * GB)
+    store.record_inputs("n1", [InputUse(genome, 5 * GB, g, True), InputUse(index, None, i, True)], [])
+    store.record_inputs("n2", [InputUse(genome, 5 * GB, g, True)], [])
+    store.record_inputs(None, [InputUse(index, 2 * GB)], [])  # read without staging: a read, no copy
+    state = store.input_state([genome, index, "s3://never"], [g, i])
+    assert state.reads == {genome: 2, index: 2} and state.sizes == {genome: 5 * GB, index: 2 * GB}
+    assert state.holders == {g: ("n1", "n2"), i: ("n1",)}
+    store.record_inputs("n1", [InputUse(genome, 5 * GB, g, False)], [i])  # staging failed; i evicted
+    assert store.input_state([], [g, i]).holders == {g: ("n2",)}
+    assert [(c.node, c.uri) for c in store.cached_inputs()] == [("n2", genome)]
+    store.save_nodes([NodeProfile("n1", {"cpu": 1.0})], group_nodes([NodeProfile("n1", {"cpu": 1.0})]))
+    assert store.cached_inputs() == []  # n2 left the cluster
