@@ -21,7 +21,8 @@ from airflow_adaptive.core.locality import (
 )
 from airflow_adaptive.core.units import format_bytes
 from airflow_adaptive.failopen import warn_once
-from airflow_adaptive.kubernetes.staging import apply_staging, declared_in, parse_stage_report, prefer_nodes
+from airflow_adaptive.kubernetes.pods import prefer
+from airflow_adaptive.kubernetes.staging import HOSTNAME_LABEL, apply_staging, declared_in, parse_stage_report
 
 _stat_pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="adaptive-stat")
 
@@ -101,7 +102,7 @@ def stage_inputs(pod: k8s.V1Pod, container_name: str | None, declared: Sequence[
     holders = advisor.input_state([], [i.key for i in plan.staged]).holders
     local = local_bytes_by_node([(i.key, i.size_bytes or 0) for i in plan.staged], holders)
     weighted = preferred_nodes(local, settings.shared_read_bytes_per_s, expected_runtime_s)
-    prefer_nodes(pod, weighted)
+    prefer(pod, HOSTNAME_LABEL, weighted)
     where = ", ".join(f"{node} holds {format_bytes(local[node])} (weight {w})" for node, w in weighted)
     return f"inputs: {plan.explain()}; " + (where or "no node holds them yet")
 

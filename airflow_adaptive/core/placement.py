@@ -151,6 +151,11 @@ class FastestScorer:
         return float(sum(group.ranks.values()))
 
 
+def group_weight(position: int) -> int:
+    """Preferred-affinity weight of the group at ``position`` in the ranking: 100, 50, 25, ... (at least 1)."""
+    return max(1, 100 >> position)
+
+
 @dataclass(frozen=True)
 class RankedGroup:
     group: GroupView

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 
@@ -19,6 +20,7 @@ from airflow_adaptive.core.model import (
     TaskKey,
     Usage,
 )
+from airflow_adaptive.core.placement import group_weight
 from airflow_adaptive.core.telemetry import parse_usage
 from airflow_adaptive.exceptions import InvalidCapabilityError
 from airflow_adaptive.kubernetes.quantity import format_memory, parse_memory_bytes
@@ -65,27 +67,36 @@ def capability_label(capability: str) -> str:
     return CAPABILITY_PREFIX + capability
 
 
+def node_affinity_of(pod: k8s.V1Pod) -> k8s.V1NodeAffinity:
+    """The pod's node affinity, created empty where it has none (the user's own terms stay)."""
+    spec = pod.spec
+    spec.affinity = spec.affinity or k8s.V1Affinity()
+    spec.affinity.node_affinity = spec.affinity.node_affinity or k8s.V1NodeAffinity()
+    return spec.affinity.node_affinity
+
+
+def prefer(pod: k8s.V1Pod, label: str, weighted: Sequence[tuple[str, int]]) -> None:
+    """A preferred (never required) node-affinity term ``label In [value]`` per (value, weight)."""
+    if not weighted:
+        return
+    node_affinity = node_affinity_of(pod)
+    terms = list(node_affinity.preferred_during_scheduling_ignored_during_execution or [])
+    for value, weight in weighted:
+        requirement = k8s.V1NodeSelectorRequirement(key=label, operator="In", values=[value])
+        term = k8s.V1NodeSelectorTerm(match_expressions=[requirement])
+        terms.append(k8s.V1PreferredSchedulingTerm(weight=weight, preference=term))
+    node_affinity.preferred_during_scheduling_ignored_during_execution = terms
+
+
 def apply_placement(pod: k8s.V1Pod, decision: Decision) -> None:
     """Preferred affinity to the decided groups (decreasing weights) and required affinity to capabilities.
 
     A user's required node terms are ORed by Kubernetes, so the capabilities join every one of them.
     """
-    if not decision.preferred_groups and not decision.required_capabilities:
-        return
-    spec = pod.spec
-    spec.affinity = spec.affinity or k8s.V1Affinity()
-    node_affinity = spec.affinity.node_affinity or k8s.V1NodeAffinity()
-    spec.affinity.node_affinity = node_affinity
-    preferred = list(node_affinity.preferred_during_scheduling_ignored_during_execution or [])
-    for position, group in enumerate(decision.preferred_groups):
-        term = k8s.V1NodeSelectorTerm(
-            match_expressions=[
-                k8s.V1NodeSelectorRequirement(key=GROUP_LABEL, operator="In", values=[str(group)])
-            ]
-        )
-        preferred.append(k8s.V1PreferredSchedulingTerm(weight=max(1, 100 >> position), preference=term))
-    node_affinity.preferred_during_scheduling_ignored_during_execution = preferred or None
+    groups = decision.preferred_groups
+    prefer(pod, GROUP_LABEL, [(str(group), group_weight(position)) for position, group in enumerate(groups)])
     if decision.required_capabilities:
+        node_affinity = node_affinity_of(pod)
         needs = [
             k8s.V1NodeSelectorRequirement(key=capability_label(c), operator="In", values=["true"])
             for c in sorted(decision.required_capabilities)

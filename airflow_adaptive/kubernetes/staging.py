@@ -109,25 +109,6 @@ def _stager(plan: StagePlan, budget_bytes: int, image: str) -> k8s.V1Container:
     )
 
 
-def prefer_nodes(pod: k8s.V1Pod, weighted: Sequence[tuple[str, int]]) -> None:
-    """A preferred (never required) node-affinity term per node holding the inputs."""
-    if not weighted:
-        return
-    spec = pod.spec
-    spec.affinity = spec.affinity or k8s.V1Affinity()
-    node_affinity = spec.affinity.node_affinity or k8s.V1NodeAffinity()
-    spec.affinity.node_affinity = node_affinity
-    terms = list(node_affinity.preferred_during_scheduling_ignored_during_execution or [])
-    for node, weight in weighted:
-        requirement = k8s.V1NodeSelectorRequirement(key=HOSTNAME_LABEL, operator="In", values=[node])
-        terms.append(
-            k8s.V1PreferredSchedulingTerm(
-                weight=weight, preference=k8s.V1NodeSelectorTerm(match_expressions=[requirement])
-            )
-        )
-    node_affinity.preferred_during_scheduling_ignored_during_execution = terms
-
-
 def declared_in(pod: k8s.V1Pod) -> list[tuple[DeclaredInput, bool]]:
     """The declared inputs the pod's annotation lists, each with whether it was staged."""
     raw = ((pod.metadata.annotations if pod.metadata else None) or {}).get(INPUTS_ANNOTATION)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from airflow_adaptive.core.locality import SizeClass, local_bytes_by_node, locality_weight, size_class
+from airflow_adaptive.core.placement import group_weight
 
 from .node_rules import NodeState
 from .params import SimParams
@@ -125,10 +126,10 @@ class SharedStorage:
     ) -> list[N]:
         """The nodes with the highest score as kube-scheduler sums the preferred terms a node matches:
         its group's weight (100, 50, ... in ``ranked`` order) plus its ``locality_weight``."""
-        group_weight = {gid: max(1, 100 >> i) for i, gid in enumerate(ranked)}
+        weights = {gid: group_weight(i) for i, gid in enumerate(ranked)}
         per_reader = self.per_reader_bytes_per_s()
         scores = [
-            group_weight.get(n.group, 0) + locality_weight(local.get(n.spec.name, 0), per_reader, runtime_s)
+            weights.get(n.group, 0) + locality_weight(local.get(n.spec.name, 0), per_reader, runtime_s)
             for n in nodes
         ]
         best = max(scores)
