@@ -19,10 +19,11 @@ from airflow_adaptive.core.locality import (
     preferred_nodes,
     uses_after,
 )
+from airflow_adaptive.core.telemetry import parse_stage_report
 from airflow_adaptive.core.units import format_bytes
 from airflow_adaptive.failopen import warn_once
-from airflow_adaptive.kubernetes.pods import prefer
-from airflow_adaptive.kubernetes.staging import HOSTNAME_LABEL, apply_staging, declared_in, parse_stage_report
+from airflow_adaptive.kubernetes.pods import prefer, terminated_state
+from airflow_adaptive.kubernetes.staging import HOSTNAME_LABEL, STAGE_CONTAINER, apply_staging, declared_in
 
 _stat_pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="adaptive-stat")
 
@@ -112,25 +113,10 @@ def record_inputs(advisor: Advisor, remote_pod: k8s.V1Pod, container_name: str |
     listed = declared_in(remote_pod)
     if not listed:
         return
-    report = parse_stage_report(*_messages(remote_pod, container_name))
+    main = terminated_state(remote_pod, container_name)
+    stager = terminated_state(remote_pod, STAGE_CONTAINER, init=True)
+    report = parse_stage_report(*(state.message for state in (main, stager) if state))
     staged = [item for item, was_staged in listed if was_staged]
     uses = uses_after(staged, [item for item, _ in listed], report)
     node = remote_pod.spec.node_name if remote_pod.spec else None
     advisor.record_inputs(node, uses, report.evicted if report else ())
-
-
-def _messages(pod: k8s.V1Pod, container_name: str | None) -> list[str | None]:
-    status = pod.status
-    out: list[str | None] = []
-    for statuses in (
-        (status.container_statuses if status else None),
-        (status.init_container_statuses if status else None),
-    ):
-        for s in statuses or []:
-            if (
-                (container_name is None or s.name == container_name or s.name == "adaptive-stage")
-                and s.state
-                and s.state.terminated
-            ):
-                out.append(s.state.terminated.message)
-    return out

@@ -14,7 +14,8 @@ from kubernetes.client import models as k8s
 from sqlalchemy import select
 
 from airflow_adaptive.core.locality import StageReport, content_key
-from airflow_adaptive.kubernetes.staging import LOCALITY_ANNOTATION, STAGE_CONTAINER, parse_stage_report
+from airflow_adaptive.core.telemetry import parse_stage_report
+from airflow_adaptive.kubernetes.staging import LOCALITY_ANNOTATION, STAGE_CONTAINER
 from airflow_adaptive.store.tables import cached_input, shared_input
 from tests.conftest import validate_pod
 from tests.fake_kubernetes import FakeKubernetesApi

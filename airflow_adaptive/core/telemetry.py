@@ -1,10 +1,13 @@
-"""Reading the usage line the container wrapper appends to the termination message."""
+"""Reading the lines the container wrapper appends to the termination message: the usage line and,
+when the pod staged inputs, the staging report."""
 
 from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
+from .locality import StageReport
 from .model import PeakKind, Usage
 
 USAGE_PREFIX = "adaptive.airflow.io/usage="
@@ -19,16 +22,8 @@ def parse_usage(message: str | None) -> Usage | None:
 
     Fields that are missing, negative or not numbers stay None: they are unknown, not zero.
     """
-    if not message:
-        return None
-    lines = [line for line in message.splitlines() if line.startswith(USAGE_PREFIX)]
-    if not lines:
-        return None
-    try:
-        raw = json.loads(lines[-1][len(USAGE_PREFIX) :])
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(raw, dict):
+    raw = _last_record(message, USAGE_PREFIX)
+    if raw is None:
         return None
     ints = {name: _whole(raw.get(name)) for name in _INT_FIELDS}
     floats = {name: _number(raw.get(name)) for name in _FLOAT_FIELDS}
@@ -41,6 +36,38 @@ def parse_usage(message: str | None) -> Usage | None:
         write_bytes=ints["write_bytes"],
         peak_kind=PeakKind.MEASURED if peak else PeakKind.NONE,
     )
+
+
+def parse_stage_report(*messages: str | None) -> StageReport | None:
+    """The staging report from the first message that has one: the main container's (the wrapper
+    copies the report there), then the staging container's own."""
+    for message in messages:
+        raw = _last_record(message, STAGE_PREFIX)
+        if raw is None:
+            continue
+        try:
+            return StageReport(
+                tuple(map(str, raw.get("hits", []))),
+                tuple(map(str, raw.get("copied", []))),
+                {str(k): str(v) for k, v in dict(raw.get("failed", {})).items()},
+                tuple(map(str, raw.get("evicted", []))),
+                int(raw.get("copied_bytes", 0)),
+            )
+        except (ValueError, TypeError, AttributeError):
+            continue
+    return None
+
+
+def _last_record(message: str | None, prefix: str) -> dict[str, Any] | None:
+    """The JSON object on the last line that starts with ``prefix``; None when none is there or it is malformed."""
+    lines = [line for line in (message or "").splitlines() if line.startswith(prefix)]
+    if not lines:
+        return None
+    try:
+        raw = json.loads(lines[-1][len(prefix) :])
+    except json.JSONDecodeError:
+        return None
+    return raw if isinstance(raw, dict) else None
 
 
 def _number(value: object) -> float | None:

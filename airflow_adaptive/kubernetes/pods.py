@@ -180,8 +180,13 @@ def apply_decision(
     return pod
 
 
-def _terminated(pod: k8s.V1Pod, container_name: str) -> k8s.V1ContainerStateTerminated | None:
-    for status in (pod.status.container_statuses if pod.status else None) or []:
+def terminated_state(
+    pod: k8s.V1Pod, container_name: str | None, *, init: bool = False
+) -> k8s.V1ContainerStateTerminated | None:
+    """How the named container (an init container with ``init``) ended; None while it has not."""
+    status = pod.status
+    statuses = (status.init_container_statuses if init else status.container_statuses) if status else None
+    for status in statuses or []:
         if status.name == container_name and status.state and status.state.terminated:
             return status.state.terminated
     return None
@@ -201,7 +206,7 @@ def observe_pod(
     OOM kills are censored (the peak was at least the limit); with no wrapper output,
     a metrics-API peak is kept as a lower bound.
     """
-    terminated = _terminated(remote_pod, container_name)
+    terminated = terminated_state(remote_pod, container_name)
     phase = remote_pod.status.phase if remote_pod.status else None
     reason = ExitReason.parse(terminated.reason if terminated else None)
     if terminated is None and remote_pod.status and remote_pod.status.reason == "Evicted":

@@ -96,12 +96,18 @@ try:
 except Exception as err:
     for item in spec["inputs"]:
         report["failed"].setdefault(item["key"], (type(err).__name__ + ": " + str(err))[:160])
-line = json.dumps(report, separators=(",", ":"))[:3000]
+line = "__STAGE_PREFIX__" + json.dumps(report, separators=(",", ":"))[:3000]
 for path in (spec["report"], "/dev/termination-log"):
     try:
         with open(path, "w") as out:
             out.write(line + "\n")
     except OSError:
         pass
-print("adaptive staging: " + line)
+print(line)
 """.strip()
+
+
+def stage_script(report_prefix: str) -> str:
+    """The program, writing its report line (to the report file and its own termination message)
+    with ``report_prefix``: the line the wrapper copies beside its usage line."""
+    return STAGE_SCRIPT.replace("__STAGE_PREFIX__", report_prefix)

@@ -18,10 +18,10 @@ from collections.abc import Sequence
 
 from kubernetes.client import models as k8s
 
-from airflow_adaptive.core.locality import DeclaredInput, StagePlan, StageReport
+from airflow_adaptive.core.locality import DeclaredInput, StagePlan
 from airflow_adaptive.core.telemetry import STAGE_PREFIX
 from airflow_adaptive.kubernetes.pods import PREFIX, find_container
-from airflow_adaptive.kubernetes.stage_script import STAGE_SCRIPT
+from airflow_adaptive.kubernetes.stage_script import stage_script
 
 CACHE_VOLUME, CACHE_MOUNT = "adaptive-cache", "/adaptive-cache"
 REPORT_VOLUME, REPORT_MOUNT = "adaptive-stage", "/adaptive-stage"
@@ -97,7 +97,7 @@ def _stager(plan: StagePlan, budget_bytes: int, image: str) -> k8s.V1Container:
     return k8s.V1Container(
         name=STAGE_CONTAINER,
         image=image,
-        command=["/bin/sh", "-c", _RUN, STAGE_SCRIPT, json.dumps(spec, separators=(",", ":"))],
+        command=["/bin/sh", "-c", _RUN, stage_script(STAGE_PREFIX), json.dumps(spec, separators=(",", ":"))],
         resources=k8s.V1ResourceRequirements(
             requests={"cpu": "100m", "memory": "64Mi"}, limits={"memory": "256Mi"}
         ),
@@ -127,23 +127,3 @@ def declared_in(pod: k8s.V1Pod) -> list[tuple[DeclaredInput, bool]]:
         ]
     except (ValueError, TypeError, KeyError):
         return []
-
-
-def parse_stage_report(*messages: str | None) -> StageReport | None:
-    """The last staging report in the termination messages (the main container's, then the stager's)."""
-    for message in messages:
-        lines = [line for line in (message or "").splitlines() if line.startswith(STAGE_PREFIX)]
-        lines += [line for line in (message or "").splitlines() if line.startswith('{"v":1,"hits"')]
-        for line in reversed(lines):
-            try:
-                raw = json.loads(line.removeprefix(STAGE_PREFIX))
-                return StageReport(
-                    tuple(map(str, raw.get("hits", []))),
-                    tuple(map(str, raw.get("copied", []))),
-                    {str(k): str(v) for k, v in dict(raw.get("failed", {})).items()},
-                    tuple(map(str, raw.get("evicted", []))),
-                    int(raw.get("copied_bytes", 0)),
-                )
-            except (ValueError, TypeError, AttributeError):
-                continue
-    return None

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from airflow_adaptive.core.telemetry import STAGE_PREFIX, USAGE_PREFIX
+from airflow_adaptive.core.telemetry import USAGE_PREFIX
 
 TERMINATION_FILE_ENV = "ADAPTIVE_TERMINATION_FILE"
 CGROUP_ROOT_ENV = "ADAPTIVE_CGROUP_ROOT"
 
-WRAPPER_SCRIPT = (
-    r"""
+WRAPPER_SCRIPT = r"""
 uptime_cs() { read -r up _ < /proc/uptime 2>/dev/null || { echo; return; }; s=${up%.*}; c=${up#*.}; echo $((s * 100 + 1$c - 100)); }
 t0=$(uptime_cs)
 exec 3<&0
@@ -50,15 +49,12 @@ fi
 [ "$cpu" = null ] || cpu="$((cpu / 1000)).$(printf %03d $((cpu % 1000)))"
 [ "$wall" = null ] || wall="$((wall / 1000)).$(printf %03d $((wall % 1000)))"
 if [ -n "${ADAPTIVE_STAGE_REPORT:-}" ] && [ -r "$ADAPTIVE_STAGE_REPORT" ] && read -r stage < "$ADAPTIVE_STAGE_REPORT"; then
-  printf '\n%s%s' "__STAGE__" "$stage" >> "${ADAPTIVE_TERMINATION_FILE:-/dev/termination-log}" 2>/dev/null
+  printf '\n%s' "$stage" >> "${ADAPTIVE_TERMINATION_FILE:-/dev/termination-log}" 2>/dev/null
 fi
 printf '\n%s{"v":1,"exit_code":%s,"peak_memory_bytes":%s,"cpu_core_seconds":%s,"wall_seconds":%s,"read_bytes":%s,"write_bytes":%s}\n' \
   "__PREFIX__" "$rc" "${peak:-null}" "$cpu" "$wall" "$rb" "$wb" >> "${ADAPTIVE_TERMINATION_FILE:-/dev/termination-log}" 2>/dev/null
 exit "$rc"
-""".replace("__PREFIX__", USAGE_PREFIX)
-    .replace("__STAGE__", STAGE_PREFIX)
-    .strip()
-)
+""".replace("__PREFIX__", USAGE_PREFIX).strip()
 
 WRAPPER_NAME = "adaptive-usage-wrapper"
 
