@@ -216,6 +216,15 @@ class Advisor:
         ]
         return PlacementEngine().place(replace(task, labels=labels), views)
 
+    def mean_runtime_s(self, task_family: str) -> float | None:
+        """The family's mean recorded runtime; None when unknown or the store is unavailable."""
+        try:
+            state = self._family(task_family)
+        except HistoryUnavailableError as err:
+            self._unavailable(err)
+            return None
+        return state.rollup.mean_wall_seconds if state else None
+
     def input_state(self, uris: Sequence[str], keys: Sequence[str]) -> InputState:
         """Earlier reads, sizes and holders of declared inputs; nothing known when the store is down."""
         try:

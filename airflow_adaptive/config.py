@@ -139,6 +139,18 @@ def provider_config() -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class StagingSettings:
+    """Where and how shared inputs are staged (off while ``cache_root`` is empty)."""
+
+    cache_root: str = ""
+    budget_bytes: int = 50 * 1024**3
+    image: str = "python:3.12-slim"
+    shared_read_bytes_per_s: float = 100e6
+    small_below_bytes: int = SMALL_BELOW_BYTES
+    big_from_bytes: int = BIG_FROM_BYTES
+
+
+@dataclass(frozen=True)
 class AdaptiveSettings:
     """Everything the provider reads from configuration."""
 
@@ -154,19 +166,7 @@ class AdaptiveSettings:
     metrics_sample_interval_seconds: float
     spool_dir: str
     sizing: SizingSettings
-    staging: StagingSettings = field(default_factory=lambda: StagingSettings())
-
-
-@dataclass(frozen=True)
-class StagingSettings:
-    """Where and how shared inputs are staged (off while ``cache_root`` is empty)."""
-
-    cache_root: str = ""
-    budget_bytes: int = 50 * 1024**3
-    image: str = "python:3.12-slim"
-    shared_read_bytes_per_s: float = 100e6
-    small_below_bytes: int = SMALL_BELOW_BYTES
-    big_from_bytes: int = BIG_FROM_BYTES
+    staging: StagingSettings = field(default_factory=StagingSettings)
 
 
 def _raw(name: str) -> str:

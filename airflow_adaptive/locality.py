@@ -39,15 +39,8 @@ def declared_inputs(inlets: Iterable[Any], shared_inputs: Iterable[Any]) -> list
                 continue  # not an asset (e.g. an upstream task reference): nothing to stage
             extra = getattr(item, "extra", None) or {}
             size = extra.get("size_bytes")
-            size_bytes = (
-                int(size) if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
-            )
-            item_in = DeclaredInput(
-                uri,
-                size_bytes,
-                str(extra.get("etag", "")),
-                "asset extra" if size_bytes is not None else "unknown",
-            )
+            known = isinstance(size, int) and not isinstance(size, bool) and size >= 0
+            item_in = DeclaredInput(uri, size if known else None, str(extra.get("etag", "")))
             before = found.get(uri)
             found[uri] = replace(before or item_in, shared=shared or bool(before and before.shared))
     return list(found.values())
@@ -67,11 +60,11 @@ def with_sizes(
     out = []
     for item in declared:
         if item.size_bytes is None and item.uri in recorded:
-            item = replace(item, size_bytes=recorded[item.uri], size_from="recorded")
+            item = replace(item, size_bytes=recorded[item.uri])
         elif item.size_bytes is None:
             try:
                 size = _stat_pool.submit(_stat_size, item.uri).result(timeout=timeout_s)
-                item = replace(item, size_bytes=size, size_from="stat")
+                item = replace(item, size_bytes=size)
             except Exception as err:  # unknown scheme, unreachable store, no such object, timeout
                 warn_once(
                     f"size of input {item.uri!r} unknown ({type(err).__name__}: {str(err)[:120]}); not staged"
@@ -81,8 +74,9 @@ def with_sizes(
 
 
 def stage_inputs(pod: k8s.V1Pod, container_name: str | None, declared: Sequence[DeclaredInput],
-                 advisor: Advisor, expected_runtime_s: float | None) -> str:  # fmt: skip
-    """Stage what the plan says, prefer the nodes that hold it; returns the explanation."""
+                 advisor: Advisor, task_family: str) -> str:  # fmt: skip
+    """Stage what the plan says, prefer the nodes that hold it; returns the explanation. Without the
+    store nothing is known of earlier reads and holders: declared shared inputs are still staged."""
     settings: StagingSettings = advisor.settings.staging
     if not declared:
         return ""
@@ -102,7 +96,7 @@ def stage_inputs(pod: k8s.V1Pod, container_name: str | None, declared: Sequence[
         return f"inputs: {plan.explain()}"
     holders = advisor.input_state([], [i.key for i in plan.staged]).holders
     local = local_bytes_by_node([(i.key, i.size_bytes or 0) for i in plan.staged], holders)
-    weighted = preferred_nodes(local, settings.shared_read_bytes_per_s, expected_runtime_s)
+    weighted = preferred_nodes(local, settings.shared_read_bytes_per_s, advisor.mean_runtime_s(task_family))
     prefer(pod, HOSTNAME_LABEL, weighted)
     where = ", ".join(f"{node} holds {format_bytes(local[node])} (weight {w})" for node, w in weighted)
     return f"inputs: {plan.explain()}; " + (where or "no node holds them yet")

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes.client import models as k8s
 
+from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.cli import main
+from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.grouping import NodeProfile, group_nodes
 from airflow_adaptive.core.locality import (
     DeclaredInput,
@@ -21,6 +25,7 @@ from airflow_adaptive.core.locality import (
     size_class,
 )
 from airflow_adaptive.exceptions import SimulationInputError
+from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
 from airflow_adaptive.simulation.cluster import preset
 from airflow_adaptive.simulation.engine import Simulation
 from airflow_adaptive.simulation.params import DEFAULT_PARAMS, GIB, SimParams
@@ -138,3 +143,25 @@ def test_store_counts_reads_and_keeps_copies_per_node(kind: str, engine: Any) ->
     assert [(c.node, c.uri) for c in store.cached_inputs()] == [("n2", genome)]
     store.save_nodes([NodeProfile("n1", {"cpu": 1.0})], group_nodes([NodeProfile("n1", {"cpu": 1.0})]))
     assert store.cached_inputs() == []  # n2 left the cluster
+
+
+def test_with_the_store_down_declared_inputs_are_still_staged_and_named(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__CACHE_ROOT", "/var/cache/adaptive")
+    get_settings.cache_clear()
+    genome = tmp_path / "genome.fa"
+    genome.write_bytes(b"A" * 2_000_000)
+    operator = AdaptiveKubernetesPodOperator(
+        task_id="align", image="busybox", shared_inputs=[f"file://{genome}"]
+    )
+    down = InMemoryHistoryStore()
+    down.faults.down = True
+    pod = k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(name="p"), spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="base")])
+    )
+    operator._stage_inputs(pod, Advisor(get_settings(), lambda: down))
+    env = {e.name: e.value for e in pod.spec.containers[0].env}
+    assert env["ADAPTIVE_INPUT_GENOME_FA"].startswith("/adaptive-cache/")  # a stat found the size
+    assert [c.name for c in pod.spec.init_containers] == ["adaptive-stage"]
+    assert "no node holds them yet" in pod.metadata.annotations["adaptive.airflow.io/locality"]

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes.client import models as k8s
 from sqlalchemy import select
 
 from airflow_adaptive.core.locality import StageReport, content_key
@@ -156,4 +155,3 @@ def test_staging_off_still_tells_the_task_where_its_inputs_are(
     env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
     assert env["ADAPTIVE_INPUT_GENOME_FA"] == genome == env["ADAPTIVE_INPUT_GENOME_FA_URI"]
     assert "staging is off" in pod["metadata"]["annotations"][LOCALITY_ANNOTATION]
-    assert isinstance(k8s.V1Pod(), k8s.V1Pod)

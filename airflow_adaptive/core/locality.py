@@ -46,12 +46,11 @@ def content_key(uri: str, size_bytes: int, etag: str = "") -> str:
 
 @dataclass(frozen=True)
 class DeclaredInput:
-    """One input a task reads: its URI, its size (None: unknown) and where the size came from."""
+    """One input a task reads: its URI, its size (None: unknown) and its version (etag)."""
 
     uri: str
     size_bytes: int | None = None
     etag: str = ""
-    size_from: str = "unknown"  # asset extra | recorded | stat | unknown
     shared: bool = False  # declared in ``shared_inputs``: the user says other tasks read it too
 
     @property

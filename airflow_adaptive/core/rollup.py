@@ -43,6 +43,11 @@ class FamilyRollup:
     peaks: LogHistogram = field(default_factory=LogHistogram)  # completed attempts' peaks
     last_finished_at: datetime | None = None
 
+    @property
+    def mean_wall_seconds(self) -> float | None:
+        """Mean runtime of the completed attempts whose runtime is known."""
+        return self.wall_seconds_sum / self.wall_seconds_n if self.wall_seconds_n else None
+
     def demand(self) -> FamilyDemand:
         def mean(total: float, n: int) -> float | None:
             return total / n if n else None

@@ -61,10 +61,11 @@ def apply_staging(pod: k8s.V1Pod, container_name: str | None, declared: Sequence
         return
     staged = {item.uri for item in plan.staged}
     env = list(container.env or [])
-    for uri, name in env_names([i.uri for i in declared]).items():
-        item = next(i for i in declared if i.uri == uri)
-        env.append(k8s.V1EnvVar(name=name, value=staged_path(item) if uri in staged else uri))
-        env.append(k8s.V1EnvVar(name=f"{name}_URI", value=uri))
+    names = env_names([i.uri for i in declared])
+    for item in declared:
+        name = names[item.uri]
+        env.append(k8s.V1EnvVar(name=name, value=staged_path(item) if item.uri in staged else item.uri))
+        env.append(k8s.V1EnvVar(name=f"{name}_URI", value=item.uri))
     pod.metadata.annotations = dict(pod.metadata.annotations or {})
     pod.metadata.annotations[INPUTS_ANNOTATION] = json.dumps(
         [{"uri": i.uri, "size": i.size_bytes, "etag": i.etag, "staged": i.uri in staged} for i in declared]

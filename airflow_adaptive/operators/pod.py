@@ -154,12 +154,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
             declared = declared_inputs(self.inlets or (), self.shared_inputs or ())
             if not declared:
                 return
-            state = advisor.family_state(self.family) if advisor.settings.staging.cache_root else None
-            rollup = state.rollup if state else None
-            runtime_s = (
-                rollup.wall_seconds_sum / rollup.wall_seconds_n if rollup and rollup.wall_seconds_n else None
-            )
-            note = stage_inputs(pod, self.base_container_name, declared, advisor, runtime_s)
+            note = stage_inputs(pod, self.base_container_name, declared, advisor, self.family)
         except Exception as err:  # the cache must never fail the task
             warn_once(f"inputs not staged ({type(err).__name__}: {str(err)[:200]})")
             note = f"inputs not staged ({type(err).__name__})"
