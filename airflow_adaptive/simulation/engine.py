@@ -244,7 +244,7 @@ class Simulation:
         result = self.engine.place(demand, self._group_views())
         if not result.ranked:
             return None
-        local = self.storage.local_bytes(task) if self.storage.locality else {}
+        local = self.storage.local_bytes(task)
         if local:
             order = [r.group.id for r in result.ranked] if result.preference else []
             nearest = self.storage.nearest(fits, order, local, self.known_runtime_s(task.family) or None)
@@ -296,13 +296,12 @@ class Simulation:
             used = task.cpu_cores_used + sum(c for _, c in node.running.values())
             slowdown *= max(1.0, used / node.spec.cores)
         runtime = runtime_on(task, node.spec, dominant) * slowdown
-        ram_before = self.storage.ram_bytes(node.spec.name)  # a RAM disk holds node memory (tmpfs)
-        read_s, shared_s = self.storage.read(
-            task, node.spec.name, node.free_memory_bytes - attempt.memory_bytes
-        )
-        node.free_memory_bytes -= self.storage.ram_bytes(node.spec.name) - ram_before
-        if shared_s:
-            self.env.timeout(p.pod_startup_s + shared_s).callbacks.append(self.storage.done_reading)
+        read = self.storage.read(task, node.spec.name, node.free_memory_bytes - attempt.memory_bytes)
+        node.free_memory_bytes -= read.ram_bytes  # a RAM disk holds node memory (tmpfs)
+        if read.shared_seconds:
+            self.env.timeout(p.pod_startup_s + read.shared_seconds).callbacks.append(
+                self.storage.done_reading
+            )
         oom = task.peak_memory_bytes > attempt.memory_bytes
         ran = runtime * p.time_to_failure if oom else runtime
         node.free_cores -= task.request_cores
@@ -314,7 +313,7 @@ class Simulation:
         now = self.env.now
         self._waits += now - attempt.ready_s
         self.result.attempts += 1
-        duration = p.pod_startup_s + read_s + ran
+        duration = p.pod_startup_s + read.seconds + ran
         self._reserved_core_s[node.group] = (
             self._reserved_core_s.get(node.group, 0.0) + task.request_cores * duration
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from airflow_adaptive.core.locality import SizeClass, local_bytes_by_node, locality_weight, size_class
 from airflow_adaptive.core.placement import group_weight
@@ -25,6 +25,12 @@ from .workload import SimTask
 N = TypeVar("N", bound=NodeState)
 
 
+class InputRead(NamedTuple):
+    seconds: float  # reading every input, locally or from shared storage
+    shared_seconds: float  # of those, reading from shared storage
+    ram_bytes: int  # node memory the RAM disk took (negative: freed by evictions)
+
+
 class _Tier:
     """One node-local store: capacity, read bandwidth, entries in least-recently-used order."""
 
@@ -32,6 +38,7 @@ class _Tier:
         self.capacity_bytes = capacity_bytes
         self.read_bytes_per_s = read_bytes_per_s
         self.entries: OrderedDict[str, int] = OrderedDict()
+        self.used_bytes = 0
 
     def hit(self, name: str) -> bool:
         if name in self.entries:
@@ -42,9 +49,10 @@ class _Tier:
     def put(self, name: str, size_bytes: int) -> bool:
         if size_bytes > self.capacity_bytes:
             return False
-        while sum(self.entries.values()) + size_bytes > self.capacity_bytes:
-            self.entries.popitem(last=False)
+        while self.used_bytes + size_bytes > self.capacity_bytes:
+            self.used_bytes -= self.entries.popitem(last=False)[1]
         self.entries[name] = size_bytes
+        self.used_bytes += size_bytes
         return True
 
 
@@ -72,13 +80,13 @@ class SharedStorage:
         self.shared_reads = 0  # in progress now
         self.shared_read_bytes = 0
 
-    def read(self, task: SimTask, node: str, free_memory_bytes: int) -> tuple[float, float]:
-        """Seconds the task spends reading its inputs on ``node``, and of those the shared reads'.
-
-        A staged copy goes to the RAM disk only while the node has that much memory free: tmpfs
-        holds node memory for what it stores (``ram_bytes``), so pods get less.
-        """
+    def read(self, task: SimTask, node: str, free_memory_bytes: int) -> InputRead:
+        """How the task reads its inputs on ``node``, with ``free_memory_bytes`` left there for a RAM
+        disk: a staged copy goes to it only while the node has that much memory free (tmpfs holds
+        node memory for what it stores, so pods get less)."""
         local_s = shared_bytes = 0.0
+        ram = self.tiers[node][0]
+        ram_before = ram.used_bytes
         for name, size in task.inputs:
             tier = self._holder(node, name)
             if tier is not None:
@@ -86,14 +94,12 @@ class SharedStorage:
                 continue
             shared_bytes += size
             if self.locality and name in self.staged:
-                before = self.ram_bytes(node)
-                self._stage(node, name, size, free_memory_bytes)
-                free_memory_bytes -= self.ram_bytes(node) - before
+                self._stage(node, name, size, free_memory_bytes - (ram.used_bytes - ram_before))
         shared_s = shared_bytes / self.per_reader_bytes_per_s()
         self.shared_read_bytes += int(shared_bytes)
         if shared_bytes:
             self.shared_reads += 1  # until the engine calls done_reading
-        return local_s + shared_s, shared_s
+        return InputRead(local_s + shared_s, shared_s, ram.used_bytes - ram_before)
 
     def done_reading(self, _event: object = None) -> None:
         self.shared_reads -= 1
@@ -109,11 +115,11 @@ class SharedStorage:
             return
         disk.put(name, size)
 
-    def ram_bytes(self, node: str) -> int:
-        return sum(self.tiers[node][0].entries.values())
-
     def local_bytes(self, task: SimTask) -> dict[str, int]:
-        """Bytes of the task's staged inputs each node holds (what the store would report)."""
+        """Bytes of the task's staged inputs each node holds (what the store would report); none
+        without locality."""
+        if not self.locality:
+            return {}
         holders: dict[str, list[str]] = {}
         for node, tiers in self.tiers.items():
             for tier in tiers:
