@@ -36,6 +36,12 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _status(container: dict[str, Any], terminated: dict[str, Any]) -> dict[str, Any]:
+    """A container's status once it has ended."""
+    return {"name": container["name"], "image": container.get("image", ""), "imageID": "", "ready": False,
+            "restartCount": 0, "state": {"terminated": terminated}}  # fmt: skip
+
+
 def _selector_matches(selector: str, labels: dict[str, str]) -> bool:
     for term in filter(None, (t.strip() for t in selector.split(","))):
         if "!=" in term:
@@ -68,7 +74,6 @@ class FakeKubernetesApi:
         self.user_agents: list[str] = []  # per request: tells the task's client from the triggerer's
         self.logs: dict[tuple[str, str], str] = {}
         self.finished: dict[str, dict[str, Any]] = {}  # pod name -> the pod when its container ended
-        self.init_logs: list[str] = []  # output of every init container run, in order
         self.metrics_memory: str | None = None  # served by metrics.k8s.io when set
         self.nodes: dict[str, dict[str, Any]] = {}  # name -> V1Node JSON
         self.node_patches: list[tuple[str, dict[str, Any]]] = []
@@ -164,10 +169,8 @@ class FakeKubernetesApi:
         with tempfile.TemporaryDirectory(dir=self.workdir) as pod_dir:
             volumes = self._volumes(pod, node, Path(pod_dir))
             for init in pod["spec"].get("initContainers") or []:
-                state, output = self._execute(init, 0, volumes, Path(pod_dir, init["name"]))
-                self.init_logs.append(output)
-                init_statuses.append({"name": init["name"], "image": init.get("image", ""), "imageID": "",
-                                      "ready": False, "restartCount": 0, "state": {"terminated": state}})  # fmt: skip
+                state, _ = self._execute(init, 0, volumes, Path(pod_dir, init["name"]))
+                init_statuses.append(_status(init, state))
             if limit is not None and peak > parse_quantity(limit):
                 terminated = {
                     "exitCode": 137,
@@ -185,16 +188,7 @@ class FakeKubernetesApi:
         pod["status"] = {
             "phase": "Succeeded" if terminated["exitCode"] == 0 else "Failed",
             "initContainerStatuses": init_statuses,
-            "containerStatuses": [
-                {
-                    "name": container["name"],
-                    "image": container.get("image", ""),
-                    "imageID": "",
-                    "ready": False,
-                    "restartCount": 0,
-                    "state": {"terminated": terminated},
-                }
-            ],
+            "containerStatuses": [_status(container, terminated)],
         }
         self.finished[pod["metadata"]["name"]] = copy.deepcopy(pod)
 
