@@ -104,6 +104,24 @@ def test_config_reference_lists_every_option(capsys: pytest.CaptureFixture[str])
     assert all(f"`{name}`" in out for name in OPTIONS)
 
 
+def test_same_named_traces_in_two_folders_are_two_runs_and_a_copy_is_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for folder, peak in (("a", 2**30), ("b", 2**31), ("copy", 2**30)):
+        rows = [f"{i},h{i},TWIN,TWIN ({i}),COMPLETED,0,1,8589934592,{peak},60000,150,1,1,{1700000000000 + i},n1"
+                for i in range(1, 101)]  # fmt: skip
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "trace.csv").write_text(HEADER + "\n".join(rows) + "\n")
+    assert (
+        main(["history", "import", str(tmp_path / "a" / "trace.csv"), str(tmp_path / "b" / "trace.csv")]) == 0
+    )
+    assert capsys.readouterr().out.count("100 attempts imported (100 new, 0 already there)") == 2
+    assert main(["history", "import", str(tmp_path / "copy" / "trace.csv")]) == 0  # the same file as a/
+    assert "100 attempts imported (0 new, 100 already there)" in capsys.readouterr().out
+    shown = run_json(capsys, "history", "show", "--task-family", "TWIN", "--limit", "500")
+    assert len(shown) == 200 and {r["usage"]["peak_memory_bytes"] for r in shown} == {2**30, 2**31}
+
+
 def test_a_file_is_imported_whole_or_not_at_all(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: Any
 ) -> None:

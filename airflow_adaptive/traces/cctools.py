@@ -13,6 +13,7 @@ from airflow_adaptive.traces.common import (
     SkippedRow,
     completed_observation,
     numeric_columns,
+    trace_name,
     value,
 )
 
@@ -42,7 +43,7 @@ def read_cctools(path: str | os.PathLike[str]) -> ImportResult:
         rows.append((number, cells))
     frame = pd.DataFrame([cells for _, cells in rows], columns=list(COLUMNS))
     numbers, bad = numeric_columns(frame, ("memory", "time", "average_cores"))
-    stem = os.path.basename(name)
+    stem = trace_name(name)
     for pos, (number, cells) in enumerate(rows):
         memory_mb, seconds = value(numbers, "memory", pos), value(numbers, "time", pos)
         problem = (

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import hashlib
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +31,20 @@ def read_table(name: str, **options: Any) -> pd.DataFrame:
     except OSError as err:
         raise TraceFormatError(f"{name}: cannot read ({err.strerror or err})") from None
     return frame.fillna("")  # short rows: their missing cells are empty, and reported per row
+
+
+def trace_name(name: str) -> str:
+    """A trace file's name in run ids: its name and a hash of its content. Two files of the same name
+    in different folders stay apart; the same file imported again, from anywhere, is recognised as
+    already there."""
+    digest = hashlib.sha256()
+    try:
+        with open(name, "rb") as stream:
+            for chunk in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as err:
+        raise TraceFormatError(f"{name}: cannot read ({err.strerror or err})") from None
+    return os.path.basename(name)[:220] + f"@{digest.hexdigest()[:10]}"
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from airflow_adaptive.traces.common import (
     completed_observation,
     numeric_columns,
     read_table,
+    trace_name,
     value,
 )
 
@@ -37,7 +38,7 @@ def read_lotaru(path: str | os.PathLike[str]) -> ImportResult:
         raise TraceFormatError(f"{name}: not a Lotaru report (missing columns {', '.join(missing)})")
     numbers, bad = numeric_columns(frame, NUMERIC)
     result = ImportResult()
-    stem = os.path.basename(os.path.dirname(os.path.abspath(name))) + "/" + os.path.basename(name)
+    stem = trace_name(name)
     for pos in range(len(frame)):
         task = str(frame.at[pos, "Task"]).strip()
         workflow = str(frame.at[pos, "Workflow"]).strip() if "Workflow" in frame.columns else ""

@@ -15,6 +15,7 @@ from airflow_adaptive.traces.common import (
     SkippedRow,
     numeric_columns,
     read_table,
+    trace_name,
     value,
 )
 
@@ -45,7 +46,7 @@ def read_nextflow(path: str | os.PathLike[str], sep: str | None = None) -> Impor
         raise TraceFormatError(f"{name}: not a Nextflow trace (missing columns {', '.join(missing)})")
     numbers, bad = numeric_columns(frame, NUMERIC)
     result = ImportResult()
-    stem = os.path.basename(name)
+    stem = trace_name(name)
     hosts = frame["hostname"].str.strip() if "hostname" in frame.columns else pd.Series("", index=frame.index)
     for pos in range(len(frame)):
         line = pos + 2  # the header is line 1

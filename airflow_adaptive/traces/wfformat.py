@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_adaptive.exceptions import TraceFormatError
-from airflow_adaptive.traces.common import ImportResult, SkippedRow, completed_observation
+from airflow_adaptive.traces.common import ImportResult, SkippedRow, completed_observation, trace_name
 
 _INSTANCE_SUFFIX = re.compile(r"_\d+$")
 
@@ -67,7 +67,7 @@ def read_wfformat(path: str | os.PathLike[str]) -> ImportResult:
         raise bad_instance(name, err) from None
     executions = instance.records
     result = ImportResult()
-    stem = os.path.basename(name)
+    stem = trace_name(name)
     for pos, record in enumerate(executions):
         where = f"task #{pos} ({record.get('id', '?')})"
         spec = specs.get(record.get("id"))
