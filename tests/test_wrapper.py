@@ -18,21 +18,33 @@ from airflow_adaptive.kubernetes.wrapper import is_wrapped, wrap_command
 SHELLS = [s for s in ("/bin/sh", "/bin/dash", "/bin/bash", "/bin/busybox") if shutil.which(s)]
 
 
+def wrapped(shell: str, script: str) -> list[str]:
+    """The wrapper around ``sh -c script``, run by ``shell``."""
+    command = wrap_command(["sh", "-c", script], [])
+    command[0] = shell
+    if shell.endswith("busybox"):
+        command.insert(1, "sh")
+    return command
+
+
+def environment(cgroup: Path, message: Path) -> dict[str, str]:
+    return {"PATH": os.environ["PATH"], "ADAPTIVE_CGROUP_ROOT": str(cgroup),
+            "ADAPTIVE_TERMINATION_FILE": str(message)}  # fmt: skip
+
+
 def run(
     tmp_path: Path, script: str, cgroup: Path, shell: str = "/bin/sh", stdin: str = ""
 ) -> tuple[subprocess.CompletedProcess[str], str]:
     message = tmp_path / "termination-log"
     message.write_text("")
-    command = wrap_command(["sh", "-c", script], [])
-    command[0] = shell
-    if shell.endswith("busybox"):
-        command.insert(1, "sh")
-    env = {
-        "PATH": os.environ["PATH"],
-        "ADAPTIVE_CGROUP_ROOT": str(cgroup),
-        "ADAPTIVE_TERMINATION_FILE": str(message),
-    }
-    done = subprocess.run(command, env=env, capture_output=True, text=True, input=stdin, timeout=30)
+    done = subprocess.run(
+        wrapped(shell, script),
+        env=environment(cgroup, message),
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=30,
+    )
     return done, message.read_text()
 
 
@@ -103,17 +115,28 @@ def test_sigterm_is_forwarded_and_the_childs_status_returned(tmp_path: Path, cgr
     command = wrap_command(
         ["sh", "-c", "trap 'echo got-term; exit 7' TERM; while :; do sleep 0.05; done"], []
     )
-    env = {
-        "PATH": os.environ["PATH"],
-        "ADAPTIVE_CGROUP_ROOT": str(cgroup_v2),
-        "ADAPTIVE_TERMINATION_FILE": str(message),
-    }
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(command, env=environment(cgroup_v2, message), stdout=subprocess.PIPE, text=True)
     time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=10)
     assert (proc.returncode, out) == (7, "got-term\n")
     assert parse_usage(message.read_text()) is not None
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_child_that_exits_at_once_on_term_keeps_its_code_in_100_races(tmp_path: Path, shell: str) -> None:
+    """TERM as soon as the child runs; the child exits at once with its own code (not 143)."""
+    command = wrapped(shell, "trap 'exit 7' TERM; echo ready; while :; do :; done")
+    codes = []
+    for trial in range(100):
+        folder = tmp_path / str(trial)
+        folder.mkdir()
+        env = environment(folder, folder / "termination-log")
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        proc.send_signal(signal.SIGTERM)
+        codes.append(proc.wait(timeout=10))
+    assert codes == [7] * 100
 
 
 def test_wrapping_is_recognised() -> None:
