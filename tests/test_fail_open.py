@@ -262,3 +262,87 @@ def test_least_privilege_role_from_the_readme_can_record_and_read(engine: Any) -
     with engine.begin() as conn:
         conn.execute(text("DROP OWNED BY airflow_adaptive_test"))
         conn.execute(text("DROP ROLE airflow_adaptive_test"))
+
+
+@pytest.fixture
+def silent_server() -> Any:
+    """A TCP server that accepts connections and never answers (a hung database)."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held: list[Any] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield server.getsockname()[1]
+    server.close()
+    for conn in held:
+        conn.close()
+
+
+def _timed_pods(count: int) -> list[tuple[float, Any]]:
+    import time
+
+    out = []
+    for n in range(count):
+        op = AdaptiveKubernetesPodOperator(
+            task_id=f"t{n}", image="busybox", cmds=["true"], task_family="f",
+            container_resources=k8s.V1ResourceRequirements(requests={"memory": "3Gi"}, limits={"memory": "3Gi"}),
+        )  # fmt: skip
+        started = time.monotonic()
+        pod = op.build_pod_request_obj(None, dry_run=True)
+        out.append((time.monotonic() - started, pod))
+    return out
+
+
+def test_a_store_that_never_answers_costs_a_pod_one_timeout(
+    monkeypatch: pytest.MonkeyPatch, silent_server: int
+) -> None:
+    """Task processes (connection path): each pod waits at most one store timeout, then keeps its request."""
+    monkeypatch.setattr(access, "airflow_engine", lambda: None)
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__STORE_TIMEOUT_SECONDS", "1")
+    url = f"postgresql+psycopg2://nobody@127.0.0.1:{silent_server}/none"
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_ADAPTIVE_HISTORY_DEFAULT",
+        json.dumps({"conn_type": "generic", "extra": {"sqlalchemy_url": url}}),
+    )
+    get_settings.cache_clear()
+    timed = _timed_pods(3)[1:]  # the first pod of a process also pays for imports
+    for seconds, pod in timed:
+        assert seconds <= 1 + 0.5, seconds
+        assert pod.spec.containers[0].resources.limits["memory"] == "3Gi"
+        assert "history store unavailable" in pod.metadata.annotations["adaptive.airflow.io/decision"]
+
+
+def test_a_held_lock_costs_a_pod_at_most_one_timeout(engine: Any) -> None:
+    """Airflow's own engine (scheduler, api-server): a lock held on the family table by another
+    transaction delays a pod by at most one store timeout (3 s in the tests)."""
+    from sqlalchemy import text
+
+    sql_store(engine).record([attempt(n, peak=GIB) for n in range(3)])
+    _timed_pods(1)  # imports and the first connection
+    with engine.connect() as other:
+        if engine.dialect.name == "postgresql":
+            other.execute(text("begin; lock table adaptive_family in access exclusive mode"))
+        else:
+            other.exec_driver_sql("begin exclusive")
+        try:
+            ((seconds, pod),) = _timed_pods(1)
+        finally:
+            other.rollback()
+    assert seconds <= 3 + 0.5, seconds
+    decision = pod.metadata.annotations["adaptive.airflow.io/decision"]
+    if engine.dialect.name == "postgresql":  # the read waited for the lock, then gave up
+        assert pod.spec.containers[0].resources.limits["memory"] == "3Gi"
+        assert "history store unavailable" in decision
+    else:  # SQLite readers are not blocked by a writer here: sized from history, at once
+        assert "history store unavailable" not in decision
