@@ -175,71 +175,79 @@ def _raw(name: str) -> str:
     return str(conf.get(SECTION, name, fallback=OPTIONS[name][1]))
 
 
-def load_settings() -> AdaptiveSettings:
-    """Read ``[adaptive]`` once; bad values raise a typed error naming the option."""
+def _number(name: str, kind: type[int] | type[float]) -> Any:
+    try:
+        return kind(_raw(name))
+    except ValueError:
+        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not a {kind.__name__}") from None
+
+
+def _quantity(name: str) -> int:
     from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
 
-    def number(name: str, kind: type[int] | type[float]) -> Any:
-        try:
-            return kind(_raw(name))
-        except ValueError:
-            raise InvalidConfigError(
-                f"[{SECTION}] {name} = {_raw(name)!r} is not a {kind.__name__}"
-            ) from None
+    return parse_memory_bytes(_raw(name), what=f"[{SECTION}] {name}")
 
-    def quantity(name: str) -> int:
-        return parse_memory_bytes(_raw(name), what=f"[{SECTION}] {name}")
 
-    def flag(name: str) -> bool:
-        return _raw(name).strip().lower() in {"true", "1", "yes", "on"}
+def _flag(name: str) -> bool:
+    return _raw(name).strip().lower() in {"true", "1", "yes", "on"}
 
-    def failure_mode(value: str) -> str:
-        try:
-            return check_failure_mode(value)
-        except ValueError as err:
-            raise InvalidConfigError(f"[{SECTION}] lff_failures: {err}") from None
+
+def _failure_mode() -> str:
+    try:
+        return check_failure_mode(_raw("lff_failures").strip().lower())
+    except ValueError as err:
+        raise InvalidConfigError(f"[{SECTION}] lff_failures: {err}") from None
+
+
+def _spool_dir() -> str:
+    import os
 
     spool = _raw("spool_dir")
-    if not spool:
-        import os
+    return spool or os.path.join(
+        os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "adaptive-spool"
+    )
 
-        spool = os.path.join(
-            os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "adaptive-spool"
-        )
+
+def _sizing() -> SizingSettings:
+    return SizingSettings(
+        strategy=_raw("strategy"),
+        min_observations=_number("min_observations", int),
+        floor_bytes=_quantity("min_memory"),
+        # Whole MiB, rounded down: pod quantities are written in MiB rounded up, so a decimal
+        # cap such as 64G (not a whole MiB) would otherwise be exceeded by up to 1 MiB.
+        cap_bytes=_quantity("max_allocatable_memory") // MIB * MIB,
+        retry_policy=_raw("oom_retry_policy"),
+        limit_to_request_ratio=_number("limit_to_request_ratio", float),
+    )
+
+
+def _staging() -> StagingSettings:
+    return StagingSettings(
+        cache_root=_raw("cache_root").strip(),
+        budget_bytes=_quantity("cache_budget"),
+        image=_raw("staging_image").strip(),
+        shared_read_bytes_per_s=_number("shared_read_bytes_per_second", float),
+        small_below_bytes=_quantity("small_input_below"),
+        big_from_bytes=_quantity("big_input_from"),
+    )
+
+
+def load_settings() -> AdaptiveSettings:
+    """Read ``[adaptive]`` once; bad values raise a typed error naming the option."""
     return AdaptiveSettings(
         history_conn_id=_raw("history_conn_id"),
-        store_timeout_seconds=number("store_timeout_seconds", float),
-        history_window=number("history_window", int),
-        retention_attempts=number("retention_attempts", int),
-        retention_days=number("retention_days", float),
-        mutate_all_pods=flag("mutate_all_pods"),
-        placement_live_load=flag("placement_live_load"),
-        lff_failures=failure_mode(_raw("lff_failures").strip().lower()),
-        priority_classes=flag("priority_classes"),
-        metrics_sample_interval_seconds=number("metrics_sample_interval_seconds", float),
-        spool_dir=spool,
-        sizing=SizingSettings(
-            strategy=_raw("strategy"),
-            min_observations=number("min_observations", int),
-            floor_bytes=parse_memory_bytes(_raw("min_memory"), what=f"[{SECTION}] min_memory"),
-            # Whole MiB, rounded down: pod quantities are written in MiB rounded up, so a decimal
-            # cap such as 64G (not a whole MiB) would otherwise be exceeded by up to 1 MiB.
-            cap_bytes=parse_memory_bytes(
-                _raw("max_allocatable_memory"), what=f"[{SECTION}] max_allocatable_memory"
-            )
-            // MIB
-            * MIB,
-            retry_policy=_raw("oom_retry_policy"),
-            limit_to_request_ratio=number("limit_to_request_ratio", float),
-        ),
-        staging=StagingSettings(
-            cache_root=_raw("cache_root").strip(),
-            budget_bytes=quantity("cache_budget"),
-            image=_raw("staging_image").strip(),
-            shared_read_bytes_per_s=number("shared_read_bytes_per_second", float),
-            small_below_bytes=quantity("small_input_below"),
-            big_from_bytes=quantity("big_input_from"),
-        ),
+        store_timeout_seconds=_number("store_timeout_seconds", float),
+        history_window=_number("history_window", int),
+        retention_attempts=_number("retention_attempts", int),
+        retention_days=_number("retention_days", float),
+        mutate_all_pods=_flag("mutate_all_pods"),
+        placement_live_load=_flag("placement_live_load"),
+        lff_failures=_failure_mode(),
+        priority_classes=_flag("priority_classes"),
+        metrics_sample_interval_seconds=_number("metrics_sample_interval_seconds", float),
+        spool_dir=_spool_dir(),
+        sizing=_sizing(),
+        staging=_staging(),
     )
 
 
