@@ -276,16 +276,9 @@ def _add_decision_commands(sub: Any) -> None:
     classes.set_defaults(func=cmd_priority_classes)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _add_replay_command(sub: Any) -> None:
     from airflow_adaptive.core.replay import HISTORY_MODES
     from airflow_adaptive.traces.load import FORMATS
-
-    parser = argparse.ArgumentParser(prog="airflow-adaptive", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    add_history_commands(sub)
-
-    _add_decision_commands(sub)
 
     rep = sub.add_parser("replay", help="replay traces through sizing strategies and compare their waste")
     rep.add_argument("traces", nargs="+", metavar="TRACE", help="trace files, or folders to search for them")
@@ -305,6 +298,17 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--json", action="store_true")
     rep.add_argument("--plot", metavar="DIR", help="write PNG plots here")
     rep.set_defaults(func=cmd_replay)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="airflow-adaptive", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    add_history_commands(sub)
+
+    _add_decision_commands(sub)
+
+    _add_replay_command(sub)
 
     add_simulate_command(sub)
 

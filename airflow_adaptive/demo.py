@@ -77,19 +77,38 @@ def _load_dag(dag_file: str | None) -> Any:
     return dags[0]
 
 
-def run_demo(
-    out: TextIO, trace: str | None = None, dag_file: str | None = None, as_json: bool = False
-) -> int:
+def _pod_row(task: Any) -> dict[str, Any]:
+    """The pod the operator would create now, beside the user's request."""
     from kubernetes.client import ApiClient
 
-    from airflow_adaptive.config import get_settings
-    from airflow_adaptive.core.units import format_bytes
     from airflow_adaptive.kubernetes.pods import (
         DECISION_ANNOTATION,
         STRATEGY_ANNOTATION,
         find_container,
         memory_of,
     )
+
+    pod = task.build_pod_request_obj(None, dry_run=True)
+    container = find_container(pod, task.base_container_name)
+    decided = memory_of(container.resources if container else None)
+    annotations = pod.metadata.annotations or {}
+    return {
+        "task_id": task.task_id,
+        "task_family": task.family,
+        "user_request_bytes": memory_of(task.container_resources).request_bytes,
+        "memory_request_bytes": decided.request_bytes,
+        "memory_limit_bytes": decided.limit_bytes,
+        "strategy": annotations.get(STRATEGY_ANNOTATION),
+        "explanation": annotations.get(DECISION_ANNOTATION),
+        "pod": ApiClient().sanitize_for_serialization(pod),
+    }
+
+
+def run_demo(
+    out: TextIO, trace: str | None = None, dag_file: str | None = None, as_json: bool = False
+) -> int:
+    from airflow_adaptive.config import get_settings
+    from airflow_adaptive.core.units import format_bytes
     from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
     from airflow_adaptive.store.access import open_store
 
@@ -103,27 +122,7 @@ def run_demo(
         repo.record(generated_history())
         source = "generated history (seed 7)"
     dag = _load_dag(dag_file)
-    rows = []
-    for task in dag.tasks:
-        if not isinstance(task, AdaptiveKubernetesPodOperator):
-            continue
-        pod = task.build_pod_request_obj(None, dry_run=True)
-        container = find_container(pod, task.base_container_name)
-        decided = memory_of(container.resources if container else None)
-        user = memory_of(task.container_resources)
-        annotations = pod.metadata.annotations or {}
-        rows.append(
-            {
-                "task_id": task.task_id,
-                "task_family": task.family,
-                "user_request_bytes": user.request_bytes,
-                "memory_request_bytes": decided.request_bytes,
-                "memory_limit_bytes": decided.limit_bytes,
-                "strategy": annotations.get(STRATEGY_ANNOTATION),
-                "explanation": annotations.get(DECISION_ANNOTATION),
-                "pod": ApiClient().sanitize_for_serialization(pod),
-            }
-        )
+    rows = [_pod_row(task) for task in dag.tasks if isinstance(task, AdaptiveKubernetesPodOperator)]
     if as_json:
         json.dump({"source": source, "dag_id": dag.dag_id, "tasks": rows}, out, indent=2)
         out.write("\n")

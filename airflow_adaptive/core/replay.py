@@ -111,6 +111,37 @@ class FamilySizer:
         return self.predictor
 
 
+def _attempts(
+    run: TaskRun, alloc: int, predictor: Predictor, cap: int, config: ReplayConfig, result: StrategyResult
+) -> bool:
+    """Try ``run`` from ``alloc`` until it fits, the cap is reached or attempts run out; add what it
+    cost to ``result``. An OOM-killed try costs its allocation for ``time_to_failure`` of the runtime."""
+    t = max(run.wall_seconds, 1e-3)
+    ttf = config.time_to_failure
+    allocated_byte_s = 0.0
+    succeeded = False
+    for _ in range(config.max_attempts):
+        if alloc >= run.peak_bytes:
+            result.waste_byte_s += (alloc - run.peak_bytes) * t
+            allocated_byte_s += alloc * t
+            succeeded = True
+            break
+        result.waste_byte_s += alloc * t * ttf
+        allocated_byte_s += alloc * t * ttf
+        result.retries += 1
+        if alloc >= cap:
+            break
+        alloc = predictor.retry(alloc, run.input_size_bytes)
+    result.instances += 1
+    result.used_byte_s += run.peak_bytes * t if succeeded else 0.0
+    result.failed += not succeeded
+    result.whole_node_waste_byte_s += (cap - run.peak_bytes) * t if run.peak_bytes <= cap else cap * t * ttf
+    result.efficiency_sum += (
+        (run.peak_bytes * t / allocated_byte_s) if succeeded and allocated_byte_s else 0.0
+    )
+    return succeeded
+
+
 def replay(
     runs: Sequence[TaskRun], strategy: str, config: ReplayConfig = ReplayConfig(), **params: object
 ) -> StrategyResult:
@@ -120,7 +151,6 @@ def replay(
     result = StrategyResult(strategy)
     completed = config.history == "completed" and bool(runs) and all(r.start_s is not None for r in runs)
     pending: list[tuple[float, int]] = []  # (finish time, run index) not yet visible to predictors
-    ttf = config.time_to_failure
 
     prior = RequestRatioPrior()  # what other families used of their requests, for cold starts
 
@@ -141,36 +171,16 @@ def replay(
             while pending and pending[0][0] <= (run.start_s or 0.0):
                 learn(runs[heapq.heappop(pending)[1]])
         predictor = family(run.family).ready()
-        t = max(run.wall_seconds, 1e-3)
         alloc = predictor.predict(run.input_size_bytes, run.user_request_bytes)
         result.first_allocations.append((run.family, alloc, run.peak_bytes))
-        allocated_byte_s = 0.0
-        succeeded = False
-        for _ in range(config.max_attempts):
-            if alloc >= run.peak_bytes:
-                result.waste_byte_s += (alloc - run.peak_bytes) * t
-                allocated_byte_s += alloc * t
-                succeeded = True
-                break
-            result.waste_byte_s += alloc * t * ttf
-            allocated_byte_s += alloc * t * ttf
-            result.retries += 1
-            if alloc >= cap:
-                break
-            alloc = predictor.retry(alloc, run.input_size_bytes)
-        result.instances += 1
-        result.used_byte_s += run.peak_bytes * t if succeeded else 0.0
-        result.failed += not succeeded
-        result.whole_node_waste_byte_s += (
-            (cap - run.peak_bytes) * t if run.peak_bytes <= cap else cap * t * ttf
-        )
-        result.efficiency_sum += (
-            (run.peak_bytes * t / allocated_byte_s) if succeeded and allocated_byte_s else 0.0
-        )
-        if not succeeded:
+        if not _attempts(run, alloc, predictor, cap, config, result):
             continue
         if completed:
-            finish = run.finish_s if run.finish_s is not None else (run.start_s or 0.0) + t
+            finish = (
+                run.finish_s
+                if run.finish_s is not None
+                else (run.start_s or 0.0) + max(run.wall_seconds, 1e-3)
+            )
             heapq.heappush(pending, (finish, index))
         else:
             learn(run)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 import pandas as pd
@@ -62,43 +63,54 @@ def read_nextflow(path: str | os.PathLike[str], sep: str | None = None) -> Impor
         if problem or reason is None:
             result.skipped.append(SkippedRow(name, line, problem or "unusable row"))
             continue
-        realtime_s = _scaled(num("realtime"), 1 / 1000)
-        cpu_pct, peak, memory = num("%cpu"), num("peak_rss"), num("memory")
-        task_no = num("task_id")
-        oom = reason is ExitReason.OOM_KILLED
-        kind = PeakKind.CENSORED if oom else PeakKind.MEASURED if peak else PeakKind.NONE
-        result.observations.append(
-            Observation(
-                key=TaskKey(
-                    "trace",
-                    process[:250],
-                    f"trace:{stem}",
-                    int(task_no if task_no is not None else pos),
-                    int(num("attempt") or 1),
-                ),
-                task_family=process[:250],
-                usage=Usage(
-                    peak_memory_bytes=None if oom else _int(peak),
-                    cpu_core_seconds=None if cpu_pct is None else _scaled(realtime_s, cpu_pct / 100),
-                    wall_seconds=realtime_s,
-                    read_bytes=_int(_first(num("read_bytes"), num("rchar"))),
-                    write_bytes=_int(_first(num("write_bytes"), num("wchar"))),
-                    peak_kind=kind,
-                ),
-                exit_reason=reason,
-                exit_code=_int(num("exit")),
-                memory_request_bytes=_int(memory),
-                memory_limit_bytes=_int(memory),
-                user_request_bytes=_int(memory),
-                node_name=None if hosts.iat[pos] in MISSING else hosts.iat[pos],
-                finished_at=datetime.fromtimestamp(complete / 1000, timezone.utc) if complete else None,
-                strategy="user",
-                explanation=f"imported from {stem}",
-            )
-        )
+        host = None if hosts.iat[pos] in MISSING else hosts.iat[pos]
+        result.observations.append(_observation(num, process, reason, stem, pos, host))
     if not result.observations:
         raise TraceFormatError(f"{name}: no usable rows ({len(result.skipped)} skipped)")
     return result
+
+
+def _observation(
+    num: Callable[[str], float | None],
+    process: str,
+    reason: ExitReason,
+    stem: str,
+    pos: int,
+    host: str | None,
+) -> Observation:
+    """One attempt from a usable row (``num`` reads the row's numeric columns)."""
+    realtime_s = _scaled(num("realtime"), 1 / 1000)
+    cpu_pct, peak, memory, complete = num("%cpu"), num("peak_rss"), num("memory"), num("complete")
+    task_no = num("task_id")
+    oom = reason is ExitReason.OOM_KILLED
+    kind = PeakKind.CENSORED if oom else PeakKind.MEASURED if peak else PeakKind.NONE
+    return Observation(
+        key=TaskKey(
+            "trace",
+            process[:250],
+            f"trace:{stem}",
+            int(task_no if task_no is not None else pos),
+            int(num("attempt") or 1),
+        ),
+        task_family=process[:250],
+        usage=Usage(
+            peak_memory_bytes=None if oom else _int(peak),
+            cpu_core_seconds=None if cpu_pct is None else _scaled(realtime_s, cpu_pct / 100),
+            wall_seconds=realtime_s,
+            read_bytes=_int(_first(num("read_bytes"), num("rchar"))),
+            write_bytes=_int(_first(num("write_bytes"), num("wchar"))),
+            peak_kind=kind,
+        ),
+        exit_reason=reason,
+        exit_code=_int(num("exit")),
+        memory_request_bytes=_int(memory),
+        memory_limit_bytes=_int(memory),
+        user_request_bytes=_int(memory),
+        node_name=host,
+        finished_at=datetime.fromtimestamp(complete / 1000, timezone.utc) if complete else None,
+        strategy="user",
+        explanation=f"imported from {stem}",
+    )
 
 
 def _problem(
