@@ -13,7 +13,7 @@ import pytest
 
 from airflow_adaptive.core.model import PeakKind
 from airflow_adaptive.core.telemetry import parse_usage
-from airflow_adaptive.kubernetes.wrapper import is_wrapped, wrap_command
+from airflow_adaptive.kubernetes.wrapper import WRAPPER_SCRIPT, is_wrapped, wrap_command
 
 SHELLS = [s for s in ("/bin/sh", "/bin/dash", "/bin/bash", "/bin/busybox") if shutil.which(s)]
 
@@ -137,6 +137,26 @@ def test_a_child_that_exits_at_once_on_term_keeps_its_code_in_100_races(tmp_path
         proc.send_signal(signal.SIGTERM)
         codes.append(proc.wait(timeout=10))
     assert codes == [7] * 100
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_childs_code_is_kept_when_it_ends_while_the_trap_runs(tmp_path: Path, shell: str) -> None:
+    """The race made certain: a slow TERM trap, during which the child exits and is collected."""
+    slow = WRAPPER_SCRIPT.replace(
+        'kill -TERM "$child" 2>/dev/null', 'kill -TERM "$child" 2>/dev/null; sleep 0.2'
+    )
+    assert slow != WRAPPER_SCRIPT
+    command = wrapped(shell, "trap 'exit 7' TERM; echo ready; while :; do :; done")
+    command[command.index(WRAPPER_SCRIPT)] = slow
+    for trial in range(5):
+        folder = tmp_path / str(trial)
+        folder.mkdir()
+        proc = subprocess.Popen(
+            command, env=environment(folder, folder / "log"), stdout=subprocess.PIPE, text=True
+        )
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 7
 
 
 def test_wrapping_is_recognised() -> None:

@@ -2,7 +2,9 @@
 
 It runs the user's command as a child (stdin, stdout and stderr untouched),
 forwards TERM to it (and INT, which a POSIX shell's background child ignores
-unless it installs its own handler), then appends one usage line (after the
+unless it installs its own handler; a signal that comes before the child exists
+is forwarded once it does), waits again after a signal interrupted the wait so
+the child's own exit code is kept (127 from that second wait: it was already collected), then appends one usage line (after the
 staging report, when the pod staged inputs) to the termination message file and exits with the child's exit code. It needs only ``sh`` and
 ``/proc``: no awk, no coreutils beyond the shell's builtins.
 """
@@ -19,14 +21,18 @@ CGROUP_ROOT_ENV = "ADAPTIVE_CGROUP_ROOT"
 WRAPPER_SCRIPT = r"""
 uptime_cs() { read -r up _ < /proc/uptime 2>/dev/null || { echo; return; }; s=${up%.*}; c=${up#*.}; echo $((s * 100 + 1$c - 100)); }
 t0=$(uptime_cs)
+child=; sig=; sent=
+trap 'sig=TERM; [ -z "$child" ] || { kill -TERM "$child" 2>/dev/null; sent=1; }' TERM
+trap 'sig=INT; [ -z "$child" ] || { kill -INT "$child" 2>/dev/null; sent=1; }' INT
 exec 3<&0
 "$@" <&3 3<&- &
 child=$!
 exec 3<&-
-trap 'kill -TERM "$child" 2>/dev/null' TERM
-trap 'kill -INT "$child" 2>/dev/null' INT
+[ -z "$sig" ] || [ -n "$sent" ] || kill -"$sig" "$child" 2>/dev/null
 wait "$child"; rc=$?
-while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
+while [ -n "$sig" ] && [ "$rc" -gt 128 ]; do
+  sig=; wait "$child"; r=$?; [ "$r" -eq 127 ] && break; rc=$r
+done
 t1=$(uptime_cs)
 cg=${ADAPTIVE_CGROUP_ROOT:-/sys/fs/cgroup}
 peak=null; cpu=null; rb=null; wb=null; wall=null
