@@ -1,12 +1,14 @@
 """The POSIX ``sh`` wrapper that reports a container's own resource usage on exit.
 
-It runs the user's command as a child (stdin, stdout and stderr untouched),
+It runs the user's command as a child (stdin, stdout and stderr untouched) and
 forwards TERM to it (and INT, which a POSIX shell's background child ignores
-unless it installs its own handler; a signal that comes before the child exists
-is forwarded once it does), waits again after a signal interrupted the wait so
-the child's own exit code is kept (127 from that second wait: it was already collected), then appends one usage line (after the
-staging report, when the pod staged inputs) to the termination message file and exits with the child's exit code. It needs only ``sh`` and
-``/proc``: no awk, no coreutils beyond the shell's builtins.
+unless it installs its own handler); a signal that comes before the child exists
+is forwarded once it does. A signal interrupts ``wait``, so the wrapper waits
+again to keep the child's own exit code (a second wait answering 127 means the
+first already collected it). Then it appends one usage line (after the staging
+report, when the pod staged inputs) to the termination message file and exits
+with the child's exit code. It needs only ``sh`` and ``/proc``: no awk, no
+coreutils beyond the shell's builtins.
 """
 
 from __future__ import annotations
