@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 from airflow_adaptive.exceptions import AdaptiveError
@@ -26,26 +27,34 @@ def print_json(data: Any, out: TextIO) -> None:
 def cmd_history_import(args: argparse.Namespace, out: TextIO) -> int:
     from rich.progress import Progress, SpinnerColumn, TextColumn
 
-    from airflow_adaptive.traces.load import read_trace
+    from airflow_adaptive.traces.load import iter_trace
 
     store = open_cli_store()
     store.family_count()  # an unavailable store is said before a long trace is parsed
     total = 0
     for path in args.files:
-        result = read_trace(path, args.format)
-        for skipped in result.skipped:
-            print(f"skipped {skipped}", file=sys.stderr)
-        rows = result.observations
+        counts = {"attempts": 0, "skipped": 0}
+
+        def batches(path: str = path, counts: dict[str, int] = counts) -> Iterator[list[Any]]:
+            for chunk in iter_trace(path, args.format):
+                for skipped in chunk.skipped:
+                    print(f"skipped {skipped}", file=sys.stderr)
+                counts["attempts"] += len(chunk.observations)
+                counts["skipped"] += len(chunk.skipped)
+                yield chunk.observations
+
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), transient=True) as progress:
-            progress.add_task(f"recording {len(rows)} attempts of {path}")
-            recorded = store.record(rows)  # one transaction: the whole file or nothing
-        new, replaced = recorded.new, recorded.replaced
-        total += len(rows)
-        repeated = len(rows) - new - replaced
+            progress.add_task(f"recording the attempts of {path}")
+            recorded = store.record_batches(batches())  # one transaction: the whole file or nothing
+        total += counts["attempts"]
         print(
-            f"{path}: {len(rows)} attempts imported ({new} new, {replaced} already there), "
-            f"{len(result.skipped)} rows skipped"
-            + (f", {repeated} repeated keys (the file's last row of each kept)" if repeated else ""),
+            f"{path}: {counts['attempts']} attempts imported ({recorded.new} new, "
+            f"{recorded.replaced} already there), {counts['skipped']} rows skipped"
+            + (
+                f", {recorded.repeated} repeated keys (the file's last row of each kept)"
+                if recorded.repeated
+                else ""
+            ),
             file=out,
         )
     return 0 if total else 1

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from airflow_adaptive.core.replay import GB_H, ReplayConfig, TaskRun, default_cap_bytes, replay
-from airflow_adaptive.core.sizing import ANCHORS, make_predictor, predictor_names
+from airflow_adaptive.core.sizing import ANCHORS, base, make_predictor, predictor_names
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
-from airflow_adaptive.core.sizing.base import GIB, MIB, RequestRatioPrior, Sample
+from airflow_adaptive.core.sizing.base import GIB, MIB, RequestRatioPrior, Sample, prefix_quantiles
 
 CAP = 64 * GIB
 
@@ -161,3 +161,20 @@ def test_bad_replay_settings_are_rejected() -> None:
     with pytest.raises(ValueError, match="time_to_failure"):
         ReplayConfig(time_to_failure=0.0)
     assert GB_H == 3.6e12
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 40, 700])
+def test_prefix_quantiles_are_numpys_own(size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The adaptive default scores every prefix's quantiles from one sorted matrix: each row must
+    be exactly what ``np.quantile`` gives for that prefix (ties and the maximum included), also
+    when the matrix is built in blocks."""
+    monkeypatch.setattr(base, "_MATRIX_CELLS", 5_000)  # 700 values: blocks of 7 prefixes
+    rng = np.random.default_rng(size)
+    values = rng.lognormal(20, 1, size)
+    values[::7] = values[0]
+    quantiles = (0.95, 0.5, 0.9, 0.99, 1.0, 0.0)
+    for first in (1, max(1, size - 3)):
+        want = np.array([np.quantile(values[:n], quantiles) for n in range(first, size)])
+        got = prefix_quantiles(values, quantiles, first)
+        assert got.shape == (size - first, len(quantiles))
+        assert np.array_equal(got, want.reshape(got.shape))

@@ -20,6 +20,7 @@ from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.model import GIB, ExitReason, MemoryRequest, Observation
+from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.store.api import HistoryStore
 from airflow_adaptive.store.learning import Learning
 from airflow_adaptive.store.memory import InMemoryHistoryStore
@@ -231,3 +232,52 @@ def test_long_names_and_impossible_numbers_are_normalised_not_refused(kind: str,
     assert odd.usage.cpu_core_seconds is None and odd.usage.read_bytes is None
     assert odd.memory_limit_bytes is None and odd.exit_code is None
     assert stored["run4"].usage.peak_memory_bytes == 10**9
+
+
+def keyed(n: int, peak: int, run: str = "import") -> Observation:
+    obs = attempt(n, family=f"f{n % 5}", peak=peak)
+    return replace(obs, key=replace(obs.key, run_id=run, map_index=n))
+
+
+def stored_peaks(store: HistoryStore) -> dict[tuple[str, int], int | None]:
+    found = [o for f in range(5) for o in store.history(f"f{f}", limit=10**5)]
+    return {(o.key.run_id, o.key.map_index): o.usage.peak_memory_bytes for o in found}
+
+
+def test_batches_count_new_replaced_and_repeated_keys_and_keep_the_last(store: HistoryStore) -> None:
+    """Large batches (the import path: only keys that can be stored are looked up; on PostgreSQL,
+    COPY, straight into the table for a run never stored, else through a temporary table) give
+    the same attempts and totals as recording each attempt, and say exactly which keys were new,
+    already stored, or repeated in the input."""
+    store.record([keyed(n, 1) for n in range(500)])
+    batches = [
+        [keyed(n, 2) for n in range(2500)],
+        [keyed(n, 3) for n in range(2000, 4500)] + [keyed(4499, 4)],
+        [keyed(n, 5) for n in range(10)] + [keyed(n, 6, run="fresh") for n in range(2500)],
+    ]
+    result = store.record_batches(iter(batches))
+    assert (result.new, result.replaced, result.repeated) == (2000 + 2000 + 2500, 500, 500 + 1 + 10)
+    want = {("import", n): 5 if n < 10 else 2 if n < 2000 else 4 if n == 4499 else 3 for n in range(4500)}
+    assert stored_peaks(store) == {**want, **{("fresh", n): 6 for n in range(2500)}}
+    live = {r.task_family: r for r in store.families(limit=100)}
+    assert store.rebuild() == 5
+    for name, rollup in live.items():
+        rebuilt = store.family(name).rollup  # type: ignore[union-attr]
+        assert (
+            (rollup.attempts, rollup.peak_memory_n)
+            == (rebuilt.attempts, rebuilt.peak_memory_n)
+            == (1400, 1400)
+        )
+        assert rollup.peak_memory_sum == pytest.approx(rebuilt.peak_memory_sum)
+
+
+def test_a_failing_input_leaves_nothing_of_its_batches(store: HistoryStore) -> None:
+    store.record([keyed(n, 1) for n in range(10)])
+
+    def batches() -> Iterator[list[Observation]]:
+        yield [keyed(n, 2) for n in range(3000)]
+        raise TraceFormatError("trace.csv:3002: broken")
+
+    with pytest.raises(TraceFormatError, match="3002"):
+        store.record_batches(batches())
+    assert stored_peaks(store) == {("import", n): 1 for n in range(10)}

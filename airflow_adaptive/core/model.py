@@ -23,10 +23,10 @@ class ExitReason(str, enum.Enum):
 
     @classmethod
     def parse(cls, value: str | None) -> ExitReason:
-        for member in cls:
-            if value == member.value:
-                return member
-        return cls.UNKNOWN
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.UNKNOWN
 
 
 class PeakKind(str, enum.Enum):

@@ -10,6 +10,7 @@ deltas, so labels and cold starts read one row.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
 from datetime import date, datetime, timezone
 
@@ -106,6 +107,35 @@ def memory_time(obs: Observation) -> MemoryTime:
 
 def contribution(obs: Observation) -> FamilyRollup:
     """What one attempt adds to its family's rollup."""
+    return contributions(obs.task_family, [obs])
+
+
+def contributions(task_family: str, observations: Iterable[Observation]) -> FamilyRollup:
+    """What the attempts (all of ``task_family``) add to its rollup together: the sum of each one's
+    contribution, added up column by column (a batch of a million attempts makes one rollup)."""
+    peaks = LogHistogram()
+    terms = []
+    latest: datetime | None = None
+    for obs in observations:
+        term, peak = _terms(obs)
+        terms.append(term)
+        if peak:
+            peaks.add(float(peak))
+        if obs.finished_at is not None and (latest is None or obs.finished_at > latest):
+            latest = obs.finished_at
+    sums = [sum(column) for column in zip(*terms, strict=True)] if terms else [0] * len(_TERMS)
+    return FamilyRollup(
+        task_family, **dict(zip(_TERMS, sums, strict=True)), peaks=peaks, last_finished_at=latest
+    )
+
+
+_TERMS = tuple(
+    f.name for f in fields(FamilyRollup) if f.name not in ("task_family", "peaks", "last_finished_at")
+)
+
+
+def _terms(obs: Observation) -> tuple[tuple[float, ...], int | None]:
+    """One attempt's terms of the rollup's sums (in ``_TERMS`` order) and its peak (completed only)."""
     usage = obs.usage
     done = obs.exit_reason is ExitReason.COMPLETED
     wall = usage.wall_seconds if usage.wall_seconds else None  # 0 s: no rate can be computed
@@ -114,31 +144,26 @@ def contribution(obs: Observation) -> FamilyRollup:
     peak = usage.peak_memory_bytes if done else None
     io = ((usage.read_bytes or 0) + (usage.write_bytes or 0)) / wall if done and wall else None
     spent = memory_time(obs)
-    peaks = LogHistogram()
-    if peak:
-        peaks.add(float(peak))
-    return FamilyRollup(
-        obs.task_family,
-        attempts=1,
-        completed=int(done),
-        oom_killed=int(obs.oom_killed),
-        usable_samples=int(usable),
-        lower_bound_samples=int(usable and (obs.oom_killed or usage.peak_kind is PeakKind.SAMPLED)),
-        cpu_cores_sum=cpu or 0.0,
-        cpu_cores_n=int(cpu is not None),
-        peak_memory_sum=float(peak or 0),
-        peak_memory_n=int(peak is not None),
-        io_rate_sum=io or 0.0,
-        io_rate_n=int(io is not None),
-        wall_seconds_sum=float(usage.wall_seconds or 0.0) if done else 0.0,
-        wall_seconds_n=int(done and usage.wall_seconds is not None),
-        requested_byte_seconds=spent.requested,
-        used_byte_seconds=spent.used,
-        user_requested_byte_seconds=spent.user_requested,
-        killed_byte_seconds=spent.killed,
-        peaks=peaks,
-        last_finished_at=obs.finished_at,
+    term = (
+        1,  # attempts
+        int(done),
+        int(obs.oom_killed),
+        int(usable),
+        int(usable and (obs.oom_killed or usage.peak_kind is PeakKind.SAMPLED)),
+        cpu or 0.0,
+        int(cpu is not None),
+        float(peak or 0),
+        int(peak is not None),
+        io or 0.0,
+        int(io is not None),
+        float(usage.wall_seconds or 0.0) if done else 0.0,
+        int(done and usage.wall_seconds is not None),
+        spent.requested,
+        spent.used,
+        spent.user_requested,
+        spent.killed,
     )
+    return term, peak
 
 
 @dataclass(frozen=True)
@@ -159,12 +184,21 @@ class DayTotals:
 
 
 DayKey = tuple[str, str, date]  # task family, DAG id, day
+DayTerms = tuple[int, int, int, int, float, float, float, float]  # DayTotals' fields, in order
 
 
 def day_contribution(obs: Observation) -> tuple[DayKey, DayTotals]:
+    key, terms = day_terms(obs)
+    return key, DayTotals(*terms)
+
+
+def day_terms(obs: Observation, now: datetime | None = None) -> tuple[DayKey, DayTerms]:
+    """The attempt's day (UTC; ``now`` when it has no finish time) and its terms of
+    :class:`DayTotals`, in field order."""
     spent = memory_time(obs)
-    day = (obs.finished_at or datetime.now(timezone.utc)).astimezone(timezone.utc).date()
-    totals = DayTotals(
+    when = obs.finished_at or now or datetime.now(timezone.utc)
+    day = (when if when.tzinfo is timezone.utc else when.astimezone(timezone.utc)).date()
+    terms = (
         1,
         int(obs.exit_reason is ExitReason.COMPLETED),
         int(obs.oom_killed),
@@ -174,7 +208,7 @@ def day_contribution(obs: Observation) -> tuple[DayKey, DayTotals]:
         spent.user_requested,
         spent.killed,
     )
-    return (obs.task_family, obs.key.dag_id, day), totals
+    return (obs.task_family, obs.key.dag_id, day), terms
 
 
 def request_ratio(obs: Observation) -> float | None:

@@ -10,7 +10,7 @@ this input for good; nothing else escapes for store trouble.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Protocol
@@ -69,6 +69,7 @@ class RecordResult:
     new: int  # attempts that were not in the store
     replaced: int  # attempts recorded again (same key): the newer values replaced the older
     refitted: tuple[str, ...] = ()  # families whose model was fitted again
+    repeated: int = 0  # attempts given more than once in the same call: the last given was kept
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,12 @@ class PruneResult:
 class HistoryStore(Protocol):
     def record(self, observations: Sequence[Observation]) -> RecordResult:
         """Record attempts (idempotent on the attempt key) and learn from them, in one transaction."""
+        ...
+
+    def record_batches(self, batches: Iterable[Sequence[Observation]]) -> RecordResult:
+        """:meth:`record` of every batch in one transaction, taking one batch at a time (a trace
+        file too large to hold); models are refitted once, after the last batch. An error from the
+        iterable rolls the whole transaction back."""
         ...
 
     def family(self, task_family: str) -> FamilyState | None:

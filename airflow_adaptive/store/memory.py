@@ -1,6 +1,6 @@
 """A complete history store in memory: a test double for unit tests, with a fault switch.
 
-It runs the same recording and learning code as the SQL store (``record_in``),
+It runs the same recording and learning code as the SQL store (``record_batches_in``),
 so rollups, distributions and models behave alike. ``faults`` makes it
 misbehave on purpose: ``down`` (every call is unavailable), ``slow_seconds``
 (every call waits first), ``corrupt_models`` (stored models are unreadable
@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
@@ -33,7 +33,7 @@ from airflow_adaptive.store.api import (
     RecordResult,
     TotalsQuery,
 )
-from airflow_adaptive.store.learning import DEFAULT_LEARNING, Learning, Transaction, record_in
+from airflow_adaptive.store.learning import DEFAULT_LEARNING, Learning, Transaction, record_batches_in
 from airflow_adaptive.store.rebuild import rebuild_states
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -58,7 +58,11 @@ class _MemoryTransaction(Transaction):
     def existing(self, keys: Sequence[TaskKey]) -> dict[TaskKey, Observation]:
         return {k: self.store._attempts[k][1] for k in keys if k in self.store._attempts}
 
-    def upsert(self, observations: Sequence[Observation]) -> None:
+    def stored_runs(self, runs: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        stored = {(k.dag_id, k.run_id) for k in self.store._attempts}
+        return {run for run in runs if run in stored}
+
+    def upsert(self, observations: Sequence[Observation], *, all_new: bool = False) -> None:
         for obs in observations:
             if obs.finished_at is None:
                 obs = replace(obs, finished_at=datetime.now(timezone.utc))
@@ -71,8 +75,9 @@ class _MemoryTransaction(Transaction):
         found = self.store._window(task_family, limit)
         return [obs for _, obs in found], max((i for i, _ in found), default=None)
 
-    def save_family(self, state: FamilyState, *, refitted: bool) -> None:
-        self.store._families[state.rollup.task_family] = state
+    def save_families(self, states: Sequence[FamilyState], *, refitted: bool) -> None:
+        for state in states:
+            self.store._families[state.rollup.task_family] = state
 
     def add_days(self, totals: dict[DayKey, DayTotals]) -> None:
         for key, delta in totals.items():
@@ -115,6 +120,9 @@ class InMemoryHistoryStore:
         return mine[-limit:] if limit > 0 else []
 
     def record(self, observations: Sequence[Observation]) -> RecordResult:
+        return self.record_batches([observations])
+
+    def record_batches(self, batches: Iterable[Sequence[Observation]]) -> RecordResult:
         with self._lock:
             self._enter()
             snapshot = (
@@ -125,7 +133,7 @@ class InMemoryHistoryStore:
                 dict(self._days),
             )
             try:
-                return record_in(_MemoryTransaction(self), observations, self.learning)
+                return record_batches_in(_MemoryTransaction(self), batches, self.learning)
             except BaseException:  # one transaction: all or nothing
                 self._attempts, self._families, self._distributions, self._next_id, self._days = snapshot
                 raise

@@ -113,10 +113,11 @@ def day_rows(totals: dict[DayKey, DayTotals]) -> list[dict[str, Any]]:
     ]
 
 
-def family_values(state: FamilyState) -> dict[str, Any]:
+def family_values(state: FamilyState, *, with_model: bool = True) -> dict[str, Any]:
     values = {name: getattr(state.rollup, name) for name in ROLLUP_COLUMNS}
     values["peaks"] = state.rollup.peaks.to_json()
-    values["model"] = asdict(state.model) if state.model is not None else None
+    if with_model:
+        values["model"] = asdict(state.model) if state.model is not None else None
     return values
 
 

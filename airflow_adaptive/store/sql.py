@@ -11,11 +11,11 @@ a time).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, func, or_, select, text, update
+from sqlalchemy import Connection, Engine, bindparam, delete, func, or_, select, text, update
 from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 
 from airflow_adaptive.core.grouping import Grouping, NodeProfile
@@ -28,8 +28,9 @@ from airflow_adaptive.core.rollup import DayKey, DayTotals, Distributions, Famil
 from airflow_adaptive.exceptions import HistoryRejectedError, HistoryUnavailableError
 from airflow_adaptive.store import inputs, rows, totals
 from airflow_adaptive.store.api import FamilyState, FamilyTotals, PruneResult, RecordResult, TotalsQuery
+from airflow_adaptive.store.bulk import BULK_FROM_ROWS, can_copy, copy_upsert, executemany_compiled
 from airflow_adaptive.store.dialects import add_to, insert_missing, upsert
-from airflow_adaptive.store.learning import DEFAULT_LEARNING, Learning, Transaction, record_in
+from airflow_adaptive.store.learning import DEFAULT_LEARNING, Learning, Transaction, record_batches_in
 from airflow_adaptive.store.rebuild import rebuild_all
 from airflow_adaptive.store.rows import DAY_KEYS, day_rows
 from airflow_adaptive.store.tables import aggregate, family, family_day, node, task_attempt
@@ -85,28 +86,51 @@ class _SqlTransaction(Transaction):
         return {r.task_family: rows.family_state(r) for r in self.conn.execute(stmt)}
 
     def existing(self, keys: Sequence[TaskKey]) -> dict[TaskKey, Observation]:
-        """Stored attempts with these keys. Plain IN lists on the key's leading columns use the unique
-        index on both databases (a row-value IN list is scanned by PostgreSQL); the exact keys are
-        then picked here."""
+        """Stored attempts with these keys: per (DAG, task, run), equality on the unique index's
+        leading columns and an IN list of map indexes, which both databases answer from the index
+        even with no statistics yet (mid-import, PostgreSQL's planner would otherwise scan every
+        row of the DAG); the exact keys are then picked here."""
         wanted = set(keys)
+        groups: dict[tuple[str, str, str], set[int]] = {}
+        for k in wanted:
+            groups.setdefault((k.dag_id, k.task_id, k.run_id), set()).add(k.map_index)
         found: dict[TaskKey, Observation] = {}
-        ordered = list(wanted)
-        for start in range(0, len(ordered), 500):
-            chunk = ordered[start : start + 500]
-            stmt = select(task_attempt).where(
-                task_attempt.c.dag_id.in_({k.dag_id for k in chunk}),
-                task_attempt.c.task_id.in_({k.task_id for k in chunk}),
-                task_attempt.c.run_id.in_({k.run_id for k in chunk}),
-                task_attempt.c.map_index.in_({k.map_index for k in chunk}),
-            )
-            for obs in rows.observations(self.conn.execute(stmt)):
-                if obs.key in wanted:
-                    found[obs.key] = obs
+        for (dag_id, task_id, run_id), indexes in groups.items():
+            ordered = sorted(indexes)
+            for start in range(0, len(ordered), 500):
+                stmt = select(task_attempt).where(
+                    task_attempt.c.dag_id == dag_id,
+                    task_attempt.c.task_id == task_id,
+                    task_attempt.c.run_id == run_id,
+                    task_attempt.c.map_index.in_(ordered[start : start + 500]),
+                )
+                for obs in rows.observations(self.conn.execute(stmt)):
+                    if obs.key in wanted:
+                        found[obs.key] = obs
         return found
 
-    def upsert(self, observations: Sequence[Observation]) -> None:
+    def stored_runs(self, runs: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        found = set()
+        for dag_id, run_id in runs:
+            stmt = select(task_attempt.c.id).where(
+                task_attempt.c.dag_id == dag_id, task_attempt.c.run_id == run_id
+            )
+            if self.conn.execute(stmt.limit(1)).first() is not None:
+                found.add((dag_id, run_id))
+        return found
+
+    def upsert(self, observations: Sequence[Observation], *, all_new: bool = False) -> None:
         values = [rows.attempt_values(o) for o in observations]
-        self.conn.execute(upsert(self.dialect, task_attempt, list(values[0]), rows.KEY_COLUMNS), values)
+        if can_copy(self.conn, len(values)):
+            copy_upsert(self.conn, task_attempt, values, rows.KEY_COLUMNS, all_new=all_new)
+            return
+        stmt = upsert(self.dialect, task_attempt, list(values[0]), rows.KEY_COLUMNS)
+        if self.dialect == "sqlite":
+            if len(values) >= BULK_FROM_ROWS:  # a trace: index pages stay cached (default 2 MB)
+                self.conn.exec_driver_sql("PRAGMA cache_size = -32768")  # 32 MiB, this connection
+            executemany_compiled(self.conn, stmt, values)
+        else:
+            self.conn.execute(stmt, values)
 
     def window(
         self, task_family: str, limit: int, dag_ids: frozenset[str] | None = None
@@ -123,13 +147,24 @@ class _SqlTransaction(Transaction):
         found = self.conn.execute(stmt).all()
         return rows.observations(reversed(found)), (max(r.id for r in found) if found else None)
 
-    def save_family(self, state: FamilyState, *, refitted: bool) -> None:
-        values = rows.family_values(state)
-        if refitted:
-            values["model_fitted_at"] = datetime.now(timezone.utc)
-        self.conn.execute(
-            update(family).where(family.c.task_family == state.rollup.task_family).values(values)
+    def save_families(self, states: Sequence[FamilyState], *, refitted: bool) -> None:
+        """One UPDATE executed for every family (a batch of a trace touches hundreds)."""
+        if not states:
+            return
+        now = datetime.now(timezone.utc)
+        values = []
+        for state in states:
+            row = rows.family_values(state, with_model=refitted)  # else the model read under the lock stands
+            if refitted:
+                row["model_fitted_at"] = now
+            values.append({"family_key": state.rollup.task_family, **row})
+        columns = [name for name in values[0] if name != "family_key"]
+        stmt = (
+            update(family)
+            .where(family.c.task_family == bindparam("family_key"))
+            .values({name: bindparam(name) for name in columns})
         )
+        self.conn.execute(stmt, values)
 
     def add_days(self, totals: dict[DayKey, DayTotals]) -> None:
         if totals:
@@ -191,8 +226,11 @@ class SqlHistoryStore:
 
     # -- writes ----------------------------------------------------------------------------------
     def record(self, observations: Sequence[Observation]) -> RecordResult:
+        return self.record_batches([observations])
+
+    def record_batches(self, batches: Iterable[Sequence[Observation]]) -> RecordResult:
         with self._connection(write=True) as conn:
-            return record_in(_SqlTransaction(conn), observations, self.learning)
+            return record_batches_in(_SqlTransaction(conn), batches, self.learning)
 
     def save_nodes(self, profiles: Sequence[NodeProfile], grouping: Grouping) -> None:
         now = datetime.now(timezone.utc)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,11 +20,12 @@ MISSING = {"", "-", "NA", "nan", "NaN", "null", "None"}
 MAX_NUMBER = float(2**62)
 
 
-def read_table(name: str, **options: Any) -> pd.DataFrame:
-    """A CSV/TSV file as strings, missing cells as ""; an unreadable file is one TraceFormatError
-    naming the file and what is wrong (e.g. the line with too many fields)."""
+@contextlib.contextmanager
+def _table_errors(name: str) -> Iterator[None]:
+    """An unreadable file as one TraceFormatError naming the file and what is wrong (e.g. the line
+    with too many fields)."""
     try:
-        frame = pd.read_csv(name, dtype=str, keep_default_na=False, **options)
+        yield
     except pd.errors.EmptyDataError:
         raise TraceFormatError(f"{name}: empty file") from None
     except (pd.errors.ParserError, csv.Error, UnicodeDecodeError, ValueError) as err:
@@ -30,7 +33,23 @@ def read_table(name: str, **options: Any) -> pd.DataFrame:
         raise TraceFormatError(f"{name}: cannot be read as a table ({reason})") from None
     except OSError as err:
         raise TraceFormatError(f"{name}: cannot read ({err.strerror or err})") from None
+
+
+def read_table(name: str, **options: Any) -> pd.DataFrame:
+    """A CSV/TSV file as strings, missing cells as ""."""
+    with _table_errors(name):
+        frame = pd.read_csv(name, dtype=str, keep_default_na=False, **options)
     return frame.fillna("")  # short rows: their missing cells are empty, and reported per row
+
+
+def read_table_chunks(name: str, chunk_rows: int, **options: Any) -> Iterator[pd.DataFrame]:
+    """A CSV/TSV file as :func:`read_table` gives it, ``chunk_rows`` rows at a time (memory stays at
+    one chunk, whatever the file's length); each chunk's index counts rows from the file's start."""
+    with _table_errors(name):
+        reader = pd.read_csv(name, dtype=str, keep_default_na=False, chunksize=chunk_rows, **options)
+        with reader:
+            for frame in reader:
+                yield frame.fillna("")
 
 
 def trace_name(name: str) -> str:
@@ -69,17 +88,18 @@ def numeric_columns(frame: pd.DataFrame, columns: tuple[str, ...]) -> tuple[dict
     A missing column counts as all missing; negative numbers are malformed, never clipped to zero.
     """
     numbers: dict[str, pd.Series] = {}
-    bad = pd.Series("", index=frame.index)
+    bad = pd.Series("", index=frame.index, dtype=object)
     for column in columns:
-        raw = (
-            frame[column].astype(str).str.strip()
-            if column in frame.columns
-            else pd.Series("", index=frame.index)
-        )
-        missing = raw.isin(MISSING)
-        values = pd.to_numeric(raw.where(~missing), errors="coerce")
-        invalid = (values.isna() & ~missing) | (values < 0) | (values > MAX_NUMBER)  # inf is > too
-        bad = bad.where(~invalid, bad + f"{column}=" + raw + " ")
+        if column not in frame.columns:
+            numbers[column] = pd.Series(float("nan"), index=frame.index)
+            continue
+        raw = frame[column]
+        values = pd.to_numeric(raw, errors="coerce").astype(float)  # surrounding blanks are allowed
+        unread = values.isna()  # few cells: missing (unknown) or not a number (reported)
+        malformed = unread & ~raw.astype(str).str.strip().isin(MISSING) if unread.any() else unread
+        invalid = malformed | (values < 0) | (values > MAX_NUMBER)  # inf is > too
+        if invalid.any():
+            bad[invalid] = bad[invalid] + f"{column}=" + raw[invalid].astype(str).str.strip() + " "
         numbers[column] = values.where(~invalid)
     return numbers, bad
 

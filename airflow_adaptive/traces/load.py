@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from airflow_adaptive.core.model import Observation
 from airflow_adaptive.core.replay import TaskRun
@@ -11,7 +11,7 @@ from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.cctools import DELIMITER, read_cctools
 from airflow_adaptive.traces.common import ImportResult
 from airflow_adaptive.traces.lotaru import read_lotaru
-from airflow_adaptive.traces.nextflow import read_nextflow
+from airflow_adaptive.traces.nextflow import iter_nextflow, read_nextflow
 from airflow_adaptive.traces.wfformat import read_wfformat
 
 READERS: dict[str, Callable[[str], ImportResult]] = {
@@ -47,6 +47,18 @@ def read_trace(path: str | os.PathLike[str], fmt: str = "auto") -> ImportResult:
     if fmt not in FORMATS:
         raise TraceFormatError(f"unknown trace format {fmt!r}; known: {', '.join(FORMATS)}")
     return READERS[detect_format(name) if fmt == "auto" else fmt](name)
+
+
+def iter_trace(path: str | os.PathLike[str], fmt: str = "auto") -> Iterator[ImportResult]:
+    """:func:`read_trace` in parts, for a store to record one at a time: Nextflow traces (the ones
+    that grow to millions of rows) a chunk of rows at a time, other formats whole."""
+    name = os.fspath(path)
+    if fmt not in FORMATS:
+        raise TraceFormatError(f"unknown trace format {fmt!r}; known: {', '.join(FORMATS)}")
+    if (detect_format(name) if fmt == "auto" else fmt) == "nextflow":
+        yield from iter_nextflow(name)
+    else:
+        yield read_trace(name, fmt)
 
 
 def task_runs(observations: list[Observation]) -> list[TaskRun]:

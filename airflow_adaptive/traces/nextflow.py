@@ -1,9 +1,13 @@
-"""Nextflow trace files (``-with-trace``): one row per task attempt, ``process`` is the task family."""
+"""Nextflow trace files (``-with-trace``): one row per task attempt, ``process`` is the task family.
+
+Read in chunks of rows, each turned into attempts column by column, so a trace of millions of rows
+is imported in bounded memory (see ``benchmarks/trace_import.py``).
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Iterator
 from datetime import datetime, timezone
 
 import pandas as pd
@@ -15,9 +19,8 @@ from airflow_adaptive.traces.common import (
     ImportResult,
     SkippedRow,
     numeric_columns,
-    read_table,
+    read_table_chunks,
     trace_name,
-    value,
 )
 
 REQUIRED = ("process", "status")
@@ -25,114 +28,141 @@ NUMERIC = (
     "task_id", "attempt", "exit", "memory", "peak_rss", "realtime", "%cpu",
     "read_bytes", "write_bytes", "rchar", "wchar", "complete",
 )  # fmt: skip
+COLUMNS = frozenset((*REQUIRED, *NUMERIC, "hostname"))  # the rest of a trace's columns are not read
 LAST_MS = 253_402_300_799_999.0  # the end of year 9999, the last time Python represents
-OOM_EXIT_CODES = {137}  # SIGKILL: Nextflow reports OOM kills this way
-
-
-def _exit_reason(status: str, exit_code: float | None) -> ExitReason | None:
-    if status == "COMPLETED":
-        return ExitReason.COMPLETED
-    if status == "FAILED":
-        return ExitReason.OOM_KILLED if exit_code in OOM_EXIT_CODES else ExitReason.ERROR
-    return None  # ABORTED / CACHED rows say nothing about resource use
+OOM_EXIT_CODES = (137,)  # SIGKILL: Nextflow reports OOM kills this way
+CHUNK_ROWS = 25_000
 
 
 def read_nextflow(path: str | os.PathLike[str], sep: str | None = None) -> ImportResult:
     """Observations of a Nextflow trace (CSV or TSV); malformed rows are reported and skipped."""
-    name = os.fspath(path)
-    frame = read_table(name, sep=sep or ("\t" if name.endswith((".txt", ".tsv")) else ","),
-                       engine="python" if sep is None else "c")  # fmt: skip
-    missing = [c for c in REQUIRED if c not in frame.columns]
-    if missing:
-        raise TraceFormatError(f"{name}: not a Nextflow trace (missing columns {', '.join(missing)})")
-    numbers, bad = numeric_columns(frame, NUMERIC)
     result = ImportResult()
-    stem = trace_name(name)
-    hosts = frame["hostname"].str.strip() if "hostname" in frame.columns else pd.Series("", index=frame.index)
-    for pos in range(len(frame)):
-        line = pos + 2  # the header is line 1
-
-        def num(column: str, _pos: int = pos) -> float | None:
-            return value(numbers, column, _pos)
-
-        process = str(frame.at[pos, "process"]).strip()
-        status = str(frame.at[pos, "status"]).strip()
-        reason = _exit_reason(status, num("exit"))
-        complete = num("complete")
-        problem = _problem(bad.iat[pos], complete, process, status, reason)
-        if problem or reason is None:
-            result.skipped.append(SkippedRow(name, line, problem or "unusable row"))
-            continue
-        host = None if hosts.iat[pos] in MISSING else hosts.iat[pos]
-        result.observations.append(_observation(num, process, reason, stem, pos, host))
-    if not result.observations:
-        raise TraceFormatError(f"{name}: no usable rows ({len(result.skipped)} skipped)")
+    for chunk in iter_nextflow(path, sep):
+        result.observations.extend(chunk.observations)
+        result.skipped.extend(chunk.skipped)
     return result
 
 
-def _observation(
-    num: Callable[[str], float | None],
-    process: str,
-    reason: ExitReason,
+def iter_nextflow(
+    path: str | os.PathLike[str], sep: str | None = None, chunk_rows: int | None = None
+) -> Iterator[ImportResult]:
+    """:func:`read_nextflow`, ``chunk_rows`` rows at a time; raises at the end when no row was usable."""
+    name = os.fspath(path)
+    stem = trace_name(name)
+    usable = skipped = 0
+    chunks = read_table_chunks(
+        name, chunk_rows or CHUNK_ROWS, sep=sep or ("\t" if name.endswith((".txt", ".tsv")) else ","),
+        usecols=lambda column: column in COLUMNS,
+    )  # fmt: skip
+    for frame in chunks:
+        missing = [c for c in REQUIRED if c not in frame.columns]
+        if missing:
+            raise TraceFormatError(f"{name}: not a Nextflow trace (missing columns {', '.join(missing)})")
+        chunk = _read_chunk(frame, name, stem)
+        usable += len(chunk.observations)
+        skipped += len(chunk.skipped)
+        yield chunk
+    if not usable:
+        raise TraceFormatError(f"{name}: no usable rows ({skipped} skipped)")
+
+
+def _read_chunk(frame: pd.DataFrame, name: str, stem: str) -> ImportResult:
+    """The attempts of one chunk of rows, worked out a column at a time."""
+    numbers, bad = numeric_columns(frame, NUMERIC)
+    process = frame["process"].astype(str).str.strip()
+    status = frame["status"].astype(str).str.strip()
+    reason = pd.Series(None, index=frame.index, dtype=object)
+    reason[status == "COMPLETED"] = ExitReason.COMPLETED
+    failed = status == "FAILED"
+    oom = failed & numbers["exit"].isin(OOM_EXIT_CODES)
+    reason[failed] = ExitReason.ERROR
+    reason[oom] = ExitReason.OOM_KILLED  # ABORTED / CACHED rows say nothing about resource use
+    problems = _problems(bad, numbers["complete"], process, status, reason)
+    result = ImportResult()
+    for pos, problem in problems.items():
+        result.skipped.append(SkippedRow(name, int(pos) + 2, problem))  # the header is line 1
+    ok = problems.index.symmetric_difference(frame.index) if len(problems) else frame.index
+    if len(ok):
+        result.observations = _observations(
+            {c: v[ok] for c, v in numbers.items()}, process[ok], reason[ok], oom[ok], frame, ok, stem
+        )
+    return result
+
+
+def _problems(
+    bad: pd.Series, complete: pd.Series, process: pd.Series, status: pd.Series, reason: pd.Series
+) -> pd.Series:
+    """Why each unusable row cannot be imported, by row (the first reason that applies)."""
+    why = pd.Series(None, index=bad.index, dtype=object)
+    for mask, say in (  # the last that applies wins: the most basic problem is named
+        (reason.isna(), lambda rows: "status " + status[rows].map(repr) + " says nothing about resource use"),
+        (process == "", lambda rows: pd.Series("empty process", index=rows)),
+        (complete > LAST_MS, lambda rows: "complete=" + complete[rows].map("{:.0f}".format)
+         + " is not a time (milliseconds since 1970)"),
+        (bad != "", lambda rows: "not a non-negative number: " + bad[rows].str.strip()),
+    ):  # fmt: skip
+        rows = mask[mask].index
+        if len(rows):
+            why[rows] = say(rows)
+    return why.dropna()
+
+
+def _observations(
+    numbers: dict[str, pd.Series],
+    process: pd.Series,
+    reason: pd.Series,
+    oom: pd.Series,
+    frame: pd.DataFrame,
+    rows: pd.Index,
     stem: str,
-    pos: int,
-    host: str | None,
-) -> Observation:
-    """One attempt from a usable row (``num`` reads the row's numeric columns)."""
-    realtime_s = _scaled(num("realtime"), 1 / 1000)
-    cpu_pct, peak, memory, complete = num("%cpu"), num("peak_rss"), num("memory"), num("complete")
-    task_no = num("task_id")
-    oom = reason is ExitReason.OOM_KILLED
-    kind = PeakKind.CENSORED if oom else PeakKind.MEASURED if peak else PeakKind.NONE
-    return Observation(
-        key=TaskKey(
-            "trace",
-            process[:250],
-            f"trace:{stem}",
-            int(task_no if task_no is not None else pos),
-            int(num("attempt") or 1),
-        ),
-        task_family=process[:250],
-        usage=Usage(
-            peak_memory_bytes=None if oom else _int(peak),
-            cpu_core_seconds=None if cpu_pct is None else _scaled(realtime_s, cpu_pct / 100),
-            wall_seconds=realtime_s,
-            read_bytes=_int(_first(num("read_bytes"), num("rchar"))),
-            write_bytes=_int(_first(num("write_bytes"), num("wchar"))),
-            peak_kind=kind,
-        ),
-        exit_reason=reason,
-        exit_code=_int(num("exit")),
-        memory_request_bytes=_int(memory),
-        memory_limit_bytes=_int(memory),
-        user_request_bytes=_int(memory),
-        node_name=host,
-        finished_at=datetime.fromtimestamp(complete / 1000, timezone.utc) if complete else None,
-        strategy="user",
-        explanation=f"imported from {stem}",
+) -> list[Observation]:
+    realtime_s = numbers["realtime"] / 1000
+    peak = numbers["peak_rss"].where(~oom)
+    kind = pd.Series(PeakKind.NONE, index=rows, dtype=object)
+    kind[peak.fillna(0) > 0] = PeakKind.MEASURED
+    kind[oom] = PeakKind.CENSORED
+    memory = _ints(numbers["memory"])
+    complete = numbers["complete"].where(numbers["complete"] > 0)
+    finished = [
+        None if ms is None else datetime.fromtimestamp(ms / 1000, timezone.utc) for ms in _floats(complete)
+    ]
+    hosts = (
+        frame["hostname"][rows].astype(str).str.strip() if "hostname" in frame else pd.Series("", index=rows)
     )
+    families = process.str.slice(0, 250).tolist()
+    run_id = f"trace:{stem}"
+    explanation = f"imported from {stem}"
+    columns = zip(
+        families,
+        _ints(numbers["task_id"].fillna(pd.Series(rows, index=rows, dtype=float))),
+        _ints(numbers["attempt"].where(numbers["attempt"] > 0, 1)),
+        _ints(peak), _floats(realtime_s * (numbers["%cpu"] / 100)), _floats(realtime_s),
+        _ints(numbers["read_bytes"].fillna(numbers["rchar"])), _ints(numbers["write_bytes"].fillna(numbers["wchar"])),
+        kind.tolist(), reason.tolist(), _ints(numbers["exit"]), memory,
+        [None if h in MISSING else h for h in hosts.tolist()], finished, strict=True,
+    )  # fmt: skip
+    return [
+        Observation(
+            key=TaskKey("trace", family, run_id, task_no, attempt),
+            task_family=family,
+            usage=Usage(peak_b, cpu_s, wall_s, read_b, write_b, peak_kind),
+            exit_reason=why,
+            exit_code=code,
+            memory_request_bytes=mem,
+            memory_limit_bytes=mem,
+            user_request_bytes=mem,
+            node_name=host,
+            finished_at=when,
+            strategy="user",
+            explanation=explanation,
+        )
+        for family, task_no, attempt, peak_b, cpu_s, wall_s, read_b, write_b, peak_kind, why, code, mem, host, when in columns
+    ]
 
 
-def _problem(
-    bad: str, complete: float | None, process: str, status: str, reason: ExitReason | None
-) -> str | None:
-    """Why a row cannot be imported (None: it can)."""
-    if bad:
-        return f"not a non-negative number: {bad.strip()}"
-    if complete is not None and complete > LAST_MS:
-        return f"complete={complete:.0f} is not a time (milliseconds since 1970)"
-    if not process:
-        return "empty process"
-    return f"status {status!r} says nothing about resource use" if reason is None else None
+def _ints(values: pd.Series) -> list[int | None]:
+    return [None if v != v else int(v) for v in values.tolist()]  # v != v: NaN, a missing value
 
 
-def _int(value: float | None) -> int | None:
-    return None if value is None else int(value)
-
-
-def _first(*values: float | None) -> float | None:
-    return next((v for v in values if v is not None), None)
-
-
-def _scaled(value: float | None, factor: float) -> float | None:
-    return None if value is None else value * factor
+def _floats(values: pd.Series) -> list[float | None]:
+    return [None if v != v else float(v) for v in values.tolist()]

@@ -20,7 +20,7 @@ are scored (older ones would weigh under 0.1 %).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from .base import (
     RequestRatioPrior,
     Sample,
     peaks,
+    prefix_quantiles,
     register_predictor,
     retry_waste,
     runtimes,
@@ -141,10 +142,8 @@ class AdaptivePredictor(Predictor):
             # From scratch, tasks older than ten half-lives (weight < 0.1 %) are not scored: a long
             # history then costs a bounded number of refits instead of one per task.
             start, scores = max(1, r.size - int(10 * self.half_life_tasks)), np.zeros(len(names))
-        for i in range(max(start, 1), r.size):
-            pieces = self._pieces(r[:i], None if x is None else x[:i])
-            alloc = self._apply(*pieces, None if x is None else float(x[i]))
-            scores = scores * decay + retry_waste(alloc, float(r[i]), float(t[i]), self.time_to_failure)
+        for waste in self._prequential_waste(r, t, x, max(start, 1)):
+            scores = scores * decay + waste
         self.scored_peaks_, self.scores_ = r.copy(), scores
         self.pieces_ = self._pieces(r, x)
         best = int(np.argmin(scores))
@@ -152,6 +151,22 @@ class AdaptivePredictor(Predictor):
             best = 0
         self.best_, self.rule_ = best, names[best]
         self.peaks_, self.inputs_ = r, x
+
+    def _prequential_waste(
+        self, r: np.ndarray, t: np.ndarray, x: np.ndarray | None, first: int
+    ) -> Iterator[np.ndarray]:
+        """Each candidate's waste on task ``i`` when fitted on the tasks before it, for ``i`` from
+        ``first`` on. Without inputs, every prefix's quantiles come from one sorted matrix."""
+        if x is None:
+            q = prefix_quantiles(r, self.quantiles, first)
+            alloc = (q[:, :, None] * (1.0 + np.asarray(self.margins))[None, None, :]).reshape(
+                len(q), len(self.quantiles) * len(self.margins)
+            )
+            yield from retry_waste(alloc, r[first:, None], t[first:, None], self.time_to_failure)
+            return
+        for i in range(first, r.size):
+            alloc = self._apply(*self._pieces(r[:i], x[:i]), float(x[i]))
+            yield retry_waste(alloc, float(r[i]), float(t[i]), self.time_to_failure)
 
     def _predict(self, input_size_bytes: int | None) -> float:
         x_next = None

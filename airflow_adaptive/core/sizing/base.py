@@ -114,6 +114,32 @@ def retry_waste(
     return (final - peak) * runtime + failed * runtime * ttf
 
 
+def prefix_quantiles(values: np.ndarray, quantiles: Sequence[float], first: int) -> np.ndarray:
+    """Row ``k``: ``np.quantile(values[:first + k], quantiles)`` (numpy's default, linear method),
+    for every prefix from ``first`` values to all but the last, from sorted matrices of prefixes
+    instead of one sort per prefix. The arithmetic is numpy's own, so the values are the same."""
+    q = np.asarray(quantiles, dtype=float)
+    lengths = np.arange(first, values.size)
+    block = max(1, _MATRIX_CELLS // max(values.size, 1))  # rows per matrix: bounded memory
+    parts = [_quantile_rows(values, lengths[i : i + block], q) for i in range(0, lengths.size, block)]
+    return np.concatenate(parts) if parts else np.empty((0, q.size))
+
+
+_MATRIX_CELLS = 1 << 20
+
+
+def _quantile_rows(values: np.ndarray, lengths: np.ndarray, q: np.ndarray) -> np.ndarray:
+    columns = np.arange(lengths[-1])
+    rows = np.sort(np.where(columns[None, :] < lengths[:, None], values[None, : lengths[-1]], np.inf), axis=1)
+    virtual = (lengths[:, None] - 1) * q[None, :]
+    below = np.floor(virtual).astype(np.intp)
+    above = np.minimum(below + 1, lengths[:, None] - 1)
+    gamma = virtual - below
+    a, b = np.take_along_axis(rows, below, axis=1), np.take_along_axis(rows, above, axis=1)
+    diff = b - a
+    return np.where(gamma >= 0.5, b - diff * (1 - gamma), a + diff * gamma)  # numpy's _lerp
+
+
 class RequestRatioPrior:
     """How much of their memory request tasks of *other* families really used (peak / request).
 

@@ -1,0 +1,96 @@
+"""Many rows into PostgreSQL at once: COPY into a temporary table, then one INSERT ... SELECT upsert.
+
+Row-by-row upserts cost PostgreSQL about 100 µs a row even batched; COPY costs a tenth of that,
+which is what lets a trace of a million attempts import in a minute. Names in the COPY statement
+are our own tables' columns, quoted by the driver's SQL composition; values travel as CSV data.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from operator import itemgetter
+from typing import Any
+
+from sqlalchemy import Column, Connection, MetaData, Table, select
+from sqlalchemy.dialects import postgresql
+
+BULK_FROM_ROWS = 2_000  # fewer rows: the plain upsert is as fast and needs no temporary table
+
+
+def can_copy(conn: Connection, rows: int) -> bool:
+    """Whether :func:`copy_upsert` applies: PostgreSQL through psycopg2, and enough rows."""
+    if conn.dialect.name != "postgresql" or rows < BULK_FROM_ROWS:
+        return False
+    return hasattr(conn.connection.driver_connection, "cursor") and conn.dialect.driver == "psycopg2"
+
+
+def copy_upsert(
+    conn: Connection, table: Table, values: Sequence[dict[str, Any]], keys: Sequence[str], *, all_new: bool
+) -> None:
+    """Insert or replace (by ``keys``) ``values``, whose keys are unique, through COPY: straight
+    into ``table`` when the caller knows none is stored yet, else through a temporary table."""
+    columns = list(values[0])
+    if all_new:
+        _copy(conn, table.name, columns, values)
+        return
+    stage = _stage(table, columns)
+    stage.create(conn, checkfirst=True)  # once per transaction: it is dropped at commit
+    _copy(conn, stage.name, columns, values)
+    insert = postgresql.insert(table).from_select(columns, select(*(stage.c[c] for c in columns)))
+    changed = {c: insert.excluded[c] for c in columns if c not in keys}
+    conn.execute(insert.on_conflict_do_update(index_elements=list(keys), set_=changed))
+    conn.execute(stage.delete())
+
+
+def _copy(
+    conn: Connection, table_name: str, columns: Sequence[str], values: Sequence[dict[str, Any]]
+) -> None:
+    from psycopg2 import sql
+
+    data = io.StringIO("".join("\t".join(map(_text, (row[c] for c in columns))) + "\n" for row in values))
+    copy = sql.SQL("COPY {} ({}) FROM STDIN").format(
+        sql.Identifier(table_name), sql.SQL(", ").join(sql.Identifier(c) for c in columns)
+    )
+    driver = conn.connection.driver_connection
+    assert driver is not None  # can_copy checked it
+    with driver.cursor() as cursor:
+        cursor.copy_expert(copy, data)
+
+
+def executemany_compiled(conn: Connection, stmt: Any, values: Sequence[dict[str, Any]]) -> None:
+    """``conn.execute(stmt, values)`` without SQLAlchemy's per-row parameter handling (two thirds
+    of the time for SQLite): the statement compiled once by SQLAlchemy, each value converted by
+    its column type's own bind processor (in ``values``, the caller's own dictionaries), the rows
+    handed to the driver's executemany."""
+    dialect = conn.dialect
+    compiled = stmt.compile(dialect=dialect, column_keys=list(values[0]))
+    order = list(compiled.positiontup or ())
+    for name in order:
+        to = stmt.table.c[name].type.dialect_impl(dialect).bind_processor(dialect)
+        if to is not None:  # e.g. a time as SQLite's text
+            for row in values:
+                row[name] = to(row[name])
+    row_tuple = itemgetter(*order)
+    rows = [row_tuple(row) for row in values] if len(order) > 1 else [(row[order[0]],) for row in values]
+    conn.exec_driver_sql(str(compiled), rows)
+
+
+_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _text(value: Any) -> str:
+    """One field of COPY's text format: \\N for NULL, backslash escapes for the separators."""
+    if value is None:
+        return "\\N"
+    return value.translate(_ESCAPES) if isinstance(value, str) else str(value)
+
+
+def _stage(table: Table, columns: Sequence[str]) -> Table:
+    return Table(
+        f"{table.name}_stage",
+        MetaData(),
+        *(Column(c, table.c[c].type) for c in columns),
+        prefixes=["TEMPORARY"],
+        postgresql_on_commit="DROP",
+    )
