@@ -123,11 +123,16 @@ def test_same_named_traces_in_two_folders_are_two_runs_and_a_copy_is_one(
 
 
 def test_a_file_is_imported_whole_or_not_at_all(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: Any
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Also when the file streams in chunks: the refused row is in the third of 500 rows, and
+    repeated keys span chunks (chunks of 2 rows)."""
     from sqlalchemy import text
 
     from airflow_adaptive.history_cli import open_cli_store
+    from airflow_adaptive.traces import nextflow
+
+    monkeypatch.setattr(nextflow, "CHUNK_ROWS", 500)
 
     rows = [f"{i},h{i},ATOMIC,ATOMIC ({i}),COMPLETED,0,1,8589934592,{2**30},60000,150,1,1,{1700000000000 + i},n1"
             for i in range(1, 1201)]  # fmt: skip
@@ -140,6 +145,7 @@ def test_a_file_is_imported_whole_or_not_at_all(
     assert open_cli_store().progress("ATOMIC") is None  # nothing of the file was kept
     with engine.connect() as conn:
         assert conn.execute(text("select count(*) from adaptive_task_attempt")).scalar() == 0
+    monkeypatch.setattr(nextflow, "CHUNK_ROWS", 2)
     repeated = tmp_path / "repeated.csv"
     repeated.write_text(HEADER + "\n".join(rows[:3] + rows[:2]) + "\n")
     assert main(["history", "import", str(repeated)]) == 0

@@ -281,3 +281,20 @@ def test_a_failing_input_leaves_nothing_of_its_batches(store: HistoryStore) -> N
     with pytest.raises(TraceFormatError, match="3002"):
         store.record_batches(batches())
     assert stored_peaks(store) == {("import", n): 1 for n in range(10)}
+
+
+def test_a_large_batch_keeps_every_text_exactly(store: HistoryStore) -> None:
+    """On PostgreSQL a large batch travels as COPY text: separators, backslashes and empty strings
+    must come back as they went in (and nothing as NULL that was not)."""
+    odd = ["tab\there", "line\nbreak", "back\\slash", "", "\\N", "carriage\rreturn", "ünïcode ✓"]
+    batch = [
+        replace(keyed(n, 7), explanation=odd[n % len(odd)], node_name=odd[(n + 1) % len(odd)])
+        for n in range(2500)
+    ]
+    store.record_batches([batch])
+    found = {
+        o.key.map_index: (o.explanation, o.node_name)
+        for f in range(5)
+        for o in store.history(f"f{f}", limit=10**4)
+    }
+    assert found == {n: (odd[n % len(odd)], odd[(n + 1) % len(odd)]) for n in range(2500)}

@@ -251,6 +251,10 @@ class Distributions:
             if new is not None:
                 self.demand[feature].add(new, +1)
 
+    def add_ratios(self, other: Distributions, sign: int = 1) -> None:
+        """Add (``sign=-1``: remove) the request ratios ``other`` counted."""
+        self.request_ratios = self.request_ratios.combined(other.request_ratios, sign)
+
     def replace_attempt(self, old: Observation | None, new: Observation | None) -> None:
         for obs, sign in ((old, -1), (new, +1)):
             ratio = request_ratio(obs) if obs is not None else None

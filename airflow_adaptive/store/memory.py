@@ -33,8 +33,9 @@ from airflow_adaptive.store.api import (
     RecordResult,
     TotalsQuery,
 )
-from airflow_adaptive.store.learning import DEFAULT_LEARNING, Learning, Transaction, record_batches_in
+from airflow_adaptive.store.learning import DEFAULT_LEARNING, Learning, Transaction
 from airflow_adaptive.store.rebuild import rebuild_states
+from airflow_adaptive.store.recording import record_batches_in
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
