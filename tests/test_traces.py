@@ -198,4 +198,3 @@ def test_shared_traces(relative: str, fmt: str, instances: int) -> None:
     assert detect_format(path) == fmt
     runs = task_runs(read_trace(path).observations)
     assert len(runs) == instances
-    assert all(r.peak_bytes > 0 and r.wall_seconds >= 0 for r in runs)

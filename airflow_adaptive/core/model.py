@@ -6,8 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 
-MIB = 1024**2
-GIB = 1024**3
+from .units import GIB, MIB  # noqa: F401  (re-exported: callers import them from the model)
 
 
 class ExitReason(str, enum.Enum):

@@ -1,6 +1,11 @@
-"""Human-readable byte counts for explanations."""
+"""Byte units, defined once, and human-readable byte counts for explanations."""
 
 from __future__ import annotations
+
+MIB = 1024**2
+GIB = 1024**3
+MB = 10**6  # decimal units: trace sizes and simulated shared storage
+GB = 10**9
 
 
 def format_bytes(value: float | None) -> str:

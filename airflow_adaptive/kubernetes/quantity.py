@@ -7,9 +7,9 @@ import re
 
 from kubernetes.utils import parse_quantity
 
+from airflow_adaptive.core.units import MIB
 from airflow_adaptive.exceptions import InvalidQuantityError
 
-MIB = 1024**2
 MAX_QUANTITY = 2**63 - 1
 # The API server's quantity grammar (resource.Quantity), ASCII digits only.
 _QUANTITY = re.compile(

@@ -19,10 +19,10 @@ from typing import Any
 import yaml
 
 from airflow_adaptive.core.grouping import TASK_FEATURE_BENCHMARKS, Grouping, NodeProfile, group_nodes
+from airflow_adaptive.core.units import GIB
 from airflow_adaptive.exceptions import InvalidQuantityError, SimulationInputError
 from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
 
-GIB = 1024**3
 # The N1 group of Table IV (5;5;5): the node whose speed is 1 on every feature.
 REFERENCE_BENCHMARKS = {
     "cpu_events_per_s": 375.5,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-GIB = 1024**3
+from airflow_adaptive.core.units import GIB
+
 HISTORY_MODES = ("prior-run", "online")
 SIZINGS = ("user", "adaptive")
 

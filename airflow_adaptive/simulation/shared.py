@@ -12,13 +12,12 @@ from __future__ import annotations
 import numpy as np
 from kubernetes.utils import parse_quantity
 
-from airflow_adaptive.core.units import format_bytes
+from airflow_adaptive.core.units import MB, format_bytes
 from airflow_adaptive.exceptions import SimulationInputError
 
 from .params import SimParams
 from .workload import SimTask, Workload, user_request_bytes
 
-MB = 10**6
 # Table 5's applications: (CPU use, RSS bytes).
 APPLICATIONS = ((0.45, 800 * MB), (0.98, 180 * MB), (0.99, 480 * MB), (0.99, 300 * MB))
 RUNTIME_S = 45.0

@@ -15,13 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from airflow_adaptive.core.units import GB, MB
 from airflow_adaptive.traces.synthetic import WittModel
 
 from .params import SimParams
 from .workload import SimTask, Workload, floor_peak, user_request_bytes
-
-GB = 10**9
-MB = 10**6
 
 
 @dataclass(frozen=True)

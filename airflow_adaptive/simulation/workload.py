@@ -16,11 +16,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from airflow_adaptive.core.labels import TASK_FEATURES, FamilyDemand
+from airflow_adaptive.core.units import MIB
 from airflow_adaptive.exceptions import SimulationInputError
 
 from .params import GIB, SimParams
-
-MIB = 1024**2
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,9 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from airflow_adaptive.core.units import GIB
 from airflow_adaptive.plotting import pyplot, save
-
-GIB = 1024**3
 
 
 def _stem(path: str) -> str:

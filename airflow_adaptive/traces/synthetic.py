@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from airflow_adaptive.core.replay import TaskRun
+from airflow_adaptive.core.units import GB
 
-GB = 10**9
 PHUNG_MACHINE_BYTES = 64 * GB
 PHUNG_TASKS = 2000
 HOUR = 3600.0

@@ -21,9 +21,7 @@ import numpy as np
 
 from ...exceptions import UnknownStrategyError
 from ..sketch import LogHistogram
-
-GIB = 1024**3
-MIB = 1024**2
+from ..units import GIB, MIB
 
 
 @dataclass(frozen=True)
