@@ -12,9 +12,8 @@ import hashlib
 import math
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any
 
-from .model import Observation, PeakKind, TaskKey
+from .model import Observation, PeakKind, TaskKey, Usage
 
 MAX_KEY_CHARS = 250  # dag_id, task_id, run_id, task_family columns
 MAX_TEXT_CHARS = {"node_name": 253, "strategy": 100}
@@ -80,7 +79,7 @@ def is_normal(obs: Observation) -> bool:
     code, when, peak = obs.exit_code, obs.finished_at, usage.peak_memory_bytes
     memory = (peak, obs.memory_request_bytes, obs.memory_limit_bytes, obs.user_request_bytes)
     return (
-        all(len(t) <= MAX_KEY_CHARS and "\x00" not in t for t in (key.dag_id, key.task_id, key.run_id, obs.task_family))
+        _fits(key.dag_id, key.task_id, key.run_id, obs.task_family)
         and all(v is None or (type(v) is int and 0 <= v <= MAX_MEMORY_BYTES) for v in memory)
         and all(
             v is None or (type(v) is int and 0 <= v <= MAX_IO_BYTES)
@@ -97,45 +96,36 @@ def is_normal(obs: Observation) -> bool:
 
 
 def _fitted(obs: Observation) -> Observation:
-    """:func:`normalise` of an attempt that needs it: every field through its check, replaced where
-    the check changed it."""
+    """:func:`normalise` of an attempt that needs it: every field through its check."""
     usage = obs.usage
     peak = _bytes(usage.peak_memory_bytes, MAX_MEMORY_BYTES)
-    fitted_usage = {
-        "peak_memory_bytes": peak,
-        "cpu_core_seconds": _seconds(usage.cpu_core_seconds),
-        "wall_seconds": _seconds(usage.wall_seconds),
-        "read_bytes": _bytes(usage.read_bytes, MAX_IO_BYTES),
-        "write_bytes": _bytes(usage.write_bytes, MAX_IO_BYTES),
-        "peak_kind": usage.peak_kind
+    fitted_usage = Usage(
+        peak_memory_bytes=peak,
+        cpu_core_seconds=_seconds(usage.cpu_core_seconds),
+        wall_seconds=_seconds(usage.wall_seconds),
+        read_bytes=_bytes(usage.read_bytes, MAX_IO_BYTES),
+        write_bytes=_bytes(usage.write_bytes, MAX_IO_BYTES),
+        peak_kind=usage.peak_kind
         if peak is not None or usage.peak_kind is PeakKind.CENSORED
         else PeakKind.NONE,
-    }
+    )
     code = obs.exit_code
-    key = obs.key
-    fitted = {
-        "key": key if _fits(key.dag_id, key.task_id, key.run_id) else fit_task_key(key),
-        "task_family": fit_key(obs.task_family),
-        "usage": _changed(usage, fitted_usage),
-        "memory_request_bytes": _bytes(obs.memory_request_bytes, MAX_MEMORY_BYTES),
-        "memory_limit_bytes": _bytes(obs.memory_limit_bytes, MAX_MEMORY_BYTES),
-        "user_request_bytes": _bytes(obs.user_request_bytes, MAX_MEMORY_BYTES),
-        "input_size_bytes": _bytes(obs.input_size_bytes, MAX_IO_BYTES),
-        "exit_code": code if isinstance(code, int) and -INT32 <= code <= INT32 else None,
-        "finished_at": _when(obs.finished_at),
-        "node_name": fit_key(obs.node_name, MAX_TEXT_CHARS["node_name"]) if obs.node_name else obs.node_name,
-        "strategy": fit_key(obs.strategy, MAX_TEXT_CHARS["strategy"]) if obs.strategy else obs.strategy,
-        "explanation": obs.explanation.replace("\x00", "\ufffd") if obs.explanation else obs.explanation,
-    }
-    return _changed(obs, fitted)
+    return replace(
+        obs,
+        key=fit_task_key(obs.key),
+        task_family=fit_key(obs.task_family),
+        usage=fitted_usage,
+        memory_request_bytes=_bytes(obs.memory_request_bytes, MAX_MEMORY_BYTES),
+        memory_limit_bytes=_bytes(obs.memory_limit_bytes, MAX_MEMORY_BYTES),
+        user_request_bytes=_bytes(obs.user_request_bytes, MAX_MEMORY_BYTES),
+        input_size_bytes=_bytes(obs.input_size_bytes, MAX_IO_BYTES),
+        exit_code=code if isinstance(code, int) and -INT32 <= code <= INT32 else None,
+        finished_at=_when(obs.finished_at),
+        node_name=fit_key(obs.node_name, MAX_TEXT_CHARS["node_name"]) if obs.node_name else obs.node_name,
+        strategy=fit_key(obs.strategy, MAX_TEXT_CHARS["strategy"]) if obs.strategy else obs.strategy,
+        explanation=obs.explanation.replace("\x00", "\ufffd") if obs.explanation else obs.explanation,
+    )
 
 
 def _fits(*texts: str) -> bool:
     return all(len(t) <= MAX_KEY_CHARS and "\x00" not in t for t in texts)
-
-
-def _changed(value: Any, fitted: dict[str, Any]) -> Any:
-    """``value`` with the fitted fields that differ from its own (identity: a check that changed
-    nothing returned its input), or ``value`` itself when none does."""
-    changes = {name: new for name, new in fitted.items() if new is not getattr(value, name)}
-    return replace(value, **changes) if changes else value

@@ -187,11 +187,6 @@ DayKey = tuple[str, str, date]  # task family, DAG id, day
 DayTerms = tuple[int, int, int, int, float, float, float, float]  # DayTotals' fields, in order
 
 
-def day_contribution(obs: Observation) -> tuple[DayKey, DayTotals]:
-    key, terms = day_terms(obs)
-    return key, DayTotals(*terms)
-
-
 def day_terms(obs: Observation, now: datetime | None = None) -> tuple[DayKey, DayTerms]:
     """The attempt's day (UTC; ``now`` when it has no finish time) and its terms of
     :class:`DayTotals`, in field order."""

@@ -2,7 +2,8 @@
 
 Row-by-row upserts cost PostgreSQL about 100 µs a row even batched; COPY costs a tenth of that,
 which is what lets a trace of a million attempts import in a minute. Names in the COPY statement
-are our own tables' columns, quoted by the driver's SQL composition; values travel as CSV data.
+are our own tables' columns, quoted by the driver's SQL composition; values travel as COPY's text
+format.
 """
 
 from __future__ import annotations

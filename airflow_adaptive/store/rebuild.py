@@ -21,8 +21,7 @@ from airflow_adaptive.core.rollup import (
     DayKey,
     DayTotals,
     Distributions,
-    FamilyRollup,
-    contribution,
+    contributions,
 )
 from airflow_adaptive.store import rows
 from airflow_adaptive.store.api import FamilyState
@@ -54,9 +53,7 @@ def _families(conn: Connection) -> Iterator[tuple[str, list[tuple[int, Observati
 def family_state(
     name: str, attempts: list[tuple[int, Observation]], learning: Learning | None
 ) -> FamilyState:
-    rollup = FamilyRollup(name)
-    for _, obs in attempts:
-        rollup = rollup.plus(contribution(obs))
+    rollup = contributions(name, [obs for _, obs in attempts])
     if learning is None or not attempts:
         return FamilyState(rollup)
     window = deque(attempts, maxlen=learning.history_window)

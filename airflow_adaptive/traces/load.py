@@ -44,21 +44,24 @@ def detect_format(path: str) -> str:
 
 def read_trace(path: str | os.PathLike[str], fmt: str = "auto") -> ImportResult:
     name = os.fspath(path)
-    if fmt not in FORMATS:
-        raise TraceFormatError(f"unknown trace format {fmt!r}; known: {', '.join(FORMATS)}")
-    return READERS[detect_format(name) if fmt == "auto" else fmt](name)
+    return READERS[_format_of(name, fmt)](name)
 
 
 def iter_trace(path: str | os.PathLike[str], fmt: str = "auto") -> Iterator[ImportResult]:
     """:func:`read_trace` in parts, for a store to record one at a time: Nextflow traces (the ones
     that grow to millions of rows) a chunk of rows at a time, other formats whole."""
     name = os.fspath(path)
-    if fmt not in FORMATS:
-        raise TraceFormatError(f"unknown trace format {fmt!r}; known: {', '.join(FORMATS)}")
-    if (detect_format(name) if fmt == "auto" else fmt) == "nextflow":
+    kind = _format_of(name, fmt)
+    if kind == "nextflow":
         yield from iter_nextflow(name)
     else:
-        yield read_trace(name, fmt)
+        yield READERS[kind](name)
+
+
+def _format_of(name: str, fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise TraceFormatError(f"unknown trace format {fmt!r}; known: {', '.join(FORMATS)}")
+    return detect_format(name) if fmt == "auto" else fmt
 
 
 def task_runs(observations: list[Observation]) -> list[TaskRun]:
