@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 from alembic import command
-from sqlalchemy import create_engine, event, insert
+from sqlalchemy import create_engine, event, func, insert, select
+from sqlalchemy.exc import IntegrityError
 
 from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
@@ -26,6 +27,7 @@ from airflow_adaptive.store.learning import Learning
 from airflow_adaptive.store.memory import InMemoryHistoryStore
 from airflow_adaptive.store.rows import attempt_values
 from airflow_adaptive.store.sql import SqlHistoryStore
+from airflow_adaptive.store.sql_transaction import SqlTransaction
 from airflow_adaptive.store.tables import task_attempt
 from tests.conftest import DB_KIND, DB_URL, sql_store
 from tests.test_store import T0, alembic_config, attempt
@@ -298,3 +300,20 @@ def test_a_large_batch_keeps_every_text_exactly(store: HistoryStore) -> None:
         for o in store.history(f"f{f}", limit=10**4)
     }
     assert found == {n: (odd[n % len(odd)], odd[(n + 1) % len(odd)]) for n in range(2500)}
+
+
+@pytest.mark.skipif(DB_KIND != "postgres", reason="only PostgreSQL writes large batches in the background")
+def test_a_background_write_that_fails_fails_its_transaction(engine: Any) -> None:
+    """A COPY runs while Python reads the next batch; its error must reach the caller at the next
+    use of the connection, and nothing of the transaction may stay."""
+    batch = [keyed(n, 1) for n in range(2500)]
+    with pytest.raises(IntegrityError, match="adaptive_task_attempt_key_uq"), engine.begin() as conn:
+        tx = SqlTransaction(conn)
+        try:
+            tx.upsert(batch, all_new=True)
+            tx.upsert(batch, all_new=True)  # claimed new, but stored: the unique index refuses it
+            tx.lock_distributions()
+        finally:
+            tx.close()
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(task_attempt)).scalar() == 0

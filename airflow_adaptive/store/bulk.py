@@ -9,12 +9,15 @@ format.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Column, Connection, MetaData, Table, and_, select
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.exc import DBAPIError
 
 BULK_FROM_ROWS = 2_000  # fewer rows: the plain upsert is as fast and needs no temporary table
 
@@ -28,20 +31,55 @@ def can_copy(conn: Connection, rows: int) -> bool:
 
 def copy_upsert(
     conn: Connection, table: Table, values: Sequence[dict[str, Any]], keys: Sequence[str], *, all_new: bool
-) -> None:
-    """Insert or replace (by ``keys``) ``values``, whose keys are unique, through COPY: straight
-    into ``table`` when the caller knows none is stored yet, else through a temporary table."""
+) -> Callable[[], None]:
+    """The write that inserts or replaces (by ``keys``) ``values``, whose keys are unique, through
+    COPY: straight into ``table`` when the caller knows none is stored yet, else through a temporary
+    table. The rows are COPY text already, so the caller may run it later, in the background."""
     columns = list(values[0])
     if all_new:
-        _copy(conn, table.name, columns, values)
-        return
+        return partial(_copy, conn, table.name, columns, _copy_text(columns, values))
     stage = _stage(table, columns)
-    stage.create(conn, checkfirst=True)  # once per transaction: it is dropped at commit
-    _copy(conn, stage.name, columns, values)
+    data = _copy_text(columns, values)
     insert = postgresql.insert(table).from_select(columns, select(*(stage.c[c] for c in columns)))
     changed = {c: insert.excluded[c] for c in columns if c not in keys}
-    conn.execute(insert.on_conflict_do_update(index_elements=list(keys), set_=changed))
-    conn.execute(stage.delete())
+
+    def staged() -> None:
+        stage.create(conn, checkfirst=True)  # once per transaction: it is dropped at commit
+        _copy(conn, stage.name, columns, data)
+        conn.execute(insert.on_conflict_do_update(index_elements=list(keys), set_=changed))
+        conn.execute(stage.delete())
+
+    return staged
+
+
+class Background:
+    """One write at a time run in a thread, so that PostgreSQL stores a batch while Python reads
+    the next (a COPY of a million attempts keeps the server busy about 25 s). Whoever uses the
+    connection next calls :meth:`settle` first, which waits and raises the write's error."""
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._running: Future[None] | None = None
+
+    def submit(self, write: Callable[[], None]) -> None:
+        self.settle()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="adaptive-copy")
+        self._running = self._pool.submit(write)
+
+    def settle(self) -> None:
+        running, self._running = self._running, None
+        if running is not None:
+            running.result()
+
+    def close(self) -> None:
+        """Wait for the write (raising its error) and stop the thread."""
+        try:
+            self.settle()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown()
+                self._pool = None
 
 
 def copy_lookup(
@@ -51,27 +89,33 @@ def copy_lookup(
     temporary table and joined on the unique index (one query, whatever the planner knows)."""
     stage = _stage(table, key_columns, name=f"{table.name}_keys")
     stage.create(conn, checkfirst=True)
-    _copy(conn, stage.name, key_columns, [dict(zip(key_columns, key, strict=True)) for key in keys])
+    rows = [dict(zip(key_columns, key, strict=True)) for key in keys]
+    _copy(conn, stage.name, key_columns, _copy_text(key_columns, rows))
     joined = select(table).join(stage, and_(*(table.c[c] == stage.c[c] for c in key_columns)))
     found = conn.execute(joined).all()
     conn.execute(stage.delete())
     return found
 
 
-def _copy(
-    conn: Connection, table_name: str, columns: Sequence[str], values: Sequence[dict[str, Any]]
-) -> None:
+def _copy_text(columns: Sequence[str], values: Sequence[dict[str, Any]]) -> str:
+    fields = [_texts([row[c] for row in values]) for c in columns]  # a column at a time: no call a value
+    return "".join(f"{line}\n" for line in map("\t".join, zip(*fields, strict=True)))
+
+
+def _copy(conn: Connection, table_name: str, columns: Sequence[str], data: str) -> None:
+    import psycopg2
     from psycopg2 import sql
 
-    fields = [_texts([row[c] for row in values]) for c in columns]  # a column at a time: no call a value
-    data = io.StringIO("".join(f"{line}\n" for line in map("\t".join, zip(*fields, strict=True))))
     copy = sql.SQL("COPY {} ({}) FROM STDIN").format(
         sql.Identifier(table_name), sql.SQL(", ").join(sql.Identifier(c) for c in columns)
     )
     driver = conn.connection.driver_connection
     assert driver is not None  # can_copy checked it
-    with driver.cursor() as cursor:
-        cursor.copy_expert(copy, data)
+    try:
+        with driver.cursor() as cursor:
+            cursor.copy_expert(copy, io.StringIO(data), size=1 << 20)  # larger reads: fewer GIL hand-overs
+    except psycopg2.Error as err:  # the driver's own: as SQLAlchemy's, as for every other statement
+        raise DBAPIError.instance(f"COPY {table_name}", None, err, psycopg2.Error) from err
 
 
 def executemany_compiled(conn: Connection, stmt: Any, values: Sequence[dict[str, Any]]) -> None:
@@ -92,12 +136,19 @@ def executemany_compiled(conn: Connection, stmt: Any, values: Sequence[dict[str,
     conn.exec_driver_sql(str(compiled), rows)
 
 
+_ESCAPES_FOR = ("\\", "\t", "\n", "\r")
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
 
 def _texts(column: list[Any]) -> list[str]:
-    """A column's fields in COPY's text format: \\N for NULL, backslash escapes for the separators."""
-    return ["\\N" if v is None else v.translate(_ESCAPES) if isinstance(v, str) else str(v) for v in column]
+    """A column's fields in COPY's text format: \\N for NULL, backslash escapes for the separators
+    (looked for once in the whole column: they are rare, and escaping each value costs a call)."""
+    strings = "".join(v for v in column if isinstance(v, str))
+    if any(special in strings for special in _ESCAPES_FOR):
+        return [
+            "\\N" if v is None else v.translate(_ESCAPES) if isinstance(v, str) else str(v) for v in column
+        ]
+    return ["\\N" if v is None else v if isinstance(v, str) else str(v) for v in column]
 
 
 def _stage(table: Table, columns: Sequence[str], name: str | None = None) -> Table:

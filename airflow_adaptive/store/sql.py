@@ -114,7 +114,11 @@ class SqlHistoryStore:
 
     def record_batches(self, batches: Iterable[Sequence[Observation]]) -> RecordResult:
         with self._connection(write=True) as conn:
-            return record_batches_in(SqlTransaction(conn), batches, self.learning)
+            tx = SqlTransaction(conn)
+            try:
+                return record_batches_in(tx, batches, self.learning)
+            finally:
+                tx.close()  # before commit or rollback: no write may still be running
 
     def save_nodes(self, profiles: Sequence[NodeProfile], grouping: Grouping) -> None:
         now = datetime.now(timezone.utc)

@@ -15,6 +15,7 @@ from airflow_adaptive.store import rows
 from airflow_adaptive.store.api import FamilyState
 from airflow_adaptive.store.bulk import (
     BULK_FROM_ROWS,
+    Background,
     can_copy,
     copy_lookup,
     copy_upsert,
@@ -27,9 +28,22 @@ from airflow_adaptive.store.tables import aggregate, family, family_day, task_at
 
 
 class SqlTransaction(Transaction):
+    """Large upserts on PostgreSQL run in the background (:class:`~.bulk.Background`); every other
+    use of the connection waits for them, through :attr:`conn`. Call :meth:`close` at the end."""
+
     def __init__(self, conn: Connection) -> None:
-        self.conn = conn
+        self._conn = conn
         self.dialect = conn.dialect.name
+        self._background = Background()
+
+    @property
+    def conn(self) -> Connection:
+        self._background.settle()
+        return self._conn
+
+    def close(self) -> None:
+        """Wait for a write still running (raising its error)."""
+        self._background.close()
 
     def lock_families(self, names: Sequence[str]) -> dict[str, FamilyState]:
         values = [{"task_family": n} for n in sorted(names)]
@@ -81,8 +95,9 @@ class SqlTransaction(Transaction):
 
     def upsert(self, observations: Sequence[Observation], *, all_new: bool = False) -> None:
         values = [rows.attempt_values(o) for o in observations]
-        if can_copy(self.conn, len(values)):
-            copy_upsert(self.conn, task_attempt, values, rows.KEY_COLUMNS, all_new=all_new)
+        if can_copy(self._conn, len(values)):  # the text is built while an earlier write runs
+            write = copy_upsert(self._conn, task_attempt, values, rows.KEY_COLUMNS, all_new=all_new)
+            self._background.submit(write)
             return
         stmt = upsert(self.dialect, task_attempt, list(values[0]), rows.KEY_COLUMNS)
         if self.dialect == "sqlite":
