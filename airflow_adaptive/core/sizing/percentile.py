@@ -9,10 +9,13 @@ import numpy as np
 
 from ..units import format_bytes
 from .base import MIB, Predictor, Sample, WithMargin, peaks, register_predictor
+from .retry import vpa_bump
 
 
 class PercentilePredictor(Predictor):
-    """The q-th percentile of the observed peaks (lower bounds count at their value); doubles on failure."""
+    """Witt et al. 2019 (``seeds/witt-feedback-memory-lff.txt``, section IV.A): the q-th percentile
+    (numpy's linear interpolation) of the peaks of the successful attempts so far, from the first
+    one on (lower bounds count at their value); doubles on failure."""
 
     name = "percentile"
 
@@ -30,48 +33,53 @@ class PercentilePredictor(Predictor):
 
 
 class VpaPredictor(Predictor):
-    """Kubernetes VPA recommender: P90 of an exponential histogram (+5 % buckets), then margin and floor.
+    """The Kubernetes VPA recommender's memory target (kubernetes/autoscaler,
+    ``vertical-pod-autoscaler/pkg/recommender``), every attempt weighing the same:
 
-    The histogram's bucket ends are what the VPA reports, so the estimate is the end of the bucket
-    holding the percentile. After an OOM kill: max(used + 100 MiB, used x 1.2).
+    - the peaks go into an exponential histogram whose first bucket is 1e7 bytes and each next one
+      5 % wider (``model/aggregations_config.go``, ``memoryHistogramOptions``);
+    - the target is its P90 as ``util/histogram.go`` ``Percentile`` reads it: the end of the first
+      bucket whose cumulative weight reaches 90 % of the total (the ceil(0.9 n)-th smallest peak's
+      bucket, not an interpolated value);
+    - :class:`WithFloor` then adds the 15 % safety margin and the 250 MiB pod minimum
+      (``logic/recommender.go``);
+    - after an OOM kill: max(used + 100 MiB, used x 1.2) (``DefaultOOMMinBumpUp``,
+      ``DefaultOOMBumpUpRatio``).
     """
 
     name = "vpa"
 
     def __init__(
-        self, percentile: float = 90.0, first_bucket_bytes: int = 10 * MIB, bucket_growth: float = 0.05
+        self, percentile: float = 90.0, first_bucket_bytes: int = 10**7, bucket_growth: float = 0.05
     ) -> None:
         self.percentile = percentile
         self.first_bucket_bytes = first_bucket_bytes
         self.bucket_growth = bucket_growth
 
     def _bucket_end(self, value: float) -> float:
-        if value <= self.first_bucket_bytes:
-            return float(self.first_bucket_bytes)
-        # bucket i covers [first * ((1+g)^i - 1) / g, ...): the VPA's exponential bucketing
-        g = self.bucket_growth
-        index = math.ceil(math.log(value * g / self.first_bucket_bytes + 1) / math.log(1 + g))
-        return self.first_bucket_bytes * ((1 + g) ** index - 1) / g
+        """Bucket i covers [first ((1+g)^i - 1) / g, first ((1+g)^(i+1) - 1) / g)."""
+        first, g = self.first_bucket_bytes, self.bucket_growth
+        index = 0 if value < first else int(math.log(value * g / first + 1) / math.log(1 + g))
+        return first * ((1 + g) ** (index + 1) - 1) / g
 
     def _fit(self, samples: Sequence[Sample]) -> None:
-        self.value_bytes_ = self._bucket_end(float(np.percentile(peaks(samples), self.percentile)))
+        at = float(np.percentile(peaks(samples), self.percentile, method="inverted_cdf"))
+        self.value_bytes_ = self._bucket_end(at)
 
     def _predict(self, input_size_bytes: int | None) -> float:
         return self.value_bytes_
 
     def _retry(self, failed_bytes: int, input_size_bytes: int | None) -> float:
-        return max(failed_bytes + 100 * MIB, failed_bytes * 1.2)
+        return vpa_bump(failed_bytes)
 
     def explain(self) -> str:
         return f"VPA P{self.percentile:g} of {self.n_samples_} peaks = {format_bytes(self.value_bytes_)}"
 
 
 class WithFloor(WithMargin):
-    """VPA's margin then its 250 MB floor."""
+    """VPA's margin then its floor: ``pod-recommendation-min-memory-mb`` 250, times 1024 * 1024."""
 
-    def __init__(
-        self, inner: Predictor, margin_fraction: float = 0.15, floor_bytes: int = 250 * 10**6
-    ) -> None:
+    def __init__(self, inner: Predictor, margin_fraction: float = 0.15, floor_bytes: int = 250 * MIB) -> None:
         super().__init__(inner, margin_fraction)
         self.floor_bytes = floor_bytes
 

@@ -36,8 +36,14 @@ def _inputs(samples: Sequence[Sample]) -> np.ndarray | None:
 class LinearRegressionPredictor(Predictor):
     """OLS of peak on input size plus an offset from the residuals; intercept-only without sizes.
 
-    Offsets (Witt): ``mean+-`` the std of all residuals, ``mean-`` the std of the
-    under-predictions only, ``max-`` the largest under-prediction.
+    Offsets, Witt et al. 2019 (``seeds/witt-feedback-memory-lff.txt``, section IV.B), over the n
+    training points and the m under-predictions (f(x) < y):
+
+    - ``mean+-``, equation (1): sqrt(sum (f(x) - y)^2 / (n - 1)) over all points;
+    - ``mean-``, equation (2): sqrt(sum (f(x) - y)^2 / (m - 1)) over the under-predictions: their
+      distance from the line, not their spread around their own mean (with m = 1, that one
+      distance; with m = 0, no offset);
+    - ``max-``, equation (3): max (y - f(x)), the largest under-prediction.
     """
 
     name = "linear-regression"
@@ -56,14 +62,14 @@ class LinearRegressionPredictor(Predictor):
         else:
             self.slope_, self.intercept_ = (float(v) for v in np.polyfit(x, y, 1))
             self.mean_input_ = float(x.mean())
-        residuals = y - (self.intercept_ + self.slope_ * (x if x is not None else 0.0))
+        residuals = y - (self.intercept_ + self.slope_ * (x if x is not None else 0.0))  # y - f(x)
         under = residuals[residuals > 0]
         if self.offset == "mean+-":
-            self.offset_bytes_ = float(residuals.std())
+            self.offset_bytes_ = _root_mean_square(residuals, ddof=1)
         elif self.offset == "mean-":
-            self.offset_bytes_ = float(under.std()) if under.size > 1 else float(under.sum())
+            self.offset_bytes_ = _root_mean_square(under, ddof=1 if under.size > 1 else 0)
         else:
-            self.offset_bytes_ = float(under.max(initial=0.0))
+            self.offset_bytes_ = max(float(residuals.max()), 0.0)
 
     def _predict(self, input_size_bytes: int | None) -> float:
         # Without a size, the typical (mean) input is the best guess.
@@ -75,6 +81,11 @@ class LinearRegressionPredictor(Predictor):
             f"{format_bytes(self.intercept_)} + {self.slope_:.3g} x input, "
             f"+ {self.offset} offset {format_bytes(self.offset_bytes_)} ({self.n_samples_} samples)"
         )
+
+
+def _root_mean_square(errors: np.ndarray, ddof: int) -> float:
+    """sqrt(sum e^2 / (k - ddof)) over k errors; 0 without any."""
+    return float(np.sqrt((errors**2).sum() / (errors.size - ddof))) if errors.size > ddof else 0.0
 
 
 class LowWastagePredictor(Predictor):
