@@ -111,6 +111,12 @@ def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _configured_oom_rate() -> float:
+    from airflow_adaptive.config import get_settings
+
+    return get_settings().sizing.max_oom_rate
+
+
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     from rich.progress import Progress
 
@@ -124,12 +130,16 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         print(f"not a trace, ignored: {path}", file=sys.stderr)
     if not traces:
         raise TraceFormatError("no trace files found")
-    config = ReplayConfig(
-        history=args.history,
-        time_to_failure=args.time_to_failure,
-        cap_bytes=args.cap_bytes,
-        refit_growth=args.refit_growth,
-    )
+    try:
+        config = ReplayConfig(
+            history=args.history,
+            time_to_failure=args.time_to_failure,
+            max_oom_rate=args.max_oom_rate if args.max_oom_rate is not None else _configured_oom_rate(),
+            cap_bytes=args.cap_bytes,
+            refit_growth=args.refit_growth,
+        )
+    except ValueError as err:
+        raise AdaptiveError(f"replay: {err}") from None
     with Progress(transient=True, disable=not sys.stderr.isatty()) as progress:
         bar = progress.add_task("replaying", total=None)
         report = evaluate(
@@ -289,6 +299,12 @@ def _add_replay_command(sub: Any) -> None:
     rep.add_argument("--history", choices=HISTORY_MODES, default="completed")
     rep.add_argument(
         "--time-to-failure", type=float, default=1.0, help="fraction of runtime an OOM kill costs"
+    )
+    rep.add_argument(
+        "--max-oom-rate",
+        type=float,
+        metavar="F",
+        help="OOM-kill budget per task for adaptive (default: [adaptive] max_oom_rate, 0.02)",
     )
     rep.add_argument("--cap-bytes", type=int, help="largest node (default: largest peak, next power of two)")
     rep.add_argument(

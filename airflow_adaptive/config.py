@@ -45,6 +45,12 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "0",
         "``airflow-adaptive history prune`` removes attempts older than this many days (0: no limit).",
     ),
+    "max_oom_rate": (
+        "float",
+        "0.02",
+        "OOM-kill budget of the ``adaptive`` strategy, in kills per task (0.02: at most 2 %): per task "
+        "family it uses the cheapest rule whose replayed kill rate stays within it (1.0: no budget).",
+    ),
     "oom_retry_policy": (
         "string",
         "double",
@@ -182,6 +188,13 @@ def _number(name: str, kind: type[int] | type[float]) -> Any:
         raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not a {kind.__name__}") from None
 
 
+def _fraction(name: str) -> float:
+    value = _number(name, float)
+    if not 0.0 <= value <= 1.0:
+        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not between 0 and 1")
+    return float(value)
+
+
 def _quantity(name: str) -> int:
     from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
 
@@ -218,6 +231,7 @@ def _sizing() -> SizingSettings:
         cap_bytes=_quantity("max_allocatable_memory") // MIB * MIB,
         retry_policy=_raw("oom_retry_policy"),
         limit_to_request_ratio=_number("limit_to_request_ratio", float),
+        max_oom_rate=_fraction("max_oom_rate"),
     )
 
 

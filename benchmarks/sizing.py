@@ -14,6 +14,7 @@ import argparse
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 from airflow_adaptive.core.replay import ReplayConfig, replay
 from airflow_adaptive.core.sizing import ANCHORS
@@ -36,7 +37,7 @@ def short(path: str) -> str:
     return "/".join(parts[-2:]) if len(parts) > 1 else path
 
 
-def traces_section(data: Path, history: str) -> None:
+def traces_section(data: Path, history: str) -> dict[str, Any]:
     traces, _ = expand_paths([str(data)])
     started = time.perf_counter()
     report = evaluate(traces, ["all"], ReplayConfig(history=history))
@@ -81,6 +82,68 @@ def traces_section(data: Path, history: str) -> None:
             f"ours / users' requests (traces with requests): median {statistics.median(user_ratios):.3f} "
             f"(waste removed: {1 - statistics.median(user_ratios):.0%}), worst {max(user_ratios):.2f}"
         )
+    return report
+
+
+BUDGETS = (0.005, 0.01, 0.02, 0.05, 0.10, 1.0)
+
+
+def budget_section(report: dict[str, Any], history: str) -> None:
+    """The default strategy under each OOM-kill budget: waste against the best anchor (whose own
+    kills are not bounded) and the kills it measured, a waste-vs-kills curve over all traces."""
+    best = {t["trace"]: ratio_to_best_anchor(t) for t in report["traces"]}
+    anchors = {
+        t["trace"]: t["strategies"][b[1]]["waste_gb_h"] for t in report["traces"] if (b := best[t["trace"]])
+    }
+    big = {t["trace"] for t in report["traces"] if t["instances"] >= 200}
+    print(f"\n## {DEFAULT_STRATEGY} under an OOM-kill budget (max_oom_rate), history={history}\n")
+    print(
+        "| budget | ours / best: median | worst | at most 1 | kills/100: median | traces ≥ 200 tasks within budget |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|")
+    by_history: dict[str, list[int]] = {}
+    for budget in BUDGETS:
+        config = ReplayConfig(history=history, max_oom_rate=budget)
+        keep = DEFAULT_STRATEGY if budget == ReplayConfig().max_oom_rate else None
+        run = evaluate(
+            [t["trace"] for t in report["traces"]], [DEFAULT_STRATEGY], config, keep_allocations_for=keep
+        )
+        if keep:
+            by_history = kills_by_family_history(run["_allocations"])
+        ratios, kills, within = [], [], []
+        for t in run["traces"]:
+            ours = t["strategies"][DEFAULT_STRATEGY]
+            kills.append(ours["retries_per_100"])
+            if t["trace"] in anchors:
+                ratios.append(ours["waste_gb_h"] / anchors[t["trace"]] if anchors[t["trace"]] else 1.0)
+            if t["trace"] in big:
+                within.append(ours["retries_per_100"] <= 100 * budget)
+        label = "none" if budget >= 1.0 else f"{budget:g}"
+        print(
+            f"| {label} | {statistics.median(ratios):.3f} | {max(ratios):.2f} | {sum(r <= 1 for r in ratios)} of "
+            f"{len(ratios)} | {statistics.median(kills):.1f} | {sum(within)} of {len(within)} |"
+        )
+    print(
+        "\nFirst tries OOM-killed at the default budget, by how many earlier tasks the family had "
+        "(all traces): "
+        + ", ".join(
+            f"{band}: {k} of {n} ({100 * k / max(n, 1):.1f} %)" for band, (k, n) in by_history.items()
+        )
+    )
+
+
+def kills_by_family_history(allocations: dict[str, list[tuple[str, int, int]]]) -> dict[str, list[int]]:
+    """Killed first tries and all first tries, by the family's earlier tasks (0, 1-9, 10-49, 50+)."""
+    bands = {"0": [0, 0], "1-9": [0, 0], "10-49": [0, 0], "50+": [0, 0]}
+    for firsts in allocations.values():
+        seen: dict[str, int] = {}
+        for family, allocated, peak in firsts:
+            n = seen.get(family, 0)
+            seen[family] = n + 1
+            band = bands["0" if n == 0 else "1-9" if n < 10 else "10-49" if n < 50 else "50+"]
+            band[0] += allocated < peak
+            band[1] += 1
+    return bands
 
 
 def synthetic_section() -> None:
@@ -122,7 +185,8 @@ def main() -> int:
     parser.add_argument("--history", choices=["completed", "sequential"], default="completed")
     args = parser.parse_args()
     if args.data.exists():
-        traces_section(args.data, args.history)
+        report = traces_section(args.data, args.history)
+        budget_section(report, args.history)
     else:
         print(f"{args.data} not found: trace section skipped")
     synthetic_section()

@@ -86,6 +86,42 @@ def test_adaptive_uses_input_size_when_it_explains_memory() -> None:
     assert small < large and large >= int(30 * GIB * 0.5)
 
 
+def noisy_family(n: int = 300, seed: int = 3) -> list[Sample]:
+    """Peaks around 2 GiB with a long right tail: cheap rules (P50, P90) are killed often."""
+    rng = np.random.default_rng(seed)
+    return [Sample(int(2 * GIB * v), None, 600.0) for v in rng.lognormal(0.0, 0.25, n)]
+
+
+def test_the_oom_budget_bounds_the_replayed_kill_rate_of_the_chosen_rule() -> None:
+    # Kills that cost a tenth of the runtime make aggressive rules cheapest when nothing bounds them.
+    free = AdaptivePredictor(time_to_failure=0.1, max_oom_rate=None).fit(noisy_family())
+    bounded = AdaptivePredictor(time_to_failure=0.1, max_oom_rate=0.02).fit(noisy_family())
+    assert free.oom_rates()[free.best_] > 0.05  # the cheapest rule, unbounded, kills often
+    assert bounded.oom_rates()[bounded.best_] <= 0.02
+    assert bounded.scores_[bounded.best_] > free.scores_[free.best_]  # fewer kills cost memory
+    assert "budget 2.0%" in bounded.explain()
+
+
+def test_with_no_rule_within_the_budget_the_cheapest_near_the_fewest_kills_is_used() -> None:
+    predictor = AdaptivePredictor(max_oom_rate=0.0).fit(noisy_family())
+    rates = predictor.oom_rates()
+    assert rates.min() > 0  # every rule was killed at least once: none meets a zero budget
+    assert not predictor.within_budget_
+    assert rates[predictor.best_] <= rates.min() + 1e-12  # within zero of the fewest: the fewest
+    assert "no rule kept OOM kills within 0.0%" in predictor.explain()
+
+
+def test_replay_applies_the_oom_budget() -> None:
+    rng = np.random.default_rng(5)
+    runs = [run(int(2048 * v), 600.0) for v in rng.lognormal(0.0, 0.25, 400)]
+    budgets = [0.01, 0.2]
+    kills = [
+        replay(runs, "adaptive", ReplayConfig(time_to_failure=0.1, max_oom_rate=b)).retries for b in budgets
+    ]
+    assert kills[0] < kills[1]
+    assert kills[0] <= 0.01 * 400 + 10  # the budget, plus the kills of the first tasks (cold, no rule yet)
+
+
 def test_adaptive_cold_start_scales_the_request_by_other_families_use() -> None:
     prior = RequestRatioPrior(quantile=1.0, margin_fraction=0.0, min_ratios=3)
     for peak in (100, 200, 250):

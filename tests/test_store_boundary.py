@@ -317,3 +317,32 @@ def test_a_background_write_that_fails_fails_its_transaction(engine: Any) -> Non
             tx.close()
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(task_attempt)).scalar() == 0
+
+
+@pytest.mark.parametrize("kind", ["memory", "sql"])
+def test_an_import_refits_each_family_once_as_a_rebuild_would(kind: str, engine: Any) -> None:
+    """An import over batches refits each family once, at the end: the model must be the one a
+    rebuild fits on the store's own window (finish time, then insertion order; ties, out-of-order
+    times, a family stored before and a window shorter than the import included)."""
+    learning = Learning(SizingSettings(), history_window=50)
+    store = InMemoryHistoryStore(learning) if kind == "memory" else SqlHistoryStore(engine, learning)
+    rng = random.Random(7)
+    made = [
+        replace(
+            attempt(n, family=f"g{n % 3}", peak=rng.randint(1, 50) * 10**8, run=f"r{n}"),
+            finished_at=T0 + timedelta(minutes=rng.randrange(60)),
+        )
+        for n in range(5000)
+    ]
+    store.record([attempt(0, family="old", peak=GIB)])  # a family stored before: read back
+    store.record_batches([made[:2500], [*made[2500:], attempt(1, family="old", peak=2 * GIB)]])
+    names = ["g0", "g1", "g2", "old"]
+    imported = {name: store.family(name).model for name in names}  # type: ignore[union-attr]
+    assert store.rebuild() == 4
+    for name in names:
+        rebuilt = store.family(name).model  # type: ignore[union-attr]
+        assert imported[name] is not None and rebuilt is not None
+        assert (imported[name].state, imported[name].window_samples) == (
+            rebuilt.state,
+            rebuilt.window_samples,
+        )

@@ -147,6 +147,19 @@ def test_folders_expand_to_the_traces_inside(tmp_path: Path) -> None:
     assert found == [str(trace)] and ignored == [str(tmp_path / "notes.md")]
 
 
+@pytest.mark.parametrize("option", [["--max-oom-rate", "2"], ["--time-to-failure", "0"]])
+def test_replay_refuses_bad_settings_in_one_line(
+    option: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = write(
+        tmp_path / "t.txt",
+        "task_id -- core -- memory -- v -- d -- time -- a -- tag\n1 -- 1 -- 100 -- 0 -- 0 -- 10 -- 1 -- 0\n",
+    )
+    assert main(["replay", str(trace), "--workers", "1", *option]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("airflow-adaptive: error: replay: ") and "Traceback" not in "".join(err)
+
+
 def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rows = "\n".join(
         f"{i} -- 1 -- {100 + (i * 53) % 400} -- 0 -- 0 -- {10 + i % 5} -- 1 -- {i % 2}" for i in range(60)
@@ -167,7 +180,15 @@ def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.Ca
     ]
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
-    assert {"history", "time_to_failure", "default_strategy", "anchor_strategies", "traces"} <= set(report)
+    assert {
+        "history",
+        "time_to_failure",
+        "max_oom_rate",
+        "default_strategy",
+        "anchor_strategies",
+        "traces",
+    } <= set(report)
+    assert report["max_oom_rate"] == 0.02  # [adaptive] max_oom_rate's default
     assert report["default_strategy"] == "adaptive" and "user" not in report["anchor_strategies"]
     (entry,) = report["traces"]
     assert entry["instances"] == 60 and entry["history"] == "sequential"

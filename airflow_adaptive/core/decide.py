@@ -23,33 +23,33 @@ class SizingSettings:
     cap_bytes: int = 64 * 1024 * MIB
     retry_policy: str = "double"
     limit_to_request_ratio: float = 1.0
+    max_oom_rate: float = 0.02  # the OOM-kill budget of strategies that take one
 
 
 def to_samples(history: Sequence[Observation]) -> list[Sample]:
-    """Usable samples from recorded attempts.
+    """Usable samples from recorded attempts (see :func:`sample_of`)."""
+    return [sample for sample in map(sample_of, history) if sample is not None]
+
+
+def sample_of(obs: Observation) -> Sample | None:
+    """What a recorded attempt teaches a predictor, or None when it teaches nothing.
 
     A censored (OOM-killed) attempt counts as the VPA does: a sample at the bumped
     limit, because the task needed at least its limit.
     """
-    samples: list[Sample] = []
-    for obs in history:
-        usage = obs.usage
-        if not is_usable_sample(obs):
-            continue
-        if obs.oom_killed and obs.memory_limit_bytes:
-            samples.append(
-                Sample(vpa_bump(obs.memory_limit_bytes), obs.input_size_bytes, usage.wall_seconds, True)
-            )
-        elif usage.peak_memory_bytes:
-            samples.append(
-                Sample(
-                    usage.peak_memory_bytes,
-                    obs.input_size_bytes,
-                    usage.wall_seconds,
-                    usage.peak_kind is PeakKind.SAMPLED,
-                )
-            )
-    return samples
+    if not is_usable_sample(obs):
+        return None
+    usage = obs.usage
+    if obs.oom_killed and obs.memory_limit_bytes:
+        return Sample(vpa_bump(obs.memory_limit_bytes), obs.input_size_bytes, usage.wall_seconds, True)
+    if usage.peak_memory_bytes:
+        return Sample(
+            usage.peak_memory_bytes,
+            obs.input_size_bytes,
+            usage.wall_seconds,
+            usage.peak_kind is PeakKind.SAMPLED,
+        )
+    return None
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,12 @@ class Fitted:
 
 def fresh_predictor(settings: SizingSettings) -> Predictor:
     """The configured strategy, unfitted, bounded by the floor and the cap."""
-    return make_predictor(settings.strategy, cap_bytes=settings.cap_bytes, floor_bytes=settings.floor_bytes)
+    return make_predictor(
+        settings.strategy,
+        cap_bytes=settings.cap_bytes,
+        floor_bytes=settings.floor_bytes,
+        max_oom_rate=settings.max_oom_rate,
+    )
 
 
 def fit_history(history: Sequence[Observation], settings: SizingSettings) -> Fitted:
@@ -147,6 +152,8 @@ def decide_with(
         "user_limit_bytes": user.limit_bytes,
         "cap_bytes": settings.cap_bytes,
     }
+    if predicted is not None and fitted.predictor.warm:
+        details.update(fitted.predictor.details())  # e.g. the rule chosen and its OOM budget
     if previous_attempt is not None and previous_attempt.oom_killed:
         killed_at = _killed_at(previous_attempt, user)
         return _escalate(previous_attempt, killed_at, predicted, basis, fitted.samples, settings, details)

@@ -46,12 +46,15 @@ class ReplayConfig:
     # time its history grew by this fraction (0: after every completion). Bounds replay cost on long traces.
     refit_growth: float = 0.05
     max_attempts: int = 64
+    max_oom_rate: float = 0.02  # the OOM-kill budget of strategies that take one (``adaptive``)
 
     def __post_init__(self) -> None:
         if self.history not in HISTORY_MODES:
             raise ValueError(f"history must be one of {HISTORY_MODES}, not {self.history!r}")
         if not 0.0 < self.time_to_failure <= 1.0:
             raise ValueError("time_to_failure must be in (0, 1]")
+        if not 0.0 <= self.max_oom_rate <= 1.0:
+            raise ValueError("max_oom_rate must be in [0, 1]")
 
 
 @dataclass
@@ -156,7 +159,13 @@ def replay(
 
     def family(name: str) -> FamilySizer:
         if name not in families:
-            predictor = make_predictor(strategy, cap_bytes=cap, floor_bytes=config.floor_bytes, **params)
+            predictor = make_predictor(
+                strategy,
+                cap_bytes=cap,
+                floor_bytes=config.floor_bytes,
+                max_oom_rate=config.max_oom_rate,
+                **params,
+            )
             predictor.set_prior(prior)
             families[name] = FamilySizer(predictor, config.refit_growth)
         return families[name]

@@ -84,6 +84,7 @@ def evaluate(
     return {
         "history": config.history,
         "time_to_failure": config.time_to_failure,
+        "max_oom_rate": config.max_oom_rate,
         "default_strategy": DEFAULT_STRATEGY,
         "anchor_strategies": list(ANCHORS),
         "traces": list(traces.values()),

@@ -9,7 +9,12 @@ it, would have cost under doubling retries — ``(a - r) t`` when the allocation
 covered the peak, plus ``a t ttf`` for every killed attempt. Scores decay with
 age. The first rule (P95 + 15 %, the measured best single rule) stays unless
 another scores below ``switch_ratio`` of it after ``min_scored`` tasks; this
-keeps small families from chasing noise. A family with no history starts
+keeps small families from chasing noise.
+
+An OOM-kill budget (``max_oom_rate``, kills per task) bounds the choice: each rule's kills are
+counted over the same decayed replay, and only rules whose rate stays within the budget may be
+chosen (the first rule too); when none does, the cheapest of the rules within one budget of the
+fewest kills is used, and the explanation says so. A family with no history starts
 from the user's request scaled by what other families used of theirs
 (:class:`RequestRatioPrior`), and falls back to the full request if killed.
 
@@ -32,6 +37,7 @@ from .base import (
     peaks,
     prefix_quantiles,
     register_predictor,
+    retry_kills,
     retry_waste,
     runtimes,
 )
@@ -50,6 +56,8 @@ class AdaptivePredictor(Predictor):
     name = "adaptive"
     min_samples = 1
     scores_: np.ndarray
+    kills_: np.ndarray
+    weight_: float
     inputs_: np.ndarray | None
 
     def __init__(
@@ -60,6 +68,7 @@ class AdaptivePredictor(Predictor):
         time_to_failure: float = 1.0,
         switch_ratio: float = 0.8,
         min_scored: int = 10,
+        max_oom_rate: float | None = 0.02,
     ) -> None:
         self.quantiles = quantiles
         self.margins = margins
@@ -67,6 +76,7 @@ class AdaptivePredictor(Predictor):
         self.time_to_failure = time_to_failure
         self.switch_ratio = switch_ratio
         self.min_scored = min_scored
+        self.max_oom_rate = max_oom_rate
 
     # -- cold start ------------------------------------------------------------------------------
     def set_prior(self, prior: RequestRatioPrior) -> None:
@@ -137,36 +147,63 @@ class AdaptivePredictor(Predictor):
             and cached.size <= r.size
             and np.array_equal(cached, r[: cached.size])
         ):
-            start, scores = cached.size, self.scores_.copy()
+            start, scores, kills, weight = cached.size, self.scores_.copy(), self.kills_.copy(), self.weight_
         else:
             # From scratch, tasks older than ten half-lives (weight < 0.1 %) are not scored: a long
             # history then costs a bounded number of refits instead of one per task.
-            start, scores = max(1, r.size - int(10 * self.half_life_tasks)), np.zeros(len(names))
-        for waste in self._prequential_waste(r, t, x, max(start, 1)):
-            scores = scores * decay + waste
-        self.scored_peaks_, self.scores_ = r.copy(), scores
+            start = max(1, r.size - int(10 * self.half_life_tasks))
+            scores, kills, weight = np.zeros(len(names)), np.zeros(len(names)), 0.0
+        for alloc, peak, runtime in self._prequential(r, t, x, max(start, 1)):
+            ages = decay ** np.arange(peak.size - 1, -1, -1)  # the newest task of the block weighs 1
+            aged = decay**peak.size
+            scores = scores * aged + ages @ retry_waste(alloc, peak, runtime, self.time_to_failure)
+            kills = kills * aged + ages @ retry_kills(alloc, peak)
+            weight = weight * aged + float(ages.sum())
+        self.scored_peaks_, self.scores_, self.kills_, self.weight_ = r.copy(), scores, kills, weight
         self.pieces_ = self._pieces(r, x)
-        best = int(np.argmin(scores))
-        if best and (r.size - 1 < self.min_scored or scores[best] > self.switch_ratio * scores[0]):
-            best = 0
-        self.best_, self.rule_ = best, names[best]
+        self.best_, self.within_budget_ = self._choose(scores, self.oom_rates(), r.size - 1)
+        self.rule_ = names[self.best_]
         self.peaks_, self.inputs_ = r, x
 
-    def _prequential_waste(
+    def oom_rates(self) -> np.ndarray:
+        """Each rule's OOM kills per task over the decayed replay (0 before any task is scored)."""
+        return self.kills_ / self.weight_ if self.weight_ else np.zeros_like(self.kills_)
+
+    def _choose(self, scores: np.ndarray, rates: np.ndarray, scored: int) -> tuple[int, bool]:
+        """The rule to use, and whether it keeps within the OOM budget. When no rule does, the
+        rules within one budget of the fewest kills compete (a difference in kill rates smaller
+        than the budget is noise on a family's few hundred tasks)."""
+        budget = self.max_oom_rate
+        allowed = np.ones(scores.size, bool) if budget is None else rates <= budget
+        within = bool(allowed.any())
+        if not within:
+            allowed = rates <= rates.min() + float(budget or 0.0)
+        if scored < self.min_scored:
+            return 0, bool(allowed[0]) and within  # too few tasks to tell rules apart
+        best = int(np.argmin(np.where(allowed, scores, np.inf)))
+        if best and allowed[0] and scores[best] > self.switch_ratio * scores[0]:
+            best = 0
+        return best, within
+
+    def _prequential(
         self, r: np.ndarray, t: np.ndarray, x: np.ndarray | None, first: int
-    ) -> Iterator[np.ndarray]:
-        """Each candidate's waste on task ``i`` when fitted on the tasks before it, for ``i`` from
-        ``first`` on. Without inputs, every prefix's quantiles come from one sorted matrix."""
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Blocks of tasks from ``first`` on: each candidate's allocation for a task when fitted on
+        the tasks before it (row per task), and the tasks' peaks and runtimes (as columns). Without
+        inputs, one block: every prefix's quantiles come from one sorted matrix."""
         if x is None:
             q = prefix_quantiles(r, self.quantiles, first)
             alloc = (q[:, :, None] * (1.0 + np.asarray(self.margins))[None, None, :]).reshape(
                 len(q), len(self.quantiles) * len(self.margins)
             )
-            yield from retry_waste(alloc, r[first:, None], t[first:, None], self.time_to_failure)
+            yield alloc, r[first:, None], t[first:, None]
             return
         for i in range(first, r.size):
-            alloc = self._apply(*self._pieces(r[:i], x[:i]), float(x[i]))
-            yield retry_waste(alloc, float(r[i]), float(t[i]), self.time_to_failure)
+            yield (
+                self._apply(*self._pieces(r[:i], x[:i]), float(x[i]))[None, :],
+                r[i : i + 1, None],
+                t[i : i + 1, None],
+            )
 
     def _predict(self, input_size_bytes: int | None) -> float:
         x_next = None
@@ -174,8 +211,29 @@ class AdaptivePredictor(Predictor):
             x_next = float(input_size_bytes) if input_size_bytes is not None else float(self.inputs_.mean())
         return float(self._apply(*self.pieces_, x_next)[self.best_])
 
+    def details(self) -> dict[str, float | int | str | None]:
+        return {
+            "rule": self.rule_,
+            "rule_oom_rate": round(float(self.oom_rates()[self.best_]), 4),
+            "max_oom_rate": self.max_oom_rate,
+            "within_oom_budget": int(self.within_budget_),
+        }
+
     def explain(self) -> str:
-        chosen = "the default rule" if self.best_ == 0 else f"cheapest of {self.scores_.size} rules replayed"
+        rate = float(self.oom_rates()[self.best_])
+        if not self.within_budget_:
+            fewest = float(self.oom_rates().min())
+            chosen = (
+                f"no rule kept OOM kills within {self.max_oom_rate:.1%}: the cheapest near the fewest "
+                f"({fewest:.1%}), {rate:.1%} OOM-killed"
+            )
+        else:
+            chosen = (
+                "the default rule" if self.best_ == 0 else f"cheapest of {self.scores_.size} rules replayed"
+            )
+            chosen += f", {rate:.1%} OOM-killed"
+            if self.max_oom_rate is not None:
+                chosen += f" (budget {self.max_oom_rate:.1%})"
         return f"{self.rule_} ({chosen}, {self.n_samples_} peaks) = {format_bytes(self._predict(None))}"
 
 

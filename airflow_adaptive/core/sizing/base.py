@@ -79,6 +79,10 @@ class Predictor(ABC):
         """Knowledge from other task families, for strategies that use it while cold (default: none)."""
         return None
 
+    def details(self) -> dict[str, float | int | str | None]:
+        """What the last ``fit`` chose, as values for a decision's details (default: nothing)."""
+        return {}
+
     @abstractmethod
     def _fit(self, samples: Sequence[Sample]) -> None: ...
 
@@ -106,10 +110,15 @@ def retry_waste(
 ) -> np.ndarray:
     """Memory x time wasted per task when allocating ``alloc`` and doubling after each OOM kill."""
     alloc = np.maximum(alloc, 1.0)
-    doublings = np.maximum(0, np.ceil(np.log2(np.maximum(peak / alloc, 1.0))))
+    doublings = retry_kills(alloc, peak)
     final = alloc * 2.0**doublings
     failed = alloc * (2.0**doublings - 1)  # the sum of every allocation before the last
     return (final - peak) * runtime + failed * runtime * ttf
+
+
+def retry_kills(alloc: np.ndarray, peak: np.ndarray | float) -> np.ndarray:
+    """OOM kills per task when allocating ``alloc`` and doubling after each kill."""
+    return np.maximum(0, np.ceil(np.log2(np.maximum(peak / np.maximum(alloc, 1.0), 1.0))))
 
 
 def prefix_quantiles(values: np.ndarray, quantiles: Sequence[float], first: int) -> np.ndarray:
@@ -203,6 +212,9 @@ class Wrapper(Predictor):
     def set_prior(self, prior: RequestRatioPrior) -> None:
         self.inner.set_prior(prior)
 
+    def details(self) -> dict[str, float | int | str | None]:
+        return self.inner.details()
+
     def predict(self, input_size_bytes: int | None = None, user_request_bytes: int | None = None) -> int:
         return self._post(self.inner.predict(input_size_bytes, user_request_bytes), cold=not self.inner.warm)
 
@@ -273,15 +285,23 @@ def predictor_names() -> list[str]:
 
 
 def make_predictor(
-    name: str, *, cap_bytes: int | None = None, floor_bytes: int = MIB, **params: Any
+    name: str,
+    *,
+    cap_bytes: int | None = None,
+    floor_bytes: int = MIB,
+    max_oom_rate: float | None = None,
+    **params: Any,
 ) -> Predictor:
-    """The named predictor, bounded to [floor, cap]; factories that take ``cap_bytes`` get it too."""
+    """The named predictor, bounded to [floor, cap]; factories that take ``cap_bytes`` or an
+    OOM-kill budget (``max_oom_rate``) get them too."""
     try:
         factory = _PREDICTORS[name]
     except KeyError:
         raise UnknownStrategyError(
             f"unknown sizing strategy {name!r}; known: {', '.join(predictor_names())}"
         ) from None
-    if cap_bytes is not None and "cap_bytes" in inspect.signature(factory).parameters:
-        params["cap_bytes"] = cap_bytes
+    takes = inspect.signature(factory).parameters
+    for key, value in (("cap_bytes", cap_bytes), ("max_oom_rate", max_oom_rate)):
+        if value is not None and key in takes:
+            params[key] = value
     return WithBounds(factory(**params), floor_bytes, cap_bytes)
