@@ -36,7 +36,7 @@ def needs_refit(fitted_samples: int, samples_now: int, growth: float = REFIT_GRO
 
 
 def model_version(settings: SizingSettings) -> str:
-    """What a stored model depends on besides the history: strategy, bounds, encoding."""
+    """What a stored model depends on besides the history: strategy, bounds, OOM budget, encoding."""
     return (
         f"{settings.strategy};floor={settings.floor_bytes};cap={settings.cap_bytes};"
         f"oom={settings.max_oom_rate:g};format={STATE_FORMAT}"
