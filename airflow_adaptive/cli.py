@@ -164,7 +164,10 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     from rich.table import Table
 
     for trace in report["traces"]:
-        table = Table(title=f"{trace['trace']} ({trace['instances']} tasks, history {trace['history']})")
+        left_out = trace["skipped"]["rows"]
+        title = f"{trace['trace']} ({trace['instances']} tasks, history {trace['history']}"
+        title += f", {left_out} rows not replayed)" if left_out else ")"
+        table = Table(title=title)
         for column in ("strategy", "waste GB·h", "MAQ", "WRR", "ATE", "retries/100", "failed"):
             table.add_column(column, justify="right" if column != "strategy" else "left")
         rows = sorted(trace["strategies"].items(), key=lambda kv: kv[1]["waste_gb_h"])
@@ -175,7 +178,10 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
             )  # fmt: skip
         ratio = ratio_to_best_anchor(trace)
         caption = f"{DEFAULT_STRATEGY} / best anchor ({ratio[1]}) = {ratio[0]:.3f}" if ratio else None
-        table.caption = caption
+        reasons = "; ".join(f"{n} {why}" for why, n in sorted(trace["skipped"]["reasons"].items()))
+        table.caption = "\n".join(
+            text for text in (caption, f"not replayed: {reasons}" if reasons else "") if text
+        )
         Console(file=out, width=120).print(table)
     return 0
 

@@ -66,6 +66,16 @@ def test_import_reports_malformed_rows_and_decides_from_the_rest(
     assert all(r["usage"]["peak_memory_bytes"] != 0 for r in shown)
     decision = run_json(capsys, "decide", "--task-family", "ALIGN", "--request", "8Gi")
     assert decision["observations"] == 6 and decision["memory_request_bytes"] < 8 * 2**30
+    replayed = run_json(capsys, "replay", str(trace), "--strategy", "pc95", "--workers", "1")
+    (entry,) = replayed["traces"]  # 5 completed rows replayed; the malformed one and the kill said why
+    assert entry["instances"] == 5
+    assert entry["skipped"] == {
+        "rows": 2,
+        "reasons": {"not a non-negative number": 1, "OOM-killed (true peak unknown)": 1},
+    }
+    assert main(["replay", str(trace), "--strategy", "pc95", "--workers", "1"]) == 0
+    shown_table = capsys.readouterr().out
+    assert "2 rows not replayed" in shown_table and "1 OOM-killed (true peak unknown)" in shown_table
 
 
 def test_a_file_with_no_usable_rows_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,14 +13,19 @@ from typing import Any
 
 from airflow_adaptive.core.replay import ReplayConfig, TaskRun, replay
 from airflow_adaptive.core.sizing import ANCHORS, predictor_names
-from airflow_adaptive.traces.load import read_trace, task_runs
+from airflow_adaptive.traces.load import replay_input
 
 DEFAULT_STRATEGY = "adaptive"
 
 
 @functools.lru_cache(maxsize=8)
+def _trace(path: str, fmt: str) -> tuple[tuple[TaskRun, ...], dict[str, int]]:
+    runs, skipped = replay_input(path, fmt)
+    return tuple(runs), skipped
+
+
 def _runs(path: str, fmt: str) -> tuple[TaskRun, ...]:
-    return tuple(task_runs(read_trace(path, fmt).observations))
+    return _trace(path, fmt)[0]
 
 
 def _job(
@@ -55,11 +60,12 @@ def evaluate(
     jobs = []
     traces: dict[str, dict[str, Any]] = {}
     for path in paths:
-        runs = _runs(path, fmt)
+        runs, skipped = _trace(path, fmt)
         timed = bool(runs) and all(r.start_s is not None for r in runs)
         traces[path] = {
             "trace": path,
             "instances": len(runs),
+            "skipped": {"rows": sum(skipped.values()), "reasons": skipped},
             "history": config.history if timed else "sequential",
             "strategies": {},
         }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 from airflow_adaptive.core.model import Observation
@@ -66,25 +67,43 @@ def _format_of(name: str, fmt: str) -> str:
 
 def task_runs(observations: list[Observation]) -> list[TaskRun]:
     """Completed attempts as replay input (a failed attempt has no true peak to replay)."""
+    return [run for run in map(_task_run, observations) if isinstance(run, TaskRun)]
+
+
+def replay_input(path: str, fmt: str = "auto") -> tuple[list[TaskRun], dict[str, int]]:
+    """A trace's replay input, and how many of its rows were left out, by reason: rows the
+    reader skipped (as ``history import`` reports them) and attempts with no true peak."""
+    result = read_trace(path, fmt)
+    reasons = Counter(row.reason.split(":")[0] for row in result.skipped)
     runs = []
-    for obs in observations:
-        peak = obs.usage.peak_memory_bytes
-        if not peak or obs.oom_killed or obs.exit_reason.value != "Completed":
-            continue
-        wall = obs.usage.wall_seconds or 0.0
-        finish = obs.finished_at.timestamp() if obs.finished_at else None
-        runs.append(
-            TaskRun(
-                family=obs.task_family,
-                peak_bytes=peak,
-                wall_seconds=wall,
-                input_size_bytes=obs.input_size_bytes,
-                user_request_bytes=obs.memory_request_bytes,
-                start_s=None if finish is None else finish - wall,
-                finish_s=finish,
-            )
-        )
-    return runs
+    for made in map(_task_run, result.observations):
+        if isinstance(made, TaskRun):
+            runs.append(made)
+        else:
+            reasons[made] += 1
+    return runs, dict(reasons)
+
+
+def _task_run(obs: Observation) -> TaskRun | str:
+    """The attempt as replay input, or why it cannot be."""
+    peak = obs.usage.peak_memory_bytes
+    if obs.oom_killed:
+        return "OOM-killed (true peak unknown)"
+    if obs.exit_reason.value != "Completed":
+        return "not completed (peak may be partial)"
+    if not peak:
+        return "no peak memory recorded"
+    wall = obs.usage.wall_seconds or 0.0
+    finish = obs.finished_at.timestamp() if obs.finished_at else None
+    return TaskRun(
+        family=obs.task_family,
+        peak_bytes=peak,
+        wall_seconds=wall,
+        input_size_bytes=obs.input_size_bytes,
+        user_request_bytes=obs.memory_request_bytes,
+        start_s=None if finish is None else finish - wall,
+        finish_s=finish,
+    )
 
 
 def expand_paths(paths: list[str]) -> tuple[list[str], list[str]]:
