@@ -81,6 +81,9 @@ def test_numbers_are_the_stores(client: Any, auth: dict[str, str], demo: Any) ->
     whatif = client.get("/adaptive/api/families/genomics.align/whatif", headers=auth).json()
     assert sorted(s["strategy"] for s in whatif["strategies"]) == predictor_names()
     assert whatif["tasks"] == 11  # the OOM-killed attempt has no measured peak
+    assert whatif["max_oom_rate"] == detail["decision"]["max_oom_rate"] == 0.02  # the configured budget
+    assert detail["decision"]["rule"] in detail["decision"]["explanation"]
+    assert 0.0 <= detail["decision"]["rule_oom_rate"] <= 1.0
 
 
 @pytest.mark.parametrize(

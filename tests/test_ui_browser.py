@@ -193,6 +193,8 @@ def test_pages_through_airflows_login_and_navigation(
     )
     assert sorted(r.get_attribute("data-strategy") for r in strategies) == predictor_names()
     assert "adaptive" in browser.find_element(By.ID, "decision").text
+    budget = browser.find_element(By.ID, "budget").text  # the rule, its replayed kill rate, the budget
+    assert "OOM-killed" in budget and "max_oom_rate 2 %" in budget
     shot("family")
 
     in_page("family")

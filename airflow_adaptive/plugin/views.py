@@ -96,6 +96,11 @@ def _decision_json(decision: Any) -> dict[str, Any]:
         "memory_limit_bytes": decision.memory_limit_bytes,
         "strategy": decision.strategy,
         "explanation": decision.explanation,
+        "rule": decision.details.get(
+            "rule"
+        ),  # the default strategy's rule, its replayed kill rate and budget
+        "rule_oom_rate": decision.details.get("rule_oom_rate"),
+        "max_oom_rate": decision.details.get("max_oom_rate"),
     }
 
 
@@ -147,10 +152,11 @@ _whatif_lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=64)
-def _replayed(runs: tuple[TaskRun, ...], cap_bytes: int) -> tuple[dict[str, Any], ...]:
+def _replayed(runs: tuple[TaskRun, ...], cap_bytes: int, max_oom_rate: float) -> tuple[dict[str, Any], ...]:
+    config = ReplayConfig(history="sequential", cap_bytes=cap_bytes, max_oom_rate=max_oom_rate)
     results = []
     for name in predictor_names():
-        metrics = replay(runs, name, ReplayConfig(history="sequential", cap_bytes=cap_bytes)).metrics()
+        metrics = replay(runs, name, config).metrics()
         results.append({"strategy": name, **metrics})
     return tuple(sorted(results, key=lambda r: (r["failed"], r["waste_gb_h"])))
 
@@ -174,8 +180,13 @@ def whatif(
         if o.usage.peak_memory_bytes and o.usage.peak_kind is PeakKind.MEASURED
     )[-WHATIF_TASKS:]
     with _whatif_lock:  # one replay at a time: it is CPU-bound and cached
-        results = _replayed(runs, settings.sizing.cap_bytes) if runs else ()
-    return {"task_family": task_family, "tasks": len(runs), "strategies": list(results)}
+        results = _replayed(runs, settings.sizing.cap_bytes, settings.sizing.max_oom_rate) if runs else ()
+    return {
+        "task_family": task_family,
+        "tasks": len(runs),
+        "max_oom_rate": settings.sizing.max_oom_rate,
+        "strategies": list(results),
+    }
 
 
 def nodes(

@@ -153,6 +153,8 @@ async function family(name) {
       hollow peaks are lower bounds (sampled).</p>
     <h2>Next decision</h2><p id="decision"><b>${bytes(data.decision.memory_request_bytes)}</b> (${esc(data.decision.strategy)}):
       ${esc(data.decision.explanation)}</p>
+    ${data.decision.rule ? `<p id="budget">Rule <b>${esc(data.decision.rule)}</b>: ${num(100 * data.decision.rule_oom_rate, 1)} % of this family's
+      replayed tasks OOM-killed; budget <code>max_oom_rate</code> ${num(100 * data.decision.max_oom_rate, 1)} %.</p>` : ""}
     <p id="placement">Task labels: ${esc(JSON.stringify(data.labels))}. ${esc(data.placement)}</p>
     <h2>What if: every strategy on this family's history</h2><div id="whatif" class="muted">Replaying…</div>
     <h2>Attempts</h2><div class="scroll"><table id="attempts-table"><thead><tr><th>Finished</th><th>DAG / run / try</th><th>Exit</th>
@@ -176,7 +178,8 @@ async function whatif(name) {
   try {
     const data = await api(`api/families/${encodeURIComponent(name)}/whatif`);
     el.classList.remove("muted");
-    el.innerHTML = `<p class="muted">${data.tasks} completed attempts replayed in order (sequential history), cheapest first.</p>
+    el.innerHTML = `<p class="muted">${data.tasks} completed attempts replayed in order (sequential history), cheapest first;
+      <code>adaptive</code> under the OOM-kill budget of ${num(100 * data.max_oom_rate, 1)} %.</p>
       <table id="whatif-table"><thead><tr><th>Strategy</th><th>Waste GB·h</th><th>OOM kills / 100</th><th>Failed</th><th>MAQ</th></tr></thead>
       <tbody>${data.strategies.map((s) => `<tr data-strategy="${esc(s.strategy)}"><td>${esc(s.strategy)}</td><td>${num(s.waste_gb_h, 4)}</td>
       <td>${num(s.retries_per_100, 1)}</td><td>${num(s.failed, 0)}</td><td>${num(s.maq, 3)}</td></tr>`).join("")}</tbody></table>`;
