@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from airflow_adaptive.core.replay import ReplayConfig, TaskRun, default_cap_bytes, replay
 from airflow_adaptive.core.sizing import ANCHORS, base, make_predictor, predictor_names
@@ -213,3 +215,31 @@ def test_prefix_quantiles_are_numpys_own(size: int, monkeypatch: pytest.MonkeyPa
         got = prefix_quantiles(values, quantiles, first)
         assert got.shape == (size - first, len(quantiles))
         assert np.array_equal(got, want.reshape(got.shape))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.floats(0, 1e6), st.floats(0, 1)), min_size=1, max_size=30),
+    st.one_of(st.none(), st.floats(0, 1)),
+    st.integers(0, 40),
+)
+def test_the_rule_chosen_keeps_the_budget_rules(
+    rules: list[tuple[float, float]], budget: float | None, scored: int
+) -> None:
+    """Whatever the scores and kill rates: the chosen rule keeps within the budget when any rule
+    does (else within one budget of the fewest kills), and no allowed rule is cheaper than it
+    unless the default rule was kept (too few tasks, or no rule clearly cheaper)."""
+    predictor = AdaptivePredictor(max_oom_rate=budget)
+    scores, rates = np.array([s for s, _ in rules]), np.array([r for _, r in rules])
+    best, within = predictor._choose(scores, rates, scored)
+    limit = np.inf if budget is None else budget if within else rates.min() + budget
+    allowed = rates <= limit
+    assert within == (budget is None or bool(rates[best] <= budget))
+    if scored < predictor.min_scored:
+        assert best == 0
+        return
+    assert allowed[best]
+    if best != 0 or not allowed[0]:
+        assert scores[best] == scores[allowed].min()
+    else:  # the default stays unless an allowed rule is below switch_ratio of it
+        assert scores[allowed].min() >= predictor.switch_ratio * scores[0]

@@ -170,20 +170,20 @@ class AdaptivePredictor(Predictor):
         return self.kills_ / self.weight_ if self.weight_ else np.zeros_like(self.kills_)
 
     def _choose(self, scores: np.ndarray, rates: np.ndarray, scored: int) -> tuple[int, bool]:
-        """The rule to use, and whether it keeps within the OOM budget. When no rule does, the
-        rules within one budget of the fewest kills compete (a difference in kill rates smaller
-        than the budget is noise on a family's few hundred tasks)."""
+        """The rule to use, and whether its kill rate keeps within the OOM budget. When no rule
+        does, the rules within one budget of the fewest kills compete (a difference in kill rates
+        smaller than the budget is noise on a family's few hundred tasks)."""
         budget = self.max_oom_rate
-        allowed = np.ones(scores.size, bool) if budget is None else rates <= budget
-        within = bool(allowed.any())
-        if not within:
-            allowed = rates <= rates.min() + float(budget or 0.0)
-        if scored < self.min_scored:
-            return 0, bool(allowed[0]) and within  # too few tasks to tell rules apart
+        if budget is None:
+            allowed = np.ones(scores.size, bool)
+        elif (rates <= budget).any():
+            allowed = rates <= budget
+        else:
+            allowed = rates <= rates.min() + budget
         best = int(np.argmin(np.where(allowed, scores, np.inf)))
-        if best and allowed[0] and scores[best] > self.switch_ratio * scores[0]:
-            best = 0
-        return best, within
+        if scored < self.min_scored or (allowed[0] and scores[best] > self.switch_ratio * scores[0]):
+            best = 0  # too few tasks to tell rules apart, or none clearly cheaper than the default
+        return best, budget is None or bool(rates[best] <= budget)
 
     def _prequential(
         self, r: np.ndarray, t: np.ndarray, x: np.ndarray | None, first: int
@@ -220,20 +220,17 @@ class AdaptivePredictor(Predictor):
         }
 
     def explain(self) -> str:
-        rate = float(self.oom_rates()[self.best_])
-        if not self.within_budget_:
-            fewest = float(self.oom_rates().min())
-            chosen = (
-                f"no rule kept OOM kills within {self.max_oom_rate:.1%}: the cheapest near the fewest "
-                f"({fewest:.1%}), {rate:.1%} OOM-killed"
-            )
-        else:
-            chosen = (
-                "the default rule" if self.best_ == 0 else f"cheapest of {self.scores_.size} rules replayed"
-            )
-            chosen += f", {rate:.1%} OOM-killed"
-            if self.max_oom_rate is not None:
-                chosen += f" (budget {self.max_oom_rate:.1%})"
+        rates = self.oom_rates()
+        rate, budget = float(rates[self.best_]), self.max_oom_rate
+        chosen = "the default rule" if self.best_ == 0 else f"cheapest of {self.scores_.size} rules replayed"
+        chosen += f", {rate:.1%} OOM-killed"
+        if budget is not None and self.within_budget_:
+            chosen += f" (budget {budget:.1%})"
+        elif budget is not None and rates.min() > budget:
+            fewest = f"{rates.min():.1%}"
+            chosen = f"no rule kept OOM kills within {budget:.1%}: the cheapest near the fewest ({fewest}), {rate:.1%} OOM-killed"
+        elif budget is not None:
+            chosen += f", over the budget {budget:.1%}: fewer than {self.min_scored} tasks replayed"
         return f"{self.rule_} ({chosen}, {self.n_samples_} peaks) = {format_bytes(self._predict(None))}"
 
 
