@@ -122,7 +122,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
 
     from airflow_adaptive.core.replay import ReplayConfig
     from airflow_adaptive.exceptions import TraceFormatError
-    from airflow_adaptive.traces.evaluate import DEFAULT_STRATEGY, evaluate, ratio_to_best_anchor
+    from airflow_adaptive.traces.evaluate import DEFAULT_STRATEGY, evaluate
     from airflow_adaptive.traces.load import expand_paths
 
     traces, ignored = expand_paths(args.traces)
@@ -159,9 +159,17 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     report.pop("_allocations", None)
     if args.json:
         print_json(report, out)
-        return 0
+    else:
+        _print_replay(report, out)
+    return 0
+
+
+def _print_replay(report: dict[str, Any], out: TextIO) -> None:
+    """One table per trace: every strategy, cheapest first, and what was left out of the trace."""
     from rich.console import Console
     from rich.table import Table
+
+    from airflow_adaptive.traces.evaluate import DEFAULT_STRATEGY, ratio_to_best_anchor
 
     for trace in report["traces"]:
         left_out = trace["skipped"]["rows"]
@@ -183,7 +191,6 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
             text for text in (caption, f"not replayed: {reasons}" if reasons else "") if text
         )
         Console(file=out, width=120).print(table)
-    return 0
 
 
 def cmd_profile_node(args: argparse.Namespace, out: TextIO) -> int:
