@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -115,3 +117,37 @@ def test_groups_cli_on_a_profile_file(tmp_path, capsys) -> None:  # type: ignore
     bad.write_text(json.dumps([{"node": "a", "benchmarks": {"cpu_events_per_s": "fast"}}]))
     assert main(["groups", "--profiles", str(bad)]) == 2
     assert "'cpu_events_per_s' = 'fast' is not a number" in capsys.readouterr().err
+
+
+def noisy(profiles: list[NodeProfile], rng: np.random.Generator, noise: float = 0.03) -> list[NodeProfile]:
+    """Every benchmark of every node off by up to ±noise, as repeated runs of one machine are."""
+    return [
+        NodeProfile(p.node, {k: v * rng.uniform(1 - noise, 1 + noise) for k, v in p.benchmarks.items()})
+        for p in profiles
+    ]
+
+
+def published(grouping: Any) -> bool:
+    return len(grouping.groups) == 3 and all(
+        {name.split("-")[0] for name in group.members} == {f"g{group.id}"} for group in grouping.groups
+    )
+
+
+@pytest.mark.parametrize(("cluster", "at_least"), [("5;5;5", 95), ("5;4;4;2", 80)])
+def test_benchmark_noise_does_not_split_groups(cluster: str, at_least: int) -> None:
+    """±3 % on every benchmark of Table IV clusters (identical disks included): the published
+    groups in most of 100 draws (measured 98 and 85; standardising the noisy I/O features gave 0).
+    The misses on 5;4;4;2 are k = 2 (its 4- and 2-node groups together) having the best silhouette."""
+    rng = np.random.default_rng(0)
+    found = sum(published(group_nodes(noisy(table_iv(CLUSTERS[cluster]), rng))) for _ in range(100))
+    assert found >= at_least
+
+
+def test_identical_nodes_measured_with_noise_are_one_group() -> None:
+    rng = np.random.default_rng(1)
+    same = [
+        NodeProfile(f"n{i}", {"cpu_events_per_s": 450.0, "memory_mib_per_s": 17000.0, **IO}) for i in range(8)
+    ]
+    for _ in range(20):
+        grouping = group_nodes(noisy(same, rng))
+        assert len(grouping.groups) == 1 and "less than 10%" in grouping.reason

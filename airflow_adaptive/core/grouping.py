@@ -1,11 +1,16 @@
 """Node groups from microbenchmark profiles (Tarema): k-means++ on standardised features.
 
 k is the best silhouette over 2..min(n-1, 10) (the published profiler always
-picked 3 because of a sorting bug; this takes the argmax). A cluster whose
-features barely vary is one group: no silhouette exists for k = 1, so a
-spread test decides that first. Groups are numbered from the weakest (1) by
-their mean standardised score, and each group gets a rank per feature
-(1 = weakest), which becomes a node label.
+picked 3 because of a sorting bug; this takes the argmax). Only features that
+vary across nodes by more than benchmark noise are clustered on: standardising
+a feature whose spread is noise (identical disks measured twice differ by a few
+percent) would give it the weight of the CPU score that really separates the
+machines. A feature counts when its range across nodes is at least
+``min_relative_spread`` of its mean (10 %: twice a ±5 % run-to-run noise); with
+none left, the cluster is one group (no silhouette exists for k = 1). Groups are
+numbered from the weakest (1) by their mean standardised score on the counted
+features, and each group gets a rank per feature (1 = weakest; one rank for all
+on a feature that is noise), which becomes a node label.
 """
 
 from __future__ import annotations
@@ -87,7 +92,7 @@ def group_nodes(
     profiles: Sequence[NodeProfile],
     *,
     max_groups: int = 10,
-    min_relative_spread: float = 0.05,
+    min_relative_spread: float = 0.10,
     random_state: int = 0,
 ) -> Grouping:
     """Group nodes by their benchmark vectors; deterministic for a given ``random_state``."""
@@ -102,14 +107,14 @@ def group_nodes(
     x = np.array([[float(p.benchmarks[f]) for f in features] for p in profiles])
     if not np.isfinite(x).all():
         raise ValueError("benchmark values must be finite numbers")
-    spread = np.ptp(x, axis=0) / np.maximum(np.abs(x.mean(axis=0)), 1e-12)
+    counted = np.ptp(x, axis=0) / np.maximum(np.abs(x.mean(axis=0)), 1e-12) >= min_relative_spread
     n = len(profiles)
-    if n < 3 or float(spread.max()) < min_relative_spread:
+    if n < 3 or not counted.any():
         why = (
             "fewer than 3 nodes" if n < 3 else f"every feature varies by less than {min_relative_spread:.0%}"
         )
-        return _grouping(names, x, features, np.zeros(n, dtype=int), None, f"one group: {why}")
-    scaled = StandardScaler().fit_transform(x)
+        return _grouping(names, x, features, np.zeros(n, dtype=int), None, f"one group: {why}", counted)
+    scaled = StandardScaler().fit_transform(x[:, counted])
     best: tuple[float, int, np.ndarray] | None = None
     distinct = len(np.unique(scaled, axis=0))  # k-means cannot find more clusters than distinct points
     for k in range(2, min(n - 1, max_groups, distinct) + 1):
@@ -122,9 +127,14 @@ def group_nodes(
         if best is None or score > best[0] + 1e-12:
             best = (score, k, labels)
     if best is None:
-        return _grouping(names, x, features, np.zeros(n, dtype=int), None, "one group: no split found")
+        return _grouping(
+            names, x, features, np.zeros(n, dtype=int), None, "one group: no split found", counted
+        )
     score, k, labels = best
-    return _grouping(names, x, features, labels, score, f"k={k} has the best silhouette ({score:.3f})")
+    on = ", ".join(f for f, used in zip(features, counted, strict=True) if used)
+    return _grouping(
+        names, x, features, labels, score, f"k={k} has the best silhouette ({score:.3f}) on {on}", counted
+    )
 
 
 def _grouping(
@@ -134,11 +144,12 @@ def _grouping(
     labels: np.ndarray,
     score: float | None,
     why: str,
+    counted: np.ndarray,
 ) -> Grouping:
     clusters = sorted(set(int(v) for v in labels))
     scale = x.std(axis=0)
     scale[scale == 0] = 1.0
-    z = (x - x.mean(axis=0)) / scale
+    z = ((x - x.mean(axis=0)) / scale)[:, counted] if counted.any() else np.zeros((len(x), 1))
     strength = {c: float(z[labels == c].mean()) for c in clusters}
     order = sorted(clusters, key=lambda c: (strength[c], c))
     means = {c: x[labels == c].mean(axis=0) for c in clusters}
@@ -146,6 +157,9 @@ def _grouping(
     for position, cluster in enumerate(order, start=1):
         ranks = {}
         for j, feature in enumerate(features):
+            if not counted[j]:
+                ranks[feature] = 1  # its differences are noise: one rank for every group
+                continue
             distinct = sorted({round(float(means[c][j]), 6) for c in clusters})
             ranks[feature] = distinct.index(round(float(means[cluster][j]), 6)) + 1
         groups.append(
