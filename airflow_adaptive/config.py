@@ -10,6 +10,7 @@ from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.locality import BIG_FROM_BYTES, SMALL_BELOW_BYTES
 from airflow_adaptive.core.model import MIB
 from airflow_adaptive.core.priority import check_failure_mode
+from airflow_adaptive.core.sizing.adaptive import MAX_OOM_RATE
 from airflow_adaptive.exceptions import InvalidConfigError
 
 SECTION = "adaptive"
@@ -47,7 +48,7 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
     ),
     "max_oom_rate": (
         "float",
-        "0.02",
+        str(MAX_OOM_RATE),
         "OOM-kill budget of the ``adaptive`` strategy, in kills per task (0.02: at most 2 %): per task "
         "family it uses the cheapest rule whose replayed kill rate stays within it (1.0: no budget).",
     ),

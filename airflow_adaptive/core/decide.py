@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from .model import MIB, Decision, MemoryRequest, Observation, PeakKind
 from .rollup import is_usable_sample
 from .sizing import Predictor, Sample, get_retry_policy, make_predictor
+from .sizing.adaptive import MAX_OOM_RATE
 from .sizing.base import RequestRatioPrior
 from .sizing.retry import vpa_bump
 from .units import format_bytes
@@ -23,7 +24,7 @@ class SizingSettings:
     cap_bytes: int = 64 * 1024 * MIB
     retry_policy: str = "double"
     limit_to_request_ratio: float = 1.0
-    max_oom_rate: float = 0.02  # the OOM-kill budget of strategies that take one
+    max_oom_rate: float = MAX_OOM_RATE  # the OOM-kill budget of strategies that take one
 
 
 def to_samples(history: Sequence[Observation]) -> list[Sample]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from .learn import needs_refit
 from .sizing import Predictor, Sample, make_predictor
+from .sizing.adaptive import MAX_OOM_RATE
 from .sizing.base import MIB, RequestRatioPrior
 
 GB_H = 1e9 * 3600.0  # byte-seconds in one GB-hour
@@ -46,7 +47,7 @@ class ReplayConfig:
     # time its history grew by this fraction (0: after every completion). Bounds replay cost on long traces.
     refit_growth: float = 0.05
     max_attempts: int = 64
-    max_oom_rate: float = 0.02  # the OOM-kill budget of strategies that take one (``adaptive``)
+    max_oom_rate: float = MAX_OOM_RATE  # the OOM-kill budget of strategies that take one (``adaptive``)
 
     def __post_init__(self) -> None:
         if self.history not in HISTORY_MODES:

@@ -47,6 +47,8 @@ def _identity(x: np.ndarray) -> np.ndarray:
     return x
 
 
+MAX_OOM_RATE = 0.02  # the default OOM-kill budget, kills per task
+
 Transform = Callable[[np.ndarray], np.ndarray]
 SIZE_MODELS: tuple[tuple[str, Transform], ...] = (("input size", _identity), ("log input size", np.log1p))
 _Line = tuple[int, float, float, np.ndarray]  # SIZE_MODELS index, slope, intercept, offsets
@@ -68,7 +70,7 @@ class AdaptivePredictor(Predictor):
         time_to_failure: float = 1.0,
         switch_ratio: float = 0.8,
         min_scored: int = 10,
-        max_oom_rate: float | None = 0.02,
+        max_oom_rate: float | None = MAX_OOM_RATE,
     ) -> None:
         self.quantiles = quantiles
         self.margins = margins
