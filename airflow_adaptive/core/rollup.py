@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
 from datetime import date, datetime, timezone
+from typing import NamedTuple
 
 from .labels import TASK_FEATURES, FamilyDemand
 from .model import ExitReason, Observation, PeakKind
@@ -81,14 +82,17 @@ def is_usable_sample(obs: Observation) -> bool:
     return bool(obs.usage.peak_memory_bytes and obs.usage.peak_memory_bytes > 0)
 
 
-@dataclass(frozen=True)
-class MemoryTime:
-    """Memory x time of one attempt, byte-seconds (0 where unknown)."""
+class MemoryTime(NamedTuple):
+    """Memory x time of one attempt, byte-seconds (0 where unknown). A tuple: two are built per
+    recorded attempt, and a frozen dataclass costs three times as much to build."""
 
     requested: float = 0.0
     used: float = 0.0
     user_requested: float = 0.0
     killed: float = 0.0
+
+
+_NOTHING_SPENT = MemoryTime()
 
 
 def memory_time(obs: Observation) -> MemoryTime:
@@ -98,9 +102,9 @@ def memory_time(obs: Observation) -> MemoryTime:
     wall, peak, request = obs.usage.wall_seconds, obs.usage.peak_memory_bytes, obs.memory_request_bytes
     if obs.oom_killed:
         limit = obs.memory_limit_bytes or request
-        return MemoryTime(killed=float(limit * wall)) if limit and wall else MemoryTime()
+        return MemoryTime(killed=float(limit * wall)) if limit and wall else _NOTHING_SPENT
     if obs.exit_reason is not ExitReason.COMPLETED or not (wall and peak and request):
-        return MemoryTime()
+        return _NOTHING_SPENT
     user = obs.user_request_bytes or request
     return MemoryTime(float(request * wall), float(peak * wall), float(user * wall))
 

@@ -9,7 +9,7 @@ format.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from operator import itemgetter
@@ -30,16 +30,17 @@ def can_copy(conn: Connection, rows: int) -> bool:
 
 
 def copy_upsert(
-    conn: Connection, table: Table, values: Sequence[dict[str, Any]], keys: Sequence[str], *, all_new: bool
+    conn: Connection, table: Table, values: Mapping[str, Sequence[Any]], keys: Sequence[str], *, all_new: bool
 ) -> Callable[[], None]:
-    """The write that inserts or replaces (by ``keys``) ``values``, whose keys are unique, through
-    COPY: straight into ``table`` when the caller knows none is stored yet, else through a temporary
-    table. The rows are COPY text already, so the caller may run it later, in the background."""
-    columns = list(values[0])
+    """The write that inserts or replaces (by ``keys``) the rows whose columns are ``values`` and
+    whose keys are unique, through COPY: straight into ``table`` when the caller knows none is stored
+    yet, else through a temporary table. The rows are COPY text already, so the caller may run it
+    later, in the background."""
+    columns = list(values)
+    data = _copy_text(values.values())
     if all_new:
-        return partial(_copy, conn, table.name, columns, _copy_text(columns, values))
+        return partial(_copy, conn, table.name, columns, data)
     stage = _stage(table, columns)
-    data = _copy_text(columns, values)
     insert = postgresql.insert(table).from_select(columns, select(*(stage.c[c] for c in columns)))
     changed = {c: insert.excluded[c] for c in columns if c not in keys}
 
@@ -89,16 +90,15 @@ def copy_lookup(
     temporary table and joined on the unique index (one query, whatever the planner knows)."""
     stage = _stage(table, key_columns, name=f"{table.name}_keys")
     stage.create(conn, checkfirst=True)
-    rows = [dict(zip(key_columns, key, strict=True)) for key in keys]
-    _copy(conn, stage.name, key_columns, _copy_text(key_columns, rows))
+    _copy(conn, stage.name, key_columns, _copy_text(zip(*keys, strict=True)))
     joined = select(table).join(stage, and_(*(table.c[c] == stage.c[c] for c in key_columns)))
     found = conn.execute(joined).all()
     conn.execute(stage.delete())
     return found
 
 
-def _copy_text(columns: Sequence[str], values: Sequence[dict[str, Any]]) -> str:
-    fields = [_texts([row[c] for row in values]) for c in columns]  # a column at a time: no call a value
+def _copy_text(columns: Iterable[Sequence[Any]]) -> str:
+    fields = [_texts(list(column)) for column in columns]  # a column at a time: no call a value
     return "".join(f"{line}\n" for line in map("\t".join, zip(*fields, strict=True)))
 
 
@@ -143,12 +143,21 @@ _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 def _texts(column: list[Any]) -> list[str]:
     """A column's fields in COPY's text format: \\N for NULL, backslash escapes for the separators
     (looked for once in the whole column: they are rare, and escaping each value costs a call)."""
-    strings = "".join(v for v in column if isinstance(v, str))
-    if any(special in strings for special in _ESCAPES_FOR):
+    kinds = set(map(type, column))  # one C-level pass; a column is mostly of one type
+    if kinds == {str} and not _special("".join(column)):
+        return column
+    if kinds in ({int}, {float}):
+        return list(map(str, column))
+    strings = "".join([v for v in column if type(v) is str])
+    if _special(strings):
         return [
             "\\N" if v is None else v.translate(_ESCAPES) if isinstance(v, str) else str(v) for v in column
         ]
     return ["\\N" if v is None else v if isinstance(v, str) else str(v) for v in column]
+
+
+def _special(text: str) -> bool:
+    return any(special in text for special in _ESCAPES_FOR)
 
 
 def _stage(table: Table, columns: Sequence[str], name: str | None = None) -> Table:

@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Protocol
+from typing import Protocol
 
 from airflow_adaptive.core.decide import SizingSettings, to_samples
 from airflow_adaptive.core.learn import fit_model, model_version, needs_refit
 from airflow_adaptive.core.model import Observation, TaskKey
 from airflow_adaptive.core.rollup import (
     DayKey,
+    DayTerms,
     DayTotals,
     Distributions,
     FamilyRollup,
@@ -93,12 +94,13 @@ def learn(
 
 def day_deltas(batch: Sequence[Observation], old: dict[TaskKey, Observation]) -> dict[DayKey, DayTotals]:
     """Per (family, DAG, day): what the batch adds, less what the attempts it replaces had added."""
-    sums: dict[DayKey, list[Any]] = {}
+    rows: dict[DayKey, list[DayTerms]] = {}
     now = datetime.now(timezone.utc)
     for attempts, sign in ((old.values(), -1), (batch, +1)):
         for attempt in attempts:
             key, terms = day_terms(attempt, now)
-            total = sums.setdefault(key, [0] * len(terms))
-            for column, term in enumerate(terms):
-                total[column] += sign * term
-    return {key: DayTotals(*total) for key, total in sums.items()}
+            rows.setdefault(key, []).append(terms if sign > 0 else tuple(-t for t in terms))  # type: ignore[arg-type]
+    # summed a column at a time, in the same order as one running total per column
+    return {
+        key: DayTotals(*(sum(column) for column in zip(*terms, strict=True))) for key, terms in rows.items()
+    }

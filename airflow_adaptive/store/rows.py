@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, fields
 from datetime import datetime, timezone
+from operator import attrgetter
 from typing import Any
 
 from airflow_adaptive.core.grouping import NodeProfile
@@ -22,32 +23,44 @@ KEY_COLUMNS = ("dag_id", "task_id", "run_id", "map_index", "try_number")
 ROLLUP_COLUMNS = tuple(f.name for f in fields(FamilyRollup) if f.name != "task_family")
 
 
+# Each column of adaptive_task_attempt read off an attempt; attrgetter runs in C, so a column of a
+# million attempts is one map() call (finished_at, which defaults to the recording time, is apart).
+_ATTEMPT_COLUMNS: dict[str, Callable[[Observation], Any]] = {
+    "dag_id": attrgetter("key.dag_id"),
+    "task_id": attrgetter("key.task_id"),
+    "run_id": attrgetter("key.run_id"),
+    "map_index": attrgetter("key.map_index"),
+    "try_number": attrgetter("key.try_number"),
+    "task_family": attrgetter("task_family"),
+    "memory_request_bytes": attrgetter("memory_request_bytes"),
+    "memory_limit_bytes": attrgetter("memory_limit_bytes"),
+    "peak_memory_bytes": attrgetter("usage.peak_memory_bytes"),
+    "peak_kind": attrgetter("usage.peak_kind.value"),
+    "cpu_core_seconds": attrgetter("usage.cpu_core_seconds"),
+    "wall_seconds": attrgetter("usage.wall_seconds"),
+    "read_bytes": attrgetter("usage.read_bytes"),
+    "write_bytes": attrgetter("usage.write_bytes"),
+    "input_size_bytes": attrgetter("input_size_bytes"),
+    "node_name": attrgetter("node_name"),
+    "exit_reason": attrgetter("exit_reason.value"),
+    "exit_code": attrgetter("exit_code"),
+    "strategy": attrgetter("strategy"),
+    "explanation": attrgetter("explanation"),
+    "user_request_bytes": attrgetter("user_request_bytes"),
+}
+
+
 def attempt_values(obs: Observation) -> dict[str, Any]:
-    usage = obs.usage
-    return {
-        "dag_id": obs.key.dag_id,
-        "task_id": obs.key.task_id,
-        "run_id": obs.key.run_id,
-        "map_index": obs.key.map_index,
-        "try_number": obs.key.try_number,
-        "task_family": obs.task_family,
-        "finished_at": obs.finished_at or datetime.now(timezone.utc),
-        "memory_request_bytes": obs.memory_request_bytes,
-        "memory_limit_bytes": obs.memory_limit_bytes,
-        "peak_memory_bytes": usage.peak_memory_bytes,
-        "peak_kind": usage.peak_kind.value,
-        "cpu_core_seconds": usage.cpu_core_seconds,
-        "wall_seconds": usage.wall_seconds,
-        "read_bytes": usage.read_bytes,
-        "write_bytes": usage.write_bytes,
-        "input_size_bytes": obs.input_size_bytes,
-        "node_name": obs.node_name,
-        "exit_reason": obs.exit_reason.value,
-        "exit_code": obs.exit_code,
-        "strategy": obs.strategy,
-        "explanation": obs.explanation,
-        "user_request_bytes": obs.user_request_bytes,
-    }
+    """The attempt's row of ``adaptive_task_attempt``."""
+    return {name: values[0] for name, values in attempt_columns([obs]).items()}
+
+
+def attempt_columns(observations: Sequence[Observation]) -> dict[str, list[Any]]:
+    """The attempts' rows of ``adaptive_task_attempt``, a column at a time."""
+    now = datetime.now(timezone.utc)
+    columns = {name: list(map(get, observations)) for name, get in _ATTEMPT_COLUMNS.items()}
+    columns["finished_at"] = [o.finished_at or now for o in observations]
+    return columns
 
 
 def _utc(value: datetime | None) -> datetime | None:

@@ -94,11 +94,12 @@ class SqlTransaction(Transaction):
         return found
 
     def upsert(self, observations: Sequence[Observation], *, all_new: bool = False) -> None:
-        values = [rows.attempt_values(o) for o in observations]
-        if can_copy(self._conn, len(values)):  # the text is built while an earlier write runs
-            write = copy_upsert(self._conn, task_attempt, values, rows.KEY_COLUMNS, all_new=all_new)
+        if can_copy(self._conn, len(observations)):  # the text is built while an earlier write runs
+            columns = rows.attempt_columns(observations)
+            write = copy_upsert(self._conn, task_attempt, columns, rows.KEY_COLUMNS, all_new=all_new)
             self._background.submit(write)
             return
+        values = [rows.attempt_values(o) for o in observations]
         stmt = upsert(self.dialect, task_attempt, list(values[0]), rows.KEY_COLUMNS)
         if self.dialect == "sqlite":
             if len(values) >= BULK_FROM_ROWS:  # a trace: index pages stay cached (default 2 MB)
