@@ -28,7 +28,6 @@ NUMERIC = (
     "task_id", "attempt", "exit", "memory", "peak_rss", "realtime", "%cpu",
     "read_bytes", "write_bytes", "rchar", "wchar", "complete",
 )  # fmt: skip
-COLUMNS = frozenset((*REQUIRED, *NUMERIC, "hostname"))  # the rest of a trace's columns are not read
 LAST_MS = 253_402_300_799_999.0  # the end of year 9999, the last time Python represents
 OOM_EXIT_CODES = (137,)  # SIGKILL: Nextflow reports OOM kills this way
 CHUNK_ROWS = 25_000
@@ -51,8 +50,8 @@ def iter_nextflow(
     stem = trace_name(name)
     usable = skipped = 0
     chunks = read_table_chunks(
-        name, chunk_rows or CHUNK_ROWS, sep=sep or ("\t" if name.endswith((".txt", ".tsv")) else ","),
-        usecols=lambda column: column in COLUMNS,
+        name, chunk_rows or CHUNK_ROWS, text=(*REQUIRED, "hostname"), numeric=NUMERIC,
+        sep=sep or ("\t" if name.endswith((".txt", ".tsv")) else ","),
     )  # fmt: skip
     for frame in chunks:
         missing = [c for c in REQUIRED if c not in frame.columns]
