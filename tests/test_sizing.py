@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -51,6 +53,54 @@ def test_predictor_contract(name: str) -> None:
     assert tiny.predict() >= MIB  # never below the 1 MiB floor
     unsized = make_predictor(name, cap_bytes=CAP).fit(history(sized=False))
     assert MIB <= unsized.predict(None) <= CAP  # input size is optional
+
+
+def _chain(predictor: base.Predictor) -> list[base.Predictor]:
+    """The predictor and every predictor it wraps."""
+    chain = [predictor]
+    while isinstance(chain[-1], base.Wrapper):
+        chain.append(chain[-1].inner)
+    return chain
+
+
+def _state(predictor: base.Predictor) -> bytes:
+    """Everything the predictor holds but the prior, which it only reads (and which memoises)."""
+    return pickle.dumps(
+        [{k: v for k, v in vars(part).items() if k not in ("_prior", "inner")} for part in _chain(predictor)]
+    )
+
+
+def _ready_prior() -> RequestRatioPrior:
+    prior = RequestRatioPrior(min_ratios=3)
+    for peak_mib in (300, 400, 500):
+        prior.add(peak_mib * MIB, GIB)
+    return prior
+
+
+@pytest.mark.parametrize("name", predictor_names())
+def test_predictor_estimator_rules(name: str) -> None:
+    """scikit-learn's estimator checks, for our contract: __init__ stores its parameters and
+    nothing else; fit changes no parameter; predict and retry answer the same twice and change no
+    state; refitting gives what a fresh predictor fitted on the same history gives."""
+    predictor = make_predictor(name, cap_bytes=CAP)
+    for part in _chain(predictor):
+        assert set(vars(part)) == set(part.get_params()), type(part).__name__
+    params = [part.get_params() for part in _chain(predictor)]
+    for samples, prior in ((history(), None), ([], _ready_prior()), (history(3), _ready_prior())):
+        predictor.fit(samples, prior)
+        assert [part.get_params() for part in _chain(predictor)] == params  # fit set no parameter
+        state = _state(predictor)
+        asked = [(4 * 10**9, 2 * GIB), (None, None), (None, 8 * GIB)]
+        answers = [predictor.predict(*args) for args in asked]
+        retries = [
+            predictor.retry(a, size, request) for a, (size, request) in zip(answers, asked, strict=True)
+        ]
+        assert [predictor.predict(*args) for args in asked] == answers
+        assert [predictor.retry(a, s, r) for a, (s, r) in zip(answers, asked, strict=True)] == retries
+        assert _state(predictor) == state  # predict and retry changed nothing
+        fresh = make_predictor(name, cap_bytes=CAP).fit(samples, prior)
+        assert [fresh.predict(*args) for args in asked] == answers  # refit == fresh fit
+        assert [fresh.retry(a, s, r) for a, (s, r) in zip(answers, asked, strict=True)] == retries
 
 
 def test_anchors_are_the_published_strategies() -> None:
@@ -128,11 +178,12 @@ def test_adaptive_cold_start_scales_the_request_by_other_families_use() -> None:
     prior = RequestRatioPrior(quantile=1.0, margin_fraction=0.0, min_ratios=3)
     for peak in (100, 200, 250):
         prior.add(peak * MIB, 1000 * MIB)
-    predictor = AdaptivePredictor()
-    predictor.set_prior(prior)
-    predictor.fit([])
+    predictor = AdaptivePredictor().fit([], prior)
     assert predictor.predict(None, 8 * GIB) == int(8 * GIB * 0.25)
-    assert predictor.retry(int(8 * GIB * 0.25)) == 8 * GIB  # killed: the user's own request next
+    killed_at = int(8 * GIB * 0.25)
+    assert predictor.retry(killed_at, None, 8 * GIB) == 8 * GIB  # killed: the user's own request next
+    assert predictor.retry(8 * GIB, None, 8 * GIB) == 16 * GIB  # killed at the request: doubling
+    assert AdaptivePredictor().fit([]).predict(None, 8 * GIB) == 8 * GIB  # no prior: the request
 
 
 def run(peak_mib: int, seconds: float = 3600.0, request_mib: int | None = None, family: str = "f") -> TaskRun:

@@ -111,8 +111,6 @@ def _predicted(
 ) -> tuple[int | None, str]:
     """The strategy's first allocation and its basis, or (None, "") when it has nothing to say."""
     predictor = fitted.predictor
-    if prior is not None:
-        predictor.set_prior(prior)
     if fitted.samples >= settings.min_observations and predictor.warm:
         basis = predictor.explain()
         if fitted.lower_bound_samples:
@@ -122,7 +120,7 @@ def _predicted(
             )
         return predictor.predict(input_size_bytes, user.request_bytes), basis + fitted.note
     if not fitted.samples and user.request_bytes and prior is not None and prior.ratio is not None:
-        cold = predictor.fit([]).predict(input_size_bytes, user.request_bytes)
+        cold = predictor.fit([], prior).predict(input_size_bytes, user.request_bytes)
         return cold, (
             f"no history yet: the request {format_bytes(user.request_bytes)} x {prior.ratio:.2f}, "
             f"what other task families used of theirs (P{prior.quantile * 100:g} + {prior.margin_fraction:.0%})"

@@ -101,8 +101,11 @@ def arrival_order(runs: Sequence[TaskRun]) -> list[int]:
 class FamilySizer:
     """One family's predictor and its samples; ``ready()`` refits only when the history grew enough."""
 
-    def __init__(self, predictor: Predictor, refit_growth: float) -> None:
+    def __init__(
+        self, predictor: Predictor, refit_growth: float, prior: RequestRatioPrior | None = None
+    ) -> None:
         self.predictor = predictor
+        self.prior = prior
         self.samples: list[Sample] = []
         self.fitted = -1
         self.refit_growth = refit_growth
@@ -110,7 +113,7 @@ class FamilySizer:
     def ready(self) -> Predictor:
         n = len(self.samples)
         if needs_refit(self.fitted, n, self.refit_growth):
-            self.predictor.fit(self.samples)
+            self.predictor.fit(self.samples, self.prior)
             self.fitted = n
         return self.predictor
 
@@ -135,7 +138,7 @@ def _attempts(
         result.retries += 1
         if alloc >= cap:
             break
-        alloc = predictor.retry(alloc, run.input_size_bytes)
+        alloc = predictor.retry(alloc, run.input_size_bytes, run.user_request_bytes)
     result.instances += 1
     result.used_byte_s += run.peak_bytes * t if succeeded else 0.0
     result.failed += not succeeded
@@ -167,8 +170,7 @@ def replay(
                 max_oom_rate=config.max_oom_rate,
                 **params,
             )
-            predictor.set_prior(prior)
-            families[name] = FamilySizer(predictor, config.refit_growth)
+            families[name] = FamilySizer(predictor, config.refit_growth, prior)
         return families[name]
 
     def learn(run: TaskRun) -> None:

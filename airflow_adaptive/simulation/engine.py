@@ -169,8 +169,7 @@ class Simulation:
                 cap_bytes=self.cap_bytes,
                 floor_bytes=SIZING.floor_bytes,
             )
-            predictor.set_prior(self.prior)
-            self.sizers[family] = FamilySizer(predictor, 0.05)
+            self.sizers[family] = FamilySizer(predictor, 0.05, self.prior)
         return self.sizers[family]
 
     def _count(self, family: str, successes: int) -> None:
@@ -343,7 +342,11 @@ class Simulation:
             if attempt.memory_bytes >= self.cap_bytes or attempt.number >= self.params.max_attempts:
                 self.result.failed += 1
             else:
-                retry = self._sizer(task.family).ready().retry(attempt.memory_bytes, task.input_size_bytes)
+                retry = (
+                    self._sizer(task.family)
+                    .ready()
+                    .retry(attempt.memory_bytes, task.input_size_bytes, task.request_memory_bytes)
+                )
                 self._submit(attempt.task, attempt.number + 1, min(retry, self.cap_bytes))
         else:
             self.result.succeeded += 1

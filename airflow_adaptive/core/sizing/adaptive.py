@@ -32,7 +32,6 @@ import numpy as np
 from ..units import format_bytes
 from .base import (
     Predictor,
-    RequestRatioPrior,
     Sample,
     peaks,
     prefix_quantiles,
@@ -81,23 +80,27 @@ class AdaptivePredictor(Predictor):
         self.max_oom_rate = max_oom_rate
 
     # -- cold start ------------------------------------------------------------------------------
-    def set_prior(self, prior: RequestRatioPrior) -> None:
-        self.prior = prior
+    def _cold_ratio(self, user_request_bytes: int | None) -> float | None:
+        """The prior's scaling of the user's request, while cold and when both are known."""
+        prior = getattr(self, "_prior", None)  # None before the first fit
+        if self.warm or not user_request_bytes or prior is None:
+            return None
+        return prior.ratio
 
     def predict(self, input_size_bytes: int | None = None, user_request_bytes: int | None = None) -> int:
         """Cold, with a request and a ready prior: the request scaled by what other families used."""
-        prior = getattr(self, "prior", None)
-        ratio = prior.ratio if prior is not None else None
-        if not self.warm and user_request_bytes and ratio is not None:
-            self.cold_request_bytes_ = user_request_bytes
+        ratio = self._cold_ratio(user_request_bytes)
+        if user_request_bytes and ratio is not None:
             return max(1, int(user_request_bytes * ratio))
         return super().predict(input_size_bytes, user_request_bytes)
 
-    def retry(self, failed_bytes: int, input_size_bytes: int | None = None) -> int:
-        request = getattr(self, "cold_request_bytes_", None)
-        if not self.warm and request and failed_bytes < request:
-            return int(request)  # the scaled start was too small: the user's own request next
-        return super().retry(failed_bytes, input_size_bytes)
+    def retry(
+        self, failed_bytes: int, input_size_bytes: int | None = None, user_request_bytes: int | None = None
+    ) -> int:
+        scaled = self._cold_ratio(user_request_bytes) is not None
+        if scaled and user_request_bytes and failed_bytes < user_request_bytes:
+            return int(user_request_bytes)  # the scaled start was too small: the user's own request next
+        return super().retry(failed_bytes, input_size_bytes, user_request_bytes)
 
     # -- candidates ------------------------------------------------------------------------------
     def _pieces(self, r: np.ndarray, x: np.ndarray | None) -> tuple[np.ndarray, list[_Line | None] | None]:

@@ -2,9 +2,12 @@
 
 Predictors follow scikit-learn's estimator rules: ``__init__`` only stores
 parameters, ``fit`` learns attributes ending in ``_`` and returns ``self``,
-``predict`` is pure. Every predictor answers two questions: the first
-allocation of the next attempt (``predict``) and the allocation after an OOM
-kill at ``failed_bytes`` (``retry``). Until it has ``min_samples`` samples a
+``predict`` and ``retry`` are pure (the same answer every time, no state
+changed; a randomised strategy draws from a generator seeded by its inputs).
+What other families teach a cold one (the prior) goes in through ``fit``.
+Every predictor answers two questions: the first allocation of the next
+attempt (``predict``) and the allocation after an OOM kill at
+``failed_bytes`` (``retry``). Until it has ``min_samples`` samples a
 predictor is cold and gives the user's request (or ``default_bytes``),
 doubling on failure. Wrappers (margin, bounds) compose instead of flags.
 """
@@ -50,8 +53,11 @@ class Predictor(ABC):
             setattr(self, key, value)
         return self
 
-    def fit(self, samples: Sequence[Sample]) -> Predictor:
+    def fit(self, samples: Sequence[Sample], prior: RequestRatioPrior | None = None) -> Predictor:
+        """Learn from ``samples``; ``prior``: what other families used, for strategies that use it
+        while cold (kept by reference: a replay's prior grows as tasks finish)."""
         self.n_samples_ = len(samples)
+        self._prior = prior
         if self.n_samples_ >= self.min_samples:
             self._fit(samples)
         return self
@@ -65,7 +71,9 @@ class Predictor(ABC):
             return int(user_request_bytes or self.default_bytes)
         return int(self._predict(input_size_bytes))
 
-    def retry(self, failed_bytes: int, input_size_bytes: int | None = None) -> int:
+    def retry(
+        self, failed_bytes: int, input_size_bytes: int | None = None, user_request_bytes: int | None = None
+    ) -> int:
         """The allocation after an OOM kill at ``failed_bytes``; more than ``failed_bytes``."""
         if not self.warm:
             return 2 * failed_bytes
@@ -74,10 +82,6 @@ class Predictor(ABC):
     def explain(self) -> str:
         """What the last ``fit`` learnt, in words, for decision explanations."""
         return self.name
-
-    def set_prior(self, prior: RequestRatioPrior) -> None:
-        """Knowledge from other task families, for strategies that use it while cold (default: none)."""
-        return None
 
     def details(self) -> dict[str, float | int | str | None]:
         """What the last ``fit`` chose, as values for a decision's details (default: nothing)."""
@@ -197,11 +201,17 @@ class Wrapper(Predictor):
 
     def __init__(self, inner: Predictor) -> None:
         self.inner = inner
-        self.name = inner.name  # a wrapped strategy keeps its registered name
-        self.min_samples = inner.min_samples
 
-    def fit(self, samples: Sequence[Sample]) -> Wrapper:
-        self.inner.fit(samples)
+    @property
+    def name(self) -> str:  # type: ignore[override]  # a wrapped strategy keeps its registered name
+        return self.inner.name
+
+    @property
+    def min_samples(self) -> int:  # type: ignore[override]
+        return self.inner.min_samples
+
+    def fit(self, samples: Sequence[Sample], prior: RequestRatioPrior | None = None) -> Wrapper:
+        self.inner.fit(samples, prior)
         self.n_samples_ = len(samples)
         return self
 
@@ -209,17 +219,16 @@ class Wrapper(Predictor):
     def warm(self) -> bool:
         return self.inner.warm
 
-    def set_prior(self, prior: RequestRatioPrior) -> None:
-        self.inner.set_prior(prior)
-
     def details(self) -> dict[str, float | int | str | None]:
         return self.inner.details()
 
     def predict(self, input_size_bytes: int | None = None, user_request_bytes: int | None = None) -> int:
         return self._post(self.inner.predict(input_size_bytes, user_request_bytes), cold=not self.inner.warm)
 
-    def retry(self, failed_bytes: int, input_size_bytes: int | None = None) -> int:
-        return self._post(self.inner.retry(failed_bytes, input_size_bytes), cold=True)
+    def retry(
+        self, failed_bytes: int, input_size_bytes: int | None = None, user_request_bytes: int | None = None
+    ) -> int:
+        return self._post(self.inner.retry(failed_bytes, input_size_bytes, user_request_bytes), cold=True)
 
     def _post(self, value: int, *, cold: bool) -> int:
         return value

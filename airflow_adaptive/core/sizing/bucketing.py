@@ -116,7 +116,7 @@ class _DrawnBuckets(_Buckets):
         weight = np.array([w[a:b].sum() for a, b in pairwise(bounds)])
         self.probs_ = weight / weight.sum()
         self.means_ = np.array([np.average(y[a:b], weights=w[a:b]) for a, b in pairwise(bounds)])
-        self.rng_ = np.random.default_rng([self.random_state, len(y)])
+        self.seed_ = (self.random_state, len(y))
 
     def _sorted(self, samples: Sequence[Sample]) -> tuple[np.ndarray, np.ndarray]:
         y = peaks(samples)
@@ -124,18 +124,23 @@ class _DrawnBuckets(_Buckets):
         order = np.argsort(y, kind="stable")
         return y[order], w[order]
 
-    def _draw(self, floor: float) -> float:
+    def _draw(self, floor: float, skip: int) -> float:
+        """A bucket above ``floor`` drawn with its probability by a generator seeded by the fitted
+        history, after ``skip`` numbers: the same inputs draw the same bucket (a replay repeats),
+        and a retry uses the number after the first allocation's, as one generator would."""
         allowed = self.edges_ > floor
         if not allowed.any():
             return float(self.cap_bytes) if self.cap_bytes else 2.0 * floor
         p = np.where(allowed, self.probs_, 0.0)
-        return float(self.rng_.choice(self.edges_, p=p / p.sum()))
+        rng = np.random.default_rng(list(self.seed_))
+        rng.random(skip)
+        return float(rng.choice(self.edges_, p=p / p.sum()))
 
     def _predict(self, input_size_bytes: int | None) -> float:
-        return self._draw(-1.0)
+        return self._draw(-1.0, skip=0)
 
     def _retry(self, failed_bytes: int, input_size_bytes: int | None) -> float:
-        return self._draw(float(failed_bytes))
+        return self._draw(float(failed_bytes), skip=1)
 
 
 class GreedyBuckets(_DrawnBuckets):
