@@ -198,16 +198,19 @@ def cmd_profile_node(args: argparse.Namespace, out: TextIO) -> int:
 
     from rich.progress import Progress
 
-    from airflow_adaptive.profiling.profiler import ProfilerSettings, profile_node
+    from airflow_adaptive.profiling.profiler import ProfilerSettings, profile_node, steps
 
+    if args.repeats < 1:
+        raise AdaptiveError(f"profile-node: --repeats must be at least 1, not {args.repeats}")
     settings = ProfilerSettings(
         seconds_per_benchmark=args.seconds,
         fio_directory=args.fio_dir,
         fio_size=args.fio_size,
         total_timeout_seconds=args.timeout,
+        repeats=args.repeats,
     )
     with Progress(transient=True, disable=not sys.stderr.isatty()) as progress:
-        bar = progress.add_task("profiling", total=8)
+        bar = progress.add_task("profiling", total=steps(args.repeats))
         profile = profile_node(
             args.node or socket.gethostname(),
             settings,
@@ -219,8 +222,9 @@ def cmd_profile_node(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         print_json(profile, out)
     else:
+        print(f"{'benchmark':24s} {'mean':>12s} {'CV':>7s}  ({args.repeats} runs each)", file=out)
         for feature, value in profile["benchmarks"].items():
-            print(f"{feature:24s} {value:12.1f}", file=out)
+            print(f"{feature:24s} {value:12.1f} {profile['benchmark_cv'][feature]:7.1%}", file=out)
     return 0
 
 
@@ -228,16 +232,18 @@ def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.core.grouping import group_nodes
     from airflow_adaptive.profiling.files import grouping_json, load_profiles
 
+    stored = open_cli_store().nodes() if args.store or not args.profiles else []
     if args.profiles:
         profiles = load_profiles(args.profiles)
     else:
-        profiles = [n.profile for n in open_cli_store().nodes()]
+        profiles = [n.profile for n in stored]
         if not profiles:
             raise AdaptiveError(
                 "no node profiles in the store: pass --profiles FILE or run the profiling DAG"
             )
+    previous = {n.name: n.group_id for n in stored if n.group_id is not None}  # ids kept: no label churn
     try:
-        grouping = group_nodes(profiles, random_state=args.seed)
+        grouping = group_nodes(profiles, random_state=args.seed, previous=previous)
     except ValueError as err:
         if isinstance(err, AdaptiveError):
             raise
@@ -346,7 +352,10 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--seconds", type=float, default=10.0, help="seconds per benchmark")
     prof.add_argument("--fio-dir", help="folder for the fio test file (default: a temporary folder)")
     prof.add_argument("--fio-size", default="256M", help="fio test file size (fio syntax)")
-    prof.add_argument("--timeout", type=float, default=600.0, help="bound on the whole profile, seconds")
+    prof.add_argument("--timeout", type=float, default=900.0, help="bound on the whole profile, seconds")
+    prof.add_argument(
+        "--repeats", type=int, default=3, help="runs per benchmark: the profile has their mean and CV"
+    )
     prof.add_argument(
         "--output", metavar="FILE", help="also write the compact JSON here (a termination message)"
     )

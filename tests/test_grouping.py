@@ -151,3 +151,60 @@ def test_identical_nodes_measured_with_noise_are_one_group() -> None:
     for _ in range(20):
         grouping = group_nodes(noisy(same, rng))
         assert len(grouping.groups) == 1 and "less than 10%" in grouping.reason
+
+
+def test_a_spread_within_the_measured_noise_is_not_clustered_on() -> None:
+    """15 % spread in CPU (5.5 % standard deviation) splits nodes measured once; with a measured
+    noise of 5 % per node, the same spread is noise and the nodes are one group, as the reason says."""
+    cpus = [400.0, 410.0, 420.0, 440.0, 450.0, 460.0]
+    quiet = [NodeProfile(f"n{i}", {"cpu_events_per_s": c, **IO}) for i, c in enumerate(cpus)]
+    assert len(group_nodes(quiet).groups) > 1
+    noisy_cpu = [NodeProfile(p.node, p.benchmarks, noise={"cpu_events_per_s": 0.05}) for p in quiet]
+    grouping = group_nodes(noisy_cpu)
+    assert len(grouping.groups) == 1 and "2x its measured noise" in grouping.reason
+    low = [NodeProfile(p.node, p.benchmarks, noise={"cpu_events_per_s": 0.02}) for p in quiet]
+    assert len(group_nodes(low).groups) > 1  # 5.5 % is more than twice a 2 % noise: clustered on
+
+
+def test_regrouping_keeps_the_earlier_group_ids() -> None:
+    """Node labels do not churn: re-profiled nodes keep the id of the group they were in; a group
+    that matches no earlier one gets an id no earlier group had."""
+    profiles = table_iv(CLUSTERS["5;5;5"])
+    first = group_nodes(profiles)
+    assert [g.id for g in first.groups] == [1, 2, 3]
+    earlier = {m: {1: 7, 2: 3, 3: 5}[g.id] for g in first.groups for m in g.members}
+    again = group_nodes(noisy(profiles, np.random.default_rng(3)), previous=earlier)
+    assert [(g.id, g.members) for g in again.groups] == [
+        (i, g.members) for i, g in zip((7, 3, 5), first.groups, strict=True)
+    ]
+    assert [g.ranks for g in again.groups] == [g.ranks for g in first.groups]  # weakest first still
+    only_two = {m: i for m, i in earlier.items() if not m.startswith("g3")}  # g3's nodes are new
+    assert [g.id for g in group_nodes(profiles, previous=only_two).groups] == [7, 3, 1]
+
+
+def test_the_store_keeps_noise_and_groups_keeps_ids(engine: Any, tmp_path: Any, capsys: Any) -> None:
+    """Profiles keep their measured noise in both stores; ``groups --store`` run again after the
+    slowest machines were upgraded keeps every node's group id (its ranks change instead)."""
+    import json
+
+    from airflow_adaptive.cli import main
+    from airflow_adaptive.store.memory import InMemoryHistoryStore
+    from tests.conftest import sql_store
+
+    profiles = [
+        NodeProfile(p.node, p.benchmarks, noise={"cpu_events_per_s": 0.01})
+        for p in table_iv(CLUSTERS["5;5;5"])
+    ]
+    for store in (sql_store(engine), InMemoryHistoryStore()):
+        store.save_nodes(profiles, group_nodes(profiles))
+        assert [n.profile.noise for n in store.nodes()] == [{"cpu_events_per_s": 0.01}] * len(profiles)
+    path = tmp_path / "profiles.json"
+    for faster in (1.0, 1.6):  # then g1's machines are the fastest
+        rows = [{"node": p.node, "benchmarks": {k: v * (faster if p.node.startswith("g1") else 1.0)
+                 for k, v in p.benchmarks.items()}} for p in profiles]  # fmt: skip
+        path.write_text(json.dumps(rows))
+        assert main(["groups", "--profiles", str(path), "--store", "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        ids = {m.split("-")[0]: g["id"] for g in out["groups"] for m in g["members"]}
+        assert ids == {"g1": 1, "g2": 2, "g3": 3}
+    assert out["groups"][-1]["members"][0].startswith("g1")  # strongest last: g1 now ranks first

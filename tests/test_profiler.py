@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from airflow_adaptive.cli import main
 from airflow_adaptive.core.grouping import BENCHMARK_FEATURES
-from airflow_adaptive.profiling.files import load_profiles
+from airflow_adaptive.profiling.files import ProfileFormatError, load_profiles
 from airflow_adaptive.profiling.profiler import ProfilerError, ProfilerSettings, profile_node
 
 HAVE_TOOLS = bool(shutil.which("sysbench") and shutil.which("fio"))
@@ -25,6 +26,8 @@ def test_profile_node_runs_the_benchmarks_and_groups_reads_it(
     argv = [
         "profile-node",
         "--json",
+        "--repeats",
+        "2",
         "--seconds",
         "1",
         "--fio-size",
@@ -40,14 +43,35 @@ def test_profile_node_runs_the_benchmarks_and_groups_reads_it(
     assert set(profile["benchmarks"]) == set(BENCHMARK_FEATURES)
     assert all(value > 0 for value in profile["benchmarks"].values())
     assert profile["benchmarks"]["cpu_multi_events_per_s"] >= 0.8 * profile["benchmarks"]["cpu_events_per_s"]
+    assert profile["repeats"] == 2 and set(profile["benchmark_cv"]) == set(BENCHMARK_FEATURES)
+    assert all(0 <= cv < 1 for cv in profile["benchmark_cv"].values())  # two runs of one machine
     assert list(tmp_path.iterdir()) == []  # the fio file is cleaned up
     path = tmp_path / "profiles.json"
     path.write_text(json.dumps([profile, {**profile, "node": "n2"}]))
     (loaded, _) = load_profiles(path)
     assert loaded.node == "n1" and loaded.benchmarks == pytest.approx(profile["benchmarks"])
+    assert loaded.noise == pytest.approx({f: cv / 2**0.5 for f, cv in profile["benchmark_cv"].items()})
+    assert main([*argv[:2], "--repeats", "0"]) == 2  # one line, no traceback
 
 
 def test_missing_tools_name_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(ProfilerError, match="install the package 'sysbench'"):
         profile_node("n", ProfilerSettings(seconds_per_benchmark=1))
+
+
+def test_profile_noise_is_read_as_the_standard_error_of_the_mean(tmp_path: Path) -> None:
+    profile = {"node": "n1", "benchmarks": {"cpu_events_per_s": 400.0}, "repeats": 4,
+               "benchmark_cv": {"cpu_events_per_s": 0.06}}  # fmt: skip
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps([profile]))
+    assert load_profiles(path)[0].noise == {"cpu_events_per_s": pytest.approx(0.03)}  # 0.06 / sqrt(4)
+    for bad, says in (
+        ({"repeats": 0}, "'repeats' must be a positive whole number"),
+        ({"benchmark_cv": {"io_score": 0.1}}, "'benchmark_cv' names no benchmark 'io_score'"),
+        ({"benchmark_cv": {"cpu_events_per_s": -1}}, "benchmark_cv 'cpu_events_per_s' = -1 is not a number"),
+        ({"benchmark_cv": [0.1]}, "'benchmark_cv' must be an object"),
+    ):
+        path.write_text(json.dumps([{**profile, **bad}]))
+        with pytest.raises(ProfileFormatError, match=re.escape(says)):
+            load_profiles(path)

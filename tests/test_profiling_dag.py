@@ -35,7 +35,7 @@ def test_profiling_dag_profiles_pins_groups_and_labels(
         api.add_node("cordoned", unschedulable=True)
         api.add_node("not-ready", ready=False)
         conf = {"config_file": str(api.kubeconfig), "kubernetes_conn_id": "", "namespace": "default",
-                "seconds": 1, "fio_size": "4M"}  # fmt: skip
+                "seconds": 1, "repeats": 2, "fio_size": "4M"}  # fmt: skip
         dr = dag.test(run_conf=conf)
     assert dr.state == "success"
     for created in api.created:
@@ -45,6 +45,7 @@ def test_profiling_dag_profiles_pins_groups_and_labels(
     assert sorted(api.priority_classes) == ["adaptive-lff-high", "adaptive-lff-low", "adaptive-lff-medium"]
     command = api.created[0]["spec"]["containers"][0]["command"]
     assert command[:3] == ["airflow-adaptive", "profile-node", "--json"] and "--output" in command
+    assert command[command.index("--repeats") + 1] == "2"
     patched = dict(api.node_patches)
     assert set(patched) == {"node-a", "node-b", "cordoned", "not-ready"}
     labels_a = patched["node-a"]["metadata"]["labels"]
@@ -61,3 +62,4 @@ def test_profiling_dag_profiles_pins_groups_and_labels(
         "gpu" in stored["node-a"].profile.capabilities
         and stored["node-a"].profile.benchmarks["cpu_events_per_s"] > 0
     )
+    assert set(stored["node-a"].profile.noise) == set(stored["node-a"].profile.benchmarks)  # CV / sqrt(2)

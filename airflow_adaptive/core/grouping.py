@@ -6,19 +6,25 @@ vary across nodes by more than benchmark noise are clustered on: standardising
 a feature whose spread is noise (identical disks measured twice differ by a few
 percent) would give it the weight of the CPU score that really separates the
 machines. A feature counts when its range across nodes is at least
-``min_relative_spread`` of its mean (10 %: twice a ±5 % run-to-run noise); with
-none left, the cluster is one group (no silhouette exists for k = 1). Groups are
-numbered from the weakest (1) by their mean standardised score on the counted
-features, and each group gets a rank per feature (1 = weakest; one rank for all
-on a feature that is noise), which becomes a node label.
+``min_relative_spread`` of its mean (10 %: twice a ±5 % run-to-run noise) and,
+where repeated runs measured the noise, its standard deviation across nodes is
+at least ``NOISE_SPREADS`` times the largest relative standard error of a
+node's mean (pure noise reaches twice its standard error in 0.3 % of profiles
+of 5 nodes, 1.8 % of 3, fewer on more); with none left, the cluster is one group (no silhouette exists for k = 1). Groups are numbered from
+the weakest (1) by their mean standardised score on the counted features, and
+each group gets a rank per feature (1 = weakest; one rank for all on a feature
+that is noise), which becomes a node label. Regrouping can keep the ids of an
+earlier grouping (``previous``): each new group takes the id of the earlier
+group it shares most nodes with, so node labels do not churn.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
+from scipy.optimize import linear_sum_assignment
 from sklearn.cluster import KMeans
 from sklearn.metrics import silhouette_score
 from sklearn.preprocessing import StandardScaler
@@ -39,6 +45,7 @@ TASK_FEATURE_BENCHMARKS = {
     "memory": ("memory_mib_per_s",),
     "io": ("io_seq_read_iops", "io_seq_write_iops", "io_rand_read_iops", "io_rand_write_iops", "io_score"),
 }
+NOISE_SPREADS = 2.0  # a feature counts when its spread across nodes is this many of its measured noise
 
 
 def task_feature_ranks(benchmark_ranks: Mapping[str, int]) -> dict[str, int]:
@@ -60,6 +67,7 @@ class NodeProfile:
     cores: int | None = None
     memory_bytes: int | None = None
     capabilities: frozenset[str] = frozenset()
+    noise: Mapping[str, float] = field(default_factory=dict)  # per benchmark: relative std. error
 
 
 @dataclass(frozen=True)
@@ -94,8 +102,10 @@ def group_nodes(
     max_groups: int = 10,
     min_relative_spread: float = 0.10,
     random_state: int = 0,
+    previous: Mapping[str, int] | None = None,
 ) -> Grouping:
-    """Group nodes by their benchmark vectors; deterministic for a given ``random_state``."""
+    """Group nodes by their benchmark vectors; deterministic for a given ``random_state``.
+    ``previous``: each node's group id in an earlier grouping, whose ids are kept where they match."""
     if not profiles:
         raise ValueError("no node profiles to group")
     names = [p.node for p in profiles]
@@ -107,17 +117,43 @@ def group_nodes(
     x = np.array([[float(p.benchmarks[f]) for f in features] for p in profiles])
     if not np.isfinite(x).all():
         raise ValueError("benchmark values must be finite numbers")
-    counted = np.ptp(x, axis=0) / np.maximum(np.abs(x.mean(axis=0)), 1e-12) >= min_relative_spread
+    counted = _above_noise(x, profiles, features, min_relative_spread)
     n = len(profiles)
-    if n < 3 or not counted.any():
-        why = (
-            "fewer than 3 nodes" if n < 3 else f"every feature varies by less than {min_relative_spread:.0%}"
-        )
-        return _grouping(names, x, features, np.zeros(n, dtype=int), None, f"one group: {why}", counted)
-    scaled = StandardScaler().fit_transform(x[:, counted])
+    if n < 3:
+        best, why = None, "fewer than 3 nodes"
+    elif not counted.any():
+        best = None
+        why = f"every feature varies by less than {min_relative_spread:.0%} or {NOISE_SPREADS:g}x its measured noise"
+    else:
+        best = _best_split(StandardScaler().fit_transform(x[:, counted]), max_groups, random_state)
+        why = "no split found"
+    if best is None:
+        grouping = _grouping(names, x, features, np.zeros(n, dtype=int), None, f"one group: {why}", counted)
+    else:
+        score, k, labels = best
+        on = ", ".join(f for f, used in zip(features, counted, strict=True) if used)
+        why = f"k={k} has the best silhouette ({score:.3f}) on {on}"
+        grouping = _grouping(names, x, features, labels, score, why, counted)
+    return keep_ids(grouping, previous) if previous else grouping
+
+
+def _above_noise(
+    x: np.ndarray, profiles: Sequence[NodeProfile], features: tuple[str, ...], min_relative_spread: float
+) -> np.ndarray:
+    """Which features vary across nodes by more than benchmark noise (see the module's rule)."""
+    mean = np.maximum(np.abs(x.mean(axis=0)), 1e-12)
+    noise = np.array([max(float(p.noise.get(f, 0.0)) for p in profiles) for f in features])
+    deviation = x.std(axis=0, ddof=1) / mean if len(x) > 1 else np.zeros(len(features))
+    return (np.ptp(x, axis=0) / mean >= min_relative_spread) & (deviation >= NOISE_SPREADS * noise)
+
+
+def _best_split(
+    scaled: np.ndarray, max_groups: int, random_state: int
+) -> tuple[float, int, np.ndarray] | None:
+    """The k-means++ labels of the k in 2..min(n-1, max_groups) with the best silhouette."""
     best: tuple[float, int, np.ndarray] | None = None
     distinct = len(np.unique(scaled, axis=0))  # k-means cannot find more clusters than distinct points
-    for k in range(2, min(n - 1, max_groups, distinct) + 1):
+    for k in range(2, min(len(scaled) - 1, max_groups, distinct) + 1):
         labels = KMeans(n_clusters=k, init="k-means++", n_init=10, random_state=random_state).fit_predict(
             scaled
         )
@@ -126,15 +162,25 @@ def group_nodes(
         score = float(silhouette_score(scaled, labels))
         if best is None or score > best[0] + 1e-12:
             best = (score, k, labels)
-    if best is None:
-        return _grouping(
-            names, x, features, np.zeros(n, dtype=int), None, "one group: no split found", counted
-        )
-    score, k, labels = best
-    on = ", ".join(f for f, used in zip(features, counted, strict=True) if used)
-    return _grouping(
-        names, x, features, labels, score, f"k={k} has the best silhouette ({score:.3f}) on {on}", counted
+    return best
+
+
+def keep_ids(grouping: Grouping, previous: Mapping[str, int]) -> Grouping:
+    """The same groups, each numbered as the earlier group it shares most nodes with (one new group
+    per earlier id, matched to maximise the nodes that keep their id); a group matching none gets
+    an id no earlier group had. The order (weakest first) and the ranks stay as they are."""
+    old_ids = sorted(set(previous.values()))
+    shared = np.array(
+        [[sum(previous.get(m) == old for m in g.members) for old in old_ids] for g in grouping.groups]
     )
+    ids: dict[int, int] = {}
+    if old_ids:
+        for row, column in zip(*linear_sum_assignment(shared, maximize=True), strict=True):
+            if shared[row, column] > 0:
+                ids[row] = old_ids[column]
+    fresh = (i for i in range(1, len(grouping.groups) + len(old_ids) + 1) if i not in old_ids)
+    groups = tuple(replace(g, id=ids[i] if i in ids else next(fresh)) for i, g in enumerate(grouping.groups))
+    return replace(grouping, groups=groups)
 
 
 def _grouping(

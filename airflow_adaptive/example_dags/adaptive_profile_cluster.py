@@ -28,6 +28,7 @@ with DAG(
         "namespace": Param("airflow", type="string"),
         "image": Param("airflow-adaptive-profiler:0.1.0", type="string"),
         "seconds": Param(10, type="number", minimum=1),
+        "repeats": Param(3, type="integer", minimum=1, description="runs per benchmark (mean and CV)"),
         "fio_size": Param("256M", type="string"),
         "create_priority_classes": Param(
             True, type="boolean", description="create the least-finished-first PriorityClasses if missing"
@@ -55,6 +56,7 @@ with DAG(
         kubernetes_conn_id="{{ params.kubernetes_conn_id }}",
         config_file="{{ params.config_file or '' }}",
         seconds="{{ params.seconds }}",
+        repeats="{{ params.repeats }}",
         fio_size="{{ params.fio_size }}",
         max_active_tis_per_dagrun=4,
         get_logs=False,

@@ -23,11 +23,17 @@ class NodeProfileOperator(KubernetesPodOperator):
     template_fields: Sequence[str] = (*KubernetesPodOperator.template_fields, "node_name")
 
     def __init__(
-        self, *, node_name: str, seconds: float | str = 10.0, fio_size: str = "256M", **kwargs: Any
+        self,
+        *,
+        node_name: str,
+        seconds: float | str = 10.0,
+        repeats: int | str = 3,
+        fio_size: str = "256M",
+        **kwargs: Any,
     ) -> None:
         command = [
             "airflow-adaptive", "profile-node", "--json", "--node", node_name, "--seconds", str(seconds),
-            "--fio-size", fio_size, "--fio-dir", SCRATCH, "--output", TERMINATION_PATH,
+            "--repeats", str(repeats), "--fio-size", fio_size, "--fio-dir", SCRATCH, "--output", TERMINATION_PATH,
         ]  # fmt: skip
         kwargs.setdefault("cmds", command)
         kwargs.setdefault("node_selector", {"kubernetes.io/hostname": node_name})

@@ -34,8 +34,10 @@ def group_and_label(
             "capabilities": sorted(set(raw.get("capabilities", [])) | set(fact.get("capabilities", []))),
         }
         merged.append(profile_from_json(raw, f"profile #{i}"))
-    grouping = group_nodes(merged)
-    open_store(get_settings()).save_nodes(merged, grouping)
+    store = open_store(get_settings())
+    previous = {n.name: n.group_id for n in store.nodes() if n.group_id is not None}  # no label churn
+    grouping = group_nodes(merged, previous=previous)
+    store.save_nodes(merged, grouping)
     api = kubernetes_hook(params).core_v1_client
     for node in api.list_node().items:
         profile = next((p for p in merged if p.node == node.metadata.name), None)

@@ -1,4 +1,6 @@
-"""The node profile JSON: a list of ``{"node", "cores"?, "memory_bytes"?, "benchmarks": {feature: number}}``."""
+"""The node profile JSON: a list of ``{"node", "cores"?, "memory_bytes"?, "benchmarks": {feature: number},
+"benchmark_cv"?: {feature: number}, "repeats"?: runs}`` (``profile-node`` writes the mean of its
+runs and their coefficient of variation)."""
 
 from __future__ import annotations
 
@@ -21,18 +23,7 @@ def profile_from_json(raw: Any, where: str) -> NodeProfile:
     benchmarks = raw.get("benchmarks")
     if not isinstance(benchmarks, dict) or not benchmarks:
         raise ProfileFormatError(f"{where} ({raw['node']}): 'benchmarks' must be a non-empty object")
-    values = {}
-    for feature, value in benchmarks.items():
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-            or value < 0
-        ):
-            raise ProfileFormatError(
-                f"{where} ({raw['node']}): benchmark {feature!r} = {value!r} is not a number >= 0"
-            )
-        values[str(feature)] = float(value)
+    values = _numbers(benchmarks, f"{where} ({raw['node']}): benchmark")
     for fact in ("cores", "memory_bytes"):
         if raw.get(fact) is not None and (
             isinstance(raw[fact], bool) or not isinstance(raw[fact], int) or raw[fact] <= 0
@@ -42,8 +33,37 @@ def profile_from_json(raw: Any, where: str) -> NodeProfile:
     if not isinstance(capabilities, list) or not all(isinstance(c, str) for c in capabilities):
         raise ProfileFormatError(f"{where} ({raw['node']}): 'capabilities' must be a list of strings")
     return NodeProfile(
-        raw["node"], values, raw.get("cores"), raw.get("memory_bytes"), frozenset(capabilities)
-    )
+        raw["node"], values, raw.get("cores"), raw.get("memory_bytes"), frozenset(capabilities),
+        _noise(raw, values, f"{where} ({raw['node']})"),
+    )  # fmt: skip
+
+
+def _numbers(raw: dict[Any, Any], what: str) -> dict[str, float]:
+    values = {}
+    for feature, value in raw.items():
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            raise ProfileFormatError(f"{what} {feature!r} = {value!r} is not a number >= 0")
+        values[str(feature)] = float(value)
+    return values
+
+
+def _noise(raw: dict[str, Any], benchmarks: dict[str, float], where: str) -> dict[str, float]:
+    """Each benchmark's relative standard error: its runs' coefficient of variation / sqrt(runs)."""
+    repeats = raw.get("repeats", 1)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ProfileFormatError(f"{where}: 'repeats' must be a positive whole number")
+    cvs = raw.get("benchmark_cv") or {}
+    if not isinstance(cvs, dict):
+        raise ProfileFormatError(f"{where}: 'benchmark_cv' must be an object")
+    unknown = sorted(set(map(str, cvs)) - set(benchmarks))
+    if unknown:
+        raise ProfileFormatError(f"{where}: 'benchmark_cv' names no benchmark {unknown[0]!r}")
+    return {f: cv / math.sqrt(repeats) for f, cv in _numbers(cvs, f"{where}: benchmark_cv").items()}
 
 
 def load_profiles(path: str | os.PathLike[str]) -> list[NodeProfile]:

@@ -11,6 +11,7 @@ import os
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import tempfile
 import time
@@ -35,12 +36,21 @@ class ProfilerError(AdaptiveError):
     """A benchmark tool is missing, failed, or the profile ran out of time."""
 
 
+IO_BENCHMARKS = (
+    ("read", "io_seq_read_iops"),
+    ("write", "io_seq_write_iops"),
+    ("randread", "io_rand_read_iops"),
+    ("randwrite", "io_rand_write_iops"),
+)
+
+
 @dataclass(frozen=True)
 class ProfilerSettings:
     seconds_per_benchmark: float = 10.0
     fio_directory: str | None = None  # default: a temporary folder
     fio_size: str = "256M"
-    total_timeout_seconds: float = 600.0
+    total_timeout_seconds: float = 900.0  # 7 benchmarks x 3 runs x 10 s, and fio's file writes
+    repeats: int = 3  # runs per benchmark: their spread is the noise grouping must see past
 
 
 def _require(tool: str, package: str) -> str:
@@ -146,31 +156,52 @@ def static_facts() -> dict[str, Any]:
 def profile_node(
     node: str, settings: ProfilerSettings, on_step: Callable[[str], None] | None = None
 ) -> dict[str, Any]:
-    """The profile of this machine in the shape ``airflow-adaptive groups --profiles`` reads."""
+    """The profile of this machine in the shape ``airflow-adaptive groups --profiles`` reads: each
+    benchmark's mean over ``settings.repeats`` runs and their coefficient of variation (the noise
+    grouping compares spreads with)."""
     _require("sysbench", "sysbench")
     _require("fio", "fio")
     deadline = time.monotonic() + settings.total_timeout_seconds
     seconds = settings.seconds_per_benchmark
     facts = static_facts()
     cores = int(facts["cores"] or 1)
-    benchmarks: dict[str, float] = {}
+    runs: dict[str, list[float]] = {}
     direct_io = True
 
-    def step(name: str) -> None:
-        if on_step:
-            on_step(name)
+    def measure(name: str, feature: str, run: Callable[[], float]) -> None:
+        for i in range(settings.repeats):
+            if on_step:
+                on_step(f"{name} ({i + 1} of {settings.repeats})" if settings.repeats > 1 else name)
+            runs.setdefault(feature, []).append(run())
 
-    step("cpu (1 thread)")
-    benchmarks["cpu_events_per_s"] = sysbench_cpu(1, seconds, deadline)
-    step(f"cpu ({cores} threads)")
-    benchmarks["cpu_multi_events_per_s"] = sysbench_cpu(cores, seconds, deadline)
-    step("memory")
-    benchmarks["memory_mib_per_s"] = sysbench_memory(seconds, deadline)
+    measure("cpu, 1 thread", "cpu_events_per_s", lambda: sysbench_cpu(1, seconds, deadline))
+    measure(f"cpu, {cores} threads", "cpu_multi_events_per_s", lambda: sysbench_cpu(cores, seconds, deadline))
+    measure("memory", "memory_mib_per_s", lambda: sysbench_memory(seconds, deadline))
     with tempfile.TemporaryDirectory(prefix="adaptive-fio-", dir=settings.fio_directory) as folder:
-        for mode, feature in (("read", "io_seq_read_iops"), ("write", "io_seq_write_iops"),
-                              ("randread", "io_rand_read_iops"), ("randwrite", "io_rand_write_iops")):  # fmt: skip
-            step(f"fio {mode}")
-            benchmarks[feature], direct = fio_iops(mode, folder, settings.fio_size, seconds, deadline)
-            direct_io = direct_io and direct
-    step("done")
-    return {"node": node, **facts, "direct_io": direct_io, "benchmarks": benchmarks}
+        for mode, feature in IO_BENCHMARKS:
+
+            def fio(mode: str = mode) -> float:
+                nonlocal direct_io
+                iops, direct = fio_iops(mode, folder, settings.fio_size, seconds, deadline)
+                direct_io = direct_io and direct
+                return iops
+
+            measure(f"fio {mode}", feature, fio)
+    if on_step:
+        on_step("done")
+    return {
+        "node": node, **facts, "direct_io": direct_io, "repeats": settings.repeats,
+        "benchmarks": {f: statistics.fmean(values) for f, values in runs.items()},
+        "benchmark_cv": {f: _cv(values) for f, values in runs.items()},
+    }  # fmt: skip
+
+
+def _cv(values: list[float]) -> float:
+    """Coefficient of variation of repeated runs (sample standard deviation / mean; 0 for one run)."""
+    mean = statistics.fmean(values)
+    return statistics.stdev(values) / mean if len(values) > 1 and mean > 0 else 0.0
+
+
+def steps(repeats: int) -> int:
+    """How many steps :func:`profile_node` reports (for a progress bar)."""
+    return (3 + len(IO_BENCHMARKS)) * repeats + 1

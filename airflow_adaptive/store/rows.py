@@ -160,6 +160,7 @@ def node_values(
     return {
         "node": profile.node,
         "benchmarks": dict(profile.benchmarks),
+        "benchmark_noise": dict(profile.noise),
         "cores": profile.cores,
         "memory_bytes": profile.memory_bytes,
         "capabilities": sorted(profile.capabilities),
@@ -172,6 +173,7 @@ def node_values(
 
 def stored_node(row: Any) -> StoredNode:
     profile = NodeProfile(
-        row.node, dict(row.benchmarks or {}), row.cores, row.memory_bytes, frozenset(row.capabilities or [])
-    )
+        row.node, dict(row.benchmarks or {}), row.cores, row.memory_bytes, frozenset(row.capabilities or []),
+        dict(row.benchmark_noise or {}),
+    )  # fmt: skip
     return StoredNode(profile, row.group_id, dict(row.group_ranks or {}), _utc(row.profiled_at))

@@ -73,6 +73,7 @@ node = Table(
     Column("group_id", Integer),
     Column("group_ranks", JSON),
     Column("grouped_at", DateTime(timezone=True)),
+    Column("benchmark_noise", JSON),  # relative standard error per benchmark, when measured
 )
 
 
