@@ -84,7 +84,7 @@ from kubernetes.client import models as k8s  # noqa: E402
 
 from airflow_adaptive.core.grouping import NodeProfile, group_nodes  # noqa: E402
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage  # noqa: E402
-from airflow_adaptive.exceptions import InvalidCapabilityError  # noqa: E402
+from airflow_adaptive.exceptions import InvalidCapabilityError, UnknownStrategyError  # noqa: E402
 from airflow_adaptive.kubernetes.pods import GROUP_LABEL, PLACEMENT_ANNOTATION  # noqa: E402
 from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator  # noqa: E402
 from tests.conftest import sql_store, validate_pod  # noqa: E402
@@ -213,7 +213,7 @@ def test_baseline_policies_behind_the_same_engine() -> None:
     round_robin = engine_for("round-robin")
     firsts = [round_robin.place(TaskDemandView("t", None), GROUPS).ranked[0].group.id for _ in range(3)]
     assert sorted(firsts) == [1, 2, 3]  # each group leads once in three placements
-    with pytest.raises(ValueError, match="unknown placement policy"):
+    with pytest.raises(UnknownStrategyError, match="unknown placement policy 'random'; known: fair, "):
         engine_for("random")
 
 

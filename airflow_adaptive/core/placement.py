@@ -10,9 +10,11 @@ capabilities (Steep) are a filter here and a required affinity on the pod.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from .registry import Registry
 
 
 @dataclass(frozen=True)
@@ -233,15 +235,15 @@ class PlacementEngine:
         return PlacementResult(ranked, tuple(rejected), scored, tuple(notes), task.labels)
 
 
+# Each policy's scorer, made afresh per engine (round-robin remembers where it placed last).
+PLACEMENT_POLICIES: Registry[Callable[[], Scorer]] = Registry("placement policy")
+PLACEMENT_POLICIES.register("round-robin", RoundRobinScorer)
+PLACEMENT_POLICIES.register("fair", FairScorer)
+PLACEMENT_POLICIES.register("fill-nodes", FillNodesScorer)
+PLACEMENT_POLICIES.register("sjfn", FastestScorer)
+PLACEMENT_POLICIES.register("tarema", TaremaScorer)
+
+
 def engine_for(policy: str) -> PlacementEngine:
     """The placement engine of a named policy: ``tarema`` (ours) or a published baseline."""
-    scorers: dict[str, Scorer] = {
-        "tarema": TaremaScorer(),
-        "round-robin": RoundRobinScorer(),
-        "fair": FairScorer(),
-        "fill-nodes": FillNodesScorer(),
-        "sjfn": FastestScorer(),
-    }
-    if policy not in scorers:
-        raise ValueError(f"unknown placement policy {policy!r}; known: {', '.join(scorers)}")
-    return PlacementEngine(scorers=((scorers[policy], 1.0),))
+    return PlacementEngine(scorers=((PLACEMENT_POLICIES.get(policy)(), 1.0),))

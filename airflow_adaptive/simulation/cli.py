@@ -23,7 +23,7 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
     try:
         variants = (*PLACEMENTS, *(p + LOCALITY for p in PLACEMENTS))
         placements = parse_names(args.placement, variants, "placement", everything=PLACEMENTS)
-        sizings = parse_names(args.sizing, SIZINGS, "sizing")
+        sizings = parse_names(args.sizing, SIZINGS.names(), "sizing")
         queues = parse_names(args.queue, QUEUE_ORDERS, "queue order")
         params = SimParams(
             time_to_failure=args.time_to_failure,

@@ -24,7 +24,7 @@ import simpy
 from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.grouping import task_feature_ranks
 from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, task_labels
-from airflow_adaptive.core.placement import GroupView, TaskDemandView, engine_for
+from airflow_adaptive.core.placement import PLACEMENT_POLICIES, GroupView, TaskDemandView, engine_for
 from airflow_adaptive.core.priority import class_tier
 from airflow_adaptive.core.replay import GB_H, FamilySizer
 from airflow_adaptive.core.sizing import Sample, make_predictor
@@ -42,7 +42,7 @@ from .workload import FamilyStats, SimTask, Workload, dominant_features, family_
 
 # "tarema-idle" is tarema told which groups have idle nodes right now (the provider's
 # placement_live_load): its distance then ignores overshooting onto idle groups (see TaremaScorer).
-PLACEMENTS = ("round-robin", "fair", "fill-nodes", "sjfn", "tarema", "tarema-idle")
+PLACEMENTS = (*PLACEMENT_POLICIES.names(), "tarema-idle")
 LOCALITY = "+locality"  # a placement with this suffix stages shared inputs and prefers their nodes
 SIZING = SizingSettings()  # the provider's defaults: strategy "adaptive", 64 MiB floor
 EPS = 1e-9
@@ -85,8 +85,7 @@ class Simulation:
         self.base = placement.removesuffix(LOCALITY)
         if self.base not in PLACEMENTS:
             raise ValueError(f"unknown placement {placement!r}; known: {', '.join(PLACEMENTS)} (+locality)")
-        if sizing not in SIZINGS:
-            raise ValueError(f"unknown sizing {sizing!r}; known: {', '.join(SIZINGS)}")
+        self.strategy = SIZINGS.get(sizing)  # the provider's sizing strategy this sizing runs
         self.cluster, self.workload, self.params = cluster, workload, params
         self.placement, self.sizing = placement, sizing
         self.record_timeline = record_timeline
@@ -165,7 +164,7 @@ class Simulation:
     def _sizer(self, family: str) -> FamilySizer:
         if family not in self.sizers:
             predictor = make_predictor(
-                "user" if self.sizing == "user" else SIZING.strategy,
+                self.strategy,
                 cap_bytes=self.cap_bytes,
                 floor_bytes=SIZING.floor_bytes,
             )

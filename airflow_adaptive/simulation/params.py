@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from airflow_adaptive.core.decide import SizingSettings
+from airflow_adaptive.core.registry import Registry
 from airflow_adaptive.core.units import GIB
 
 HISTORY_MODES = ("prior-run", "online")
-SIZINGS = ("user", "adaptive")
+SIZINGS: Registry[str] = Registry("sizing")  # the simulator's sizings: the provider's strategy each runs
+SIZINGS.register("user", "user")
+SIZINGS.register("adaptive", SizingSettings().strategy)  # the provider's default
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ...exceptions import UnknownStrategyError
+from ..registry import Registry
 from ..sketch import LogHistogram
 from ..units import GIB, MIB
 
@@ -271,7 +271,7 @@ class WithBounds(Wrapper):
 
 
 F = TypeVar("F", bound=Callable[..., Predictor])
-_PREDICTORS: dict[str, Callable[..., Predictor]] = {}
+PREDICTORS: Registry[Callable[..., Predictor]] = Registry("sizing strategy")
 ANCHORS: list[str] = []  # the published strategies our default is measured against
 
 
@@ -279,9 +279,7 @@ def register_predictor(name: str, *, anchor: bool = False) -> Callable[[F], F]:
     """Register a predictor factory under a stable name used in config, CLI and UI."""
 
     def add(factory: F) -> F:
-        if name in _PREDICTORS:
-            raise ValueError(f"predictor {name!r} registered twice")
-        _PREDICTORS[name] = factory
+        PREDICTORS.register(name, factory)
         if anchor:
             ANCHORS.append(name)
         return factory
@@ -290,7 +288,7 @@ def register_predictor(name: str, *, anchor: bool = False) -> Callable[[F], F]:
 
 
 def predictor_names() -> list[str]:
-    return sorted(_PREDICTORS)
+    return sorted(PREDICTORS.names())
 
 
 def make_predictor(
@@ -303,12 +301,7 @@ def make_predictor(
 ) -> Predictor:
     """The named predictor, bounded to [floor, cap]; factories that take ``cap_bytes`` or an
     OOM-kill budget (``max_oom_rate``) get them too."""
-    try:
-        factory = _PREDICTORS[name]
-    except KeyError:
-        raise UnknownStrategyError(
-            f"unknown sizing strategy {name!r}; known: {', '.join(predictor_names())}"
-        ) from None
+    factory = PREDICTORS.get(name)
     takes = inspect.signature(factory).parameters
     for key, value in (("cap_bytes", cap_bytes), ("max_oom_rate", max_oom_rate)):
         if value is not None and key in takes:

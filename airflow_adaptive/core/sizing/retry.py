@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ...exceptions import UnknownStrategyError
 from ..model import MIB
+from ..registry import Registry
 
 RetryPolicy = Callable[[int], int]
 """Maps the limit at which a try was OOM-killed (bytes) to the next try's memory."""
@@ -21,13 +21,10 @@ def vpa_bump(killed_at_bytes: int) -> int:
     return max(killed_at_bytes + 100 * MIB, int(killed_at_bytes * 1.2))
 
 
-RETRY_POLICIES: dict[str, RetryPolicy] = {"double": double, "vpa-bump": vpa_bump}
+RETRY_POLICIES: Registry[RetryPolicy] = Registry("OOM retry policy")
+RETRY_POLICIES.register("double", double)
+RETRY_POLICIES.register("vpa-bump", vpa_bump)
 
 
 def get_retry_policy(name: str) -> RetryPolicy:
-    try:
-        return RETRY_POLICIES[name]
-    except KeyError:
-        raise UnknownStrategyError(
-            f"unknown OOM retry policy {name!r}; known: {', '.join(sorted(RETRY_POLICIES))}"
-        ) from None
+    return RETRY_POLICIES.get(name)
