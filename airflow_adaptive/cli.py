@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -13,6 +12,7 @@ from typing import Any, TextIO
 from airflow_adaptive.core.priority import PriorityChoice
 from airflow_adaptive.exceptions import AdaptiveError, ClusterUnavailableError, InvalidQuantityError
 from airflow_adaptive.history_cli import add_history_commands, open_cli_store, print_json
+from airflow_adaptive.nodes_cli import add_node_commands
 from airflow_adaptive.simulation.cli import add_simulate_command
 
 
@@ -193,82 +193,6 @@ def _print_replay(report: dict[str, Any], out: TextIO) -> None:
         Console(file=out, width=120).print(table)
 
 
-def cmd_profile_node(args: argparse.Namespace, out: TextIO) -> int:
-    import socket
-
-    from rich.progress import Progress
-
-    from airflow_adaptive.profiling.profiler import ProfilerSettings, profile_node, steps
-
-    if args.repeats < 1:
-        raise AdaptiveError(f"profile-node: --repeats must be at least 1, not {args.repeats}")
-    settings = ProfilerSettings(
-        seconds_per_benchmark=args.seconds,
-        fio_directory=args.fio_dir,
-        fio_size=args.fio_size,
-        total_timeout_seconds=args.timeout,
-        repeats=args.repeats,
-    )
-    with Progress(transient=True, disable=not sys.stderr.isatty()) as progress:
-        bar = progress.add_task("profiling", total=steps(args.repeats))
-        profile = profile_node(
-            args.node or socket.gethostname(),
-            settings,
-            on_step=lambda name: progress.update(bar, advance=1, description=name),
-        )
-    if args.output:
-        with open(args.output, "a", encoding="utf-8") as handle:  # e.g. the pod's termination message
-            handle.write(json.dumps(profile, separators=(",", ":")))
-    if args.json:
-        print_json(profile, out)
-    else:
-        print(f"{'benchmark':24s} {'mean':>12s} {'CV':>7s}  ({args.repeats} runs each)", file=out)
-        for feature, value in profile["benchmarks"].items():
-            print(f"{feature:24s} {value:12.1f} {profile['benchmark_cv'][feature]:7.1%}", file=out)
-    return 0
-
-
-def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
-    from airflow_adaptive.core.grouping import group_nodes
-    from airflow_adaptive.profiling.files import grouping_json, load_profiles
-
-    stored = open_cli_store().nodes() if args.store or not args.profiles else []
-    if args.profiles:
-        profiles = load_profiles(args.profiles)
-    else:
-        profiles = [n.profile for n in stored]
-        if not profiles:
-            raise AdaptiveError(
-                "no node profiles in the store: pass --profiles FILE or run the profiling DAG"
-            )
-    previous = {n.name: n.group_id for n in stored if n.group_id is not None}  # ids kept: no label churn
-    try:
-        grouping = group_nodes(profiles, random_state=args.seed, previous=previous)
-    except ValueError as err:
-        if isinstance(err, AdaptiveError):
-            raise
-        raise AdaptiveError(str(err)) from None
-    if args.store:
-        open_cli_store().save_nodes(profiles, grouping)
-    if args.json:
-        print_json(grouping_json(grouping), out)
-        return 0
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"node groups ({grouping.reason})")
-    table.add_column("group")
-    table.add_column("members", overflow="fold")
-    for feature in grouping.features:
-        table.add_column(f"{feature} rank", justify="right")
-    for group in grouping.groups:
-        table.add_row(
-            str(group.id), ", ".join(group.members), *(str(group.ranks[f]) for f in grouping.features)
-        )
-    Console(file=out, width=160).print(table)
-    return 0
-
-
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.demo import run_demo
 
@@ -347,29 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_simulate_command(sub)
 
-    prof = sub.add_parser("profile-node", help="run the node microbenchmarks (sysbench, fio) on this machine")
-    prof.add_argument("--node", help="node name (default: the host name)")
-    prof.add_argument("--seconds", type=float, default=10.0, help="seconds per benchmark")
-    prof.add_argument("--fio-dir", help="folder for the fio test file (default: a temporary folder)")
-    prof.add_argument("--fio-size", default="256M", help="fio test file size (fio syntax)")
-    prof.add_argument("--timeout", type=float, default=900.0, help="bound on the whole profile, seconds")
-    prof.add_argument(
-        "--repeats", type=int, default=3, help="runs per benchmark: the profile has their mean and CV"
-    )
-    prof.add_argument(
-        "--output", metavar="FILE", help="also write the compact JSON here (a termination message)"
-    )
-    prof.add_argument("--json", action="store_true")
-    prof.set_defaults(func=cmd_profile_node)
-
-    groups = sub.add_parser("groups", help="group nodes by their benchmark profiles (Tarema)")
-    groups.add_argument(
-        "--profiles", metavar="FILE", help="JSON list of node profiles (default: the store's)"
-    )
-    groups.add_argument("--store", action="store_true", help="save the profiles and groups in the store")
-    groups.add_argument("--seed", type=int, default=0)
-    groups.add_argument("--json", action="store_true")
-    groups.set_defaults(func=cmd_groups)
+    add_node_commands(sub)
 
     demo = sub.add_parser("demo", help="show the adaptive pod of every task of the example DAG")
     demo.add_argument("--trace", help="warm the store from this Nextflow trace instead of generated history")

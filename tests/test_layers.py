@@ -32,6 +32,7 @@ LAYERS = {
     "airflow_adaptive.plugin": 6,
     "airflow_adaptive.example_dags": 7,
     "airflow_adaptive.history_cli": 7,  # commands
+    "airflow_adaptive.nodes_cli": 7.5,  # opens the store as history_cli does
     "airflow_adaptive.demo": 8,
     "airflow_adaptive.simulation.cli": 8,
     "airflow_adaptive.cli": 9,
