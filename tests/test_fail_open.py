@@ -25,7 +25,7 @@ from airflow_adaptive.store.memory import InMemoryHistoryStore
 from airflow_adaptive.store.spool import Spool
 from airflow_adaptive.store.sql import SqlHistoryStore
 from tests.conftest import DB_URL, sql_store
-from tests.test_store import attempt
+from tests.factories import attempt
 
 USER = MemoryRequest(2 * GIB, 2 * GIB)
 

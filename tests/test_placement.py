@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from kubernetes.client import models as k8s
 
+from airflow_adaptive.core.grouping import NodeProfile, group_nodes
 from airflow_adaptive.core.labels import FamilyDemand, interval_bounds, task_labels
+from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.core.placement import GroupView, PlacementEngine, TaremaScorer, TaskDemandView
+from airflow_adaptive.exceptions import InvalidCapabilityError, UnknownStrategyError
+from airflow_adaptive.kubernetes.pods import GROUP_LABEL, PLACEMENT_ANNOTATION
+from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
+from tests.conftest import sql_store, validate_pod
 
 GIB = 1024**3
 
@@ -77,17 +86,6 @@ def test_capabilities_and_memory_filter_groups_with_reasons() -> None:
 
 # -- through the store, the operator and the CLI -------------------------------------------------
 
-from datetime import datetime, timezone  # noqa: E402
-from typing import Any  # noqa: E402
-
-from kubernetes.client import models as k8s  # noqa: E402
-
-from airflow_adaptive.core.grouping import NodeProfile, group_nodes  # noqa: E402
-from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage  # noqa: E402
-from airflow_adaptive.exceptions import InvalidCapabilityError, UnknownStrategyError  # noqa: E402
-from airflow_adaptive.kubernetes.pods import GROUP_LABEL, PLACEMENT_ANNOTATION  # noqa: E402
-from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator  # noqa: E402
-from tests.conftest import sql_store, validate_pod  # noqa: E402
 
 IO = {"io_seq_read_iops": 480.0, "io_rand_read_iops": 102.0}
 

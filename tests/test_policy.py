@@ -16,7 +16,7 @@ from airflow_adaptive.core.model import GIB, ExitReason, PeakKind, TaskKey, Usag
 from airflow_adaptive.kubernetes.pods import DECISION_ANNOTATION, FAMILY_LABEL, OPT_OUT_LABEL
 from airflow_adaptive.policy import pod_mutation_hook
 from tests.conftest import sql_store, validate_pod
-from tests.test_store import attempt
+from tests.factories import attempt
 
 RUN_ID = "manual__2026-11-25T10:00:00+00:00"
 

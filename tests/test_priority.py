@@ -34,9 +34,8 @@ from airflow_adaptive.simulation.queues import path_to_end
 from airflow_adaptive.simulation.workload import Workload
 from airflow_adaptive.store.memory import InMemoryHistoryStore
 from tests.conftest import sql_store
+from tests.factories import PLAIN, attempt, node, task
 from tests.fake_kubernetes import FakeKubernetesApi
-from tests.test_simulation import PLAIN, node, task
-from tests.test_store import attempt
 
 
 # --- the pure ordering ------------------------------------------------------------------------

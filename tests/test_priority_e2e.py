@@ -17,8 +17,8 @@ from airflow_adaptive.core.model import GIB
 from airflow_adaptive.kubernetes import priority as classes
 from airflow_adaptive.kubernetes.pods import PRIORITY_ANNOTATION
 from tests.conftest import sql_store, validate_pod
+from tests.factories import attempt
 from tests.fake_kubernetes import FakeKubernetesApi
-from tests.test_store import attempt
 
 MIB = 1024**2
 DAG = """

@@ -12,7 +12,7 @@ import pytest
 from airflow_adaptive.core.replay import GB_H
 from airflow_adaptive.exceptions import SimulationInputError, TraceFormatError
 from airflow_adaptive.simulation.bounds import lower_bound_s
-from airflow_adaptive.simulation.cluster import REFERENCE_BENCHMARKS, Cluster, SimNode, load_cluster, preset
+from airflow_adaptive.simulation.cluster import Cluster, SimNode, load_cluster, preset
 from airflow_adaptive.simulation.compare import compare
 from airflow_adaptive.simulation.engine import PLACEMENTS, Simulation
 from airflow_adaptive.simulation.params import SimParams
@@ -20,32 +20,10 @@ from airflow_adaptive.simulation.sources import load_workload, lotaru_workload
 from airflow_adaptive.simulation.synthetic import KINDS, pegasus_workload
 from airflow_adaptive.simulation.workload import SimTask, Workload, concurrent_runs
 from tests.conftest import SHARED_DATA
+from tests.factories import PLAIN, node, task
 
 GIB = 1024**3
-REF_CPU = REFERENCE_BENCHMARKS["cpu_events_per_s"]
 # No start-up time, no interference, no CPU sharing, nodes in the given order: runtimes are exact.
-PLAIN = SimParams(pod_startup_s=0.0, interference_per_task=0.0, cpu_sharing=False, shuffle_nodes=False)
-
-
-def node(name: str, speed: float = 1.0, cores: float = 2, memory_gib: int = 4, **kw: object) -> SimNode:
-    return SimNode(name, cores, memory_gib * GIB, {"cpu_events_per_s": REF_CPU * speed}, **kw)  # type: ignore[arg-type]
-
-
-def task(
-    tid: str, runtime_s: float, *parents: str, peak_gib: float = 1.0, request_gib: float = 2.0, **kw: object
-) -> SimTask:
-    defaults: dict[str, object] = {"request_cores": 2.0, "cpu_cores_used": 1.0}
-    defaults.update(kw)
-    family = str(defaults.pop("family", tid))
-    return SimTask(
-        tid,
-        family,
-        runtime_s,
-        int(peak_gib * GIB),
-        int(request_gib * GIB),
-        parents=parents,
-        **defaults,  # type: ignore[arg-type]
-    )
 
 
 def run(

@@ -5,43 +5,20 @@ from __future__ import annotations
 import multiprocessing
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from alembic import command
-from alembic.config import Config
 from sqlalchemy import create_engine, func, insert, inspect, select
 
-from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
-from airflow_adaptive.store.db_manager import HEAD_REVISION, AdaptiveDBManager
+from airflow_adaptive.core.model import ExitReason, TaskKey
+from airflow_adaptive.store.db_manager import HEAD_REVISION
 from airflow_adaptive.store.sql import SqlHistoryStore
 from airflow_adaptive.store.tables import task_attempt
 from tests.conftest import DB_KIND, DB_URL, sql_store
-
-T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
-
-
-def attempt(
-    n: int, *, family: str = "f", peak: int = 100, try_number: int = 1, run: str | None = None
-) -> Observation:
-    return Observation(
-        key=TaskKey("dag", "task", run or f"run{n}", -1, try_number),
-        task_family=family,
-        usage=Usage(peak_memory_bytes=peak, wall_seconds=1.0, peak_kind=PeakKind.MEASURED),
-        exit_reason=ExitReason.COMPLETED,
-        exit_code=0,
-        memory_limit_bytes=1000,
-        finished_at=T0 + timedelta(minutes=n),
-    )
-
-
-def alembic_config(url: str) -> Config:
-    config = Config(AdaptiveDBManager.alembic_file)
-    config.set_main_option("script_location", AdaptiveDBManager.migration_dir)
-    config.set_main_option("sqlalchemy.url", url)
-    return config
+from tests.factories import T0, alembic_config, attempt
 
 
 def test_migrations_upgrade_and_downgrade(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from airflow_adaptive.store.sql import SqlHistoryStore
 from airflow_adaptive.store.sql_transaction import SqlTransaction
 from airflow_adaptive.store.tables import task_attempt
 from tests.conftest import DB_KIND, DB_URL, sql_store
-from tests.test_store import T0, alembic_config, attempt
+from tests.factories import T0, alembic_config, attempt
 
 USER = MemoryRequest(8 * GIB, 8 * GIB)
 
@@ -215,7 +215,6 @@ def test_long_names_and_impossible_numbers_are_normalised_not_refused(kind: str,
     from airflow_adaptive.core.normalise import MAX_KEY_CHARS, fit_key
     from airflow_adaptive.store.memory import InMemoryHistoryStore
     from tests.conftest import sql_store
-    from tests.test_store import attempt
 
     store = InMemoryHistoryStore() if kind == "memory" else sql_store(engine)
     long_a, long_b = "f" * 300 + "a", "f" * 300 + "b"

@@ -16,7 +16,7 @@ from airflow_adaptive.plugin import views
 from airflow_adaptive.store.api import TotalsQuery
 from airflow_adaptive.store.memory import InMemoryHistoryStore
 from tests.conftest import sql_store
-from tests.test_store import attempt
+from tests.factories import attempt
 
 PAGES = ("/adaptive/ui", "/adaptive/static/app.js", "/adaptive/api/overview", "/adaptive/api/families",
          "/adaptive/api/families/genomics.align", "/adaptive/api/families/genomics.align/whatif",
