@@ -84,6 +84,7 @@ def clean_history(airflow_db: str) -> Iterator[None]:
         task_attempt,
     )
 
+    assert settings.engine is not None and settings.Session is not None  # Airflow is initialised
     with settings.engine.begin() as conn:
         for table in (task_attempt, node, family, aggregate, family_day, shared_input, cached_input):
             conn.execute(delete(table))

@@ -87,7 +87,7 @@ class FakeKubernetesApi:
     def __enter__(self) -> FakeKubernetesApi:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         host, port = self._server.server_address[:2]
-        self.url = f"http://{host}:{port}"
+        self.url = f"http://{host!s}:{port}"
         self.kubeconfig.write_text(
             json.dumps(
                 {

@@ -17,7 +17,10 @@ IO = {
 }
 
 
-def table_iv(groups: list[tuple[int, tuple[float, float], tuple[float, float]]]) -> list[NodeProfile]:
+Cluster = list[tuple[int, tuple[float, float], tuple[float, float]]]  # per group: nodes, CPU, memory
+
+
+def table_iv(groups: Cluster) -> list[NodeProfile]:
     """Nodes spread evenly over the CPU and memory ranges Tarema's Table IV gives for each group."""
     profiles = []
     for g, (count, cpu, memory) in enumerate(groups, start=1):
@@ -28,7 +31,7 @@ def table_iv(groups: list[tuple[int, tuple[float, float], tuple[float, float]]])
     return profiles
 
 
-CLUSTERS = {
+CLUSTERS: dict[str, Cluster] = {
     "5;5;5": [
         (5, (367, 384), (13800, 14300)),
         (5, (458, 468), (17500, 17700)),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, cast
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -28,15 +28,19 @@ WHEN = st.one_of(
 @st.composite
 def attempts(draw: st.DrawFn) -> Observation:
     key = TaskKey(draw(TEXT), draw(TEXT), draw(TEXT), draw(st.integers(-1, 5)), draw(st.integers(1, 3)))
-    usage = Usage(*(draw(NUMBER) for _ in range(5)), peak_kind=draw(st.sampled_from(PeakKind)))
+    n: list[Any] = [draw(NUMBER) for _ in range(9)]  # any number where a count is expected: on purpose
+    usage = Usage(n[0], n[1], n[2], n[3], n[4], peak_kind=draw(st.sampled_from(PeakKind)))
     return Observation(
         key,
         draw(TEXT),
         usage,
         draw(st.sampled_from(ExitReason)),
-        *(draw(NUMBER) for _ in range(4)),
+        n[5],
+        n[6],
+        n[7],
+        n[8],
         node_name=draw(st.one_of(st.none(), TEXT)),
-        finished_at=draw(WHEN),
+        finished_at=cast(Any, draw(WHEN)),  # text too: a timestamp kept as text
         strategy=draw(st.one_of(st.none(), TEXT)),
         explanation=draw(st.one_of(st.none(), TEXT)),
         user_request_bytes=draw(NUMBER),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from datetime import datetime, timezone
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
@@ -37,7 +37,8 @@ def kpo_pod(try_number: int = 1, labels: dict[str, str] | None = None, memory: s
         container_resources=k8s.V1ResourceRequirements(requests={"memory": memory}, limits={"memory": memory}),
     )  # fmt: skip
     ti = SimpleNamespace(dag_id="etl", task_id="load", map_index=-1, try_number=try_number)
-    return op.build_pod_request_obj({"ti": ti, "run_id": RUN_ID, "dag": SimpleNamespace()}, dry_run=True)
+    context = cast(Any, {"ti": ti, "run_id": RUN_ID, "dag": SimpleNamespace()})  # the parts it reads
+    return op.build_pod_request_obj(context, dry_run=True)
 
 
 def memory(pod: k8s.V1Pod) -> str:
@@ -86,8 +87,8 @@ def test_a_failure_inside_leaves_the_pod_exactly_as_it_was(engine: Any, mutate_a
     pod = KubernetesPodOperator(
         task_id="load", image="busybox",
         container_resources=k8s.V1ResourceRequirements(limits={"memory": "plenty"}),
-    ).build_pod_request_obj({"ti": SimpleNamespace(dag_id="etl", task_id="load", map_index=-1, try_number=1),
-                             "run_id": RUN_ID, "dag": SimpleNamespace()}, dry_run=True)  # fmt: skip
+    ).build_pod_request_obj(cast(Any, {"ti": SimpleNamespace(dag_id="etl", task_id="load", map_index=-1, try_number=1),
+                             "run_id": RUN_ID, "dag": SimpleNamespace()}), dry_run=True)  # fmt: skip
     before = copy.deepcopy(pod)
     pod_mutation_hook(pod)  # run again directly: it must not raise either
     assert pod == before

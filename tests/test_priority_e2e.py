@@ -54,6 +54,7 @@ def serialise_dag_folder() -> None:
     from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
 
     manager = DagBundlesManager()
+    assert settings.Session is not None  # Airflow is initialised
     session = settings.Session()
     manager.sync_bundles_to_db(session=session)
     session.commit()
@@ -76,6 +77,7 @@ def one_slot_pool() -> None:
     from airflow import settings
     from airflow.models.pool import Pool
 
+    assert settings.Session is not None  # Airflow is initialised
     session = settings.Session()
     if session.scalar(select(Pool).where(Pool.pool == "lff_single")) is None:
         session.add(Pool(pool="lff_single", slots=1, description="", include_deferred=False))
@@ -89,9 +91,11 @@ def new_run(dag_id: str, run_id: str) -> Any:
     from airflow.models.dagrun import get_or_create_dagrun
     from airflow.utils.types import DagRunTriggeredByType
 
+    assert settings.Session is not None  # Airflow is initialised
     session = settings.Session()
     now = datetime.now(timezone.utc)
     scheduler_dag = DBDagBag().get_latest_version_of_dag(dag_id, session=session)
+    assert scheduler_dag is not None
     run = get_or_create_dagrun(
         dag=scheduler_dag, run_id=run_id, logical_date=now, data_interval=None, run_after=now,
         start_date=now, conf=None, triggered_by=DagRunTriggeredByType.TEST, triggering_user_name="test",
@@ -107,6 +111,7 @@ def mark_scheduled(run: Any) -> Any:
     from airflow.models.dag import DagModel
     from airflow.utils.state import DagRunState, TaskInstanceState
 
+    assert settings.Session is not None  # Airflow is initialised
     session = settings.Session()
     run = session.merge(run)
     run.state = DagRunState.RUNNING  # what the scheduler does first with a queued run
@@ -136,9 +141,8 @@ def _executor() -> Any:
 
 
 def weights(run: Any) -> dict[str, int]:
-    from airflow import settings
 
-    return {ti.task_id: ti.priority_weight for ti in run.get_task_instances(session=settings.Session())}
+    return {ti.task_id: ti.priority_weight for ti in run.get_task_instances(session=_session())}
 
 
 def test_new_family_runs_first_and_its_pod_gets_the_high_class(
@@ -184,3 +188,10 @@ def test_store_down_gives_own_weights_and_plain_pods(airflow_home: Path, tmp_pat
     for pod in api.created:
         assert "priorityClassName" not in validate_pod(pod)["spec"]
     assert got == {"old": 2, "new": 2}
+
+
+def _session() -> Any:
+    from airflow import settings
+
+    assert settings.Session is not None  # Airflow is initialised
+    return settings.Session()

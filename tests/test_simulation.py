@@ -14,7 +14,7 @@ from airflow_adaptive.exceptions import SimulationInputError, TraceFormatError
 from airflow_adaptive.simulation.bounds import lower_bound_s
 from airflow_adaptive.simulation.cluster import Cluster, SimNode, load_cluster, preset
 from airflow_adaptive.simulation.compare import compare
-from airflow_adaptive.simulation.engine import PLACEMENTS, Simulation
+from airflow_adaptive.simulation.engine import PLACEMENTS, RunResult, Simulation
 from airflow_adaptive.simulation.params import SimParams
 from airflow_adaptive.simulation.sources import load_workload, lotaru_workload
 from airflow_adaptive.simulation.synthetic import KINDS, pegasus_workload
@@ -32,7 +32,7 @@ def run(
     placement: str,
     params: SimParams = PLAIN,
     sizing: str = "user",
-):  # type: ignore[no-untyped-def]
+) -> RunResult:
     sim = Simulation(
         Cluster("test", tuple(nodes)),
         Workload("w", tuple(tasks)),
@@ -228,7 +228,8 @@ def test_lotaru_tasks_run_for_their_measured_time_on_the_mapped_machine() -> Non
         for span in spans:
             machine = span.node.split("-")[0]  # the presets name nodes after the machine they map to
             machines.add(machine)
-            assert span.end_s - span.start_s == pytest.approx(by_id[span.task].runtime_by_machine[machine])
+            measured = by_id[span.task].runtime_by_machine
+            assert measured is not None and span.end_s - span.start_s == pytest.approx(measured[machine])
     assert machines == {"asok01", "asok02", "n1", "n2", "c2", "wallyRedCpu"}
     groups = sorted(preset("lotaru").grouping.groups, key=lambda g: g.id)  # 1 = weakest
     assert {m.split("-")[0] for m in groups[0].members} <= {"asok01", "asok02"}

@@ -83,7 +83,8 @@ def test_history_is_newest_window_oldest_first(engine: Any) -> None:
     history = repo.history("f", limit=4)
     assert [o.usage.peak_memory_bytes for o in history] == [6, 7, 8, 9]
     assert history[-1].finished_at == T0 + timedelta(minutes=9)
-    assert repo.attempt(TaskKey("dag", "task", "run3", -1, 1)).usage.peak_memory_bytes == 3  # type: ignore[union-attr]
+    third = repo.attempt(TaskKey("dag", "task", "run3", -1, 1))
+    assert third is not None and third.usage.peak_memory_bytes == 3
     assert repo.attempt(TaskKey("dag", "task", "run3", -1, 2)) is None
     assert [(r.task_family, r.attempts, r.oom_killed) for r in repo.families()] == [
         ("f", 10, 0),

@@ -339,9 +339,10 @@ def test_an_import_refits_each_family_once_as_a_rebuild_would(kind: str, engine:
     imported = {name: store.family(name).model for name in names}  # type: ignore[union-attr]
     assert store.rebuild() == 4
     for name in names:
-        rebuilt = store.family(name).model  # type: ignore[union-attr]
-        assert imported[name] is not None and rebuilt is not None
-        assert (imported[name].state, imported[name].window_samples) == (
+        state = store.family(name)
+        rebuilt, before = state.model if state else None, imported[name]
+        assert before is not None and rebuilt is not None
+        assert (before.state, before.window_samples) == (
             rebuilt.state,
             rebuilt.window_samples,
         )

@@ -14,7 +14,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -219,7 +219,9 @@ def test_pages_through_airflows_login_and_navigation(
 
     seed_history(engine)
     load_dag(
-        Path(os.environ["AIRFLOW_HOME"]), SimpleNamespace(kubeconfig=tmp_path / "kubeconfig"), "lff_ui_shot"
+        Path(os.environ["AIRFLOW_HOME"]),
+        cast(Any, SimpleNamespace(kubeconfig=tmp_path / "kubeconfig")),
+        "lff_ui_shot",
     )
     serialise_dag_folder()
     mark_scheduled(new_run("lff_ui_shot", "nightly"))

@@ -37,6 +37,10 @@ class Sample:
     lower_bound: bool = False  # sampled or censored: the true peak was at least this
 
 
+P = TypeVar("P", bound="Predictor")
+W = TypeVar("W", bound="Wrapper")
+
+
 class Predictor(ABC):
     """Predicts the memory (bytes) an attempt of a task family needs."""
 
@@ -53,7 +57,7 @@ class Predictor(ABC):
             setattr(self, key, value)
         return self
 
-    def fit(self, samples: Sequence[Sample], prior: RequestRatioPrior | None = None) -> Predictor:
+    def fit(self: P, samples: Sequence[Sample], prior: RequestRatioPrior | None = None) -> P:
         """Learn from ``samples``; ``prior``: what other families used, for strategies that use it
         while cold (kept by reference: a replay's prior grows as tasks finish)."""
         self.n_samples_ = len(samples)
@@ -210,7 +214,7 @@ class Wrapper(Predictor):
     def min_samples(self) -> int:  # type: ignore[override]
         return self.inner.min_samples
 
-    def fit(self, samples: Sequence[Sample], prior: RequestRatioPrior | None = None) -> Wrapper:
+    def fit(self: W, samples: Sequence[Sample], prior: RequestRatioPrior | None = None) -> W:
         self.inner.fit(samples, prior)
         self.n_samples_ = len(samples)
         return self
