@@ -76,8 +76,15 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
     "placement_live_load": (
         "boolean",
         "False",
-        "Before placing a pod, the operator lists the cluster's nodes and unfinished pods so that node "
-        "groups with an idle node may take tasks labelled for weaker groups (two API calls per pod).",
+        "Before placing a pod, the operator reads which node groups have an idle node, so that they may "
+        "take tasks labelled for weaker groups (two list calls, shared by a machine's pods for "
+        "``placement_live_load_ttl_seconds``).",
+    ),
+    "placement_live_load_ttl_seconds": (
+        "float",
+        "10.0",
+        "How long the pods of one machine share a view of the idle node groups (its staleness at most); "
+        "0: every pod lists the cluster itself.",
     ),
     "lff_failures": (
         "string",
@@ -174,6 +181,7 @@ class AdaptiveSettings:
     spool_dir: str
     sizing: SizingSettings
     staging: StagingSettings = field(default_factory=StagingSettings)
+    placement_live_load_ttl_seconds: float = 10.0
 
 
 def _raw(name: str) -> str:
@@ -187,6 +195,13 @@ def _number(name: str, kind: type[int] | type[float]) -> Any:
         return kind(_raw(name))
     except ValueError:
         raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not a {kind.__name__}") from None
+
+
+def _not_negative(name: str) -> float:
+    value = float(_number(name, float))
+    if not value >= 0.0:  # NaN too
+        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not a number of seconds >= 0")
+    return value
 
 
 def _fraction(name: str) -> float:
@@ -263,6 +278,7 @@ def load_settings() -> AdaptiveSettings:
         spool_dir=_spool_dir(),
         sizing=_sizing(),
         staging=_staging(),
+        placement_live_load_ttl_seconds=_not_negative("placement_live_load_ttl_seconds"),
     )
 
 

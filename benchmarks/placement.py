@@ -76,6 +76,10 @@ def table(
         print(
             f"\nworst {o}/SJFN: {m[o] / m['sjfn']:.3f} on {Path(spec).name} x{runs}, {cluster}, seed {seed}"
         )
+    live = [m["tarema-idle"] / m["tarema"] for m in chosen.values()]  # what placement_live_load changes
+    print(
+        f"\ntarema-idle <= tarema in {sum(r <= 1.0001 for r in live)}/{len(live)} comparisons, worst {max(live):.3f}"
+    )
 
 
 def sizing_job(job: tuple[str, str, str]) -> tuple[tuple[str, str, str], dict[str, dict[str, float]]]:

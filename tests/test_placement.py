@@ -251,10 +251,26 @@ def test_live_load_lets_a_light_task_use_an_idle_strong_group(
         core_v1 = k8s_client.CoreV1Api(k8s_config.new_client_from_config(str(api.kubeconfig)))
         assert idle_nodes_by_group(core_v1) == {1: 2, 2: 0, 3: 1}
         monkeypatch.setenv("AIRFLOW__ADAPTIVE__PLACEMENT_LIVE_LOAD", "True")
+        monkeypatch.setenv("AIRFLOW__ADAPTIVE__SPOOL_DIR", str(tmp_path / "state"))
         get_settings.cache_clear()
-        pod = build("light", config_file=str(api.kubeconfig), in_cluster=False)
-        validate_pod(pod)
-        # Group 3 has an idle node: overshooting there costs nothing, and ties go to the stronger group.
-        assert [group for _, group in preferred(pod)] == ["3", "1", "2"]
+        lists = lambda: sum(path in ("/api/v1/nodes", "/api/v1/pods") for _, path in api.requests)  # noqa: E731
+        before = lists()
+        pods = [build("light", config_file=str(api.kubeconfig), in_cluster=False) for _ in range(5)]
+        for pod in pods:
+            validate_pod(pod)
+            # Group 3 has an idle node: overshooting there costs nothing, ties go to the stronger group.
+            assert [group for _, group in preferred(pod)] == ["3", "1", "2"]
+        assert lists() - before == 2  # five pods, one shared view: two list calls, not ten
+        api.add_pod("default", "task-31", "node-31")  # group 3 is busy now; the view is 10 s old at most
+        assert [group for _, group in preferred(build("light", config_file=str(api.kubeconfig)))] == [
+            "3",
+            "1",
+            "2",
+        ]
+        monkeypatch.setenv("AIRFLOW__ADAPTIVE__PLACEMENT_LIVE_LOAD_TTL_SECONDS", "0")  # no sharing
+        get_settings.cache_clear()
+        before = lists()
+        assert preferred(build("light", config_file=str(api.kubeconfig), in_cluster=False))[0] == (100, "1")
+        assert lists() - before == 2
     # Live load on but no API server: the pod is still built, with the plain preference.
     assert preferred(build("light", config_file=str(tmp_path / "missing"), in_cluster=False))[0] == (100, "1")

@@ -17,8 +17,8 @@ from airflow_adaptive.core.model import Decision, ExitReason, Observation, TaskK
 from airflow_adaptive.core.units import format_bytes
 from airflow_adaptive.exceptions import InvalidQuantityError
 from airflow_adaptive.failopen import warn_once
+from airflow_adaptive.kubernetes.live_load import live_load_path, shared_idle_nodes
 from airflow_adaptive.kubernetes.metrics import PeakSampler
-from airflow_adaptive.kubernetes.nodes import idle_nodes_by_group
 from airflow_adaptive.kubernetes.pods import (
     FAMILY_ANNOTATION,
     MANAGED_LABEL,
@@ -194,10 +194,15 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
 
     def _idle_nodes(self) -> dict[int, int] | None:
         """Idle nodes per group when live load is on; None (no load known) when off or unreachable."""
-        if not get_settings().placement_live_load:
+        settings = get_settings()
+        if not settings.placement_live_load:
             return None
         try:
-            return idle_nodes_by_group(self.client)
+            return shared_idle_nodes(
+                lambda: self.client,
+                live_load_path(settings.spool_dir),
+                settings.placement_live_load_ttl_seconds,
+            )
         except Exception as err:  # any API or transport error: place without live load
             warn_once(f"live node load unavailable ({type(err).__name__}); placing without it")
             return None
