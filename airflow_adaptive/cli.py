@@ -122,7 +122,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
 
     from airflow_adaptive.core.replay import ReplayConfig
     from airflow_adaptive.exceptions import TraceFormatError
-    from airflow_adaptive.traces.evaluate import DEFAULT_STRATEGY, evaluate
+    from airflow_adaptive.traces.evaluate import BUDGETS, DEFAULT_STRATEGY, evaluate
     from airflow_adaptive.traces.load import expand_paths
 
     traces, ignored = expand_paths(args.traces)
@@ -150,6 +150,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
             workers=args.workers,
             keep_allocations_for=DEFAULT_STRATEGY if args.plot else None,
             on_progress=lambda done, total: progress.update(bar, completed=done, total=total),
+            budgets=BUDGETS if args.budget_sweep else (),
         )
     if args.plot:
         from airflow_adaptive.traces.plots import write_plots
@@ -187,8 +188,18 @@ def _print_replay(report: dict[str, Any], out: TextIO) -> None:
         ratio = ratio_to_best_anchor(trace)
         caption = f"{DEFAULT_STRATEGY} / best anchor ({ratio[1]}) = {ratio[0]:.3f}" if ratio else None
         reasons = "; ".join(f"{n} {why}" for why, n in sorted(trace["skipped"]["reasons"].items()))
+        sweep = " | ".join(
+            f"{p['max_oom_rate']:g}: {p['waste_gb_h']:.3g} GB·h, {p['retries_per_100']:.1f} kills/100"
+            for p in trace.get("budget_sweep", [])
+        )
         table.caption = "\n".join(
-            text for text in (caption, f"not replayed: {reasons}" if reasons else "") if text
+            text
+            for text in (
+                caption,
+                f"{DEFAULT_STRATEGY} by OOM-kill budget: {sweep}" if sweep else "",
+                f"not replayed: {reasons}" if reasons else "",
+            )
+            if text
         )
         Console(file=out, width=120).print(table)
 
@@ -255,6 +266,11 @@ def _add_replay_command(sub: Any) -> None:
     )
     rep.add_argument("--workers", type=int, help="parallel processes (default: one per core)")
     rep.add_argument("--json", action="store_true")
+    rep.add_argument(
+        "--budget-sweep",
+        action="store_true",
+        help="also replay adaptive under OOM-kill budgets 0.005, 0.01, 0.02, 0.05, 0.1 (--plot draws the curve)",
+    )
     rep.add_argument("--plot", metavar="DIR", help="write PNG plots here")
     rep.set_defaults(func=cmd_replay)
 

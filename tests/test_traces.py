@@ -175,6 +175,7 @@ def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.Ca
         "--json",
         "--workers",
         "1",
+        "--budget-sweep",
         "--plot",
         str(tmp_path / "plots"),
     ]
@@ -197,8 +198,14 @@ def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.Ca
     for metrics in entry["strategies"].values():
         assert set(metrics) == {"waste_gb_h", "maq", "wrr", "ate", "retries_per_100", "failed"}
     assert entry["strategies"]["whole-node"]["wrr"] == 0.0
+    assert [p["max_oom_rate"] for p in entry["budget_sweep"]] == [0.005, 0.01, 0.02, 0.05, 0.1]
+    (at_default,) = [p for p in entry["budget_sweep"] if p["max_oom_rate"] == report["max_oom_rate"]]
+    adaptive = entry["strategies"]["adaptive"]  # the same replay: the curve passes through it
+    assert at_default == {"max_oom_rate": 0.02, "waste_gb_h": adaptive["waste_gb_h"],
+                          "retries_per_100": adaptive["retries_per_100"]}  # fmt: skip
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == [
         f"{tmp_path.name}-t-predicted-vs-actual.png",
+        f"{tmp_path.name}-t-waste-vs-kills.png",
         f"{tmp_path.name}-t-waste.png",
     ]
     assert main([*argv[:-2]]) == 0

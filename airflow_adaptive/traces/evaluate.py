@@ -16,6 +16,7 @@ from airflow_adaptive.core.sizing import ANCHORS, predictor_names
 from airflow_adaptive.traces.load import replay_input
 
 DEFAULT_STRATEGY = "adaptive"
+BUDGETS = (0.005, 0.01, 0.02, 0.05, 0.10)  # OOM kills per task: the default strategy's sweep
 
 
 @functools.lru_cache(maxsize=8)
@@ -29,10 +30,12 @@ def _runs(path: str, fmt: str) -> tuple[TaskRun, ...]:
 
 
 def _job(
-    path: str, fmt: str, strategy: str, config: dict[str, Any], keep_allocations: bool
+    path: str, fmt: str, strategy: str, config: dict[str, Any], keep_allocations: bool, sweep: bool = False
 ) -> dict[str, Any]:
     result = replay(_runs(path, fmt), strategy, ReplayConfig(**config))
     out: dict[str, Any] = {"trace": path, "strategy": strategy, "metrics": result.metrics()}
+    if sweep:
+        out["budget"] = config["max_oom_rate"]
     if keep_allocations:
         out["allocations"] = result.first_allocations
     return out
@@ -55,8 +58,11 @@ def evaluate(
     workers: int | None = None,
     keep_allocations_for: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    budgets: Sequence[float] = (),
 ) -> dict[str, Any]:
-    """The report ``airflow-adaptive replay --json`` prints (allocations kept for one strategy, for plots)."""
+    """The report ``airflow-adaptive replay --json`` prints (allocations kept for one strategy, for
+    plots); with ``budgets``, each trace's ``budget_sweep``: the default strategy's waste and kills
+    under each OOM-kill budget, the curve the anchors are points beside."""
     jobs = []
     traces: dict[str, dict[str, Any]] = {}
     for path in paths:
@@ -70,9 +76,16 @@ def evaluate(
             "strategies": {},
         }
         jobs += [(path, name) for name in strategies_for(runs, strategies)]
+        if budgets:
+            traces[path]["budget_sweep"] = []
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     allocations: dict[str, Any] = {}
-    args = [(path, fmt, name, asdict(config), name == keep_allocations_for) for path, name in jobs]
+    args = [(path, fmt, name, asdict(config), name == keep_allocations_for, False) for path, name in jobs]
+    args += [
+        (path, fmt, DEFAULT_STRATEGY, {**asdict(config), "max_oom_rate": b}, False, True)
+        for path in paths
+        for b in budgets
+    ]
     with contextlib.ExitStack() as stack:
         if workers > 1:
             # spawn, not fork: the caller may hold threads (Airflow, SQLAlchemy pools) a fork would copy mid-lock
@@ -82,11 +95,15 @@ def evaluate(
         else:
             results = (_job(*a) for a in args)
         for done, out in enumerate(results, start=1):
-            traces[out["trace"]]["strategies"][out["strategy"]] = out["metrics"]
+            if "budget" in out:
+                point = {"max_oom_rate": out["budget"], **_curve_point(out["metrics"])}
+                traces[out["trace"]]["budget_sweep"].append(point)
+            else:
+                traces[out["trace"]]["strategies"][out["strategy"]] = out["metrics"]
             if "allocations" in out:
                 allocations[out["trace"]] = out["allocations"]
             if on_progress:
-                on_progress(done, len(jobs))
+                on_progress(done, len(args))
     return {
         "history": config.history,
         "time_to_failure": config.time_to_failure,
@@ -96,6 +113,10 @@ def evaluate(
         "traces": list(traces.values()),
         "_allocations": allocations,
     }
+
+
+def _curve_point(metrics: dict[str, Any]) -> dict[str, Any]:
+    return {"waste_gb_h": metrics["waste_gb_h"], "retries_per_100": metrics["retries_per_100"]}
 
 
 def ratio_to_best_anchor(trace: dict[str, Any], strategy: str = DEFAULT_STRATEGY) -> tuple[float, str] | None:

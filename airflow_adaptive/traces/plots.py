@@ -36,6 +36,10 @@ def write_plots(report: dict[str, Any], folder: str | os.PathLike[str]) -> list[
         ax.set_xlabel("memory waste (GB·h, log scale; failed attempts included)")
         ax.set_title(f"{Path(trace['trace']).name}: {trace['instances']} tasks, history {trace['history']}")
         written.append(save(fig, out / f"{_stem(trace['trace'])}-waste.png"))
+        if trace.get("budget_sweep"):
+            written.append(
+                _waste_vs_kills(plt, trace, default, out / f"{_stem(trace['trace'])}-waste-vs-kills.png")
+            )
         allocations = report.get("_allocations", {}).get(trace["trace"])
         if not allocations:
             continue
@@ -65,3 +69,29 @@ def write_plots(report: dict[str, Any], folder: str | os.PathLike[str]) -> list[
             ax.legend(fontsize=6, loc="upper left")
         written.append(save(fig, out / f"{_stem(trace['trace'])}-predicted-vs-actual.png"))
     return written
+
+
+def _waste_vs_kills(plt: Any, trace: dict[str, Any], default: str, path: Path) -> Path:
+    """The default strategy's waste against its OOM kills under each budget, and every other
+    strategy as a point: what a budget buys, next to what the published strategies give."""
+    fig, ax = plt.subplots(figsize=(7, 5))
+    curve = sorted(trace["budget_sweep"], key=lambda p: p["max_oom_rate"])
+    ax.plot(
+        [p["retries_per_100"] for p in curve], [p["waste_gb_h"] for p in curve],
+        marker="o", color="tab:green", label=f"{default}, by OOM-kill budget",
+    )  # fmt: skip
+    for p in curve:
+        ax.annotate(f"{p['max_oom_rate']:g}", (p["retries_per_100"], p["waste_gb_h"]), fontsize=7)
+    for name, m in sorted(trace["strategies"].items()):
+        if name in (default, "whole-node"):
+            continue
+        ax.scatter(
+            m["retries_per_100"], m["waste_gb_h"], s=14, color="tab:grey" if name == "user" else "tab:blue"
+        )
+        ax.annotate(name, (m["retries_per_100"], m["waste_gb_h"]), fontsize=6, alpha=0.8)
+    ax.set_yscale("log")
+    ax.set_xlabel("OOM kills per 100 tasks")
+    ax.set_ylabel("memory waste (GB·h, log scale)")
+    ax.set_title(f"{Path(trace['trace']).name}: waste against OOM kills")
+    ax.legend(fontsize=7)
+    return save(fig, path)
