@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 from typing import Any
@@ -86,24 +85,16 @@ def evaluate(
         for path in paths
         for b in budgets
     ]
-    with contextlib.ExitStack() as stack:
-        if workers > 1:
-            # spawn, not fork: the caller may hold threads (Airflow, SQLAlchemy pools) a fork would copy mid-lock
-            context = multiprocessing.get_context("spawn")
-            pool = stack.enter_context(ProcessPoolExecutor(workers, mp_context=context))
-            results: Iterable[dict[str, Any]] = (f.result() for f in [pool.submit(_job, *a) for a in args])
+    for done, out in enumerate(_results(args, workers), start=1):
+        if "budget" in out:
+            point = {"max_oom_rate": out["budget"], **_curve_point(out["metrics"])}
+            traces[out["trace"]]["budget_sweep"].append(point)
         else:
-            results = (_job(*a) for a in args)
-        for done, out in enumerate(results, start=1):
-            if "budget" in out:
-                point = {"max_oom_rate": out["budget"], **_curve_point(out["metrics"])}
-                traces[out["trace"]]["budget_sweep"].append(point)
-            else:
-                traces[out["trace"]]["strategies"][out["strategy"]] = out["metrics"]
-            if "allocations" in out:
-                allocations[out["trace"]] = out["allocations"]
-            if on_progress:
-                on_progress(done, len(args))
+            traces[out["trace"]]["strategies"][out["strategy"]] = out["metrics"]
+        if "allocations" in out:
+            allocations[out["trace"]] = out["allocations"]
+        if on_progress:
+            on_progress(done, len(args))
     return {
         "history": config.history,
         "time_to_failure": config.time_to_failure,
@@ -113,6 +104,17 @@ def evaluate(
         "traces": list(traces.values()),
         "_allocations": allocations,
     }
+
+
+def _results(args: list[tuple[Any, ...]], workers: int) -> Iterator[dict[str, Any]]:
+    """Every job's result, in the order of ``args``, from ``workers`` processes."""
+    if workers <= 1:
+        yield from (_job(*a) for a in args)
+        return
+    # spawn, not fork: the caller may hold threads (Airflow, SQLAlchemy pools) a fork would copy mid-lock
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for future in [pool.submit(_job, *a) for a in args]:
+            yield future.result()
 
 
 def _curve_point(metrics: dict[str, Any]) -> dict[str, Any]:
