@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from airflow_adaptive.config import AdaptiveSettings
+from airflow_adaptive.core.cpu import CpuHistory, decide_cpu
 from airflow_adaptive.core.decide import Fitted, decide_with, fit_history, fresh_predictor
 from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, labels_from_distributions
 from airflow_adaptive.core.learn import restore_predictor, staleness
@@ -138,6 +139,7 @@ class Advisor:
         *,
         input_size_bytes: int | None = None,
         previous_attempt: Observation | None = None,
+        cpu_limit_millicores: int | None = None,
     ) -> Decision:
         """The decision for the next attempt; the user's resources when history is unavailable."""
         try:
@@ -146,7 +148,7 @@ class Advisor:
             if previous_attempt is None and key is not None and key.try_number > 1:
                 previous_attempt = self._store().attempt(replace(key, try_number=key.try_number - 1))
             fitted = self._fitted(task_family, state)
-            return decide_with(
+            decision = decide_with(
                 fitted,
                 user,
                 self.settings.sizing,
@@ -154,6 +156,7 @@ class Advisor:
                 input_size_bytes=input_size_bytes,
                 prior=prior,
             )
+            return self._with_cpu(decision, state, cpu_limit_millicores)
         except HistoryUnavailableError as err:
             self._unavailable(err)
             return keep_user(user, "history store unavailable")
@@ -165,6 +168,31 @@ class Advisor:
         except Exception as err:  # a bug in a predictor must not stop the pod: fail open, say why
             log.exception("airflow-adaptive: the decision for %r failed", task_family)
             return keep_user(user, f"decision failed ({type(err).__name__})")
+
+    def _with_cpu(
+        self, decision: Decision, state: FamilyState | None, limit_millicores: int | None
+    ) -> Decision:
+        """With ``size_cpu``: the CPU request from the family's recorded cores busy, and why."""
+        sizing = self.settings.sizing
+        if not sizing.size_cpu or not decision.adaptive:
+            return decision
+        try:
+            if self._nodes is None:
+                self._nodes = self._store().nodes()
+        except HistoryUnavailableError as err:  # the memory decision stands; the CPU request stays
+            self._unavailable(err)
+            return replace(decision, explanation=f"{decision.explanation}; cpu: node profiles unavailable")
+        largest = max((n.profile.cores or 0 for n in self._nodes), default=0) * 1000
+        model = state.model if state else None
+        history = CpuHistory(model.cpu_cores, model.cpu_attempts) if model else None
+        cpu, why = decide_cpu(
+            history,
+            sizing.cpu_quantile,
+            sizing.min_cpu_millicores,
+            limit_millicores=limit_millicores,
+            largest_node_millicores=largest or None,
+        )
+        return replace(decision, cpu_request_millicores=cpu, explanation=f"{decision.explanation}; {why}")
 
     def priority(self, task_family: str, static_weight: int = 0) -> PriorityChoice | None:
         """The family's least-finished-first rank (None when the store is unavailable)."""

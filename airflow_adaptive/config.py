@@ -52,6 +52,15 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "OOM-kill budget of the ``adaptive`` strategy, in kills per task (0.02: at most 2 %): per task "
         "family it uses the cheapest rule whose replayed kill rate stays within it (1.0: no budget).",
     ),
+    "size_cpu": (
+        "boolean",
+        "False",
+        "Set each pod's CPU request to ``cpu_quantile`` of the cores its family's completed attempts kept "
+        "busy (at least ``min_cpu``, at most the largest profiled node's cores and the pod's own CPU "
+        "limit); CPU limits stay as set.",
+    ),
+    "cpu_quantile": ("float", "0.9", "Quantile of recorded cores busy that ``size_cpu`` requests."),
+    "min_cpu": ("string", "100m", "Smallest CPU request ``size_cpu`` sets (a Kubernetes CPU quantity)."),
     "oom_retry_policy": (
         "string",
         "double",
@@ -204,6 +213,15 @@ def _not_negative(name: str) -> float:
     return value
 
 
+def _cpu(name: str) -> int:
+    from airflow_adaptive.kubernetes.quantity import parse_cpu_millicores
+
+    try:
+        return parse_cpu_millicores(_raw(name).strip(), what=f"[{SECTION}] {name}")
+    except ValueError as err:
+        raise InvalidConfigError(str(err)) from None
+
+
 def _fraction(name: str) -> float:
     value = _number(name, float)
     if not 0.0 <= value <= 1.0:
@@ -248,6 +266,9 @@ def _sizing() -> SizingSettings:
         retry_policy=_raw("oom_retry_policy"),
         limit_to_request_ratio=_number("limit_to_request_ratio", float),
         max_oom_rate=_fraction("max_oom_rate"),
+        size_cpu=_flag("size_cpu"),
+        cpu_quantile=_fraction("cpu_quantile"),
+        min_cpu_millicores=_cpu("min_cpu"),
     )
 
 

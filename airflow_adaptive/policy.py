@@ -58,6 +58,7 @@ def mutate(pod: k8s.V1Pod) -> None:
         MANAGED_LABEL,
         OPT_OUT_LABEL,
         apply_decision,
+        cpu_limit_of,
         find_container,
         memory_of,
     )
@@ -77,7 +78,8 @@ def mutate(pod: k8s.V1Pod) -> None:
     user = memory_of(container.resources if container else None, what=f"pod {pod.metadata.name} memory")
     advisor = Advisor(settings)
     previous = advisor.previous_try(key, make_safe_label_value if run_id_is_label else None)
-    decision = advisor.decide(family, user, None, previous_attempt=previous)
+    cpu_limit = cpu_limit_of(container.resources if container else None)
+    decision = advisor.decide(family, user, None, previous_attempt=previous, cpu_limit_millicores=cpu_limit)
     choice = advisor.priority(family)
     priority_class, note = priority_class_for(choice, pod, _api_client, enabled=settings.priority_classes)
     decision = replace(

@@ -15,7 +15,7 @@ from airflow_adaptive.core.labels import FamilyDemand, interval_bounds, task_lab
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.core.placement import GroupView, PlacementEngine, TaremaScorer, TaskDemandView
 from airflow_adaptive.exceptions import InvalidCapabilityError, UnknownStrategyError
-from airflow_adaptive.kubernetes.pods import GROUP_LABEL, PLACEMENT_ANNOTATION
+from airflow_adaptive.kubernetes.pods import DECISION_ANNOTATION, GROUP_LABEL, PLACEMENT_ANNOTATION
 from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
 from tests.conftest import sql_store, validate_pod
 
@@ -274,3 +274,49 @@ def test_live_load_lets_a_light_task_use_an_idle_strong_group(
         assert lists() - before == 2
     # Live load on but no API server: the pod is still built, with the plain preference.
     assert preferred(build("light", config_file=str(tmp_path / "missing"), in_cluster=False))[0] == (100, "1")
+
+
+def test_size_cpu_requests_what_the_family_kept_busy(engine: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off by default; on, the CPU request is P90 of the recorded cores busy, never above the
+    largest profiled node (8 cores) nor the pod's own CPU limit, and the limit stays as set."""
+    from airflow_adaptive.config import get_settings
+
+    cluster(engine)
+    history(engine, "busy", cores=3.25, peak=200 * 1024**2)
+    history(engine, "greedy", cores=11.0, peak=200 * 1024**2)
+    history(engine, "idle", cores=0.01, peak=200 * 1024**2)
+    plain = build("busy", container_resources=k8s.V1ResourceRequirements(requests={"cpu": "1"}))
+    assert plain.spec.containers[0].resources.requests["cpu"] == "1"  # size_cpu is off by default
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__SIZE_CPU", "True")
+    get_settings.cache_clear()
+    requested = {}
+    for family, resources in (
+        ("busy", k8s.V1ResourceRequirements(requests={"cpu": "1"})),
+        ("greedy", None),
+        ("idle", None),
+        ("busy", k8s.V1ResourceRequirements(limits={"cpu": "2"})),
+        ("never-seen", k8s.V1ResourceRequirements(requests={"cpu": "1"})),
+    ):
+        pod = build(family, container_resources=resources) if resources else build(family)
+        validate_pod(pod)
+        container = pod.spec.containers[0].resources
+        requested[family, bool(resources and resources.limits)] = (
+            container.requests.get("cpu"),
+            (container.limits or {}).get("cpu"),
+            pod.metadata.annotations[DECISION_ANNOTATION].split("; cpu: ")[-1],
+        )
+    assert requested["busy", False] == (
+        "3250m",
+        None,
+        "P90 of 5 attempts' cores busy = 3.25 -> request 3250m",
+    )
+    assert (
+        requested["greedy", False][0] == "8000m"
+        and "capped at the largest node" in requested["greedy", False][2]
+    )
+    assert requested["idle", False][0] == "100m"  # the min_cpu floor
+    assert (
+        requested["busy", True][:2] == ("2000m", "2")
+        and "capped at the CPU limit" in requested["busy", True][2]
+    )
+    assert requested["never-seen", False][:2] == ("1", None)  # no history: the user's request stays

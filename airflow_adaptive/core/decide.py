@@ -25,6 +25,9 @@ class SizingSettings:
     retry_policy: str = "double"
     limit_to_request_ratio: float = 1.0
     max_oom_rate: float = MAX_OOM_RATE  # the OOM-kill budget of strategies that take one
+    size_cpu: bool = False  # CPU requests from recorded cores busy (core/cpu.py)
+    cpu_quantile: float = 0.9
+    min_cpu_millicores: int = 100
 
 
 def to_samples(history: Sequence[Observation]) -> list[Sample]:

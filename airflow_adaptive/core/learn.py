@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .cpu import CpuHistory
 from .decide import SizingSettings, fresh_predictor
 from .sizing import Predictor, Sample
 from .sizing.state import STATE_FORMAT, fitted_state, restore_state
@@ -39,7 +40,7 @@ def model_version(settings: SizingSettings) -> str:
     """What a stored model depends on besides the history: strategy, bounds, OOM budget, encoding."""
     return (
         f"{settings.strategy};floor={settings.floor_bytes};cap={settings.cap_bytes};"
-        f"oom={settings.max_oom_rate:g};format={STATE_FORMAT}"
+        f"oom={settings.max_oom_rate:g};cpu={settings.cpu_quantile:g};format={STATE_FORMAT}"
     )
 
 
@@ -54,6 +55,8 @@ class FittedModel:
     lower_bound_samples: int  # of those, sampled or OOM-killed
     family_samples: int  # the family's usable samples of all time then (for staleness)
     fitted_through_id: int | None = None  # the newest attempt id it saw (store-assigned)
+    cpu_cores: float | None = None  # the configured quantile of the window's cores busy (core/cpu.py)
+    cpu_attempts: int = 0  # completed attempts with CPU known, in the window
 
 
 def fit_model(
@@ -62,6 +65,7 @@ def fit_model(
     family_samples: int,
     fitted_through_id: int | None = None,
     previous: FittedModel | None = None,
+    cpu: CpuHistory | None = None,
 ) -> FittedModel:
     """Fit the configured strategy on a family's window of samples.
 
@@ -80,6 +84,8 @@ def fit_model(
         sum(s.lower_bound for s in samples),
         family_samples,
         fitted_through_id,
+        cpu.cores if cpu else None,
+        cpu.attempts if cpu else 0,
     )
 
 

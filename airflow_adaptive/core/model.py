@@ -116,6 +116,7 @@ class Decision:
     placement: str = ""  # why these groups, in words
     priority_class: str | None = None  # Kubernetes PriorityClass to set (least-finished-first)
     priority: str = ""  # the least-finished-first rank and why, in words
+    cpu_request_millicores: int | None = None  # with size_cpu: the CPU request (None: the user's)
 
     def summary(self, max_chars: int = 240) -> str:
         """The explanation, shortened for a pod annotation."""

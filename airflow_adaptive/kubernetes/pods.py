@@ -22,8 +22,8 @@ from airflow_adaptive.core.model import (
 )
 from airflow_adaptive.core.placement import group_weight
 from airflow_adaptive.core.telemetry import parse_usage
-from airflow_adaptive.exceptions import InvalidCapabilityError
-from airflow_adaptive.kubernetes.quantity import format_memory, parse_memory_bytes
+from airflow_adaptive.exceptions import InvalidCapabilityError, InvalidQuantityError
+from airflow_adaptive.kubernetes.quantity import format_memory, parse_cpu_millicores, parse_memory_bytes
 
 PREFIX = "adaptive.airflow.io"
 FAMILY_LABEL = f"{PREFIX}/task-family"
@@ -140,6 +140,18 @@ def memory_of(resources: k8s.V1ResourceRequirements | dict | None, *, what: str 
     )
 
 
+def cpu_limit_of(resources: k8s.V1ResourceRequirements | dict | None) -> int | None:
+    """The container's CPU limit in millicores (None: none set, or not a quantity)."""
+    limits = (
+        resources.get("limits") if isinstance(resources, dict) else resources.limits if resources else None
+    )
+    value = (limits or {}).get("cpu")
+    try:
+        return parse_cpu_millicores(value) if value is not None else None
+    except InvalidQuantityError:
+        return None  # the API server refuses the pod for it; the request then stays the user's
+
+
 def apply_decision(
     pod: k8s.V1Pod, decision: Decision, task_family: str, container_name: str | None, *, managed_by: str
 ) -> k8s.V1Pod:
@@ -174,6 +186,8 @@ def apply_decision(
         requests["memory"] = format_memory(decision.memory_request_bytes)
     if decision.memory_limit_bytes is not None:
         limits["memory"] = format_memory(decision.memory_limit_bytes)
+    if decision.cpu_request_millicores is not None:
+        requests["cpu"] = f"{decision.cpu_request_millicores}m"
     container.resources = k8s.V1ResourceRequirements(
         requests=requests or None, limits=limits or None, claims=resources.claims
     )

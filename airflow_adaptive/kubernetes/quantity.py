@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from kubernetes.utils import parse_quantity
 
@@ -35,6 +36,28 @@ def parse_memory_bytes(value: object, *, what: str = "memory") -> int:
     if parsed > MAX_QUANTITY:
         raise InvalidQuantityError(f"{what}: {value!r} is larger than any quantity Kubernetes holds")
     return math.ceil(parsed)
+
+
+def parse_cpu_millicores(value: object, *, what: str = "cpu") -> int:
+    """Millicores of a CPU quantity such as ``"500m"``, ``"2"`` or ``1.5`` (rounded up)."""
+    return math.ceil(_cores(value, what) * 1000)
+
+
+def _cores(value: object, what: str) -> Any:
+    if (
+        isinstance(value, bool)
+        or value is None
+        or value == ""
+        or (isinstance(value, str) and not _QUANTITY.fullmatch(value))
+    ):
+        raise InvalidQuantityError(f"{what}: {value!r} is not a Kubernetes quantity (e.g. 500m, 2)")
+    try:
+        parsed = parse_quantity(value)
+    except (ValueError, TypeError, ArithmeticError) as err:
+        raise InvalidQuantityError(f"{what}: {value!r} is not a Kubernetes quantity ({err})") from None
+    if not parsed.is_finite() or parsed <= 0 or parsed > MAX_QUANTITY // 1000:
+        raise InvalidQuantityError(f"{what}: {value!r} must be a positive quantity a node can have")
+    return parsed
 
 
 def format_memory(value_bytes: int) -> str:

@@ -24,6 +24,7 @@ from airflow_adaptive.kubernetes.pods import (
     MANAGED_LABEL,
     apply_decision,
     capability_label,
+    cpu_limit_of,
     find_container,
     memory_of,
     observe_pod,
@@ -171,7 +172,11 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
             decision = keep_user(user, "adaptive sizing is off for this task")
         else:
             decision = advisor.decide(
-                self.family, user, task_key(context), input_size_bytes=self._input_size()
+                self.family,
+                user,
+                task_key(context),
+                input_size_bytes=self._input_size(),
+                cpu_limit_millicores=cpu_limit_of(container.resources if container else None),
             )
         placement = advisor.place(
             self.family, self.required_capabilities, decision.memory_request_bytes, self._idle_nodes()

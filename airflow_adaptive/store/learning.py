@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Protocol
 
+from airflow_adaptive.core.cpu import cpu_history
 from airflow_adaptive.core.decide import SizingSettings, to_samples
 from airflow_adaptive.core.learn import fit_model, model_version, needs_refit
 from airflow_adaptive.core.model import Observation, TaskKey
@@ -88,7 +89,8 @@ def learn(
         return None
     window, newest_id = tx.window(rollup.task_family, learning.history_window)
     samples = to_samples(window)
-    refitted = fit_model(samples, sizing, rollup.usable_samples, newest_id, model if fresh else None)
+    cpu = cpu_history(window, sizing.cpu_quantile)  # kept whether or not size_cpu is on: ready when it is
+    refitted = fit_model(samples, sizing, rollup.usable_samples, newest_id, model if fresh else None, cpu)
     return FamilyState(rollup, refitted)
 
 

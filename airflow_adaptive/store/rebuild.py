@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, select
 
+from airflow_adaptive.core.cpu import cpu_history
 from airflow_adaptive.core.decide import to_samples
 from airflow_adaptive.core.learn import fit_model
 from airflow_adaptive.core.model import Observation
@@ -58,8 +59,10 @@ def family_state(
         return FamilyState(rollup)
     window = deque(attempts, maxlen=learning.history_window)
     newest_id = max(i for i, _ in window)
-    samples = to_samples([obs for _, obs in window])
-    return FamilyState(rollup, fit_model(samples, learning.sizing, rollup.usable_samples, newest_id))
+    observations = [obs for _, obs in window]
+    cpu = cpu_history(observations, learning.sizing.cpu_quantile)
+    model = fit_model(to_samples(observations), learning.sizing, rollup.usable_samples, newest_id, None, cpu)
+    return FamilyState(rollup, model)
 
 
 def rebuild_states(
