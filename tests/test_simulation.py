@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -278,3 +279,18 @@ def test_cli_reports_bad_input_and_writes_plots(tmp_path: Path, capsys: pytest.C
         "makespan.png",
     ]
     assert "tarema" in capsys.readouterr().out
+
+
+def test_size_cpu_packs_by_the_cores_tasks_use() -> None:
+    """Four tasks of one family, each using 1 core on a 2-core request, on one 2-core node: by the
+    users' requests one runs at a time (400 s); with size_cpu, once the family has history (prior
+    run), P90 of 1 core is requested and two run side by side (200 s)."""
+    nodes = [node("n", 1.0, cores=2, memory_gib=16)]
+    tasks = [task(f"t{i}", 100, family="f", request_gib=1.0, peak_gib=0.5) for i in range(4)]
+    warm = replace(PLAIN, history="prior-run")
+    assert run(nodes, tasks, "fill-nodes", warm, "adaptive").makespan_s == pytest.approx(400.0)
+    sized = run(nodes, tasks, "fill-nodes", replace(warm, size_cpu=True), "adaptive")
+    assert sized.makespan_s == pytest.approx(200.0) and sized.succeeded == 4
+    assert run(nodes, tasks, "fill-nodes", replace(warm, size_cpu=True), "user").makespan_s == pytest.approx(
+        400.0
+    )

@@ -33,6 +33,7 @@ from airflow_adaptive.core.sketch import LogHistogram
 
 from .bounds import runtime_on
 from .cluster import Cluster, SimNode
+from .cpu import CpuSizer
 from .node_rules import node_rules
 from .params import DEFAULT_PARAMS, SIZINGS, SimParams
 from .queues import PendingQueue
@@ -65,6 +66,7 @@ class _Attempt:
     number: int
     memory_bytes: int
     ready_s: float
+    cores: float  # the attempt's CPU request (the user's, or size_cpu's)
 
 
 class Simulation:
@@ -99,6 +101,8 @@ class Simulation:
             specs = [specs[i] for i in np.random.default_rng(seed).permutation(len(specs))]
         self._groups(cluster, specs)
         self.cap_bytes = cluster.largest_memory_bytes
+        sized = params.size_cpu and sizing != "user"  # the provider's size_cpu, with its defaults
+        self.cpu = CpuSizer(SIZING, max(n.cores for n in cluster.nodes)) if sized else None
         self.dominant = dominant_features(family_demands(self.tasks))
         self._history(params.history == "prior-run")
         rules = node_rules(self.dominant, len(self.nodes))
@@ -183,6 +187,8 @@ class Simulation:
         self._sizer(t.family).samples.append(Sample(t.peak_memory_bytes, t.input_size_bytes, runtime_s))
         self.prior.add(t.peak_memory_bytes, t.request_memory_bytes)
         first = self.stats.add(t, runtime_s)
+        if self.cpu:
+            self.cpu.learn(t)
         self._learned += 1
         if first or self._learned >= 1.05 * self._labelled_at + 1:
             self._labels.clear()  # labels are relative to every family: refresh them all
@@ -224,13 +230,13 @@ class Simulation:
 
     def pick(self, attempt: _Attempt) -> _Node | None:
         task = self.tasks[attempt.task]
-        if task.request_cores > self._most_free_cores + EPS:
+        if attempt.cores > self._most_free_cores + EPS:
             return None
         fits = [
             n
             for n in self.nodes
             if n.active
-            and n.free_cores >= task.request_cores - EPS
+            and n.free_cores >= attempt.cores - EPS
             and n.free_memory_bytes >= attempt.memory_bytes
             and task.required_capabilities <= n.spec.capabilities
         ]
@@ -255,9 +261,9 @@ class Simulation:
         return self.spread(fits, task)  # no preference: spread (Tarema's unknown tasks)
 
     # --- events ----------------------------------------------------------------------------
-    def _submit(self, task_index: int, number: int, memory_bytes: int) -> None:
+    def _submit(self, task_index: int, number: int, memory_bytes: int, cores: float) -> None:
         task = self.tasks[task_index]
-        self.attempts.append(_Attempt(task_index, number, memory_bytes, self.env.now))
+        self.attempts.append(_Attempt(task_index, number, memory_bytes, self.env.now, cores))
         key = self.known_runtime_s(task.family) if self.base == "sjfn" else 0.0
         self.pending.push(len(self.attempts) - 1, task_index, number - 1, key)
         self._plan_cycle()
@@ -302,8 +308,8 @@ class Simulation:
             )
         oom = task.peak_memory_bytes > attempt.memory_bytes
         ran = runtime * p.time_to_failure if oom else runtime
-        node.free_cores -= task.request_cores
-        self._reserved_cores[node.group] = self._reserved_cores.get(node.group, 0.0) + task.request_cores
+        node.free_cores -= attempt.cores
+        self._reserved_cores[node.group] = self._reserved_cores.get(node.group, 0.0) + attempt.cores
         node.free_memory_bytes -= attempt.memory_bytes
         if not node.running:
             self._idle[node.group] -= 1
@@ -313,7 +319,7 @@ class Simulation:
         self.result.attempts += 1
         duration = p.pod_startup_s + read.seconds + ran
         self._reserved_core_s[node.group] = (
-            self._reserved_core_s.get(node.group, 0.0) + task.request_cores * duration
+            self._reserved_core_s.get(node.group, 0.0) + attempt.cores * duration
         )
         work = task.cpu_cores_used * ran / slowdown
         self._work_core_s[node.group] = self._work_core_s.get(node.group, 0.0) + work
@@ -327,8 +333,8 @@ class Simulation:
     def _finish(self, aid: int, node: _Node, ran_s: float, oom: bool, _event: object = None) -> None:
         attempt = self.attempts[aid]
         task = self.tasks[attempt.task]
-        node.free_cores += task.request_cores
-        self._reserved_cores[node.group] -= task.request_cores
+        node.free_cores += attempt.cores
+        self._reserved_cores[node.group] -= attempt.cores
         node.free_memory_bytes += attempt.memory_bytes
         del node.running[aid]
         if not node.running:
@@ -346,7 +352,7 @@ class Simulation:
                     .ready()
                     .retry(attempt.memory_bytes, task.input_size_bytes, task.request_memory_bytes)
                 )
-                self._submit(attempt.task, attempt.number + 1, min(retry, self.cap_bytes))
+                self._submit(attempt.task, attempt.number + 1, min(retry, self.cap_bytes), attempt.cores)
         else:
             self.result.succeeded += 1
             self.result.waste_gb_h += (attempt.memory_bytes - task.peak_memory_bytes) * ran_s / GB_H
@@ -362,7 +368,8 @@ class Simulation:
     def _submit_first(self, task_index: int) -> None:
         task = self.tasks[task_index]
         alloc = self._sizer(task.family).ready().predict(task.input_size_bytes, task.request_memory_bytes)
-        self._submit(task_index, 1, max(SIZING.floor_bytes, min(int(alloc), self.cap_bytes)))
+        cores = self.cpu.request_cores(task) if self.cpu else task.request_cores
+        self._submit(task_index, 1, max(SIZING.floor_bytes, min(int(alloc), self.cap_bytes)), cores)
 
     def _activate(self, node: _Node, _event: object = None) -> None:
         node.active = True

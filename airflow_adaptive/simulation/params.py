@@ -59,6 +59,9 @@ class SimParams:
     ram_disk_read_bytes_per_s: float = 5e9
     local_disk_bytes: int = 100 * GIB
     ram_disk_bytes: int = 0
+    # The provider's size_cpu (off there by default too): with a sizing other than "user", CPU
+    # requests are P90 of the family's recorded cores busy instead of the users' requests.
+    size_cpu: bool = False
 
     def __post_init__(self) -> None:
         if self.history not in HISTORY_MODES:
