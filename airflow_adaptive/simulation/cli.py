@@ -30,6 +30,7 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
             interference_per_task=args.interference,
             history=args.history,
             ram_disk_bytes=parse_size_bytes(args.ram_disk) if args.ram_disk else 0,
+            size_cpu=args.size_cpu,
         )
     except ValueError as err:
         raise SimulationInputError(str(err)) from None
@@ -104,6 +105,9 @@ def add_simulate_command(sub: Any) -> None:
     )
     sim.add_argument("--ram-disk", metavar="SIZE", help="per-node RAM disk for staged inputs (e.g. 8Gi)")
     sim.add_argument("--sizing", default="user", help="comma-separated: user, adaptive (or 'all')")
+    sim.add_argument(
+        "--size-cpu", action="store_true", help="adaptive sizing sets CPU requests too ([adaptive] size_cpu)"
+    )
     sim.add_argument(
         "--queue",
         default="fifo",
