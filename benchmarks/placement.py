@@ -40,18 +40,23 @@ SCALE_CLUSTER = """nodes:
 """
 
 
-def one(job: tuple[str, int, str, int, float]) -> tuple[tuple[str, int, str, int, float], dict[str, float]]:
-    """Makespan of every placement policy for one (workload, runs, cluster, seed, interference)."""
-    spec, runs, cluster, seed, interference = job
-    params = SimParams(interference_per_task=interference)
+Job = tuple[str, int, str, int, float, bool]  # workload, runs, cluster, seed, interference, size_cpu
+
+
+def one(job: Job) -> tuple[Job, dict[str, float]]:
+    """Makespan of every placement policy for one (workload, runs, cluster, seed, interference);
+    with size_cpu, under adaptive sizing with CPU requests sized (else the users' requests)."""
+    spec, runs, cluster, seed, interference, size_cpu = job
+    params = SimParams(interference_per_task=interference, size_cpu=size_cpu)
+    sizing = "adaptive" if size_cpu else "user"
     workload = concurrent_runs(load_workload(spec, params, seed), runs)
     cl = preset(cluster)
-    makespans = {p: Simulation(cl, workload, p, "user", params, seed).run().makespan_s for p in PLACEMENTS}
+    makespans = {p: Simulation(cl, workload, p, sizing, params, seed).run().makespan_s for p in PLACEMENTS}
     return job, {**makespans, "bound": lower_bound_s(cl, workload, params)}
 
 
 def table(
-    results: dict[tuple[str, int, str, int, float], dict[str, float]],
+    results: dict[Job, dict[str, float]],
     interference: float,
     clusters: tuple[str, ...] = CLUSTERS,
 ) -> None:
@@ -152,11 +157,14 @@ def scale() -> None:
 def main() -> None:
     parser = workload_parser(__doc__)
     parser.add_argument("--no-scale", action="store_true")
+    parser.add_argument(
+        "--size-cpu", action="store_true", help="every policy under adaptive sizing with size_cpu on"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     interferences = (SimParams().interference_per_task, 0.0)
     jobs = [
-        (spec, int(runs), cluster, seed, interference)
+        (spec, int(runs), cluster, seed, interference, bool(args.size_cpu))
         for spec in workload_specs(args.data)
         for runs in args.runs.split(",")
         for cluster in (*CLUSTERS, *(["lotaru"] if spec.startswith("lotaru:") else []))
@@ -167,6 +175,7 @@ def main() -> None:
         results = dict(pool.map(one, jobs, chunksize=4))
     print(
         f"## Placement: makespan relative to round-robin and to SJFN (geometric means; {len(jobs)} simulations x {len(PLACEMENTS)} policies, {time.perf_counter() - started:.0f} s)"
+        + (" with adaptive sizing and size_cpu" if args.size_cpu else "")
     )
     for interference in interferences:
         table(results, interference)

@@ -11,16 +11,22 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from unittest import mock
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from kubernetes.client import models as k8s
 
 from airflow_adaptive import advisor as advisor_module
 from airflow_adaptive.config import AdaptiveSettings, get_settings
+from airflow_adaptive.core.grouping import NodeProfile, group_nodes
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.core.sizing import predictor_names
-from airflow_adaptive.kubernetes.pods import FAMILY_LABEL, STRATEGY_ANNOTATION, label_value
-from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
+from airflow_adaptive.kubernetes.pods import (
+    DECISION_ANNOTATION,
+    FAMILY_LABEL,
+    STRATEGY_ANNOTATION,
+    label_value,
+)
+from airflow_adaptive.kubernetes.quantity import parse_cpu_millicores, parse_memory_bytes
 from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
 from airflow_adaptive.policy import mutate
 from airflow_adaptive.store.memory import InMemoryHistoryStore
@@ -99,10 +105,20 @@ affinities = st.none() | st.builds(
 )
 
 
-def settings_for(strategy: str) -> AdaptiveSettings:
+def settings_for(strategy: str, size_cpu: bool = False) -> AdaptiveSettings:
     base = get_settings()
     return replace(base, mutate_all_pods=True, priority_classes=False,
-                   sizing=replace(base.sizing, strategy=strategy))  # fmt: skip
+                   sizing=replace(base.sizing, strategy=strategy, size_cpu=size_cpu))  # fmt: skip
+
+
+def cpu_within(pod: k8s.V1Pod, *bounds_millicores: int | None) -> None:
+    """A CPU request size_cpu set (its annotation says so) is within every known bound."""
+    sized = "; cpu: P" in (pod.metadata.annotations or {}).get(DECISION_ANNOTATION, "")
+    event(f"CPU request sized: {sized}")
+    if not sized:
+        return
+    request = parse_cpu_millicores(pod.spec.containers[0].resources.requests["cpu"])
+    assert all(request <= bound for bound in bounds_millicores if bound), (request, bounds_millicores)
 
 
 def check(pod: k8s.V1Pod, cap_bytes: int) -> None:
@@ -124,9 +140,17 @@ def test_operator_pods_are_valid_and_within_the_cap(
 ) -> None:
     store = InMemoryHistoryStore()
     store.record(data.draw(histories(family)))
-    current = settings_for(strategy)
-    resources = (
-        k8s.V1ResourceRequirements(requests={"memory": memory}, limits={"memory": memory}) if memory else None
+    current = settings_for(strategy, size_cpu=data.draw(st.booleans()))
+    node_cores = data.draw(st.lists(st.integers(min_value=1, max_value=96), max_size=3))
+    profiles = [
+        NodeProfile(f"n{i}", {"cpu_events_per_s": 100.0 + i}, c, 2**30) for i, c in enumerate(node_cores)
+    ]
+    if profiles:
+        store.save_nodes(profiles, group_nodes(profiles))
+    cpu_limit = data.draw(st.none() | st.sampled_from(["250m", "1", "2500m", "64"]))
+    limits = {k: v for k, v in (("memory", memory), ("cpu", cpu_limit)) if v}
+    resources = k8s.V1ResourceRequirements(
+        requests={"memory": memory} if memory else None, limits=limits or None
     )
     inputs = data.draw(st.lists(st.sampled_from(["s3://refs/genome.fa", "s3://refs/日本語.idx", "s3://x/..."]),
                                 max_size=2))  # fmt: skip
@@ -138,6 +162,7 @@ def test_operator_pods_are_valid_and_within_the_cap(
         )  # fmt: skip
         pod = operator.build_pod_request_obj(None, dry_run=True)
     check(pod, current.sizing.cap_bytes)
+    cpu_within(pod, max(node_cores, default=0) * 1000, parse_cpu_millicores(cpu_limit) if cpu_limit else None)
 
 
 @CONFIG
