@@ -78,7 +78,7 @@ def table(
                 cells.append(f"{sum(m[o] <= m['sjfn'] * 1.0001 for m in rows)}/{len(rows)}")
             print(f"| {cluster} | {runs} | " + " | ".join(cells) + " |")
     for o in OURS:
-        (spec, runs, cluster, seed, _), m = max(chosen.items(), key=lambda kv: kv[1][o] / kv[1]["sjfn"])
+        (spec, runs, cluster, seed, *_), m = max(chosen.items(), key=lambda kv: kv[1][o] / kv[1]["sjfn"])
         print(
             f"\nworst {o}/SJFN: {m[o] / m['sjfn']:.3f} on {Path(spec).name} x{runs}, {cluster}, seed {seed}"
         )
