@@ -94,19 +94,19 @@ class SqlTransaction(Transaction):
         return found
 
     def upsert(self, observations: Sequence[Observation], *, all_new: bool = False) -> None:
+        columns = rows.attempt_columns(observations)
+        stmt = upsert(self.dialect, task_attempt, list(columns), rows.KEY_COLUMNS)
         if can_copy(self._conn, len(observations)):  # the text is built while an earlier write runs
-            columns = rows.attempt_columns(observations)
             write = copy_upsert(self._conn, task_attempt, columns, rows.KEY_COLUMNS, all_new=all_new)
             self._background.submit(write)
-            return
-        values = [rows.attempt_values(o) for o in observations]
-        stmt = upsert(self.dialect, task_attempt, list(values[0]), rows.KEY_COLUMNS)
-        if self.dialect == "sqlite":
-            if len(values) >= BULK_FROM_ROWS:  # a trace: index pages stay cached (default 2 MB)
+        elif self.dialect == "sqlite":
+            if len(observations) >= BULK_FROM_ROWS:  # a trace: index pages stay cached (default 2 MB)
                 self.conn.exec_driver_sql("PRAGMA cache_size = -32768")  # 32 MiB, this connection
-            executemany_compiled(self.conn, stmt, values)
+            executemany_compiled(self.conn, stmt, columns)
         else:
-            self.conn.execute(stmt, values)
+            self.conn.execute(
+                stmt, [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
+            )
 
     def window(
         self, task_family: str, limit: int, dag_ids: frozenset[str] | None = None
