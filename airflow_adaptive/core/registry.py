@@ -4,7 +4,6 @@ error that lists the known ones."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from ..exceptions import UnknownStrategyError
@@ -25,10 +24,6 @@ class Registry(Generic[T]):
         self._items[name] = item
         return item
 
-    def add(self, name: str) -> Callable[[T], T]:
-        """A decorator: ``@registry.add("name")``."""
-        return lambda item: self.register(name, item)
-
     def get(self, name: str) -> T:
         try:
             return self._items[name]
@@ -39,6 +34,3 @@ class Registry(Generic[T]):
 
     def names(self) -> tuple[str, ...]:
         return tuple(self._items)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._items
