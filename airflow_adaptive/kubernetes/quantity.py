@@ -23,40 +23,28 @@ def parse_memory_bytes(value: object, *, what: str = "memory") -> int:
 
     Only what the API server accepts: its quantity syntax (ASCII, no spaces) and at most 2^63 - 1.
     """
+    return math.ceil(_parsed(value, what, "512Mi, 1.5Gi, 2G", MAX_QUANTITY))
+
+
+def parse_cpu_millicores(value: object, *, what: str = "cpu") -> int:
+    """Millicores of a CPU quantity such as ``"500m"``, ``"2"`` or ``1.5`` (rounded up)."""
+    return math.ceil(_parsed(value, what, "500m, 2", MAX_QUANTITY // 1000) * 1000)
+
+
+def _parsed(value: object, what: str, examples: str, largest: int) -> Any:
+    """The quantity as the client library's Decimal, positive and at most ``largest``."""
     if isinstance(value, bool) or value is None or value == "":
         raise InvalidQuantityError(f"{what}: {value!r} is not a Kubernetes quantity")
     if isinstance(value, str) and not _QUANTITY.fullmatch(value):
-        raise InvalidQuantityError(f"{what}: {value!r} is not a Kubernetes quantity (e.g. 512Mi, 1.5Gi, 2G)")
+        raise InvalidQuantityError(f"{what}: {value!r} is not a Kubernetes quantity (e.g. {examples})")
     try:
         parsed = parse_quantity(value)
     except (ValueError, TypeError, ArithmeticError) as err:
         raise InvalidQuantityError(f"{what}: {value!r} is not a Kubernetes quantity ({err})") from None
     if not parsed.is_finite() or parsed <= 0:
         raise InvalidQuantityError(f"{what}: {value!r} must be a positive quantity")
-    if parsed > MAX_QUANTITY:
+    if parsed > largest:
         raise InvalidQuantityError(f"{what}: {value!r} is larger than any quantity Kubernetes holds")
-    return math.ceil(parsed)
-
-
-def parse_cpu_millicores(value: object, *, what: str = "cpu") -> int:
-    """Millicores of a CPU quantity such as ``"500m"``, ``"2"`` or ``1.5`` (rounded up)."""
-    return math.ceil(_cores(value, what) * 1000)
-
-
-def _cores(value: object, what: str) -> Any:
-    if (
-        isinstance(value, bool)
-        or value is None
-        or value == ""
-        or (isinstance(value, str) and not _QUANTITY.fullmatch(value))
-    ):
-        raise InvalidQuantityError(f"{what}: {value!r} is not a Kubernetes quantity (e.g. 500m, 2)")
-    try:
-        parsed = parse_quantity(value)
-    except (ValueError, TypeError, ArithmeticError) as err:
-        raise InvalidQuantityError(f"{what}: {value!r} is not a Kubernetes quantity ({err})") from None
-    if not parsed.is_finite() or parsed <= 0 or parsed > MAX_QUANTITY // 1000:
-        raise InvalidQuantityError(f"{what}: {value!r} must be a positive quantity a node can have")
     return parsed
 
 

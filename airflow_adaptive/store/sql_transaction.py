@@ -95,11 +95,12 @@ class SqlTransaction(Transaction):
 
     def upsert(self, observations: Sequence[Observation], *, all_new: bool = False) -> None:
         columns = rows.attempt_columns(observations)
-        stmt = upsert(self.dialect, task_attempt, list(columns), rows.KEY_COLUMNS)
         if can_copy(self._conn, len(observations)):  # the text is built while an earlier write runs
             write = copy_upsert(self._conn, task_attempt, columns, rows.KEY_COLUMNS, all_new=all_new)
             self._background.submit(write)
-        elif self.dialect == "sqlite":
+            return
+        stmt = upsert(self.dialect, task_attempt, list(columns), rows.KEY_COLUMNS)
+        if self.dialect == "sqlite":
             if len(observations) >= BULK_FROM_ROWS:  # a trace: index pages stay cached (default 2 MB)
                 self.conn.exec_driver_sql("PRAGMA cache_size = -32768")  # 32 MiB, this connection
             executemany_compiled(self.conn, stmt, columns)
