@@ -23,6 +23,7 @@ from airflow_adaptive.core.placement import GroupView, PlacementEngine, Placemen
 from airflow_adaptive.core.priority import FamilyProgress, PriorityChoice, choose_priority
 from airflow_adaptive.core.rollup import Distributions
 from airflow_adaptive.core.sizing.base import HistogramRatioPrior
+from airflow_adaptive.core.sizing.similar import pick_donor
 from airflow_adaptive.core.units import format_bytes
 from airflow_adaptive.exceptions import AdaptiveError, HistoryRejectedError, HistoryUnavailableError
 from airflow_adaptive.failopen import warn_once
@@ -31,6 +32,9 @@ from airflow_adaptive.store.api import FamilyState, HistoryStore
 from airflow_adaptive.store.spool import Spool
 
 log = logging.getLogger(__name__)
+
+
+DONOR_CANDIDATES = 1000  # families read to find a cold family's donor, most attempts first
 
 
 class _NoUsableModel(Exception):
@@ -115,6 +119,19 @@ class Advisor:
         history = self._store().history(task_family, limit=self.settings.history_window)
         return replace(fit_history(history, sizing), note=f"; refitted now: {reason}")
 
+    def _borrowed(self, task_family: str) -> Fitted | None:
+        """For a family with no history: the model of the most similar family that has one (warm
+        starts, core/sizing/similar.py), among the ``DONOR_CANDIDATES`` families with most attempts."""
+        rollups = self._store().families(limit=DONOR_CANDIDATES)
+        donor = pick_donor(task_family, ((r.task_family, r.usable_samples) for r in rollups))
+        if donor is None:
+            return None
+        try:
+            fitted = self._fitted(donor.family, self._family(donor.family))
+        except _NoUsableModel:
+            return None
+        return Fitted(fitted.predictor, 0, 0, donor=donor) if fitted.predictor.warm else None
+
     def previous_try(self, key: TaskKey, run_id_of: Callable[[str], str] | None = None) -> Observation | None:
         """This task instance's previous try; ``run_id_of`` maps stored run ids to the one in ``key``
         (a pod may only carry a sanitised label). None when unknown or the store is unavailable."""
@@ -148,6 +165,12 @@ class Advisor:
             if previous_attempt is None and key is not None and key.try_number > 1:
                 previous_attempt = self._store().attempt(replace(key, try_number=key.try_number - 1))
             fitted = self._fitted(task_family, state)
+            if (
+                fitted.samples == 0
+                and fitted.predictor.borrows_when_cold
+                and self.settings.sizing.warm_starts
+            ):
+                fitted = self._borrowed(task_family) or fitted
             decision = decide_with(
                 fitted,
                 user,

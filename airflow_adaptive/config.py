@@ -52,6 +52,13 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "OOM-kill budget of the ``adaptive`` strategy, in kills per task (0.02: at most 2 %): per task "
         "family it uses the cheapest rule whose replayed kill rate stays within it (1.0: no budget).",
     ),
+    "warm_starts": (
+        "boolean",
+        "True",
+        "Size a task family with no history of its own by the model of the family with the same task "
+        "name (the last part of its name: ``fastqc`` in ``rnaseq.fastqc``), at most the user's request, "
+        "until it has history.",
+    ),
     "size_cpu": (
         "boolean",
         "False",
@@ -266,6 +273,7 @@ def _sizing() -> SizingSettings:
         retry_policy=_raw("oom_retry_policy"),
         limit_to_request_ratio=_number("limit_to_request_ratio", float),
         max_oom_rate=_fraction("max_oom_rate"),
+        warm_starts=_flag("warm_starts"),
         size_cpu=_flag("size_cpu"),
         cpu_quantile=_fraction("cpu_quantile"),
         min_cpu_millicores=_cpu("min_cpu"),

@@ -11,6 +11,7 @@ from .sizing import Predictor, Sample, get_retry_policy, make_predictor
 from .sizing.adaptive import MAX_OOM_RATE
 from .sizing.base import RequestRatioPrior
 from .sizing.retry import vpa_bump
+from .sizing.similar import Donor, borrowed_allocation
 from .units import format_bytes
 
 
@@ -25,6 +26,7 @@ class SizingSettings:
     retry_policy: str = "double"
     limit_to_request_ratio: float = 1.0
     max_oom_rate: float = MAX_OOM_RATE  # the OOM-kill budget of strategies that take one
+    warm_starts: bool = True  # a cold family borrows a similar family's model (sizing/similar.py)
     size_cpu: bool = False  # CPU requests from recorded cores busy (core/cpu.py)
     cpu_quantile: float = 0.9
     min_cpu_millicores: int = 100
@@ -64,6 +66,7 @@ class Fitted:
     samples: int
     lower_bound_samples: int
     note: str = ""  # e.g. why the stored model was refitted in this decision
+    donor: Donor | None = None  # for a cold family: whose model ``predictor`` is (warm starts)
 
 
 def fresh_predictor(settings: SizingSettings) -> Predictor:
@@ -114,6 +117,13 @@ def _predicted(
 ) -> tuple[int | None, str]:
     """The strategy's first allocation and its basis, or (None, "") when it has nothing to say."""
     predictor = fitted.predictor
+    if fitted.donor is not None and predictor.warm:
+        borrowed = borrowed_allocation(predictor, input_size_bytes, user.request_bytes)
+        capped = " (capped at the request)" if user.request_bytes and borrowed == user.request_bytes else ""
+        return (
+            borrowed,
+            f"no history yet: the model of {fitted.donor.explain()}: {predictor.explain()}{capped}",
+        )
     if fitted.samples >= settings.min_observations and predictor.warm:
         basis = predictor.explain()
         if fitted.lower_bound_samples:
@@ -156,6 +166,8 @@ def decide_with(
     }
     if predicted is not None and fitted.predictor.warm:
         details.update(fitted.predictor.details())  # e.g. the rule chosen and its OOM budget
+    if predicted is not None and fitted.donor is not None:
+        details["borrowed_from"] = fitted.donor.family
     if previous_attempt is not None and previous_attempt.oom_killed:
         killed_at = _killed_at(previous_attempt, user)
         return _escalate(previous_attempt, killed_at, predicted, basis, fitted.samples, settings, details)

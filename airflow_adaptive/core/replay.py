@@ -12,13 +12,14 @@ succeeds.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .learn import needs_refit
 from .sizing import Predictor, Sample, make_predictor
 from .sizing.adaptive import MAX_OOM_RATE
 from .sizing.base import MIB, RequestRatioPrior
+from .sizing.similar import borrowed_allocation, pick_donor
 
 GB_H = 1e9 * 3600.0  # byte-seconds in one GB-hour
 HISTORY_MODES = ("completed", "sequential")
@@ -48,6 +49,7 @@ class ReplayConfig:
     refit_growth: float = 0.05
     max_attempts: int = 64
     max_oom_rate: float = MAX_OOM_RATE  # the OOM-kill budget of strategies that take one (``adaptive``)
+    warm_starts: bool = True  # a cold family's first tries sized by a similar family's model (similar.py)
 
     def __post_init__(self) -> None:
         if self.history not in HISTORY_MODES:
@@ -118,6 +120,41 @@ class FamilySizer:
         return self.predictor
 
 
+class FamilyModels:
+    """Every family's predictor and samples, with what other families teach a cold one: the share
+    of their requests they used (the ratio prior) and, with ``warm_starts``, a similar family's
+    model (``similar.py``), for strategies that borrow."""
+
+    def __init__(self, factory: Callable[[], Predictor], refit_growth: float, *, warm_starts: bool) -> None:
+        self.factory = factory
+        self.refit_growth = refit_growth
+        self.warm_starts = warm_starts
+        self.prior = RequestRatioPrior()
+        self.sizers: dict[str, FamilySizer] = {}
+
+    def sizer(self, family: str) -> FamilySizer:
+        if family not in self.sizers:
+            self.sizers[family] = FamilySizer(self.factory(), self.refit_growth, self.prior)
+        return self.sizers[family]
+
+    def learn(self, family: str, sample: Sample, request_bytes: int | None) -> None:
+        self.sizer(family).samples.append(sample)
+        self.prior.add(sample.peak_memory_bytes, request_bytes)
+
+    def first_allocation(
+        self, family: str, input_size_bytes: int | None, request_bytes: int | None
+    ) -> tuple[int, Predictor]:
+        """The first try's allocation, and the family's predictor (which answers its retries)."""
+        predictor = self.sizer(family).ready()
+        if not predictor.warm and predictor.borrows_when_cold and self.warm_starts:
+            counts = ((name, len(sizer.samples)) for name, sizer in self.sizers.items())
+            donor = pick_donor(family, counts)
+            if donor is not None:
+                borrowed = self.sizers[donor.family].ready()
+                return borrowed_allocation(borrowed, input_size_bytes, request_bytes), predictor
+        return predictor.predict(input_size_bytes, request_bytes), predictor
+
+
 def _attempts(
     run: TaskRun, alloc: int, predictor: Predictor, cap: int, config: ReplayConfig, result: StrategyResult
 ) -> bool:
@@ -150,40 +187,46 @@ def _attempts(
 
 
 def replay(
-    runs: Sequence[TaskRun], strategy: str, config: ReplayConfig = ReplayConfig(), **params: object
+    runs: Sequence[TaskRun],
+    strategy: str,
+    config: ReplayConfig = ReplayConfig(),
+    *,
+    imported: Sequence[TaskRun] = (),
+    **params: object,
 ) -> StrategyResult:
-    """Replay ``runs`` through the named strategy; deterministic for given runs and parameters."""
+    """Replay ``runs`` through the named strategy; deterministic for given runs and parameters.
+    ``imported``: history of other families known before the replay starts (another workflow's
+    trace, say), which only cold starts draw on; their families should not occur in ``runs``."""
     cap = config.cap_bytes or default_cap_bytes(runs)
-    families: dict[str, FamilySizer] = {}
     result = StrategyResult(strategy)
     completed = config.history == "completed" and bool(runs) and all(r.start_s is not None for r in runs)
     pending: list[tuple[float, int]] = []  # (finish time, run index) not yet visible to predictors
 
-    prior = RequestRatioPrior()  # what other families used of their requests, for cold starts
-
-    def family(name: str) -> FamilySizer:
-        if name not in families:
-            predictor = make_predictor(
-                strategy,
-                cap_bytes=cap,
-                floor_bytes=config.floor_bytes,
-                max_oom_rate=config.max_oom_rate,
-                **params,
-            )
-            families[name] = FamilySizer(predictor, config.refit_growth, prior)
-        return families[name]
+    models = FamilyModels(
+        lambda: make_predictor(
+            strategy,
+            cap_bytes=cap,
+            floor_bytes=config.floor_bytes,
+            max_oom_rate=config.max_oom_rate,
+            **params,
+        ),
+        config.refit_growth,
+        warm_starts=config.warm_starts,
+    )
 
     def learn(run: TaskRun) -> None:
-        family(run.family).samples.append(Sample(run.peak_bytes, run.input_size_bytes, run.wall_seconds))
-        prior.add(run.peak_bytes, run.user_request_bytes)
+        models.learn(
+            run.family, Sample(run.peak_bytes, run.input_size_bytes, run.wall_seconds), run.user_request_bytes
+        )
 
+    for run in imported:
+        learn(run)
     for index in arrival_order(runs):
         run = runs[index]
         if completed:
             while pending and pending[0][0] <= (run.start_s or 0.0):
                 learn(runs[heapq.heappop(pending)[1]])
-        predictor = family(run.family).ready()
-        alloc = predictor.predict(run.input_size_bytes, run.user_request_bytes)
+        alloc, predictor = models.first_allocation(run.family, run.input_size_bytes, run.user_request_bytes)
         result.first_allocations.append((run.family, alloc, run.peak_bytes))
         if not _attempts(run, alloc, predictor, cap, config, result):
             continue

@@ -26,9 +26,8 @@ from airflow_adaptive.core.grouping import task_feature_ranks
 from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, task_labels
 from airflow_adaptive.core.placement import PLACEMENT_POLICIES, GroupView, TaskDemandView, engine_for
 from airflow_adaptive.core.priority import class_tier
-from airflow_adaptive.core.replay import GB_H, FamilySizer
+from airflow_adaptive.core.replay import GB_H, FamilyModels
 from airflow_adaptive.core.sizing import Sample, make_predictor
-from airflow_adaptive.core.sizing.base import RequestRatioPrior
 from airflow_adaptive.core.sketch import LogHistogram
 
 from .bounds import runtime_on
@@ -154,8 +153,11 @@ class Simulation:
     def _history(self, prior_run: bool) -> None:
         self.successes: dict[str, int] = {}  # per family, as the store counts them (LFF's key)
         self.success_counts = LogHistogram()  # every family's successes, as the store keeps them
-        self.prior = RequestRatioPrior()
-        self.sizers: dict[str, FamilySizer] = {}
+        self.models = FamilyModels(
+            lambda: make_predictor(self.strategy, cap_bytes=self.cap_bytes, floor_bytes=SIZING.floor_bytes),
+            0.05,
+            warm_starts=SIZING.warm_starts,
+        )
         self.stats = FamilyStats()
         self._labels: dict[str, dict[str, int] | None] = {}
         self._learned = 0
@@ -164,16 +166,6 @@ class Simulation:
             for t in self.tasks:
                 self._count(t.family, 1)
                 self._learn(t, t.runtime_s)
-
-    def _sizer(self, family: str) -> FamilySizer:
-        if family not in self.sizers:
-            predictor = make_predictor(
-                self.strategy,
-                cap_bytes=self.cap_bytes,
-                floor_bytes=SIZING.floor_bytes,
-            )
-            self.sizers[family] = FamilySizer(predictor, 0.05, self.prior)
-        return self.sizers[family]
 
     def _count(self, family: str, successes: int) -> None:
         """The store's view for least-finished-first: a family counted from its first attempt on."""
@@ -184,8 +176,9 @@ class Simulation:
         self.success_counts.add(self.successes[family])
 
     def _learn(self, t: SimTask, runtime_s: float) -> None:
-        self._sizer(t.family).samples.append(Sample(t.peak_memory_bytes, t.input_size_bytes, runtime_s))
-        self.prior.add(t.peak_memory_bytes, t.request_memory_bytes)
+        self.models.learn(
+            t.family, Sample(t.peak_memory_bytes, t.input_size_bytes, runtime_s), t.request_memory_bytes
+        )
         first = self.stats.add(t, runtime_s)
         if self.cpu:
             self.cpu.learn(t)
@@ -348,7 +341,7 @@ class Simulation:
                 self.result.failed += 1
             else:
                 retry = (
-                    self._sizer(task.family)
+                    self.models.sizer(task.family)
                     .ready()
                     .retry(attempt.memory_bytes, task.input_size_bytes, task.request_memory_bytes)
                 )
@@ -367,7 +360,7 @@ class Simulation:
 
     def _submit_first(self, task_index: int) -> None:
         task = self.tasks[task_index]
-        alloc = self._sizer(task.family).ready().predict(task.input_size_bytes, task.request_memory_bytes)
+        alloc, _ = self.models.first_allocation(task.family, task.input_size_bytes, task.request_memory_bytes)
         cores = self.cpu.request_cores(task) if self.cpu else task.request_cores
         self._submit(task_index, 1, max(SIZING.floor_bytes, min(int(alloc), self.cap_bytes)), cores)
 

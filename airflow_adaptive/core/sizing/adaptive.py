@@ -56,6 +56,7 @@ _Line = tuple[int, float, float, np.ndarray]  # SIZE_MODELS index, slope, interc
 class AdaptivePredictor(Predictor):
     name = "adaptive"
     min_samples = 1
+    borrows_when_cold = True
     scores_: np.ndarray
     kills_: np.ndarray
     weight_: float

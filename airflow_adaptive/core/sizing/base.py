@@ -47,6 +47,7 @@ class Predictor(ABC):
     name: str = ""
     min_samples: int = 1
     default_bytes: int = GIB
+    borrows_when_cold: bool = False  # while cold, a similar family's model may size it (similar.py)
 
     def get_params(self) -> dict[str, Any]:
         sig = inspect.signature(type(self).__init__)
@@ -213,6 +214,10 @@ class Wrapper(Predictor):
     @property
     def min_samples(self) -> int:  # type: ignore[override]
         return self.inner.min_samples
+
+    @property
+    def borrows_when_cold(self) -> bool:  # type: ignore[override]
+        return self.inner.borrows_when_cold
 
     def fit(self: W, samples: Sequence[Sample], prior: RequestRatioPrior | None = None) -> W:
         self.inner.fit(samples, prior)

@@ -1,0 +1,109 @@
+"""Warm starts across families: task names, donors, replay, the simulator and the advisor."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from airflow_adaptive.advisor import Advisor
+from airflow_adaptive.config import get_settings
+from airflow_adaptive.core.model import GIB, MemoryRequest
+from airflow_adaptive.core.replay import ReplayConfig, TaskRun, replay
+from airflow_adaptive.core.sizing import Sample, make_predictor
+from airflow_adaptive.core.sizing.similar import borrowed_allocation, pick_donor, similarity, task_name
+from airflow_adaptive.store.api import HistoryStore
+from airflow_adaptive.store.memory import InMemoryHistoryStore
+from tests.conftest import sql_store
+from tests.factories import attempt
+
+
+@pytest.mark.parametrize(
+    ("family", "name"),
+    [
+        ("rnaseq.fastqc", "fastqc"),
+        ("NFCORE_RNASEQ:RNASEQ:FASTQC", "fastqc"),
+        ("NFCORE_MAG.MAG.BINNING.MAG_DEPTHS", "mag_depths"),
+        ("s3/prefix/Align", "align"),
+        ("plain", "plain"),
+    ],
+)
+def test_the_task_name_is_the_last_part_without_case(family: str, name: str) -> None:
+    assert task_name(family) == name
+
+
+def test_similarity_levels() -> None:
+    assert similarity("a.fastqc", "NFCORE:B:FASTQC") == 1.0
+    assert similarity("a.fastqc", "b.fastqc_raw") == 0.5
+    assert similarity("a.fastqc_raw", "b.fastqc") == 0.5
+    assert similarity("a.fastqcx", "b.fastqc") == 0.0  # a prefix without "_" is another tool
+    assert similarity("a.", "b.") == 0.0
+
+
+def test_the_donor_is_the_most_similar_family_with_enough_samples() -> None:
+    candidates = [("x.fastqc", 2), ("y.fastqc_raw", 50), ("z.fastqc", 9), ("w.fastqc", 9), ("v.multiqc", 99)]
+    donor = pick_donor("new.fastqc", candidates)
+    assert donor is not None and (donor.family, donor.samples) == ("w.fastqc", 9)  # ties: the name
+    assert "same task name" in donor.explain()
+    qualified = pick_donor("new.fastqc", [("y.fastqc_raw", 50)], min_similarity=0.5)
+    assert qualified is not None and qualified.similarity == 0.5
+    assert pick_donor("new.fastqc", [("y.fastqc_raw", 50)]) is None  # qualified names: off by default
+    assert pick_donor("a.fastqc", [("a.fastqc", 50), ("b.fastqc", 2)]) is None  # never itself
+
+
+def test_a_borrowed_allocation_never_exceeds_the_users_request() -> None:
+    model = make_predictor("adaptive").fit([Sample(4 * GIB, wall_seconds=1.0)] * 5)
+    assert borrowed_allocation(model, None, None) == model.predict()
+    assert borrowed_allocation(model, None, 2 * GIB) == 2 * GIB
+    assert borrowed_allocation(model, None, 64 * GIB) == model.predict() < 64 * GIB
+
+
+def runs(family: str, peak_gib: float, n: int, request_gib: float | None = None) -> list[TaskRun]:
+    request = int(request_gib * GIB) if request_gib else None
+    return [TaskRun(family, int(peak_gib * GIB), 60.0, user_request_bytes=request) for _ in range(n)]
+
+
+def test_replay_sizes_a_cold_family_by_its_donor_and_only_for_strategies_that_borrow() -> None:
+    trace = runs("a:SORT", 3.0, 10) + runs("b:SORT", 3.0, 3)
+    config = ReplayConfig(history="sequential", cap_bytes=64 * GIB)
+    with_donor = replay(trace, "adaptive", config).first_allocations
+    without = replay(trace, "adaptive", replace(config, warm_starts=False)).first_allocations
+    assert without[10] == ("b:SORT", GIB, 3 * GIB)  # cold: the 1 GiB default, then killed
+    assert with_donor[10][1] == pytest.approx(3 * GIB * 1.15, rel=0.01)  # a's P95 + 15 %
+    assert (
+        replay(trace, "adaptive", config).retries
+        < replay(trace, "adaptive", replace(config, warm_starts=False)).retries
+    )
+    assert replay(trace, "pc95", config).first_allocations[10][1] == GIB  # anchors stay as published
+
+
+def test_imported_history_only_serves_cold_starts() -> None:
+    trace = runs("mine:SORT", 2.0, 5)
+    config = ReplayConfig(history="sequential", cap_bytes=64 * GIB)
+    result = replay(trace, "adaptive", config, imported=runs("other:SORT", 2.0, 20))
+    donor = make_predictor("adaptive", cap_bytes=64 * GIB).fit([Sample(2 * GIB, wall_seconds=60.0)] * 20)
+    assert result.first_allocations[0][1] == donor.predict() == 2 * GIB  # constant peaks: P50 + 0 %
+    assert result.retries == 0 and result.instances == 5
+
+
+@pytest.fixture(params=["in-memory", "sql"])
+def store(request: pytest.FixtureRequest, engine: Any) -> HistoryStore:
+    return InMemoryHistoryStore() if request.param == "in-memory" else sql_store(engine)
+
+
+def test_a_cold_family_borrows_the_model_of_a_family_with_the_same_task_name(store: HistoryStore) -> None:
+    store.record([attempt(n, family="rnaseq.fastqc", peak=2 * GIB) for n in range(20)])
+    store.record([attempt(n, family="rnaseq.multiqc", peak=6 * GIB, run=f"m{n}") for n in range(20)])
+    user = MemoryRequest(8 * GIB, 8 * GIB)
+    decision = Advisor(get_settings(), lambda: store).decide("chipseq.fastqc", user)
+    own = Advisor(get_settings(), lambda: store).decide("rnaseq.fastqc", user)
+    assert decision.memory_request_bytes == own.memory_request_bytes == 2 * GIB  # the donor's answer
+    assert "no history yet: the model of similar family 'rnaseq.fastqc'" in decision.explanation
+    assert decision.details["borrowed_from"] == "rnaseq.fastqc" and decision.observations == 0
+    small = Advisor(get_settings(), lambda: store).decide("chipseq.fastqc", MemoryRequest(GIB, GIB))
+    assert small.memory_request_bytes == GIB and "capped at the request" in small.explanation
+    settings = get_settings()
+    off = replace(settings, sizing=replace(settings.sizing, warm_starts=False))
+    cold = Advisor(off, lambda: store).decide("chipseq.fastqc", user)
+    assert "borrowed_from" not in cold.details and "similar family" not in cold.explanation
