@@ -18,7 +18,16 @@ from typing import Any
 
 from airflow_adaptive.core.replay import ReplayConfig, replay
 from airflow_adaptive.core.sizing import ANCHORS
-from airflow_adaptive.traces.evaluate import DEFAULT_STRATEGY, evaluate, ratio_to_best_anchor
+from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
+from airflow_adaptive.traces.evaluate import (
+    DEFAULT_STRATEGY,
+    WARM_START_MODES,
+    evaluate,
+    knob_wastes,
+    leave_one_out,
+    ratio_to_best_anchor,
+    warm_start_comparison,
+)
 from airflow_adaptive.traces.load import expand_paths
 from airflow_adaptive.traces.synthetic import PHUNG_MACHINE_BYTES, PHUNG_SETS, phung, witt_linear
 
@@ -146,6 +155,101 @@ def kills_by_family_history(allocations: dict[str, list[tuple[str, int, int]]]) 
     return bands
 
 
+def warm_start_section(report: dict[str, Any], history: str) -> None:
+    """Cold starts borrowed from similar families (the same task name), within each workflow and
+    after every other workflow was imported; CCTools' categories have no task names to share."""
+    paths = [t["trace"] for t in report["traces"] if "/cctools/" not in t["trace"]]
+    started = time.perf_counter()
+    rows = warm_start_comparison(paths, ReplayConfig(history=history))
+    seconds = time.perf_counter() - started
+    print(
+        f"\n## Warm starts across families, {DEFAULT_STRATEGY}, history={history} ({len(rows)} traces, {seconds:.0f} s)\n"
+    )
+    print(
+        "| trace | tasks | off GB·h | kills/100 | within: GB·h | kills/100 | imported: GB·h | kills/100 | imported / off |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    ratios: dict[str, list[float]] = {"within": [], "imported": []}
+    for row in rows:
+        off = row["off"]["waste_gb_h"]
+        for mode in ratios:
+            ratios[mode].append(row[mode]["waste_gb_h"] / off if off else 1.0)
+        cells = " | ".join(
+            f"{row[m]['waste_gb_h']:.3g} | {row[m]['retries_per_100']:.1f}" for m in WARM_START_MODES
+        )
+        print(f"| {short(row['trace'])} | {row['instances']} | {cells} | {ratios['imported'][-1]:.3f} |")
+    for mode, values in ratios.items():
+        kills = statistics.median(r[mode]["retries_per_100"] for r in rows)
+        print(
+            f"\n{mode} / off: waste median {statistics.median(values):.3f}, geometric mean "
+            f"{statistics.geometric_mean([max(v, 1e-9) for v in values]):.3f}, worst {max(values):.2f}, better on "
+            f"{sum(v < 1 for v in values)} and worse on {sum(v > 1 for v in values)} of {len(values)}; kills/100 "
+            f"median {kills:.1f} (off: {statistics.median(r['off']['retries_per_100'] for r in rows):.1f})"
+        )
+
+
+# The default's knobs (core/sizing/adaptive.py): the first rule's margin, how much cheaper another
+# rule must be to replace it, and the scores' half-life. The defaults are the middle values.
+KNOB_GRID = [
+    {"margins": (margin, 0.0, 0.05, 0.3), "switch_ratio": switch, "half_life_tasks": half_life}
+    for margin in (0.05, 0.15, 0.3)
+    for switch in (0.6, 0.8, 1.0)
+    for half_life in (25.0, 50.0, 100.0)
+]
+DEFAULT_KNOBS = next(  # the set equal to the strategy's defaults
+    i
+    for i, knobs in enumerate(KNOB_GRID)
+    if all(getattr(AdaptivePredictor(), k) == v for k, v in knobs.items())
+)
+
+
+def describe(knobs: dict[str, Any]) -> str:
+    return f"margin {knobs['margins'][0]:g}, switch {knobs['switch_ratio']:g}, half-life {knobs['half_life_tasks']:g}"
+
+
+def out_of_sample_section(report: dict[str, Any], history: str) -> None:
+    """The default's knobs chosen on all traces (in-sample) and, for each trace, on the other
+    traces only (leave one workflow out): its ratio to the best anchor either way."""
+    best = {
+        t["trace"]: t["strategies"][b[1]]["waste_gb_h"]
+        for t in report["traces"]
+        if (b := ratio_to_best_anchor(t))
+    }
+    paths = [path for path, waste in best.items() if waste > 0]
+    started = time.perf_counter()
+    wastes = knob_wastes(paths, ReplayConfig(history=history), KNOB_GRID)
+    ratios = [{path: w[path] / best[path] for path in paths} for w in wastes]
+    found = leave_one_out(ratios, DEFAULT_KNOBS)
+    seconds = time.perf_counter() - started
+    print(
+        f"\n## {DEFAULT_STRATEGY}'s knobs in-sample and leave-one-workflow-out, history={history} "
+        f"({len(KNOB_GRID)} settings x {len(paths)} traces, {seconds:.0f} s)\n"
+    )
+    held = {t: v["ratio"] for t, v in found["held_out"].items()}
+    rows = [
+        ("defaults (chosen on these traces earlier)", found["default"]),
+        (f"best on all traces: {describe(KNOB_GRID[found['in_sample']])}", ratios[found["in_sample"]]),
+        ("leave one workflow out (chosen on the others)", held),
+    ]
+    print("| knobs | ours / best anchor: median | geometric mean | worst | at most 1 |")
+    print("|---|---:|---:|---:|---:|")
+    for label, values in rows:
+        v = list(values.values())
+        print(
+            f"| {label} | {statistics.median(v):.3f} | {statistics.geometric_mean([max(x, 1e-9) for x in v]):.3f} | "
+            f"{max(v):.2f} | {sum(x <= 1 for x in v)} of {len(v)} |"
+        )
+    chosen = statistics.multimode(v["chosen"] for v in found["held_out"].values())
+    print(
+        f"\nSettings chosen most often when one trace is held out: {'; '.join(describe(KNOB_GRID[i]) for i in chosen)}"
+    )
+    worse = sorted((r, short(t)) for t, r in held.items() if r > 1)
+    print(
+        f"Held-out traces above the best anchor ({len(worse)}): "
+        + ", ".join(f"{t} {r:.2f}" for r, t in reversed(worse))
+    )
+
+
 def synthetic_section() -> None:
     config = ReplayConfig(history="sequential", cap_bytes=PHUNG_MACHINE_BYTES)
     print("\n## Phung's synthetic sets (2,000 tasks, 64 GB machine): WRR % / ATE %, measured vs published\n")
@@ -187,6 +291,8 @@ def main() -> int:
     if args.data.exists():
         report = traces_section(args.data, args.history)
         budget_section(report, args.history)
+        warm_start_section(report, args.history)
+        out_of_sample_section(report, args.history)
     else:
         print(f"{args.data} not found: trace section skipped")
     synthetic_section()

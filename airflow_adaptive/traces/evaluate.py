@@ -7,8 +7,10 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
+
+import numpy as np
 
 from airflow_adaptive.core.replay import ReplayConfig, TaskRun, replay
 from airflow_adaptive.core.sizing import ANCHORS, predictor_names
@@ -106,14 +108,16 @@ def evaluate(
     }
 
 
-def _results(args: list[tuple[Any, ...]], workers: int) -> Iterator[dict[str, Any]]:
+def _results(
+    args: list[tuple[Any, ...]], workers: int, job: Callable[..., dict[str, Any]] = _job
+) -> Iterator[dict[str, Any]]:
     """Every job's result, in the order of ``args``, from ``workers`` processes."""
     if workers <= 1:
-        yield from (_job(*a) for a in args)
+        yield from (job(*a) for a in args)
         return
     # spawn, not fork: the caller may hold threads (Airflow, SQLAlchemy pools) a fork would copy mid-lock
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for future in [pool.submit(_job, *a) for a in args]:
+        for future in [pool.submit(job, *a) for a in args]:
             yield future.result()
 
 
@@ -129,3 +133,72 @@ def ratio_to_best_anchor(trace: dict[str, Any], strategy: str = DEFAULT_STRATEGY
         return None
     best = min(anchors, key=lambda k: anchors[k])
     return (results[strategy]["waste_gb_h"] / anchors[best] if anchors[best] else float("inf")), best
+
+
+WARM_START_MODES = ("off", "within", "imported")
+
+
+def warm_start_comparison(
+    paths: Sequence[str], config: ReplayConfig, *, fmt: str = "auto"
+) -> list[dict[str, Any]]:
+    """The default strategy on each trace with warm starts off, on within the trace, and on after
+    every other trace of ``paths`` was imported (its families renamed ``<trace>:<family>``, so they
+    are other families: the same tools in other workflows or on other machines)."""
+    rows = []
+    for path in paths:
+        imported = [
+            replace(run, family=f"{other}:{run.family}")
+            for other in paths
+            if other != path
+            for run in _runs(other, fmt)
+        ]
+        row: dict[str, Any] = {"trace": path, "instances": len(_runs(path, fmt))}
+        for mode in WARM_START_MODES:
+            result = replay(
+                _runs(path, fmt),
+                DEFAULT_STRATEGY,
+                replace(config, warm_starts=mode != "off"),
+                imported=imported if mode == "imported" else (),
+            )
+            row[mode] = _curve_point(result.metrics())
+        rows.append(row)
+    return rows
+
+
+def _knob_job(
+    path: str, fmt: str, config: dict[str, Any], knobs: dict[str, Any], index: int
+) -> dict[str, Any]:
+    result = replay(_runs(path, fmt), DEFAULT_STRATEGY, ReplayConfig(**config), **knobs)
+    return {"trace": path, "index": index, "waste_gb_h": result.metrics()["waste_gb_h"]}
+
+
+def knob_wastes(
+    paths: Sequence[str], config: ReplayConfig, grid: Sequence[dict[str, Any]], *, fmt: str = "auto"
+) -> list[dict[str, float]]:
+    """The default strategy's waste (GB·h) on every trace under each set of parameters of ``grid``
+    (one dict of trace -> waste per set), replayed in parallel processes."""
+    # trace-major, so that a worker replays one trace under every set while it is cached
+    args = [(path, fmt, asdict(config), knobs, i) for path in paths for i, knobs in enumerate(grid)]
+    workers = min(len(args), os.cpu_count() or 1)
+    wastes: list[dict[str, float]] = [{} for _ in grid]
+    for out in _results(args, workers, _knob_job):
+        wastes[out["index"]][out["trace"]] = out["waste_gb_h"]
+    return wastes
+
+
+def leave_one_out(ratios: Sequence[dict[str, float]], default: int) -> dict[str, Any]:
+    """From each parameter set's ratio to the best anchor per trace: the in-sample choice (the set
+    with the lowest geometric mean over all traces) and, for each trace, the ratio under the set
+    chosen on the *other* traces only (leave one workflow out), beside the default set's."""
+    traces = list(ratios[default])
+
+    def gmean(i: int, skip: str | None = None) -> float:
+        values = [max(ratios[i][t], 1e-9) for t in traces if t != skip]
+        return float(np.exp(np.mean(np.log(values))))
+
+    in_sample = min(range(len(ratios)), key=gmean)
+    held_out = {}
+    for trace in traces:
+        chosen = min(range(len(ratios)), key=lambda i: gmean(i, trace))
+        held_out[trace] = {"chosen": chosen, "ratio": ratios[chosen][trace]}
+    return {"in_sample": in_sample, "held_out": held_out, "default": {t: ratios[default][t] for t in traces}}
