@@ -70,8 +70,11 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
     "min_cpu": ("string", "100m", "Smallest CPU request ``size_cpu`` sets (a Kubernetes CPU quantity)."),
     "oom_retry_policy": (
         "string",
-        "double",
-        "Memory for the try after an OOM kill: ``double`` or ``vpa-bump`` (max(+100 MiB, x1.2)).",
+        "strategy",
+        "Memory for the try after an OOM kill: ``strategy`` (the sizing strategy's own retry: ``adaptive`` "
+        "takes the cheapest of doubling, the VPA bump, its largest peak + 15 % and quantiles of its peaks "
+        "above the killed limit, replayed on those peaks; doubling for the others), ``double`` or "
+        "``vpa-bump`` (max(+100 MiB, x1.2)).",
     ),
     "max_allocatable_memory": (
         "string",

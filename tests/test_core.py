@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -83,8 +84,10 @@ def test_oom_kill_in_history_counts_as_a_bumped_lower_bound() -> None:
 
 def test_previous_oom_escalates_by_the_retry_policy_and_is_capped() -> None:
     killed = obs(None, reason=ExitReason.OOM_KILLED, limit=4 * GIB, try_number=1)
-    doubled = decide_memory([], USER, SETTINGS, previous_attempt=killed)
+    doubled = decide_memory([], USER, replace(SETTINGS, retry_policy="double"), previous_attempt=killed)
     assert doubled.memory_request_bytes == 8 * GIB and doubled.strategy.endswith("+double")
+    cold = decide_memory([], USER, SETTINGS, previous_attempt=killed)  # a cold strategy's own retry doubles
+    assert cold.memory_request_bytes == 8 * GIB and cold.strategy == "adaptive+strategy"
     bumped = decide_memory([], USER, SizingSettings(retry_policy="vpa-bump"), previous_attempt=killed)
     assert bumped.memory_request_bytes == int(4 * GIB * 1.2)
     capped = decide_memory([], USER, SizingSettings(cap_bytes=6 * GIB), previous_attempt=killed)

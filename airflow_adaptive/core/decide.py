@@ -10,7 +10,7 @@ from .rollup import is_usable_sample
 from .sizing import Predictor, Sample, get_retry_policy, make_predictor
 from .sizing.adaptive import MAX_OOM_RATE
 from .sizing.base import RequestRatioPrior
-from .sizing.retry import vpa_bump
+from .sizing.retry import STRATEGY_RETRY, RetryPolicy, vpa_bump
 from .sizing.similar import Donor, borrowed_allocation
 from .units import format_bytes
 
@@ -23,7 +23,7 @@ class SizingSettings:
     min_observations: int = 1
     floor_bytes: int = 64 * MIB
     cap_bytes: int = 64 * 1024 * MIB
-    retry_policy: str = "double"
+    retry_policy: str = STRATEGY_RETRY
     limit_to_request_ratio: float = 1.0
     max_oom_rate: float = MAX_OOM_RATE  # the OOM-kill budget of strategies that take one
     warm_starts: bool = True  # a cold family borrows a similar family's model (sizing/similar.py)
@@ -170,7 +170,10 @@ def decide_with(
         details["borrowed_from"] = fitted.donor.family
     if previous_attempt is not None and previous_attempt.oom_killed:
         killed_at = _killed_at(previous_attempt, user)
-        return _escalate(previous_attempt, killed_at, predicted, basis, fitted.samples, settings, details)
+        retry = _retry_rule(fitted.predictor, settings.retry_policy, input_size_bytes, user.request_bytes)
+        return _escalate(
+            previous_attempt, killed_at, predicted, basis, fitted.samples, settings, details, retry
+        )
 
     if predicted is None:
         return Decision(
@@ -192,6 +195,16 @@ def decide_with(
     )
 
 
+def _retry_rule(
+    predictor: Predictor, policy: str, input_size_bytes: int | None, request_bytes: int | None
+) -> RetryPolicy:
+    """The configured retry policy; ``strategy``: the fitted strategy's own retry (``adaptive``
+    picks the cheapest of doubling, the VPA bump and its history's peaks above the killed limit)."""
+    if policy != STRATEGY_RETRY:
+        return get_retry_policy(policy)
+    return lambda killed_at: predictor.retry(killed_at, input_size_bytes, request_bytes)
+
+
 def _escalate(
     previous: Observation,
     killed_at: int | None,
@@ -200,6 +213,7 @@ def _escalate(
     samples: int,
     settings: SizingSettings,
     details: dict[str, float | int | str | None],
+    retry: RetryPolicy,
 ) -> Decision:
     """After an OOM kill: the retry policy from the killed limit (or history, if higher), capped.
 
@@ -214,7 +228,7 @@ def _escalate(
         why += f"twice what history says ({basis})" if predicted else "no history: the largest allocatable"
         why += f" -> request {format_bytes(request)}"
     else:
-        escalated = get_retry_policy(settings.retry_policy)(killed_at)
+        escalated = retry(killed_at)
         target = max(escalated, predicted or 0)
         request = min(target, cap)
         why = (
@@ -223,7 +237,7 @@ def _escalate(
         )
         if predicted is not None:
             why += f"; history says {format_bytes(predicted)} ({basis})"
-        if target > cap:
+        if target >= cap:  # a bounded strategy may already answer with the cap itself
             why += f"; capped at the largest allocatable {format_bytes(cap)}"
         details["killed_at_bytes"] = killed_at
     strategy = f"{settings.strategy}+{settings.retry_policy}"

@@ -40,6 +40,7 @@ from .base import (
     retry_waste,
     runtimes,
 )
+from .retry import vpa_bump
 
 
 def _identity(x: np.ndarray) -> np.ndarray:
@@ -47,6 +48,8 @@ def _identity(x: np.ndarray) -> np.ndarray:
 
 
 MAX_OOM_RATE = 0.02  # the default OOM-kill budget, kills per task
+MIN_PEAKS_ABOVE = 3  # peaks above a killed limit before the retry is chosen among candidates
+RETRY_QUANTILES = (0.5, 0.9, 1.0)  # of the peaks above a killed limit: retry candidates
 
 Transform = Callable[[np.ndarray], np.ndarray]
 SIZE_MODELS: tuple[tuple[str, Transform], ...] = (("input size", _identity), ("log input size", np.log1p))
@@ -169,7 +172,7 @@ class AdaptivePredictor(Predictor):
         self.pieces_ = self._pieces(r, x)
         self.best_, self.within_budget_ = self._choose(scores, self.oom_rates(), r.size - 1)
         self.rule_ = names[self.best_]
-        self.peaks_, self.inputs_ = r, x
+        self.peaks_, self.inputs_, self.runtimes_ = r, x, t
 
     def oom_rates(self) -> np.ndarray:
         """Each rule's OOM kills per task over the decayed replay (0 before any task is scored)."""
@@ -216,6 +219,31 @@ class AdaptivePredictor(Predictor):
         if self.inputs_ is not None:
             x_next = float(input_size_bytes) if input_size_bytes is not None else float(self.inputs_.mean())
         return float(self._apply(*self.pieces_, x_next)[self.best_])
+
+    def _retry(self, failed_bytes: int, input_size_bytes: int | None) -> float:
+        """After an OOM kill at ``failed_bytes``, the cheapest of doubling, the VPA bump, the largest
+        peak + the first margin and quantiles of the peaks above the killed limit, each charged on
+        the family's peaks above that limit as a first try is (``retry_waste``, same decay): a family
+        whose peaks are bimodal goes to its upper mode instead of doubling twice. Doubling while
+        fewer than ``MIN_PEAKS_ABOVE`` peaks lie above."""
+        above = np.flatnonzero(self.peaks_ > failed_bytes)
+        if above.size < MIN_PEAKS_ABOVE:
+            return 2.0 * failed_bytes
+        peaks, runtimes = self.peaks_[above], self.runtimes_[above]
+        ages = (0.5 ** (1.0 / self.half_life_tasks)) ** (self.peaks_.size - 1 - above)
+        candidates = np.array(
+            [
+                2.0 * failed_bytes,
+                float(vpa_bump(failed_bytes)),
+                float(self.peaks_.max()) * (1.0 + self.margins[0]),
+                *np.quantile(peaks, RETRY_QUANTILES),
+            ]
+        )
+        costs = [
+            ages @ retry_waste(np.full(peaks.size, c), peaks, runtimes, self.time_to_failure)
+            for c in candidates
+        ]
+        return float(candidates[int(np.argmin(costs))])
 
     def details(self) -> dict[str, float | int | str | None]:
         return {

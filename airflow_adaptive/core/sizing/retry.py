@@ -21,6 +21,7 @@ def vpa_bump(killed_at_bytes: int) -> int:
     return max(killed_at_bytes + 100 * MIB, int(killed_at_bytes * 1.2))
 
 
+STRATEGY_RETRY = "strategy"  # not a policy of its own: the sizing strategy's ``retry`` answers
 RETRY_POLICIES: Registry[RetryPolicy] = Registry("OOM retry policy")
 RETRY_POLICIES.register("double", double)
 RETRY_POLICIES.register("vpa-bump", vpa_bump)
