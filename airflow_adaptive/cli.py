@@ -10,7 +10,12 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from airflow_adaptive.core.priority import PriorityChoice
-from airflow_adaptive.exceptions import AdaptiveError, ClusterUnavailableError, InvalidQuantityError
+from airflow_adaptive.exceptions import (
+    AdaptiveError,
+    ClusterUnavailableError,
+    InvalidQuantityError,
+    InvalidSettingError,
+)
 from airflow_adaptive.history_cli import add_history_commands, open_cli_store, print_json
 from airflow_adaptive.nodes_cli import add_node_commands
 from airflow_adaptive.simulation.cli import add_simulate_command
@@ -138,7 +143,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
             cap_bytes=args.cap_bytes,
             refit_growth=args.refit_growth,
         )
-    except ValueError as err:
+    except InvalidSettingError as err:
         raise AdaptiveError(f"replay: {err}") from None
     with Progress(transient=True, disable=not sys.stderr.isatty()) as progress:
         bar = progress.add_task("replaying", total=None)

@@ -41,3 +41,11 @@ class ClusterUnavailableError(AdaptiveError):
 
 class InvalidConfigError(AdaptiveError, ValueError):
     """An ``[adaptive]`` option has a value the provider cannot use."""
+
+
+class InvalidSettingError(AdaptiveError, ValueError):
+    """A setting of a replay, a simulation or a strategy is out of range or names nothing known."""
+
+
+class InvalidProfileError(AdaptiveError, ValueError):
+    """Node profiles that cannot be grouped (none, duplicate names, no shared or finite benchmark)."""

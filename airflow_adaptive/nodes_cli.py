@@ -60,12 +60,9 @@ def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
                 "no node profiles in the store: pass --profiles FILE or run the profiling DAG"
             )
     previous = {n.name: n.group_id for n in stored if n.group_id is not None}  # ids kept: no label churn
-    try:
-        grouping = group_nodes(profiles, random_state=args.seed, previous=previous)
-    except ValueError as err:
-        if isinstance(err, AdaptiveError):
-            raise
-        raise AdaptiveError(str(err)) from None
+    grouping = group_nodes(
+        profiles, random_state=args.seed, previous=previous
+    )  # InvalidProfileError: one line
     if args.store:
         open_cli_store().save_nodes(profiles, grouping)
     if args.json:

@@ -14,7 +14,7 @@ from airflow_adaptive.core.grouping import NodeProfile, group_nodes
 from airflow_adaptive.core.labels import FamilyDemand, interval_bounds, task_labels
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.core.placement import GroupView, PlacementEngine, TaremaScorer, TaskDemandView
-from airflow_adaptive.exceptions import InvalidCapabilityError, UnknownStrategyError
+from airflow_adaptive.exceptions import InvalidCapabilityError, InvalidSettingError, UnknownStrategyError
 from airflow_adaptive.kubernetes.pods import DECISION_ANNOTATION, GROUP_LABEL, PLACEMENT_ANNOTATION
 from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
 from tests.conftest import sql_store, validate_pod
@@ -26,7 +26,7 @@ def test_interval_bounds_follow_group_capacity() -> None:
     values = list(range(1, 101))
     # Two groups, the stronger twice the capacity: the lower third of demands goes to the weaker one.
     assert interval_bounds(values, [1, 2]) == pytest.approx(np.quantile(values, [1 / 3]))
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(InvalidSettingError, match="positive"):
         interval_bounds(values, [1, 0])
 
 

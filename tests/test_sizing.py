@@ -13,6 +13,7 @@ from airflow_adaptive.core.replay import ReplayConfig, TaskRun, default_cap_byte
 from airflow_adaptive.core.sizing import ANCHORS, base, make_predictor, predictor_names
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
 from airflow_adaptive.core.sizing.base import GIB, MIB, RequestRatioPrior, Sample, prefix_quantiles
+from airflow_adaptive.exceptions import InvalidSettingError
 
 CAP = 64 * GIB
 
@@ -245,9 +246,9 @@ def test_replay_is_deterministic_for_random_strategies() -> None:
 
 
 def test_bad_replay_settings_are_rejected() -> None:
-    with pytest.raises(ValueError, match="history"):
+    with pytest.raises(InvalidSettingError, match="history"):
         ReplayConfig(history="future")
-    with pytest.raises(ValueError, match="time_to_failure"):
+    with pytest.raises(InvalidSettingError, match="time_to_failure"):
         ReplayConfig(time_to_failure=0.0)
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..exceptions import InvalidSettingError
 from .sketch import LogHistogram, bucket_of, bucket_value
 
 TASK_FEATURES = ("cpu", "memory", "io")
@@ -38,7 +39,7 @@ def cumulative_shares(capacities: Sequence[float]) -> np.ndarray:
     """Where the groups' shares of capacity end, weakest first, without the final 1."""
     weights = np.asarray(capacities, dtype=float)
     if weights.size == 0 or (weights <= 0).any():
-        raise ValueError("group capacities must be positive")
+        raise InvalidSettingError("group capacities must be positive")
     return np.cumsum(weights / weights.sum())[:-1]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..exceptions import InvalidSettingError
 from .sketch import LogHistogram
 
 FAILURE_MODES = ("persevere", "postpone")
@@ -41,7 +42,7 @@ class FamilyProgress:
 
 def check_failure_mode(mode: str) -> str:
     if mode not in FAILURE_MODES:
-        raise ValueError(f"failure handling must be one of {', '.join(FAILURE_MODES)}, not {mode!r}")
+        raise InvalidSettingError(f"failure handling must be one of {', '.join(FAILURE_MODES)}, not {mode!r}")
     return mode
 
 

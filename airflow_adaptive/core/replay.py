@@ -15,6 +15,7 @@ import heapq
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from ..exceptions import InvalidSettingError
 from .learn import needs_refit
 from .sizing import Predictor, Sample, make_predictor
 from .sizing.adaptive import MAX_OOM_RATE
@@ -53,11 +54,11 @@ class ReplayConfig:
 
     def __post_init__(self) -> None:
         if self.history not in HISTORY_MODES:
-            raise ValueError(f"history must be one of {HISTORY_MODES}, not {self.history!r}")
+            raise InvalidSettingError(f"history must be one of {HISTORY_MODES}, not {self.history!r}")
         if not 0.0 < self.time_to_failure <= 1.0:
-            raise ValueError("time_to_failure must be in (0, 1]")
+            raise InvalidSettingError("time_to_failure must be in (0, 1]")
         if not 0.0 <= self.max_oom_rate <= 1.0:
-            raise ValueError("max_oom_rate must be in [0, 1]")
+            raise InvalidSettingError("max_oom_rate must be in [0, 1]")
 
 
 @dataclass

@@ -6,6 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from airflow_adaptive.exceptions import InvalidSettingError
+
 from .cluster import Cluster
 from .engine import PLACEMENTS, RunResult, Simulation
 from .params import DEFAULT_PARAMS, SIZINGS, SimParams
@@ -34,7 +36,9 @@ def parse_names(
         return list(known if everything is None else everything)
     unknown = [n for n in names if n not in known]
     if unknown or not names:
-        raise ValueError(f"unknown {what} {', '.join(unknown) or '(none)'}; known: {', '.join(known)}")
+        raise InvalidSettingError(
+            f"unknown {what} {', '.join(unknown) or '(none)'}; known: {', '.join(known)}"
+        )
     return list(dict.fromkeys(names))
 
 

@@ -29,6 +29,7 @@ from airflow_adaptive.core.priority import class_tier
 from airflow_adaptive.core.replay import GB_H, FamilyModels
 from airflow_adaptive.core.sizing import Sample, make_predictor
 from airflow_adaptive.core.sketch import LogHistogram
+from airflow_adaptive.exceptions import InvalidSettingError
 
 from .bounds import runtime_on
 from .cluster import Cluster, SimNode
@@ -85,7 +86,9 @@ class Simulation:
     ) -> None:
         self.base = placement.removesuffix(LOCALITY)
         if self.base not in PLACEMENTS:
-            raise ValueError(f"unknown placement {placement!r}; known: {', '.join(PLACEMENTS)} (+locality)")
+            raise InvalidSettingError(
+                f"unknown placement {placement!r}; known: {', '.join(PLACEMENTS)} (+locality)"
+            )
         self.strategy = SIZINGS.get(sizing)  # the provider's sizing strategy this sizing runs
         self.cluster, self.workload, self.params = cluster, workload, params
         self.placement, self.sizing = placement, sizing

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.registry import Registry
 from airflow_adaptive.core.units import GIB
+from airflow_adaptive.exceptions import InvalidSettingError
 
 HISTORY_MODES = ("prior-run", "online")
 SIZINGS: Registry[str] = Registry("sizing")  # the simulator's sizings: the provider's strategy each runs
@@ -65,22 +66,22 @@ class SimParams:
 
     def __post_init__(self) -> None:
         if self.history not in HISTORY_MODES:
-            raise ValueError(f"history must be one of {HISTORY_MODES}, not {self.history!r}")
+            raise InvalidSettingError(f"history must be one of {HISTORY_MODES}, not {self.history!r}")
         if not 0.0 < self.time_to_failure <= 1.0:
-            raise ValueError("time_to_failure must be in (0, 1]")
+            raise InvalidSettingError("time_to_failure must be in (0, 1]")
         if self.interference_per_task < 0 or self.pod_startup_s < 0:
-            raise ValueError("interference and pod start-up time cannot be negative")
+            raise InvalidSettingError("interference and pod start-up time cannot be negative")
         if (
             min(
                 self.shared_read_bytes_per_s, self.local_disk_read_bytes_per_s, self.ram_disk_read_bytes_per_s
             )
             <= 0
         ):
-            raise ValueError("read bandwidths must be positive")
+            raise InvalidSettingError("read bandwidths must be positive")
         if self.local_disk_bytes < 0 or self.ram_disk_bytes < 0:
-            raise ValueError("cache sizes cannot be negative")
+            raise InvalidSettingError("cache sizes cannot be negative")
         if self.max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
+            raise InvalidSettingError("max_attempts must be at least 1")
 
 
 DEFAULT_PARAMS = SimParams()

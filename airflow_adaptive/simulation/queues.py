@@ -21,6 +21,7 @@ import heapq
 from collections.abc import Callable, Sequence
 
 from airflow_adaptive.core.priority import FamilyProgress, lff_key
+from airflow_adaptive.exceptions import InvalidSettingError
 
 from .workload import SimTask, Workload
 
@@ -52,7 +53,7 @@ class PendingQueue:
         class_tier: Callable[[str], int] = lambda family: 0,
     ) -> None:
         if order not in QUEUE_ORDERS:
-            raise ValueError(f"unknown queue order {order!r}; known: {', '.join(QUEUE_ORDERS)}")
+            raise InvalidSettingError(f"unknown queue order {order!r}; known: {', '.join(QUEUE_ORDERS)}")
         self.order = order
         self.tasks: Sequence[SimTask] = workload.tasks
         self.successes = successes

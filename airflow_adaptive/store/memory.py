@@ -24,7 +24,7 @@ from airflow_adaptive.core.nodes import StoredNode
 from airflow_adaptive.core.normalise import fit_key, fit_task_key
 from airflow_adaptive.core.priority import FamilyProgress
 from airflow_adaptive.core.rollup import DayKey, DayTotals, Distributions, FamilyRollup
-from airflow_adaptive.exceptions import HistoryUnavailableError
+from airflow_adaptive.exceptions import HistoryUnavailableError, InvalidSettingError
 from airflow_adaptive.store.api import (
     FAMILY_SORTS,
     FamilyState,
@@ -199,7 +199,7 @@ class InMemoryHistoryStore:
         offset: int = 0,
     ) -> tuple[list[FamilyTotals], int]:
         if sort not in FAMILY_SORTS:
-            raise ValueError(f"sort must be one of {', '.join(FAMILY_SORTS)}")
+            raise InvalidSettingError(f"sort must be one of {', '.join(FAMILY_SORTS)}")
         by_family: dict[str, FamilyTotals] = {}
         for (family, _, day), t in self._matching(query):
             known = by_family.get(family)

@@ -10,6 +10,7 @@ from sqlalchemy import Connection, func, select
 
 from airflow_adaptive.core.normalise import fit_key
 from airflow_adaptive.core.rollup import DayTotals
+from airflow_adaptive.exceptions import InvalidSettingError
 from airflow_adaptive.store.api import FAMILY_SORTS, FamilyTotals, TotalsQuery
 from airflow_adaptive.store.tables import family_day
 
@@ -51,7 +52,7 @@ def family_totals(
     conn: Connection, query: TotalsQuery, sort: str, descending: bool, limit: int, offset: int
 ) -> tuple[list[FamilyTotals], int]:
     if sort not in FAMILY_SORTS:
-        raise ValueError(f"sort must be one of {', '.join(FAMILY_SORTS)}")
+        raise InvalidSettingError(f"sort must be one of {', '.join(FAMILY_SORTS)}")
     sums = [func.sum(family_day.c[n]).label(n) for n in _NUMBERS]
     last = func.max(family_day.c.day).label("last_day")
     grouped = (

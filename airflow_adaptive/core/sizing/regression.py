@@ -10,6 +10,7 @@ from scipy.optimize import minimize
 from statsmodels.regression.quantile_regression import QuantReg
 from statsmodels.tools.sm_exceptions import IterationLimitWarning
 
+from ...exceptions import InvalidSettingError
 from ..units import format_bytes
 from .base import (
     Predictor,
@@ -54,7 +55,7 @@ class LinearRegressionPredictor(Predictor):
 
     def _fit(self, samples: Sequence[Sample]) -> None:
         if self.offset not in OFFSETS:
-            raise ValueError(f"offset must be one of {OFFSETS}, not {self.offset!r}")
+            raise InvalidSettingError(f"offset must be one of {OFFSETS}, not {self.offset!r}")
         y = peaks(samples)
         x = _inputs(samples)
         if x is None:
