@@ -138,13 +138,14 @@ class Advisor:
         if key.try_number <= 1:
             return None
         try:
+            if run_id_of is None:  # the run id is known exactly: one row by its key
+                return self._store().attempt(replace(key, try_number=key.try_number - 1))
             candidates = self._store().attempts_for_try(key.dag_id, key.task_id, key.try_number - 1)
         except HistoryUnavailableError as err:
             self._unavailable(err)
             return None
         for obs in candidates:
-            run = run_id_of(obs.key.run_id) if run_id_of else obs.key.run_id
-            if run == key.run_id and obs.key.map_index == key.map_index:
+            if run_id_of(obs.key.run_id) == key.run_id and obs.key.map_index == key.map_index:
                 return obs
         return None
 
@@ -162,8 +163,8 @@ class Advisor:
         try:
             state = self._family(task_family)
             prior = None if state else HistogramRatioPrior(self._all_distributions().request_ratios)
-            if previous_attempt is None and key is not None and key.try_number > 1:
-                previous_attempt = self._store().attempt(replace(key, try_number=key.try_number - 1))
+            if previous_attempt is None and key is not None:
+                previous_attempt = self.previous_try(key)
             fitted = self._fitted(task_family, state)
             if (
                 fitted.samples == 0

@@ -214,3 +214,19 @@ def test_a_missing_capability_waits_in_the_triggerer_not_in_a_worker(
     assert by_trigger >= 10 and by_trigger > 5 * (len(polls) - by_trigger)
     (row,) = stored(engine, "e2e.pending")  # the try is recorded, with nothing measured
     assert (row.exit_reason, row.peak_memory_bytes, row.node_name) == ("Unschedulable", None, None)
+
+
+def test_a_killed_task_records_nothing(engine: Any) -> None:
+    """``on_kill`` (Airflow's public hook) marks the try: its pod's state says nothing about memory."""
+    from types import SimpleNamespace
+
+    from kubernetes.client import models as k8s
+
+    from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
+
+    op = AdaptiveKubernetesPodOperator(task_id="t", image="busybox", on_kill_action="keep_pod")
+    context = {"ti": SimpleNamespace(dag_id="d", task_id="t", run_id="r", map_index=-1, try_number=1)}
+    finished = k8s.V1Pod(metadata=k8s.V1ObjectMeta(name="p"), status=k8s.V1PodStatus(phase="Succeeded"))
+    assert op._record(finished, context) is not None  # recorded while not killed
+    op.on_kill()
+    assert op._record(finished, context) is None

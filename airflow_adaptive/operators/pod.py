@@ -109,6 +109,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         self.shared_inputs = list(shared_inputs or [])
         self.input_size_bytes = input_size_bytes
         self.adaptive = adaptive
+        self._adaptive_killed = False
         # The policy leaves pods that carry this label to the operator.
         self.labels = {**(self.labels or {}), MANAGED_LABEL: "operator"}
         resources = self.container_resources
@@ -269,7 +270,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
 
     def _record(self, remote_pod: k8s.V1Pod | None, context: Any) -> Observation | None:
         key = task_key(context)
-        if remote_pod is None or key is None or self._killed:
+        if remote_pod is None or key is None or self._adaptive_killed:
             return None
         annotations = (remote_pod.metadata.annotations if remote_pod.metadata else None) or {}
         observation = observe_pod(
@@ -289,6 +290,10 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         except Exception as err:  # where inputs are cached is soft state: a later pod misses
             warn_once(f"input cache report not recorded ({type(err).__name__})")
         return observation
+
+    def on_kill(self) -> None:
+        self._adaptive_killed = True  # a killed task's pod says nothing about its memory: not recorded
+        super().on_kill()
 
     def _oom_error(self, observation: Observation) -> AirflowException:
         limit = observation.memory_limit_bytes
