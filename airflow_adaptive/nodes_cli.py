@@ -16,7 +16,7 @@ def cmd_profile_node(args: argparse.Namespace, out: TextIO) -> int:
 
     from rich.progress import Progress
 
-    from airflow_adaptive.profiling.profiler import ProfilerSettings, profile_node, steps
+    from airflow_adaptive.nodebench.profiler import ProfilerSettings, profile_node, steps
 
     if args.repeats < 1:
         raise AdaptiveError(f"profile-node: --repeats must be at least 1, not {args.repeats}")
@@ -48,7 +48,7 @@ def cmd_profile_node(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.core.grouping import group_nodes
-    from airflow_adaptive.profiling.files import grouping_json, load_profiles
+    from airflow_adaptive.nodebench.files import grouping_json, load_profiles
 
     stored = open_cli_store().nodes() if args.store or not args.profiles else []
     if args.profiles:

@@ -21,7 +21,7 @@ LAYERS = {
     "airflow_adaptive.provider_info": 3.5,  # the config section it declares
     "airflow_adaptive.store": 4,  # observe and store
     "airflow_adaptive.traces": 4,
-    "airflow_adaptive.profiling": 4,
+    "airflow_adaptive.nodebench": 4,
     "airflow_adaptive.kubernetes": 4,  # apply and observe, on pods and nodes
     "airflow_adaptive.advisor": 5,  # the one orchestrator: store -> decide
     "airflow_adaptive.simulation": 5,

@@ -12,8 +12,8 @@ import pytest
 
 from airflow_adaptive.cli import main
 from airflow_adaptive.core.grouping import BENCHMARK_FEATURES
-from airflow_adaptive.profiling.files import ProfileFormatError, load_profiles
-from airflow_adaptive.profiling.profiler import ProfilerError, ProfilerSettings, profile_node
+from airflow_adaptive.nodebench.files import ProfileFormatError, load_profiles
+from airflow_adaptive.nodebench.profiler import ProfilerError, ProfilerSettings, profile_node
 
 HAVE_TOOLS = bool(shutil.which("sysbench") and shutil.which("fio"))
 REQUIRED = os.environ.get("ADAPTIVE_REQUIRE_PROFILER") == "1"

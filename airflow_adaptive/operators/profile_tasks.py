@@ -7,7 +7,7 @@ from typing import Any
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.grouping import group_nodes
 from airflow_adaptive.kubernetes.nodes import label_patch
-from airflow_adaptive.profiling.files import grouping_json, profile_from_json
+from airflow_adaptive.nodebench.files import grouping_json, profile_from_json
 from airflow_adaptive.store.access import open_store
 
 
