@@ -125,9 +125,9 @@ def _configured_oom_rate() -> float:
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     from rich.progress import Progress
 
-    from airflow_adaptive.core.replay import ReplayConfig
+    from airflow_adaptive.evaluation.replay import ReplayConfig
+    from airflow_adaptive.evaluation.report import BUDGETS, DEFAULT_STRATEGY, evaluate
     from airflow_adaptive.exceptions import TraceFormatError
-    from airflow_adaptive.traces.evaluate import BUDGETS, DEFAULT_STRATEGY, evaluate
     from airflow_adaptive.traces.load import expand_paths
 
     traces, ignored = expand_paths(args.traces)
@@ -158,9 +158,9 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
             budgets=BUDGETS if args.budget_sweep else (),
         )
     if args.plot:
-        from airflow_adaptive.traces.plots import write_plots
+        from airflow_adaptive.plots import write_replay_plots
 
-        for picture in write_plots(report, args.plot):
+        for picture in write_replay_plots(report, args.plot):
             print(f"wrote {picture}", file=sys.stderr)
     report.pop("_allocations", None)
     if args.json:
@@ -175,7 +175,7 @@ def _print_replay(report: dict[str, Any], out: TextIO) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from airflow_adaptive.traces.evaluate import DEFAULT_STRATEGY, ratio_to_best_anchor
+    from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY, ratio_to_best_anchor
 
     for trace in report["traces"]:
         left_out = trace["skipped"]["rows"]
@@ -246,7 +246,7 @@ def _add_decision_commands(sub: Any) -> None:
 
 
 def _add_replay_command(sub: Any) -> None:
-    from airflow_adaptive.core.replay import HISTORY_MODES
+    from airflow_adaptive.evaluation.replay import HISTORY_MODES
     from airflow_adaptive.traces.load import FORMATS
 
     rep = sub.add_parser("replay", help="replay traces through sizing strategies and compare their waste")

@@ -22,7 +22,8 @@ from airflow_adaptive.core.locality import (
 from airflow_adaptive.core.telemetry import parse_stage_report
 from airflow_adaptive.core.units import format_bytes
 from airflow_adaptive.failopen import warn_once
-from airflow_adaptive.kubernetes.pods import prefer, terminated_state
+from airflow_adaptive.kubernetes.apply import prefer
+from airflow_adaptive.kubernetes.observe import terminated_state
 from airflow_adaptive.kubernetes.staging import HOSTNAME_LABEL, STAGE_CONTAINER, apply_staging, declared_in
 
 _stat_pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="adaptive-stat")

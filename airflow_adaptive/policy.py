@@ -54,10 +54,10 @@ def mutate(pod: k8s.V1Pod) -> None:
 
     from airflow_adaptive.advisor import Advisor
     from airflow_adaptive.config import get_settings
+    from airflow_adaptive.kubernetes.apply import apply_decision
     from airflow_adaptive.kubernetes.pods import (
         MANAGED_LABEL,
         OPT_OUT_LABEL,
-        apply_decision,
         cpu_limit_of,
         find_container,
         memory_of,

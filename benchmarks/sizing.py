@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_adaptive.core.replay import ReplayConfig, replay
 from airflow_adaptive.core.sizing import ANCHORS
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
-from airflow_adaptive.traces.evaluate import (
+from airflow_adaptive.evaluation.replay import ReplayConfig, replay
+from airflow_adaptive.evaluation.report import (
     DEFAULT_STRATEGY,
     WARM_START_MODES,
     evaluate,
@@ -28,8 +28,8 @@ from airflow_adaptive.traces.evaluate import (
     ratio_to_best_anchor,
     warm_start_comparison,
 )
+from airflow_adaptive.evaluation.synthetic import PHUNG_MACHINE_BYTES, PHUNG_SETS, phung, witt_linear
 from airflow_adaptive.traces.load import expand_paths
-from airflow_adaptive.traces.synthetic import PHUNG_MACHINE_BYTES, PHUNG_SETS, phung, witt_linear
 
 ROOT = Path(__file__).resolve().parents[1]
 # Phung et al. Table I (WRR %) and Table II (ATE %), per synthetic set.

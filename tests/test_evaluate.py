@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_adaptive.traces.evaluate import leave_one_out
+from airflow_adaptive.evaluation.report import leave_one_out
 
 
 def test_a_held_out_trace_is_scored_by_the_setting_chosen_on_the_others() -> None:

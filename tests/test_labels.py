@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 from kubernetes.client import models as k8s
 
 from airflow_adaptive.core.model import Decision
-from airflow_adaptive.kubernetes.pods import FAMILY_LABEL, apply_decision, label_value
+from airflow_adaptive.kubernetes.apply import apply_decision
+from airflow_adaptive.kubernetes.pods import FAMILY_LABEL, label_value
 from tests.conftest import check_label_syntax, validate_pod
 
 

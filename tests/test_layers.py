@@ -16,16 +16,18 @@ LAYERS = {
     "airflow_adaptive.core": 1,  # pure policy
     "airflow_adaptive.kubernetes.quantity": 2,  # the Kubernetes quantity grammar, by the client library
     "airflow_adaptive.failopen": 2,
-    "airflow_adaptive.plotting": 2,
     "airflow_adaptive.config": 3,  # settings read once at the edge
     "airflow_adaptive.provider_info": 3.5,  # the config section it declares
     "airflow_adaptive.store": 4,  # observe and store
+    "airflow_adaptive.evaluation": 3.8,  # replay and synthetic task sets: evaluation, on core only
     "airflow_adaptive.traces": 4,
+    "airflow_adaptive.evaluation.report": 4.5,  # replays trace files side by side
     "airflow_adaptive.nodebench": 4,
     "airflow_adaptive.kubernetes": 4,  # apply and observe, on pods and nodes
     "airflow_adaptive.advisor": 5,  # the one orchestrator: store -> decide
     "airflow_adaptive.simulation": 5,
     "airflow_adaptive.locality": 5.5,
+    "airflow_adaptive.plots": 5.5,  # PNG reports of replays and simulations
     "airflow_adaptive.priority": 5.5,
     "airflow_adaptive.operators": 6,  # Airflow's entry points, thin
     "airflow_adaptive.policy": 6,

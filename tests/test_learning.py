@@ -21,10 +21,10 @@ from airflow_adaptive.core.model import (
     TaskKey,
     Usage,
 )
-from airflow_adaptive.core.replay import FamilySizer
 from airflow_adaptive.core.rollup import FamilyRollup, contribution
 from airflow_adaptive.core.sizing import make_predictor, predictor_names
 from airflow_adaptive.core.sketch import LogHistogram
+from airflow_adaptive.evaluation.replay import FamilySizer
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 

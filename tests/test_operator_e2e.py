@@ -11,12 +11,11 @@ import pytest
 from airflow.providers.cncf.kubernetes.pod_generator import make_safe_label_value
 from sqlalchemy import select
 
+from airflow_adaptive.core.units import MIB
 from airflow_adaptive.kubernetes.pods import DECISION_ANNOTATION, FAMILY_LABEL
 from airflow_adaptive.store.tables import task_attempt
 from tests.conftest import validate_pod
 from tests.fake_kubernetes import FakeKubernetesApi
-
-MIB = 1024**2
 
 DAG_TEMPLATE = """
 from datetime import datetime, timedelta

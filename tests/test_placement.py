@@ -14,12 +14,11 @@ from airflow_adaptive.core.grouping import NodeProfile, group_nodes
 from airflow_adaptive.core.labels import FamilyDemand, interval_bounds, task_labels
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.core.placement import GroupView, PlacementEngine, TaremaScorer, TaskDemandView
+from airflow_adaptive.core.units import GIB
 from airflow_adaptive.exceptions import InvalidCapabilityError, InvalidSettingError, UnknownStrategyError
 from airflow_adaptive.kubernetes.pods import DECISION_ANNOTATION, GROUP_LABEL, PLACEMENT_ANNOTATION
 from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
 from tests.conftest import sql_store, validate_pod
-
-GIB = 1024**3
 
 
 def test_interval_bounds_follow_group_capacity() -> None:

@@ -14,13 +14,13 @@ from sqlalchemy import select, text, update
 
 from airflow_adaptive import priority as lff
 from airflow_adaptive.core.model import GIB
+from airflow_adaptive.core.units import MIB
 from airflow_adaptive.kubernetes import priority as classes
 from airflow_adaptive.kubernetes.pods import PRIORITY_ANNOTATION
 from tests.conftest import sql_store, validate_pod
 from tests.factories import attempt
 from tests.fake_kubernetes import FakeKubernetesApi
 
-MIB = 1024**2
 DAG = """
 from datetime import datetime
 from airflow.sdk import DAG

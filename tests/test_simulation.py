@@ -10,20 +10,20 @@ from pathlib import Path
 
 import pytest
 
-from airflow_adaptive.core.replay import GB_H
+from airflow_adaptive.core.units import GIB
+from airflow_adaptive.evaluation.replay import GB_H
 from airflow_adaptive.exceptions import SimulationInputError, TraceFormatError
 from airflow_adaptive.simulation.bounds import lower_bound_s
 from airflow_adaptive.simulation.cluster import Cluster, SimNode, load_cluster, preset
 from airflow_adaptive.simulation.compare import compare
 from airflow_adaptive.simulation.engine import PLACEMENTS, RunResult, Simulation
 from airflow_adaptive.simulation.params import SimParams
+from airflow_adaptive.simulation.pegasus import KINDS, pegasus_workload
 from airflow_adaptive.simulation.sources import load_workload, lotaru_workload
-from airflow_adaptive.simulation.synthetic import KINDS, pegasus_workload
 from airflow_adaptive.simulation.workload import SimTask, Workload, concurrent_runs
 from tests.conftest import SHARED_DATA
 from tests.factories import PLAIN, node, task
 
-GIB = 1024**3
 # No start-up time, no interference, no CPU sharing, nodes in the given order: runtimes are exact.
 
 

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_adaptive.core.replay import ReplayConfig, TaskRun, default_cap_bytes, replay
 from airflow_adaptive.core.sizing import ANCHORS, base, make_predictor, predictor_names
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
 from airflow_adaptive.core.sizing.base import GIB, MIB, RequestRatioPrior, Sample, prefix_quantiles
+from airflow_adaptive.evaluation.replay import ReplayConfig, TaskRun, default_cap_bytes, replay
 from airflow_adaptive.exceptions import InvalidSettingError
 
 CAP = 64 * GIB

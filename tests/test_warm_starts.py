@@ -10,9 +10,9 @@ import pytest
 from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.model import GIB, MemoryRequest
-from airflow_adaptive.core.replay import ReplayConfig, TaskRun, replay
 from airflow_adaptive.core.sizing import Sample, make_predictor
 from airflow_adaptive.core.sizing.similar import borrowed_allocation, pick_donor, similarity, task_name
+from airflow_adaptive.evaluation.replay import ReplayConfig, TaskRun, replay
 from airflow_adaptive.store.api import HistoryStore
 from airflow_adaptive.store.memory import InMemoryHistoryStore
 from tests.conftest import sql_store

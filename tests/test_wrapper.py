@@ -13,7 +13,7 @@ import pytest
 
 from airflow_adaptive.core.model import PeakKind
 from airflow_adaptive.core.telemetry import parse_usage
-from airflow_adaptive.kubernetes.wrapper import WRAPPER_SCRIPT, is_wrapped, wrap_command
+from airflow_adaptive.kubernetes.command_wrapper import WRAPPER_SCRIPT, is_wrapped, wrap_command
 
 SHELLS = [s for s in ("/bin/sh", "/bin/dash", "/bin/bash", "/bin/busybox") if shutil.which(s)]
 

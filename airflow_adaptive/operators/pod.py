@@ -17,22 +17,22 @@ from airflow_adaptive.core.model import Decision, ExitReason, Observation, TaskK
 from airflow_adaptive.core.units import format_bytes
 from airflow_adaptive.exceptions import InvalidQuantityError
 from airflow_adaptive.failopen import warn_once
+from airflow_adaptive.kubernetes.apply import apply_decision
+from airflow_adaptive.kubernetes.command_wrapper import TERMINATION_FILE_ENV, is_wrapped, wrap_command
 from airflow_adaptive.kubernetes.live_load import live_load_path, shared_idle_nodes
 from airflow_adaptive.kubernetes.metrics import PeakSampler
+from airflow_adaptive.kubernetes.observe import observe_pod
 from airflow_adaptive.kubernetes.pods import (
     FAMILY_ANNOTATION,
     MANAGED_LABEL,
-    apply_decision,
     capability_label,
     cpu_limit_of,
     find_container,
     memory_of,
-    observe_pod,
 )
 from airflow_adaptive.kubernetes.priority import priority_class_for
 from airflow_adaptive.kubernetes.staging import LOCALITY_ANNOTATION
 from airflow_adaptive.kubernetes.trigger import SAMPLED_PEAK_KEY, SamplingPodTrigger
-from airflow_adaptive.kubernetes.wrapper import TERMINATION_FILE_ENV, is_wrapped, wrap_command
 from airflow_adaptive.locality import declared_inputs, record_inputs, stage_inputs
 
 LFF_WEIGHT_RULE = "airflow_adaptive.LeastFinishedFirst"

@@ -16,9 +16,9 @@ from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.model import MemoryRequest, Observation, PeakKind
 from airflow_adaptive.core.nodes import summarize_groups
-from airflow_adaptive.core.replay import GB_H, ReplayConfig, TaskRun, replay
 from airflow_adaptive.core.rollup import DayTotals
 from airflow_adaptive.core.sizing import predictor_names
+from airflow_adaptive.evaluation.replay import GB_H, ReplayConfig, TaskRun, replay
 from airflow_adaptive.store.api import HistoryStore, TotalsQuery
 
 Dags = frozenset[str] | None

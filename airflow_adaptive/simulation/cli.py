@@ -46,9 +46,9 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
             on_done=lambda name: progress.update(bar, advance=1, description=name),
         )  # fmt: skip
     if args.plot:
-        from airflow_adaptive.simulation.plots import write_plots
+        from airflow_adaptive.plots import write_simulation_plots
 
-        for picture in write_plots(results, args.plot, f"{workload.name} on {cluster.name}"):
+        for picture in write_simulation_plots(results, args.plot, f"{workload.name} on {cluster.name}"):
             print(f"wrote {picture}", file=sys.stderr)
     if args.json:
         from airflow_adaptive.history_cli import print_json

@@ -26,9 +26,9 @@ from airflow_adaptive.core.grouping import task_feature_ranks
 from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, task_labels
 from airflow_adaptive.core.placement import PLACEMENT_POLICIES, GroupView, TaskDemandView, engine_for
 from airflow_adaptive.core.priority import class_tier
-from airflow_adaptive.core.replay import GB_H, FamilyModels
 from airflow_adaptive.core.sizing import Sample, make_predictor
 from airflow_adaptive.core.sketch import LogHistogram
+from airflow_adaptive.evaluation.replay import GB_H, FamilyModels
 from airflow_adaptive.exceptions import InvalidSettingError
 
 from .bounds import runtime_on

@@ -13,8 +13,8 @@ from airflow_adaptive.exceptions import SimulationInputError, TraceFormatError
 from airflow_adaptive.traces.wfformat import WfInstance, bad_instance, load_instance, number
 
 from .params import SimParams
+from .pegasus import KINDS, pegasus_workload
 from .shared import parse_size_bytes, shared_input_workload
-from .synthetic import KINDS, pegasus_workload
 from .workload import SimTask, Workload, floor_peak, user_request_bytes
 
 LOTARU_REFERENCE_MACHINE = "n1"  # an N1 node of the Tarema clusters: speed 1 in the cluster model

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 
 from airflow_adaptive.core.model import Observation
-from airflow_adaptive.core.replay import TaskRun
+from airflow_adaptive.evaluation.replay import TaskRun
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.cctools import DELIMITER, read_cctools
 from airflow_adaptive.traces.common import ImportResult

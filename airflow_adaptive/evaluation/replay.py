@@ -15,12 +15,12 @@ import heapq
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..exceptions import InvalidSettingError
-from .learn import needs_refit
-from .sizing import Predictor, Sample, make_predictor
-from .sizing.adaptive import MAX_OOM_RATE
-from .sizing.base import MIB, RequestRatioPrior
-from .sizing.similar import borrowed_allocation, pick_donor
+from airflow_adaptive.core.learn import needs_refit
+from airflow_adaptive.core.sizing import Predictor, Sample, make_predictor
+from airflow_adaptive.core.sizing.adaptive import MAX_OOM_RATE
+from airflow_adaptive.core.sizing.base import MIB, RequestRatioPrior
+from airflow_adaptive.core.sizing.similar import borrowed_allocation, pick_donor
+from airflow_adaptive.exceptions import InvalidSettingError
 
 GB_H = 1e9 * 3600.0  # byte-seconds in one GB-hour
 HISTORY_MODES = ("completed", "sequential")

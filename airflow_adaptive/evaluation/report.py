@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from airflow_adaptive.core.replay import ReplayConfig, TaskRun, replay
 from airflow_adaptive.core.sizing import ANCHORS, predictor_names
+from airflow_adaptive.evaluation.replay import ReplayConfig, TaskRun, replay
 from airflow_adaptive.traces.load import replay_input
 
 DEFAULT_STRATEGY = "adaptive"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from airflow_adaptive.core.units import GB, MB
-from airflow_adaptive.traces.synthetic import WittModel
+from airflow_adaptive.evaluation.synthetic import WittModel
 
 from .params import SimParams
 from .workload import SimTask, Workload, floor_peak, user_request_bytes

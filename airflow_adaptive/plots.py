@@ -1,21 +1,46 @@
-"""PNG pictures of a replay: waste per strategy, and first allocation against the true peak."""
+"""PNG reports, with matplotlib imported only when a picture is asked for (never a display):
+a replay's waste per strategy, waste against OOM kills and first allocation against the true
+peak; a simulation's makespans and a Gantt-style chart per policy."""
 
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from airflow_adaptive.core.units import GIB
-from airflow_adaptive.plotting import pyplot, save
+
+if TYPE_CHECKING:
+    from airflow_adaptive.simulation.engine import RunResult
 
 
+def pyplot() -> ModuleType:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save(fig: Any, path: Path, dpi: int = 110) -> Path:
+    """Lay out, write and close one figure."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    pyplot().close(fig)
+    return path
+
+
+# -- replay ------------------------------------------------------------------------------------
 def _stem(path: str) -> str:
     parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
     return f"{parent}-{Path(path).stem}"
 
 
-def write_plots(report: dict[str, Any], folder: str | os.PathLike[str]) -> list[Path]:
+def write_replay_plots(report: dict[str, Any], folder: str | os.PathLike[str]) -> list[Path]:
     plt = pyplot()
 
     out = Path(folder)
@@ -95,3 +120,45 @@ def _waste_vs_kills(plt: Any, trace: dict[str, Any], default: str, path: Path) -
     ax.set_title(f"{Path(trace['trace']).name}: waste against OOM kills")
     ax.legend(fontsize=7)
     return save(fig, path)
+
+
+# -- simulation --------------------------------------------------------------------------------
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+def write_simulation_plots(
+    results: Mapping[str, RunResult], folder: str | os.PathLike[str], title: str
+) -> list[Path]:
+    plt = pyplot()
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    names = list(results)
+    fig, ax = plt.subplots(figsize=(8, 0.4 * len(names) + 1.5))
+    ax.barh(names, [results[n].makespan_s / 3600 for n in names], color="tab:blue")
+    ax.invert_yaxis()
+    ax.set_xlabel("makespan (hours)")
+    ax.set_title(title)
+    written.append(save(fig, out / "makespan.png"))
+    for name, result in results.items():
+        spans = result.timeline
+        nodes = sorted({s.node for s in spans})
+        row = {n: i for i, n in enumerate(nodes)}
+        families = sorted({s.family for s in spans})
+        colour = {f: plt.get_cmap("tab20")(i % 20) for i, f in enumerate(families)}
+        fig, ax = plt.subplots(figsize=(11, 0.3 * len(nodes) + 1.5))
+        bars: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        for s in spans:
+            key = (s.node, "" if s.oom_killed else s.family)
+            bars.setdefault(key, []).append((s.start_s / 3600, (s.end_s - s.start_s) / 3600))
+        for (node, family), xs in bars.items():
+            ax.broken_barh(
+                xs, (row[node] - 0.4, 0.8), facecolors="black" if not family else colour[family], alpha=0.5
+            )
+        ax.set_yticks(range(len(nodes)), nodes, fontsize=7)
+        ax.set_xlabel("hours (overlapping bars: tasks sharing a node; black: OOM-killed attempts)")
+        ax.set_title(f"{title}: {name}, makespan {result.makespan_s / 3600:.2f} h")
+        written.append(save(fig, out / f"gantt-{_safe(name)}.png"))
+    return written
