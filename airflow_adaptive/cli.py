@@ -123,8 +123,7 @@ def _configured_oom_rate() -> float:
 
 
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
-    from rich.progress import Progress
-
+    from airflow_adaptive.console import progress as progress_display
     from airflow_adaptive.evaluation.replay import ReplayConfig
     from airflow_adaptive.evaluation.report import BUDGETS, DEFAULT_STRATEGY, evaluate
     from airflow_adaptive.exceptions import TraceFormatError
@@ -145,7 +144,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         )
     except InvalidSettingError as err:
         raise AdaptiveError(f"replay: {err}") from None
-    with Progress(transient=True, disable=not sys.stderr.isatty()) as progress:
+    with progress_display() as progress:
         bar = progress.add_task("replaying", total=None)
         report = evaluate(
             traces,

@@ -25,8 +25,9 @@ def print_json(data: Any, out: TextIO) -> None:
 
 
 def cmd_history_import(args: argparse.Namespace, out: TextIO) -> int:
-    from rich.progress import Progress, SpinnerColumn, TextColumn
+    from rich.progress import SpinnerColumn, TextColumn
 
+    from airflow_adaptive.console import SKIPPED_SHOWN, progress
     from airflow_adaptive.traces.load import iter_trace
 
     store = open_cli_store()
@@ -37,19 +38,20 @@ def cmd_history_import(args: argparse.Namespace, out: TextIO) -> int:
 
         def batches(path: str = path, counts: dict[str, int] = counts) -> Iterator[list[Any]]:
             for chunk in iter_trace(path, args.format):
-                for skipped in chunk.skipped:
+                for skipped in chunk.skipped[: max(0, SKIPPED_SHOWN - counts["skipped"])]:
                     print(f"skipped {skipped}", file=sys.stderr)
                 counts["attempts"] += len(chunk.observations)
                 counts["skipped"] += len(chunk.skipped)
                 yield chunk.observations
 
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), transient=True) as progress:
-            progress.add_task(f"recording the attempts of {path}")
+        with progress(SpinnerColumn(), TextColumn("{task.description}")) as display:
+            display.add_task(f"recording the attempts of {path}")
             recorded = store.record_batches(batches())  # one transaction: the whole file or nothing
         total += counts["attempts"]
         print(
             f"{path}: {counts['attempts']} attempts imported ({recorded.new} new, "
             f"{recorded.replaced} already there), {counts['skipped']} rows skipped"
+            + (f" (the first {SKIPPED_SHOWN} named above)" if counts["skipped"] > SKIPPED_SHOWN else "")
             + (
                 f", {recorded.repeated} repeated keys (the file's last row of each kept)"
                 if recorded.repeated

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any, TextIO
 
 from airflow_adaptive.exceptions import AdaptiveError
@@ -14,8 +13,7 @@ from airflow_adaptive.history_cli import open_cli_store, print_json
 def cmd_profile_node(args: argparse.Namespace, out: TextIO) -> int:
     import socket
 
-    from rich.progress import Progress
-
+    from airflow_adaptive.console import progress as progress_display
     from airflow_adaptive.nodebench.profiler import ProfilerSettings, profile_node, steps
 
     if args.repeats < 1:
@@ -27,7 +25,7 @@ def cmd_profile_node(args: argparse.Namespace, out: TextIO) -> int:
         total_timeout_seconds=args.timeout,
         repeats=args.repeats,
     )
-    with Progress(transient=True, disable=not sys.stderr.isatty()) as progress:
+    with progress_display() as progress:
         bar = progress.add_task("profiling", total=steps(args.repeats))
         profile = profile_node(
             args.node or socket.gethostname(),

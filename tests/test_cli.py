@@ -46,6 +46,23 @@ def test_chipseq_bwa_mem_decision(capsys: pytest.CaptureFixture[str]) -> None:
     assert "OOM-killed" in after_oom["explanation"]
 
 
+def test_a_trace_with_many_bad_rows_names_the_first_twenty_and_counts_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "trace.csv"
+    good = "1,h1,ALIGN,ALIGN (1),COMPLETED,0,1,8589934592,1073741824,60000,150,1,1,1700000000001,n1"
+    bad = [f"{i},h{i},ALIGN,ALIGN ({i}),COMPLETED,0,1,8589934592,lots,60000,150,1,1,1700000000001,n1"
+           for i in range(2, 27)]  # fmt: skip
+    trace.write_text(HEADER + "\n".join([good, *bad]) + "\n")
+    assert main(["history", "import", str(trace)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.count("not a non-negative number: peak_rss=lots") == 20
+    assert (
+        "1 attempts imported (1 new, 0 already there), 25 rows skipped (the first 20 named above)"
+        in captured.out
+    )
+
+
 def test_import_reports_malformed_rows_and_decides_from_the_rest(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -16,6 +16,7 @@ LAYERS = {
     "airflow_adaptive.core": 1,  # pure policy
     "airflow_adaptive.kubernetes.quantity": 2,  # the Kubernetes quantity grammar, by the client library
     "airflow_adaptive.failopen": 2,
+    "airflow_adaptive.console": 2,  # the commands' progress display
     "airflow_adaptive.config": 3,  # settings read once at the edge
     "airflow_adaptive.provider_info": 3.5,  # the config section it declares
     "airflow_adaptive.store": 4,  # observe and store

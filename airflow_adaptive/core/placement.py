@@ -10,6 +10,7 @@ capabilities (Steep) are a filter here and a required affinity on the pod.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -121,22 +122,12 @@ class RoundRobinScorer:
 
 
 @dataclass(frozen=True)
-class FairScorer:
-    """Baseline: spread by reserved share (the least reserved group first)."""
+class ReservedShareScorer:
+    """Baselines on a group's reserved share: ``fair`` spreads (the least reserved group first),
+    ``fill-nodes`` packs (the most reserved group that still passes the filters first)."""
 
     name: str = "fair"
     higher_is_better: bool = False
-
-    def __call__(self, task: TaskDemandView, group: GroupView) -> float | None:
-        return group.reserved_fraction
-
-
-@dataclass(frozen=True)
-class FillNodesScorer:
-    """Baseline: bin packing (the most reserved group that still passes the filters first)."""
-
-    name: str = "fill-nodes"
-    higher_is_better: bool = True
 
     def __call__(self, task: TaskDemandView, group: GroupView) -> float | None:
         return group.reserved_fraction
@@ -238,8 +229,10 @@ class PlacementEngine:
 # Each policy's scorer, made afresh per engine (round-robin remembers where it placed last).
 PLACEMENT_POLICIES: Registry[Callable[[], Scorer]] = Registry("placement policy")
 PLACEMENT_POLICIES.register("round-robin", RoundRobinScorer)
-PLACEMENT_POLICIES.register("fair", FairScorer)
-PLACEMENT_POLICIES.register("fill-nodes", FillNodesScorer)
+PLACEMENT_POLICIES.register("fair", ReservedShareScorer)
+PLACEMENT_POLICIES.register(
+    "fill-nodes", functools.partial(ReservedShareScorer, "fill-nodes", higher_is_better=True)
+)
 PLACEMENT_POLICIES.register("sjfn", FastestScorer)
 PLACEMENT_POLICIES.register("tarema", TaremaScorer)
 

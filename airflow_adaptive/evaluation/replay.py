@@ -53,12 +53,18 @@ class ReplayConfig:
     warm_starts: bool = True  # a cold family's first tries sized by a similar family's model (similar.py)
 
     def __post_init__(self) -> None:
-        if self.history not in HISTORY_MODES:
-            raise InvalidSettingError(f"history must be one of {HISTORY_MODES}, not {self.history!r}")
-        if not 0.0 < self.time_to_failure <= 1.0:
-            raise InvalidSettingError("time_to_failure must be in (0, 1]")
+        check_history_and_failures(self.history, HISTORY_MODES, self.time_to_failure)
         if not 0.0 <= self.max_oom_rate <= 1.0:
             raise InvalidSettingError("max_oom_rate must be in [0, 1]")
+
+
+def check_history_and_failures(history: str, modes: Sequence[str], time_to_failure: float) -> None:
+    """What a replay and a simulation share: a known history mode, and a kill after a share of the
+    runtime in (0, 1]."""
+    if history not in modes:
+        raise InvalidSettingError(f"history must be one of {tuple(modes)}, not {history!r}")
+    if not 0.0 < time_to_failure <= 1.0:
+        raise InvalidSettingError("time_to_failure must be in (0, 1]")
 
 
 @dataclass

@@ -8,8 +8,7 @@ from typing import Any, TextIO
 
 
 def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
-    from rich.progress import Progress
-
+    from airflow_adaptive.console import progress as progress_display
     from airflow_adaptive.exceptions import SimulationInputError
     from airflow_adaptive.simulation.cluster import load_cluster
     from airflow_adaptive.simulation.compare import compare, parse_names
@@ -36,7 +35,7 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
         raise SimulationInputError(str(err)) from None
     cluster = load_cluster(args.cluster)
     workload = concurrent_runs(load_workload(args.workload, params, args.seed), args.runs)
-    with Progress(transient=True, disable=not sys.stderr.isatty()) as progress:
+    with progress_display() as progress:
         bar = progress.add_task(
             f"simulating {len(workload.tasks)} tasks", total=len(placements) * len(sizings) * len(queues)
         )

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.registry import Registry
 from airflow_adaptive.core.units import GIB
+from airflow_adaptive.evaluation.replay import check_history_and_failures
 from airflow_adaptive.exceptions import InvalidSettingError
 
 HISTORY_MODES = ("prior-run", "online")
@@ -65,10 +66,7 @@ class SimParams:
     size_cpu: bool = False
 
     def __post_init__(self) -> None:
-        if self.history not in HISTORY_MODES:
-            raise InvalidSettingError(f"history must be one of {HISTORY_MODES}, not {self.history!r}")
-        if not 0.0 < self.time_to_failure <= 1.0:
-            raise InvalidSettingError("time_to_failure must be in (0, 1]")
+        check_history_and_failures(self.history, HISTORY_MODES, self.time_to_failure)
         if self.interference_per_task < 0 or self.pod_startup_s < 0:
             raise InvalidSettingError("interference and pod start-up time cannot be negative")
         if (
