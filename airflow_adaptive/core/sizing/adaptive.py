@@ -40,7 +40,7 @@ from .base import (
     retry_waste,
     runtimes,
 )
-from .retry import vpa_bump
+from .retry import double, vpa_bump
 
 
 def _identity(x: np.ndarray) -> np.ndarray:
@@ -228,12 +228,12 @@ class AdaptivePredictor(Predictor):
         fewer than ``MIN_PEAKS_ABOVE`` peaks lie above."""
         above = np.flatnonzero(self.peaks_ > failed_bytes)
         if above.size < MIN_PEAKS_ABOVE:
-            return 2.0 * failed_bytes
+            return float(double(failed_bytes))
         peaks, runtimes = self.peaks_[above], self.runtimes_[above]
         ages = (0.5 ** (1.0 / self.half_life_tasks)) ** (self.peaks_.size - 1 - above)
         candidates = np.array(
             [
-                2.0 * failed_bytes,
+                float(double(failed_bytes)),
                 float(vpa_bump(failed_bytes)),
                 float(self.peaks_.max()) * (1.0 + self.margins[0]),
                 *np.quantile(peaks, RETRY_QUANTILES),

@@ -25,6 +25,7 @@ import numpy as np
 from ..registry import Registry
 from ..sketch import LogHistogram
 from ..units import GIB, MIB
+from .retry import double
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class Predictor(ABC):
     ) -> int:
         """The allocation after an OOM kill at ``failed_bytes``; more than ``failed_bytes``."""
         if not self.warm:
-            return 2 * failed_bytes
+            return double(failed_bytes)
         return max(int(self._retry(failed_bytes, input_size_bytes)), failed_bytes + 1)
 
     def explain(self) -> str:
@@ -99,7 +100,7 @@ class Predictor(ABC):
     def _predict(self, input_size_bytes: int | None) -> float: ...
 
     def _retry(self, failed_bytes: int, input_size_bytes: int | None) -> float:
-        return 2 * failed_bytes
+        return double(failed_bytes)
 
 
 def peaks(samples: Sequence[Sample]) -> np.ndarray:

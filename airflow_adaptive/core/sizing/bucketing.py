@@ -16,6 +16,7 @@ from sklearn.cluster import KMeans
 
 from ..units import format_bytes
 from .base import Predictor, Sample, peaks, register_predictor
+from .retry import double
 
 
 class _Buckets(Predictor):
@@ -34,7 +35,7 @@ class _Buckets(Predictor):
         higher = self.edges_[self.edges_ > failed_bytes]
         if higher.size:
             return float(higher[0])
-        return float(self.cap_bytes) if self.cap_bytes else 2.0 * failed_bytes
+        return float(self.cap_bytes) if self.cap_bytes else float(double(failed_bytes))
 
     def explain(self) -> str:
         edges = ", ".join(format_bytes(e) for e in self.edges_)

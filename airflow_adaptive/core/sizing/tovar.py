@@ -8,6 +8,7 @@ import numpy as np
 
 from ..units import format_bytes
 from .base import Predictor, Sample, peaks, register_predictor, runtimes
+from .retry import double
 
 BUCKET_BYTES = 250 * 10**6  # CCTools' memory histogram bucket
 
@@ -38,7 +39,7 @@ class _TwoStep(Predictor):
     def _retry(self, failed_bytes: int, input_size_bytes: int | None) -> float:
         if failed_bytes < self.max_bytes_:
             return self.max_bytes_
-        return float(self.cap_bytes) if self.cap_bytes else 2.0 * failed_bytes
+        return float(self.cap_bytes) if self.cap_bytes else float(double(failed_bytes))
 
     def explain(self) -> str:
         return f"{self.name}: first {format_bytes(self.first_bytes_)}, then {format_bytes(self.max_bytes_)}"
