@@ -6,7 +6,7 @@ import copy
 import json
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import parse_qs, urlparse
 
 if TYPE_CHECKING:
@@ -35,203 +35,203 @@ def _selector_matches(selector: str, labels: dict[str, str]) -> bool:
     return True
 
 
-def handler_for(api: FakeKubernetesApi) -> type[BaseHTTPRequestHandler]:
-    """A request handler class bound to ``api``'s pods, nodes and priority classes."""
+class Handler(BaseHTTPRequestHandler):
+    """Routes the Kubernetes client's requests to ``api``'s pods, nodes and priority classes."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:  # keep test output quiet
-            pass
+    api: ClassVar[FakeKubernetesApi]
 
-        def _send(self, status: int, body: Any, content_type: str = "application/json") -> None:
-            data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def log_message(self, *args: object) -> None:  # keep test output quiet
+        pass
 
-        def _not_found(self) -> None:
-            self._send(
-                404,
-                {
-                    "kind": "Status",
-                    "apiVersion": "v1",
-                    "status": "Failure",
-                    "reason": "NotFound",
-                    "code": 404,
-                },
-            )
+    def _send(self, status: int, body: Any, content_type: str = "application/json") -> None:
+        data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
-        def _body(self) -> dict[str, Any]:
-            length = int(self.headers.get("Content-Length") or 0)
-            return json.loads(self.rfile.read(length) or b"{}")
+    def _not_found(self) -> None:
+        self._send(
+            404,
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "reason": "NotFound",
+                "code": 404,
+            },
+        )
 
-        def _route(self, method: str) -> None:
-            url = urlparse(self.path)
-            query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-            parts = url.path.strip("/").split("/")
-            with api._lock:
-                api.requests.append((method, url.path))
-                api.user_agents.append(self.headers.get("User-Agent", ""))
-            if parts[:2] == ["apis", "metrics.k8s.io"] and len(parts) == 7:
-                return self._metrics(parts[4], parts[6])
-            if parts == ["api", "v1", "pods"] and method == "GET":
-                return self._list_all(query.get("fieldSelector", ""))
-            if parts[:4] == ["apis", "scheduling.k8s.io", "v1", "priorityclasses"]:
-                return self._priority_class(method, query.get("labelSelector", ""))
-            if parts[:3] == ["api", "v1", "nodes"]:
-                return self._node(method, parts[3] if len(parts) > 3 else None)
-            if parts[:3] != ["api", "v1", "namespaces"] or len(parts) < 5:
-                return self._not_found()
-            namespace, kind = parts[3], parts[4]
-            if kind == "events":
-                return self._send(200, {"kind": "EventList", "apiVersion": "v1", "items": []})
-            if kind != "pods":
-                return self._not_found()
-            name = parts[5] if len(parts) > 5 else None
-            sub = parts[6] if len(parts) > 6 else None
-            if method == "POST" and name is None:
-                return self._create(namespace)
-            if method == "GET" and name is None:
-                return self._list(namespace, query.get("labelSelector", ""))
-            key = (namespace, name or "")
-            with api._lock:
-                pod = api.pods.get(key)
-            if pod is None:
-                return self._not_found()
-            if sub == "log":
-                return self._log(key, query)
-            if method == "GET":
-                return self._send(200, self._read(key, pod))
-            if method == "PATCH":
-                patch = self._body()
-                with api._lock:
-                    api.patches.append((name or "", patch))
-                    pod["metadata"].setdefault("labels", {}).update(
-                        (patch.get("metadata") or {}).get("labels") or {}
-                    )
-                return self._send(200, pod)
-            if method == "DELETE":
-                with api._lock:
-                    api.pods.pop(key, None)
-                return self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+    def _body(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(length) or b"{}")
+
+    def _route(self, method: str) -> None:
+        url = urlparse(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        parts = url.path.strip("/").split("/")
+        with self.api._lock:
+            self.api.requests.append((method, url.path))
+            self.api.user_agents.append(self.headers.get("User-Agent", ""))
+        if parts[:2] == ["apis", "metrics.k8s.io"] and len(parts) == 7:
+            return self._metrics(parts[4], parts[6])
+        if parts == ["api", "v1", "pods"] and method == "GET":
+            return self._list_all(query.get("fieldSelector", ""))
+        if parts[:4] == ["apis", "scheduling.k8s.io", "v1", "priorityclasses"]:
+            return self._priority_class(method, query.get("labelSelector", ""))
+        if parts[:3] == ["api", "v1", "nodes"]:
+            return self._node(method, parts[3] if len(parts) > 3 else None)
+        if parts[:3] != ["api", "v1", "namespaces"] or len(parts) < 5:
             return self._not_found()
-
-        def _node(self, method: str, name: str | None) -> None:
-            if name is None and method == "GET":
-                with api._lock:
-                    items = list(api.nodes.values())
-                return self._send(
-                    200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": items}
+        namespace, kind = parts[3], parts[4]
+        if kind == "events":
+            return self._send(200, {"kind": "EventList", "apiVersion": "v1", "items": []})
+        if kind != "pods":
+            return self._not_found()
+        name = parts[5] if len(parts) > 5 else None
+        sub = parts[6] if len(parts) > 6 else None
+        if method == "POST" and name is None:
+            return self._create(namespace)
+        if method == "GET" and name is None:
+            return self._list(namespace, query.get("labelSelector", ""))
+        key = (namespace, name or "")
+        with self.api._lock:
+            pod = self.api.pods.get(key)
+        if pod is None:
+            return self._not_found()
+        if sub == "log":
+            return self._log(key, query)
+        if method == "GET":
+            return self._send(200, self._read(key, pod))
+        if method == "PATCH":
+            patch = self._body()
+            with self.api._lock:
+                self.api.patches.append((name or "", patch))
+                pod["metadata"].setdefault("labels", {}).update(
+                    (patch.get("metadata") or {}).get("labels") or {}
                 )
-            with api._lock:
-                node = api.nodes.get(name or "")
-            if node is None:
-                return self._not_found()
-            if method == "PATCH":
-                patch = self._body()
-                with api._lock:
-                    api.node_patches.append((name or "", patch))
-                    labels = node["metadata"].setdefault("labels", {})
-                    for key, value in ((patch.get("metadata") or {}).get("labels") or {}).items():
-                        if value is None:
-                            labels.pop(key, None)  # JSON merge patch: null deletes
-                        else:
-                            labels[key] = value
-            return self._send(200, node)
+            return self._send(200, pod)
+        if method == "DELETE":
+            with self.api._lock:
+                self.api.pods.pop(key, None)
+            return self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+        return self._not_found()
 
-        def _priority_class(self, method: str, selector: str) -> None:
-            if method == "POST":
-                body = self._body()
-                with api._lock:
-                    api.priority_classes[body["metadata"]["name"]] = body
-                return self._send(201, body)
-            with api._lock:
-                items = [
-                    c for c in api.priority_classes.values()
-                    if _selector_matches(selector, c["metadata"].get("labels") or {})
+    def _node(self, method: str, name: str | None) -> None:
+        if name is None and method == "GET":
+            with self.api._lock:
+                items = list(self.api.nodes.values())
+            return self._send(200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": items})
+        with self.api._lock:
+            node = self.api.nodes.get(name or "")
+        if node is None:
+            return self._not_found()
+        if method == "PATCH":
+            patch = self._body()
+            with self.api._lock:
+                self.api.node_patches.append((name or "", patch))
+                labels = node["metadata"].setdefault("labels", {})
+                for key, value in ((patch.get("metadata") or {}).get("labels") or {}).items():
+                    if value is None:
+                        labels.pop(key, None)  # JSON merge patch: null deletes
+                    else:
+                        labels[key] = value
+        return self._send(200, node)
+
+    def _priority_class(self, method: str, selector: str) -> None:
+        if method == "POST":
+            body = self._body()
+            with self.api._lock:
+                self.api.priority_classes[body["metadata"]["name"]] = body
+            return self._send(201, body)
+        with self.api._lock:
+            items = [
+                c for c in self.api.priority_classes.values()
+                if _selector_matches(selector, c["metadata"].get("labels") or {})
+            ]  # fmt: skip
+        self._send(200, {"kind": "PriorityClassList", "apiVersion": "scheduling.k8s.io/v1",
+                         "metadata": {}, "items": items})  # fmt: skip
+
+    def _create(self, namespace: str) -> None:
+        pod = self._body()
+        wanted = pod.get("spec", {}).get("priorityClassName")
+        if wanted and wanted not in self.api.priority_classes:  # the Priority admission plugin
+            return self._send(403, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                    "reason": "Forbidden", "code": 403,
+                                    "message": f"no PriorityClass with name {wanted} was found"})  # fmt: skip
+        with self.api._lock:
+            self.api.created.append(copy.deepcopy(pod))
+        pod.setdefault("metadata", {})["namespace"] = namespace
+        pod["metadata"].update(
+            uid=f"uid-{len(self.api.created)}", creationTimestamp=now(), resourceVersion="1"
+        )
+        pod["status"] = {"phase": "Pending"}
+        with self.api._lock:
+            self.api.pods[(namespace, pod["metadata"]["name"])] = pod
+        self._send(201, pod)
+
+    def _read(self, key: tuple[str, str], pod: dict[str, Any]) -> dict[str, Any]:
+        """Pending on the first read, then the container has run to its end."""
+        with self.api._lock:
+            self.api._reads[key] = self.api._reads.get(key, 0) + 1
+            first = self.api._reads[key] == 1
+        if not first and pod["status"].get("phase") == "Pending":
+            if self.api.schedulable(pod):
+                self.api._run_container(pod)
+            else:
+                pod["status"]["conditions"] = [
+                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                     "message": "0/1 nodes are available: node affinity did not match"}
                 ]  # fmt: skip
-            self._send(200, {"kind": "PriorityClassList", "apiVersion": "scheduling.k8s.io/v1",
-                             "metadata": {}, "items": items})  # fmt: skip
+        return pod
 
-        def _create(self, namespace: str) -> None:
-            pod = self._body()
-            wanted = pod.get("spec", {}).get("priorityClassName")
-            if wanted and wanted not in api.priority_classes:  # the Priority admission plugin
-                return self._send(403, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                                        "reason": "Forbidden", "code": 403,
-                                        "message": f"no PriorityClass with name {wanted} was found"})  # fmt: skip
-            with api._lock:
-                api.created.append(copy.deepcopy(pod))
-            pod.setdefault("metadata", {})["namespace"] = namespace
-            pod["metadata"].update(
-                uid=f"uid-{len(api.created)}", creationTimestamp=now(), resourceVersion="1"
-            )
-            pod["status"] = {"phase": "Pending"}
-            with api._lock:
-                api.pods[(namespace, pod["metadata"]["name"])] = pod
-            self._send(201, pod)
+    def _list(self, namespace: str, selector: str) -> None:
+        with self.api._lock:
+            items = [
+                p for (ns, _), p in self.api.pods.items()
+                if ns == namespace and _selector_matches(selector, p["metadata"].get("labels") or {})
+            ]  # fmt: skip
+        self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
 
-        def _read(self, key: tuple[str, str], pod: dict[str, Any]) -> dict[str, Any]:
-            """Pending on the first read, then the container has run to its end."""
-            with api._lock:
-                api._reads[key] = api._reads.get(key, 0) + 1
-                first = api._reads[key] == 1
-            if not first and pod["status"].get("phase") == "Pending":
-                if api.schedulable(pod):
-                    api._run_container(pod)
-                else:
-                    pod["status"]["conditions"] = [
-                        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                         "message": "0/1 nodes are available: node affinity did not match"}
-                    ]  # fmt: skip
-            return pod
+    def _list_all(self, field_selector: str) -> None:
+        """Pods of every namespace; understands ``status.phase!=X`` terms only."""
+        excluded = {t.split("!=", 1)[1] for t in field_selector.split(",") if t.startswith("status.phase!=")}
+        with self.api._lock:
+            items = [p for p in self.api.pods.values() if p.get("status", {}).get("phase") not in excluded]
+        self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
 
-        def _list(self, namespace: str, selector: str) -> None:
-            with api._lock:
-                items = [
-                    p for (ns, _), p in api.pods.items()
-                    if ns == namespace and _selector_matches(selector, p["metadata"].get("labels") or {})
-                ]  # fmt: skip
-            self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
+    def _log(self, key: tuple[str, str], query: dict[str, str]) -> None:
+        lines = self.api.logs.get(key, "").splitlines()
+        stamp = "2026-11-25T00:00:00.000000000Z "
+        text = "".join(f"{stamp if query.get('timestamps') == 'true' else ''}{line}\n" for line in lines)
+        self._send(200, text, "text/plain")
 
-        def _list_all(self, field_selector: str) -> None:
-            """Pods of every namespace; understands ``status.phase!=X`` terms only."""
-            excluded = {
-                t.split("!=", 1)[1] for t in field_selector.split(",") if t.startswith("status.phase!=")
-            }
-            with api._lock:
-                items = [p for p in api.pods.values() if p.get("status", {}).get("phase") not in excluded]
-            self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
+    def _metrics(self, namespace: str, name: str) -> None:
+        with self.api._lock:
+            pod = self.api.pods.get((namespace, name))
+        if pod is None or self.api.metrics_memory is None:
+            return self._not_found()
+        containers = [
+            {"name": c["name"], "usage": {"cpu": "100m", "memory": self.api.metrics_memory}}
+            for c in pod["spec"]["containers"]
+        ]
+        self._send(200, {"kind": "PodMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
+                         "metadata": {"name": name, "namespace": namespace}, "containers": containers})  # fmt: skip
 
-        def _log(self, key: tuple[str, str], query: dict[str, str]) -> None:
-            lines = api.logs.get(key, "").splitlines()
-            stamp = "2026-11-25T00:00:00.000000000Z "
-            text = "".join(f"{stamp if query.get('timestamps') == 'true' else ''}{line}\n" for line in lines)
-            self._send(200, text, "text/plain")
+    def do_GET(self) -> None:
+        self._route("GET")
 
-        def _metrics(self, namespace: str, name: str) -> None:
-            with api._lock:
-                pod = api.pods.get((namespace, name))
-            if pod is None or api.metrics_memory is None:
-                return self._not_found()
-            containers = [
-                {"name": c["name"], "usage": {"cpu": "100m", "memory": api.metrics_memory}}
-                for c in pod["spec"]["containers"]
-            ]
-            self._send(200, {"kind": "PodMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
-                             "metadata": {"name": name, "namespace": namespace}, "containers": containers})  # fmt: skip
+    def do_POST(self) -> None:
+        self._route("POST")
 
-        def do_GET(self) -> None:
-            self._route("GET")
+    def do_PATCH(self) -> None:
+        self._route("PATCH")
 
-        def do_POST(self) -> None:
-            self._route("POST")
+    def do_DELETE(self) -> None:
+        self._route("DELETE")
 
-        def do_PATCH(self) -> None:
-            self._route("PATCH")
 
-        def do_DELETE(self) -> None:
-            self._route("DELETE")
-
-    return Handler
+def handler_for(api: FakeKubernetesApi) -> type[BaseHTTPRequestHandler]:
+    """A request handler class bound to ``api``."""
+    return type("BoundHandler", (Handler,), {"api": api})

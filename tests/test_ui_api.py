@@ -150,7 +150,7 @@ def test_queue_lists_pending_tasks_least_finished_first(
     client: Any, auth: dict[str, str], engine: Any, airflow_home: Any, tmp_path: Any
 ) -> None:
     from tests.fake_kubernetes import FakeKubernetesApi
-    from tests.test_priority_e2e import load_dag, mark_scheduled, new_run, seed_history, serialise_dag_folder
+    from tests.scheduling import load_dag, mark_scheduled, new_run, seed_history, serialise_dag_folder
 
     seed_history(engine)
     with FakeKubernetesApi(tmp_path, lambda pod: 1) as api:
@@ -174,7 +174,7 @@ def test_queue_without_the_store_still_lists_tasks_and_says_why(
     from airflow_adaptive.exceptions import HistoryUnavailableError
     from airflow_adaptive.plugin import app
     from tests.fake_kubernetes import FakeKubernetesApi
-    from tests.test_priority_e2e import load_dag, mark_scheduled, new_run, serialise_dag_folder
+    from tests.scheduling import load_dag, mark_scheduled, new_run, serialise_dag_folder
 
     with FakeKubernetesApi(tmp_path, lambda pod: 1) as api:
         load_dag(airflow_home, api, "lff_ui_down")

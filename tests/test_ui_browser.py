@@ -25,6 +25,7 @@ from airflow_adaptive.core.sizing import predictor_names
 from airflow_adaptive.demo import generated_history
 from airflow_adaptive.store.api import TotalsQuery
 from tests.conftest import sql_store
+from tests.scheduling import load_dag, mark_scheduled, new_run, seed_history, serialise_dag_folder
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 try:
@@ -131,16 +132,39 @@ def wait_for(predicate: Any, what: str, seconds: float = 30) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_pages_through_airflows_login_and_navigation(
-    api_server: str, browser: Any, engine: Any, tmp_path: Path
-) -> None:
+class Walk:
+    """The user's browser on the Adaptive page: its frame, its tabs, and where screenshots go."""
+
+    def __init__(self, browser: Any, shots: Path) -> None:
+        self.browser, self.shots = browser, shots
+
+    def tab(self, name: str) -> Any:
+        """Wait inside the plugin's frame until tab ``name`` is drawn."""
+        from selenium.webdriver.common.by import By
+
+        self.browser.switch_to.default_content()
+        frame = wait_for(lambda: self.browser.find_element(By.TAG_NAME, "iframe"), "the plugin frame")
+        self.browser.switch_to.frame(frame)
+        return wait_for(
+            lambda: self.browser.find_element(By.CSS_SELECTOR, f"body[data-ready='{name}']"), name
+        )
+
+    def open(self, name: str, *, link: str | None = None) -> None:
+        """Click the tab's link (or ``link``, a CSS selector) and wait for the tab."""
+        from selenium.webdriver.common.by import By
+
+        self.browser.find_element(By.CSS_SELECTOR, link or f"a[data-tab='{name}']").click()
+        self.tab(name)
+
+    def shot(self, name: str) -> None:
+        self.browser.switch_to.default_content()
+        self.browser.save_screenshot(str(self.shots / f"{name}.png"))
+
+
+def log_in_and_open_the_page(browser: Any, url: str) -> None:
     from selenium.webdriver.common.by import By
 
-    shots = Path(os.environ.get("ADAPTIVE_SCREENSHOTS") or tmp_path)
-    shots.mkdir(parents=True, exist_ok=True)
-    store = sql_store(engine)
-
-    browser.get(f"{api_server}/")
+    browser.get(f"{url}/")
     wait_for(lambda: browser.find_element(By.NAME, "username"), "the login form").send_keys("admin")
     browser.find_element(By.NAME, "password").send_keys("s3cret-admin")
     browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
@@ -149,27 +173,21 @@ def test_pages_through_airflows_login_and_navigation(
     )
     nav.click()
 
-    def in_page(tab: str) -> Any:
-        browser.switch_to.default_content()
-        frame = wait_for(lambda: browser.find_element(By.TAG_NAME, "iframe"), "the plugin frame")
-        browser.switch_to.frame(frame)
-        return wait_for(lambda: browser.find_element(By.CSS_SELECTOR, f"body[data-ready='{tab}']"), tab)
 
-    def shot(name: str) -> None:
-        browser.switch_to.default_content()
-        browser.save_screenshot(str(shots / f"{name}.png"))
+def check_overview_and_families(walk: Walk, store: Any) -> None:
+    from selenium.webdriver.common.by import By
 
-    in_page("overview")
+    browser = walk.browser
+    walk.tab("overview")
     cards = {c.get_attribute("data-key"): c.find_element(By.CLASS_NAME, "value").text
              for c in browser.find_elements(By.CSS_SELECTOR, ".card")}  # fmt: skip
     days = store.day_totals(TotalsQuery())
     assert cards["attempts"] == str(sum(t.attempts for _, t in days)) == "60"
     assert cards["families"] == "5"
-    shot("overview")
+    walk.shot("overview")
 
-    in_page("overview")
-    browser.find_element(By.CSS_SELECTOR, "a[data-tab='families']").click()
-    in_page("families")
+    walk.tab("overview")
+    walk.open("families")
     rows = wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "#families-table tbody tr"), "family rows")
     expected, _ = store.family_totals(TotalsQuery())
     shown = {
@@ -177,11 +195,15 @@ def test_pages_through_airflows_login_and_navigation(
         for r in rows
     }
     assert shown == {f.task_family: str(f.totals.attempts) for f in expected}
-    shot("families")
+    walk.shot("families")
 
-    in_page("families")
-    browser.find_element(By.CSS_SELECTOR, "tr[data-family='genomics.align'] a").click()
-    in_page("family")
+
+def check_family(walk: Walk, store: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser = walk.browser
+    walk.tab("families")
+    walk.open("family", link="tr[data-family='genomics.align'] a")
     chart = browser.find_element(By.ID, "family-chart")
     history = store.history("genomics.align")
     assert int(chart.get_attribute("data-points")) == len(history) == 12
@@ -195,27 +217,32 @@ def test_pages_through_airflows_login_and_navigation(
     assert "adaptive" in browser.find_element(By.ID, "decision").text
     budget = browser.find_element(By.ID, "budget").text  # the rule, its replayed kill rate, the budget
     assert "OOM-killed" in budget and "max_oom_rate 2 %" in budget
-    shot("family")
+    walk.shot("family")
 
-    in_page("family")
-    browser.find_element(By.CSS_SELECTOR, "a[data-tab='nodes']").click()
-    in_page("nodes")
+
+def check_nodes_and_locality(walk: Walk, store: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser = walk.browser
+    walk.tab("family")
+    walk.open("nodes")
     groups = browser.find_elements(By.CSS_SELECTOR, "#groups-table tbody tr")
     assert len(groups) == len({n.group_id for n in store.nodes()}) == 3
     held = browser.find_elements(By.CSS_SELECTOR, "#nodes-table td[data-cached]")
     assert [int(td.get_attribute("data-cached")) for td in held] == [2, 0, 0, 1, 0, 0]
-    shot("nodes")
-    in_page("nodes")
-    browser.find_element(By.CSS_SELECTOR, "a[data-tab='locality']").click()
-    in_page("locality")
+    walk.shot("nodes")
+    walk.tab("nodes")
+    walk.open("locality")
     rows = browser.find_elements(By.CSS_SELECTOR, "#cached-table tbody tr")
     assert [r.get_attribute("data-node") for r in rows] == ["node-00", "node-00", "node-11"]
     assert "genome.fa" in rows[0].text + rows[1].text and "GiB" in rows[0].text
-    shot("locality")
+    walk.shot("locality")
 
+
+def check_queue(walk: Walk, engine: Any, tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from tests.test_priority_e2e import load_dag, mark_scheduled, new_run, seed_history, serialise_dag_folder
+    from selenium.webdriver.common.by import By
 
     seed_history(engine)
     load_dag(
@@ -225,20 +252,37 @@ def test_pages_through_airflows_login_and_navigation(
     )
     serialise_dag_folder()
     mark_scheduled(new_run("lff_ui_shot", "nightly"))
-    in_page("locality")
-    browser.find_element(By.CSS_SELECTOR, "a[data-tab='queue']").click()
-    in_page("queue")
-    rows = browser.find_elements(By.CSS_SELECTOR, "#queue-table tbody tr[data-task^='lff_ui_shot.']")
+    walk.tab("locality")
+    walk.open("queue")
+    rows = walk.browser.find_elements(By.CSS_SELECTOR, "#queue-table tbody tr[data-task^='lff_ui_shot.']")
     ranked = [(r.get_attribute("data-task"), int(r.find_element(By.TAG_NAME, "td").text)) for r in rows]
     assert [task for task, _ in ranked] == ["lff_ui_shot.new", "lff_ui_shot.old"]
     assert ranked[0][1] < ranked[1][1]  # other tests' tasks may be queued in between
-    shot("queue")
+    walk.shot("queue")
 
+
+def check_dark_theme(walk: Walk) -> None:
+    browser = walk.browser
     browser.switch_to.default_content()
     browser.execute_script("localStorage.setItem('theme', 'dark')")  # Airflow's own theme switch
     browser.refresh()
-    in_page("overview")  # the frame opens on the overview again
+    walk.tab("overview")  # the frame opens on the overview again
     assert browser.execute_script("return document.documentElement.dataset.theme") == "dark"
     background = browser.execute_script("return getComputedStyle(document.body).backgroundColor")
     assert background == "rgb(17, 20, 24)"
-    shot("overview-dark")
+    walk.shot("overview-dark")
+
+
+def test_pages_through_airflows_login_and_navigation(
+    api_server: str, browser: Any, engine: Any, tmp_path: Path
+) -> None:
+    shots = Path(os.environ.get("ADAPTIVE_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    store = sql_store(engine)
+    walk = Walk(browser, shots)
+    log_in_and_open_the_page(browser, api_server)
+    check_overview_and_families(walk, store)
+    check_family(walk, store)
+    check_nodes_and_locality(walk, store)
+    check_queue(walk, engine, tmp_path)
+    check_dark_theme(walk)
