@@ -303,7 +303,7 @@ def test_simulate_keys_results_by_placement_and_queue(capsys: pytest.CaptureFixt
 
 
 def test_the_shipped_manifest_is_the_generated_one() -> None:
-    shipped = Path(__file__).resolve().parents[1] / "deploy" / "priority-classes.yaml"
+    shipped = Path(__file__).resolve().parents[2] / "deploy" / "priority-classes.yaml"
     assert list(yaml.safe_load_all(shipped.read_text())) == classes.manifests()
 
 

@@ -23,7 +23,7 @@ from airflow_adaptive.core.sizing import make_predictor, predictor_names
 from airflow_adaptive.core.telemetry import USAGE_PREFIX, parse_usage
 from airflow_adaptive.exceptions import UnknownStrategyError
 
-CORE = Path(__file__).resolve().parents[1] / "airflow_adaptive" / "core"
+CORE = Path(__file__).resolve().parents[2] / "airflow_adaptive" / "core"
 FORBIDDEN = {"airflow", "kubernetes", "sqlalchemy"}
 
 

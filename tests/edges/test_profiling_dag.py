@@ -13,7 +13,7 @@ from airflow_adaptive.kubernetes.pods import CAPABILITY_PREFIX, GROUP_LABEL
 from tests.conftest import sql_store, validate_pod
 from tests.fake_kubernetes import FakeKubernetesApi
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HAVE_TOOLS = bool(shutil.which("sysbench") and shutil.which("fio") and shutil.which("airflow-adaptive"))
 REQUIRED = os.environ.get("ADAPTIVE_REQUIRE_PROFILER") == "1"
 

@@ -1,0 +1,1 @@
+"""Airflow's entry points end to end: operator, policy, priority, UI, commands, packaging, bad input."""

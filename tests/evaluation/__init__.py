@@ -1,0 +1,1 @@
+"""The replay report and choosing knobs out of sample."""

@@ -1,0 +1,1 @@
+"""The pod adapters: the command wrapper, labels, live load, generated pods under the schema."""

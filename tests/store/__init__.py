@@ -1,0 +1,1 @@
+"""The history store behind its one interface, on SQLite and PostgreSQL."""
