@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kubernetes.client import models as k8s
+
 from airflow_adaptive.core.telemetry import USAGE_PREFIX
 
 TERMINATION_FILE_ENV = "ADAPTIVE_TERMINATION_FILE"
@@ -74,3 +76,18 @@ def wrap_command(cmds: Sequence[str], arguments: Sequence[str]) -> list[str]:
 
 def is_wrapped(command: Sequence[str] | None) -> bool:
     return bool(command) and len(command or []) >= 4 and command[3] == WRAPPER_NAME  # type: ignore[index]
+
+
+def wrap_container(container: k8s.V1Container) -> bool:
+    """Run the container's command under the wrapper (once), telling it where the termination
+    message goes; False, and nothing changed, when there is no command (the image's entrypoint
+    runs: the metrics API is sampled instead)."""
+    if not container.command or is_wrapped(container.command):
+        return bool(container.command)
+    container.command = wrap_command(container.command, container.args or [])
+    container.args = None
+    if container.termination_message_path:
+        env = list(container.env or [])
+        env.append(k8s.V1EnvVar(name=TERMINATION_FILE_ENV, value=container.termination_message_path))
+        container.env = env
+    return True

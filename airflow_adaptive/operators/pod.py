@@ -18,7 +18,7 @@ from airflow_adaptive.core.units import format_bytes
 from airflow_adaptive.exceptions import InvalidQuantityError
 from airflow_adaptive.failopen import warn_once
 from airflow_adaptive.kubernetes.apply import apply_decision
-from airflow_adaptive.kubernetes.command_wrapper import TERMINATION_FILE_ENV, is_wrapped, wrap_command
+from airflow_adaptive.kubernetes.command_wrapper import is_wrapped, wrap_container
 from airflow_adaptive.kubernetes.live_load import live_load_path, shared_idle_nodes
 from airflow_adaptive.kubernetes.metrics import PeakSampler
 from airflow_adaptive.kubernetes.observe import observe_pod
@@ -136,13 +136,8 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
     def build_pod_request_obj(self, context: Any = None, *, dry_run: bool = False) -> k8s.V1Pod:
         pod = super().build_pod_request_obj(context, dry_run=dry_run)
         container = find_container(pod, self.base_container_name)
-        if container is not None and container.command and not is_wrapped(container.command):
-            container.command = wrap_command(container.command, container.args or [])
-            container.args = None
-            if container.termination_message_path:
-                env = list(container.env or [])
-                env.append(k8s.V1EnvVar(name=TERMINATION_FILE_ENV, value=container.termination_message_path))
-                container.env = env
+        if container is not None:
+            wrap_container(container)
         advisor = Advisor(get_settings())  # one per pod: an unavailable store is waited for once
         decision = self.decide(pod, context, dry_run=dry_run, advisor=advisor)
         self.log.info("airflow-adaptive [%s] %s", decision.strategy, decision.explanation)
@@ -283,7 +278,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         )
         user = memory_of(self.container_resources) if self.container_resources is not None else None
         observation = replace(observation, user_request_bytes=user.request_bytes if user else None)
-        advisor = Advisor(get_settings())
+        advisor = Advisor(get_settings())  # its own: cleanup runs later, after a deferral in another process
         advisor.record(observation)
         try:
             record_inputs(advisor, remote_pod, self.base_container_name)
