@@ -170,7 +170,9 @@ def decide_with(
         details["borrowed_from"] = fitted.donor.family
     if previous_attempt is not None and previous_attempt.oom_killed:
         killed_at = _killed_at(previous_attempt, user)
-        retry = _retry_rule(fitted.predictor, settings.retry_policy, input_size_bytes, user.request_bytes)
+        # A borrowed model sized the first try only: the retry is the cold family's own, as in replay.
+        own = fitted.predictor if fitted.donor is None else fresh_predictor(settings).fit([], prior)
+        retry = _retry_rule(own, settings.retry_policy, input_size_bytes, user.request_bytes)
         return _escalate(
             previous_attempt, killed_at, predicted, basis, fitted.samples, settings, details, retry
         )

@@ -9,7 +9,7 @@ import pytest
 
 from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
-from airflow_adaptive.core.model import GIB, MemoryRequest
+from airflow_adaptive.core.model import GIB, ExitReason, MemoryRequest
 from airflow_adaptive.core.sizing import Sample, make_predictor
 from airflow_adaptive.core.sizing.similar import borrowed_allocation, pick_donor, similarity, task_name
 from airflow_adaptive.evaluation.replay import ReplayConfig, TaskRun, replay
@@ -107,3 +107,21 @@ def test_a_cold_family_borrows_the_model_of_a_family_with_the_same_task_name(sto
     off = replace(settings, sizing=replace(settings.sizing, warm_starts=False))
     cold = Advisor(off, lambda: store).decide("chipseq.fastqc", user)
     assert "borrowed_from" not in cold.details and "similar family" not in cold.explanation
+
+
+def test_a_killed_borrowed_try_retries_as_the_cold_family_would(store: HistoryStore) -> None:
+    """The donor sized the first try only: after a kill, the retry is the cold family's own (the
+    user's request, then doubling), as in replay, not the donor's choice among its own peaks."""
+    peaks = [(2 if n % 2 else 10) * GIB for n in range(40)]
+    store.record([attempt(n, family="rnaseq.sort", peak=p) for n, p in enumerate(peaks)])
+    user = MemoryRequest(8 * GIB, 8 * GIB)
+    first = Advisor(get_settings(), lambda: store).decide("chipseq.sort", user)
+    assert first.memory_request_bytes == 8 * GIB and first.details["borrowed_from"] == "rnaseq.sort"
+    killed = replace(
+        attempt(0, family="chipseq.sort", run="now"),
+        exit_reason=ExitReason.OOM_KILLED,
+        memory_request_bytes=8 * GIB,
+        memory_limit_bytes=8 * GIB,
+    )
+    retry = Advisor(get_settings(), lambda: store).decide("chipseq.sort", user, previous_attempt=killed)
+    assert retry.memory_request_bytes == 16 * GIB  # doubling; the donor would have said 10 GiB
