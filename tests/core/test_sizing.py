@@ -295,3 +295,19 @@ def test_the_rule_chosen_keeps_the_budget_rules(
         assert scores[best] == scores[allowed].min()
     else:  # the default stays unless an allowed rule is below switch_ratio of it
         assert scores[allowed].min() >= predictor.switch_ratio * scores[0]
+
+
+def test_a_size_lines_prediction_interval_widens_away_from_the_inputs_seen() -> None:
+    """OLS's interval: t * s * sqrt(1 + 1/n + (x - mean)^2 / Sxx) above the line, so a task far
+    larger than any seen gets more headroom than one in the middle (the Lotaru workflows grow)."""
+    from airflow_adaptive.core.sizing.adaptive import PI_QUANTILES, AdaptivePredictor
+
+    rng = np.random.default_rng(0)
+    inputs = rng.uniform(1, 20, 40) * GIB
+    samples = [Sample(int(2 * x + rng.normal(0, 0.3) * GIB), int(x), 60.0) for x in inputs]
+    model = AdaptivePredictor().fit(samples)
+    names = model._candidate_names(True)
+    first = names.index(f"line on input size + P{PI_QUANTILES[0] * 100:g} prediction interval")
+    middle, far = (model._apply(*model.pieces_, x * GIB)[first] for x in (10.5, 60.0))
+    assert middle - 2 * 10.5 * GIB > 0  # above the line
+    assert far - 2 * 60 * GIB > middle - 2 * 10.5 * GIB  # and wider far from the inputs seen

@@ -3,7 +3,9 @@ clearly wasted less on the family's own tasks.
 
 Candidate rules are a quantile of the peaks seen so far times a margin and,
 when input sizes are known and vary, a line on input size (or on its log)
-plus a quantile of its residuals. Each is scored prequentially, as Sizey
+plus a quantile of its residuals or plus a one-sided prediction interval (OLS:
+t * s * sqrt(1 + 1/n + (x - mean)^2 / Sxx), wider for inputs far from those
+seen, as when a workflow's inputs keep growing). Each is scored prequentially, as Sizey
 does: every past task is charged what the rule, fitted on the tasks before
 it, would have cost under doubling retries — ``(a - r) t`` when the allocation
 covered the peak, plus ``a t ttf`` for every killed attempt. Scores decay with
@@ -28,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
+from scipy.stats import t as student_t
 
 from ..units import format_bytes
 from .base import (
@@ -53,7 +56,10 @@ RETRY_QUANTILES = (0.5, 0.9, 1.0)  # of the peaks above a killed limit: retry ca
 
 Transform = Callable[[np.ndarray], np.ndarray]
 SIZE_MODELS: tuple[tuple[str, Transform], ...] = (("input size", _identity), ("log input size", np.log1p))
-_Line = tuple[int, float, float, np.ndarray]  # SIZE_MODELS index, slope, intercept, offsets
+# SIZE_MODELS index, slope, intercept, residual quantiles, and the prediction interval's terms:
+# residual standard error, n, mean transformed input, its sum of squares, t quantiles (PI_QUANTILES)
+_Line = tuple[int, float, float, np.ndarray, np.ndarray]
+PI_QUANTILES = (0.9, 0.95, 0.99)  # one-sided prediction intervals of a size line: candidates
 
 
 class AdaptivePredictor(Predictor):
@@ -119,7 +125,20 @@ class AdaptivePredictor(Predictor):
                 lines.append(None)  # no line to fit yet: the plain quantiles stand in
                 continue
             slope, intercept = np.polyfit(tx, r, 1)
-            lines.append((model, slope, intercept, np.quantile(r - (intercept + slope * tx), self.quantiles)))
+            residuals = r - (intercept + slope * tx)
+            n = r.size
+            spread = float(np.sqrt(residuals @ residuals / (n - 2))) if n > 2 else 0.0
+            mean = float(tx.mean())
+            terms = np.array(
+                [
+                    spread,
+                    n,
+                    mean,
+                    float(((tx - mean) ** 2).sum()),
+                    *student_t.ppf(PI_QUANTILES, max(n - 2, 1)),
+                ]
+            )
+            lines.append((model, slope, intercept, np.quantile(residuals, self.quantiles), terms))
         return q, lines
 
     def _apply(self, q: np.ndarray, lines: list[_Line | None] | None, x_next: float | None) -> np.ndarray:
@@ -128,11 +147,15 @@ class AdaptivePredictor(Predictor):
         if lines is not None and x_next is not None:
             for line in lines:
                 if line is None:
-                    allocations.append(q)
+                    allocations += [q, np.full(len(PI_QUANTILES), q.max())]
                     continue
-                model, slope, intercept, offsets = line
-                at = intercept + slope * SIZE_MODELS[model][1](np.array([x_next]))[0]
+                model, slope, intercept, offsets, terms = line
+                tx = SIZE_MODELS[model][1](np.array([x_next]))[0]
+                at = intercept + slope * tx
                 allocations.append(np.maximum(at + offsets, 1.0))
+                spread, n, mean, sxx = terms[:4]
+                leverage = 1.0 / n + (tx - mean) ** 2 / sxx  # far from the inputs seen: a wider interval
+                allocations.append(np.maximum(at + terms[4:] * spread * np.sqrt(1.0 + leverage), 1.0))
         return np.concatenate(allocations)
 
     def _candidate_names(self, sized: bool) -> list[str]:
@@ -140,6 +163,7 @@ class AdaptivePredictor(Predictor):
         if sized:
             for model, _ in SIZE_MODELS:
                 names += [f"line on {model} + P{q * 100:g} of residuals" for q in self.quantiles]
+                names += [f"line on {model} + P{q * 100:g} prediction interval" for q in PI_QUANTILES]
         return names
 
     # -- fitting ---------------------------------------------------------------------------------
