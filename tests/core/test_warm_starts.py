@@ -125,3 +125,18 @@ def test_a_killed_borrowed_try_retries_as_the_cold_family_would(store: HistorySt
     )
     retry = Advisor(get_settings(), lambda: store).decide("chipseq.sort", user, previous_attempt=killed)
     assert retry.memory_request_bytes == 16 * GIB  # doubling; the donor would have said 10 GiB
+
+
+def test_a_wrong_donor_costs_one_killed_try_then_the_users_request() -> None:
+    """A borrowed model far too small: one kill, then the user's request, not a chain of doublings."""
+    trace = runs("a:SORT", 0.1, 10) + runs("b:SORT", 6.0, 1, request_gib=8.0)
+    config = ReplayConfig(history="sequential", cap_bytes=64 * GIB)
+    result = replay(trace, "adaptive", config)
+    assert result.first_allocations[10][1] < GIB  # a's model: about 115 MiB
+    assert result.retries == 1 and result.failed == 0
+    assert result.waste_byte_s == pytest.approx(
+        sum(alloc * 60.0 for _, alloc, _ in result.first_allocations[10:])
+        + (8 - 6) * GIB * 60.0
+        + (sum((a - p) * 60.0 for _, a, p in result.first_allocations[:10])),
+        rel=1e-6,
+    )

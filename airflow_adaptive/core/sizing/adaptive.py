@@ -107,9 +107,10 @@ class AdaptivePredictor(Predictor):
     def retry(
         self, failed_bytes: int, input_size_bytes: int | None = None, user_request_bytes: int | None = None
     ) -> int:
-        scaled = self._cold_ratio(user_request_bytes) is not None
-        if scaled and user_request_bytes and failed_bytes < user_request_bytes:
-            return int(user_request_bytes)  # the scaled start was too small: the user's own request next
+        if not self.warm and user_request_bytes and failed_bytes < user_request_bytes:
+            # A cold start below the request (scaled by other families, or a similar family's model)
+            # was too small: the user's own request next, not a chain of doublings.
+            return int(user_request_bytes)
         return super().retry(failed_bytes, input_size_bytes, user_request_bytes)
 
     # -- candidates ------------------------------------------------------------------------------
