@@ -149,7 +149,7 @@ async function family(name) {
   view.innerHTML = `<h2>${esc(data.task_family)}</h2>
     <p class="muted">DAGs: ${data.dags.map(esc).join(", ")}</p>
     <div class="chart" id="family-chart" data-points="${attempts.length}" data-oom="${oom}"></div>
-    <p class="muted" id="chart-caption">${attempts.length} attempts plotted; ${oom} OOM-killed (red ✕, at their limit);
+    <p class="muted" id="chart-caption">${attempts.length} attempts plotted; ${oom} OOM-killed (large red dots, at their limit);
       hollow peaks are lower bounds (sampled).</p>
     <h2>Next decision</h2><p id="decision"><b>${bytes(data.decision.memory_request_bytes)}</b> (${esc(data.decision.strategy)}):
       ${esc(data.decision.explanation)}</p>
