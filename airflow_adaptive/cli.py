@@ -246,6 +246,7 @@ def _add_decision_commands(sub: Any) -> None:
 
 def _add_replay_command(sub: Any) -> None:
     from airflow_adaptive.evaluation.replay import HISTORY_MODES
+    from airflow_adaptive.evaluation.report import BUDGETS
     from airflow_adaptive.traces.load import FORMATS
 
     rep = sub.add_parser("replay", help="replay traces through sizing strategies and compare their waste")
@@ -273,7 +274,7 @@ def _add_replay_command(sub: Any) -> None:
     rep.add_argument(
         "--budget-sweep",
         action="store_true",
-        help="also replay adaptive under OOM-kill budgets 0.005, 0.01, 0.02, 0.05, 0.1 (--plot draws the curve)",
+        help=f"also replay adaptive under OOM-kill budgets {', '.join(map(str, BUDGETS))} (--plot draws the curve)",
     )
     rep.add_argument("--plot", metavar="DIR", help="write PNG plots here")
     rep.set_defaults(func=cmd_replay)

@@ -9,8 +9,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-SKIPPED_SHOWN = 20  # skipped rows named one by one; the rest are counted
-
 
 def progress(*columns: Any) -> Progress:
     """A transient progress display (rich's default columns unless given)."""

@@ -10,6 +10,8 @@ from typing import Any, TextIO
 
 from airflow_adaptive.exceptions import AdaptiveError
 
+SKIPPED_SHOWN = 20  # skipped rows of an import named one by one; the rest are counted
+
 
 def open_cli_store() -> Any:
     """The history store; unavailable is an AdaptiveError, printed as one line by ``main``."""
@@ -27,7 +29,7 @@ def print_json(data: Any, out: TextIO) -> None:
 def cmd_history_import(args: argparse.Namespace, out: TextIO) -> int:
     from rich.progress import SpinnerColumn, TextColumn
 
-    from airflow_adaptive.console import SKIPPED_SHOWN, progress
+    from airflow_adaptive.console import progress
     from airflow_adaptive.traces.load import iter_trace
 
     store = open_cli_store()

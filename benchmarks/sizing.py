@@ -20,6 +20,7 @@ from airflow_adaptive.core.sizing import ANCHORS
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
 from airflow_adaptive.evaluation.replay import ReplayConfig, replay
 from airflow_adaptive.evaluation.report import (
+    BUDGETS,
     DEFAULT_STRATEGY,
     WARM_START_MODES,
     evaluate,
@@ -39,6 +40,11 @@ PHUNG_PUBLISHED = {
     "quantized-buckets": {"normal": (88.4, 56.3), "uniform": (61.1, 62.4), "exponential": (2.4, 16.1), "bimodal": (96.5, 93.9), "trimodal": (80.8, 71.3)},
     "kmeans-buckets": {"normal": (88.4, 56.3), "uniform": (61.1, 62.4), "exponential": (2.4, 16.1), "bimodal": (96.5, 93.9), "trimodal": (80.8, 71.3)},
 }  # fmt: skip
+
+
+def geometric_mean(ratios: list[float]) -> float:
+    """Of ratios to the best anchor; a zero (ours wasted nothing) counts as 1e-9."""
+    return statistics.geometric_mean([max(r, 1e-9) for r in ratios])
 
 
 def short(path: str) -> str:
@@ -83,7 +89,7 @@ def traces_section(data: Path, history: str) -> dict[str, Any]:
         )
     print(
         f"\nours / best anchor: median {statistics.median(ratios):.3f}, geometric mean "
-        f"{statistics.geometric_mean([max(r, 1e-9) for r in ratios]):.3f}, at most 1 on {sum(r <= 1 for r in ratios)} "
+        f"{geometric_mean(ratios):.3f}, at most 1 on {sum(r <= 1 for r in ratios)} "
         f"of {len(ratios)} traces, worst {max(ratios):.2f}; retries per 100 tasks: median {statistics.median(retries):.1f}"
     )
     if user_ratios:
@@ -94,7 +100,7 @@ def traces_section(data: Path, history: str) -> dict[str, Any]:
     return report
 
 
-BUDGETS = (0.005, 0.01, 0.02, 0.05, 0.10, 1.0)
+SWEEP = (*BUDGETS, 1.0)  # and 1.0: no budget
 
 
 def budget_section(report: dict[str, Any], history: str) -> None:
@@ -111,7 +117,7 @@ def budget_section(report: dict[str, Any], history: str) -> None:
     )
     print("|---:|---:|---:|---:|---:|---:|")
     by_history: dict[str, list[int]] = {}
-    for budget in BUDGETS:
+    for budget in SWEEP:
         config = ReplayConfig(history=history, max_oom_rate=budget)
         keep = DEFAULT_STRATEGY if budget == ReplayConfig().max_oom_rate else None
         run = evaluate(
@@ -182,7 +188,7 @@ def warm_start_section(report: dict[str, Any], history: str) -> None:
         kills = statistics.median(r[mode]["retries_per_100"] for r in rows)
         print(
             f"\n{mode} / off: waste median {statistics.median(values):.3f}, geometric mean "
-            f"{statistics.geometric_mean([max(v, 1e-9) for v in values]):.3f}, worst {max(values):.2f}, better on "
+            f"{geometric_mean(values):.3f}, worst {max(values):.2f}, better on "
             f"{sum(v < 1 for v in values)} and worse on {sum(v > 1 for v in values)} of {len(values)}; kills/100 "
             f"median {kills:.1f} (off: {statistics.median(r['off']['retries_per_100'] for r in rows):.1f})"
         )
@@ -236,7 +242,7 @@ def out_of_sample_section(report: dict[str, Any], history: str) -> None:
     for label, values in rows:
         v = list(values.values())
         print(
-            f"| {label} | {statistics.median(v):.3f} | {statistics.geometric_mean([max(x, 1e-9) for x in v]):.3f} | "
+            f"| {label} | {statistics.median(v):.3f} | {geometric_mean(v):.3f} | "
             f"{max(v):.2f} | {sum(x <= 1 for x in v)} of {len(v)} |"
         )
     chosen = statistics.multimode(v["chosen"] for v in found["held_out"].values())

@@ -25,6 +25,11 @@ class CpuHistory:
     cores: float | None
     attempts: int
 
+    @classmethod
+    def of(cls, busy: Sequence[float], quantile: float) -> CpuHistory:
+        """The ``quantile`` of ``busy`` (cores busy per attempt), None when there is none."""
+        return cls(float(np.quantile(busy, quantile)) if busy else None, len(busy))
+
 
 def cpu_history(window: Sequence[Observation], quantile: float) -> CpuHistory:
     busy = [
@@ -35,7 +40,7 @@ def cpu_history(window: Sequence[Observation], quantile: float) -> CpuHistory:
         and o.usage.wall_seconds
         and math.isfinite(o.usage.cpu_core_seconds / o.usage.wall_seconds)
     ]
-    return CpuHistory(float(np.quantile(busy, quantile)) if busy else None, len(busy))
+    return CpuHistory.of(busy, quantile)
 
 
 def decide_cpu(

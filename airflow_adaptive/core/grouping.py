@@ -133,11 +133,12 @@ def group_nodes(
         best = None
         why = f"every feature varies by less than {min_relative_spread:.0%} or {NOISE_SPREADS:g}x its measured noise"
     else:
-        best = _best_split(StandardScaler().fit_transform(x[:, counted]), max_groups, random_state)
+        scaled = StandardScaler().fit_transform(x[:, counted])
+        best = _best_split(scaled, max_groups, random_state)
         chosen = best[1] if best is not None else 0
         if best is not None:
             apart = np.maximum(min_relative_spread, NOISE_SPREADS * noise[counted])
-            best = _refined(best, x[:, counted], max_groups, apart, random_state)
+            best = _refined(best, x[:, counted], scaled, max_groups, apart, random_state)
         why = "no split found"
     if best is None:
         grouping = _grouping(names, x, features, np.zeros(n, dtype=int), None, f"one group: {why}", counted)
@@ -181,12 +182,14 @@ def _best_split(
 def _refined(
     best: tuple[float, int, np.ndarray],
     x: np.ndarray,
+    scaled: np.ndarray,
     max_groups: int,
     min_apart: np.ndarray,
     random_state: int,
 ) -> tuple[float, int, np.ndarray]:
     """The silhouette's groups, each split in two while its best two-way split puts the halves'
-    means at least ``min_apart`` (per feature, relative to its mean: the larger of
+    means (``x``: the counted features; ``scaled``: the same standardised, as k-means saw them) at
+    least ``min_apart`` (per feature, relative to its mean: the larger of
     ``min_relative_spread`` and twice the measured noise) apart on some counted feature: machines
     that differ as much as a feature must vary to count at all are not one group. The
     silhouette alone prefers fewer groups when one group is much wider than the others (Table IV's
@@ -194,7 +197,6 @@ def _refined(
     _, k, labels = best
     labels = labels.copy()
     mean = np.maximum(np.abs(x.mean(axis=0)), 1e-12)
-    scaled = StandardScaler().fit_transform(x)
     pending = list(set(int(v) for v in labels))
     while pending and k < min(max_groups, len(x) - 1):  # a silhouette needs a group of two
         cluster = pending.pop()

@@ -4,8 +4,6 @@ kube-scheduler's packing by requests sees what tasks really use."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from airflow_adaptive.core.cpu import CpuHistory, decide_cpu
 from airflow_adaptive.core.decide import SizingSettings
 
@@ -25,7 +23,7 @@ class CpuSizer:
         """The request the provider would set; the user's while the family has no history."""
         seen = self._busy.get(task.family)
         quantile = self.settings.cpu_quantile
-        history = CpuHistory(float(np.quantile(seen, quantile)), len(seen)) if seen else None
+        history = CpuHistory.of(seen, quantile) if seen else None
         millicores, _ = decide_cpu(
             history,
             quantile,

@@ -173,7 +173,7 @@ class AdaptivePredictor(Predictor):
         raw_x = [s.input_size_bytes for s in samples]
         x = None if any(v is None for v in raw_x) else np.asarray(raw_x, dtype=float)
         names = self._candidate_names(x is not None)
-        decay = 0.5 ** (1.0 / self.half_life_tasks)
+        decay = self._decay
         cached = getattr(self, "scored_peaks_", None)
         if (
             cached is not None
@@ -255,7 +255,7 @@ class AdaptivePredictor(Predictor):
         if above.size < MIN_PEAKS_ABOVE:
             return float(double(failed_bytes))
         peaks, runtimes = self.peaks_[above], self.runtimes_[above]
-        ages = (0.5 ** (1.0 / self.half_life_tasks)) ** (self.peaks_.size - 1 - above)
+        ages = self._decay ** (self.peaks_.size - 1 - above)
         candidates = np.array(
             [
                 float(double(failed_bytes)),
@@ -264,11 +264,13 @@ class AdaptivePredictor(Predictor):
                 *np.quantile(peaks, RETRY_QUANTILES),
             ]
         )
-        costs = [
-            ages @ retry_waste(np.full(peaks.size, c), peaks, runtimes, self.time_to_failure)
-            for c in candidates
-        ]
+        costs = retry_waste(candidates[:, None], peaks, runtimes, self.time_to_failure) @ ages
         return float(candidates[int(np.argmin(costs))])
+
+    @property
+    def _decay(self) -> float:
+        """A task's weight relative to the next newer one in every decayed score."""
+        return float(0.5 ** (1.0 / self.half_life_tasks))
 
     def details(self) -> dict[str, float | int | str | None]:
         return {
