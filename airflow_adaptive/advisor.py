@@ -162,7 +162,8 @@ class Advisor:
         """The decision for the next attempt; the user's resources when history is unavailable."""
         try:
             state = self._family(task_family)
-            prior = None if state else HistogramRatioPrior(self._all_distributions().request_ratios)
+            everyone = None if state else self._all_distributions()
+            prior = HistogramRatioPrior(everyone.request_ratios, everyone.peaks) if everyone else None
             if previous_attempt is None and key is not None:
                 previous_attempt = self.previous_try(key)
             fitted = self._fitted(task_family, state)

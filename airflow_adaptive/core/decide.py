@@ -132,11 +132,20 @@ def _predicted(
                 "sampled or OOM-killed)"
             )
         return predictor.predict(input_size_bytes, user.request_bytes), basis + fitted.note
-    if not fitted.samples and user.request_bytes and prior is not None and prior.ratio is not None:
+    if fitted.samples or prior is None:
+        return None, ""
+    margin = f"+ {prior.margin_fraction:.0%}"
+    if user.request_bytes and prior.ratio is not None:
         cold = predictor.fit([], prior).predict(input_size_bytes, user.request_bytes)
         return cold, (
             f"no history yet: the request {format_bytes(user.request_bytes)} x {prior.ratio:.2f}, "
-            f"what other task families used of theirs (P{prior.quantile * 100:g} + {prior.margin_fraction:.0%})"
+            f"what other task families used of theirs (P{prior.quantile * 100:g} {margin})"
+        )
+    if not user.request_bytes and predictor.fit([], prior).cold_without_request(None) is not None:
+        cold = predictor.predict(input_size_bytes, None)
+        return cold, (
+            f"no history and no request: P{prior.peak_quantile * 100:g} of the peaks of other task "
+            f"families' tasks {margin}"
         )
     return None, ""
 

@@ -138,6 +138,11 @@ _TERMS = tuple(
 )
 
 
+def completed_peak(obs: Observation) -> int | None:
+    """The peak of a completed attempt (None for any other), as the family's peak histogram counts it."""
+    return obs.usage.peak_memory_bytes if obs.exit_reason is ExitReason.COMPLETED else None
+
+
 def _terms(obs: Observation) -> tuple[tuple[float, ...], int | None]:
     """One attempt's terms of the rollup's sums (in ``_TERMS`` order) and its peak (completed only)."""
     usage = obs.usage
@@ -145,7 +150,7 @@ def _terms(obs: Observation) -> tuple[tuple[float, ...], int | None]:
     wall = usage.wall_seconds if usage.wall_seconds else None  # 0 s: no rate can be computed
     usable = is_usable_sample(obs)
     cpu = usage.cpu_core_seconds / wall if done and wall and usage.cpu_core_seconds is not None else None
-    peak = usage.peak_memory_bytes if done else None
+    peak = completed_peak(obs)
     io = ((usage.read_bytes or 0) + (usage.write_bytes or 0)) / wall if done and wall else None
     spent = memory_time(obs)
     term = (
@@ -228,13 +233,15 @@ def request_ratio(obs: Observation) -> float | None:
 @dataclass
 class Distributions:
     """Store-wide: the users' request ratios, every family's mean demand per task feature and every
-    family's successful attempts (least-finished-first ranks a family among the others)."""
+    family's successful attempts (least-finished-first ranks a family among the others), and the
+    peaks of all completed attempts (a cold family that asks for no memory starts from them)."""
 
     request_ratios: LogHistogram = field(default_factory=LogHistogram)
     demand: dict[str, LogHistogram] = field(
         default_factory=lambda: {feature: LogHistogram() for feature in TASK_FEATURES}
     )
     successes: LogHistogram = field(default_factory=LogHistogram)
+    peaks: LogHistogram = field(default_factory=LogHistogram)
 
     def move_family(self, before: FamilyRollup | None, after: FamilyRollup) -> None:
         """A family's means and counts changed from ``before`` to ``after``: move it between buckets."""
@@ -251,20 +258,27 @@ class Distributions:
                 self.demand[feature].add(new, +1)
 
     def add_ratios(self, other: Distributions, sign: int = 1) -> None:
-        """Add (``sign=-1``: remove) the request ratios ``other`` counted."""
+        """Add (``sign=-1``: remove) the request ratios and peaks ``other`` counted."""
         self.request_ratios = self.request_ratios.combined(other.request_ratios, sign)
+        self.peaks = self.peaks.combined(other.peaks, sign)
 
     def replace_attempt(self, old: Observation | None, new: Observation | None) -> None:
         for obs, sign in ((old, -1), (new, +1)):
-            ratio = request_ratio(obs) if obs is not None else None
+            if obs is None:
+                continue
+            ratio = request_ratio(obs)
             if ratio is not None:
                 self.request_ratios.add(ratio, sign)
+            peak = completed_peak(obs)
+            if peak:
+                self.peaks.add(peak, sign)
 
     def to_json(self) -> dict[str, object]:
         return {
             "request_ratios": self.request_ratios.to_json(),
             "demand": {k: v.to_json() for k, v in self.demand.items()},
             "successes": self.successes.to_json(),
+            "peaks": self.peaks.to_json(),
         }
 
     @classmethod
@@ -272,9 +286,10 @@ class Distributions:
         data = data if isinstance(data, dict) else {}
         demand = data.get("demand")
         demand = demand if isinstance(demand, dict) else {}
-        ratios, successes = data.get("request_ratios"), data.get("successes")
+        ratios, successes, peaks = data.get("request_ratios"), data.get("successes"), data.get("peaks")
         return cls(
             LogHistogram(ratios if isinstance(ratios, dict) else None),
             {feature: LogHistogram(demand.get(feature)) for feature in TASK_FEATURES},
             LogHistogram(successes if isinstance(successes, dict) else None),
+            LogHistogram(peaks if isinstance(peaks, dict) else None),
         )

@@ -187,6 +187,22 @@ def test_adaptive_cold_start_scales_the_request_by_other_families_use() -> None:
     assert AdaptivePredictor().fit([]).predict(None, 8 * GIB) == 8 * GIB  # no prior: the request
 
 
+def test_adaptive_cold_start_without_a_request_uses_other_families_peaks() -> None:
+    prior = RequestRatioPrior(margin_fraction=0.1, min_ratios=3)
+    assert AdaptivePredictor().fit([], prior).predict() == AdaptivePredictor().default_bytes  # none yet
+    for peak in range(1, 11):
+        prior.add(peak * 50 * MIB, None)  # no requests: only the peaks teach
+    assert prior.ratio is None and prior.cold_bytes == pytest.approx(455 * MIB * 1.1)  # P90 + 10 %
+    predictor = AdaptivePredictor().fit([], prior)
+    first = predictor.predict()
+    assert first == int(455 * MIB * 1.1)
+    assert predictor.retry(first) == 2 * first  # killed: doubling, as without a prior
+    assert make_predictor("pc95").fit([], prior).predict() == make_predictor("pc95").default_bytes
+    for _ in range(100):
+        prior.add(8 * GIB, None)  # larger workflows in the store: never above the 1 GiB default
+    assert AdaptivePredictor().fit([], prior).predict() == AdaptivePredictor().default_bytes
+
+
 def run(peak_mib: int, seconds: float = 3600.0, request_mib: int | None = None, family: str = "f") -> TaskRun:
     return TaskRun(family, peak_mib * MIB, seconds, None, None if request_mib is None else request_mib * MIB)
 

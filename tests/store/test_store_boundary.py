@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 from alembic import command
-from sqlalchemy import create_engine, event, func, insert, select
+from sqlalchemy import create_engine, event, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.decide import SizingSettings
-from airflow_adaptive.core.model import GIB, ExitReason, MemoryRequest, Observation
+from airflow_adaptive.core.model import GIB, MIB, ExitReason, MemoryRequest, Observation
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.store.api import HistoryStore
 from airflow_adaptive.store.learning import Learning
@@ -28,7 +28,7 @@ from airflow_adaptive.store.memory import InMemoryHistoryStore
 from airflow_adaptive.store.rows import attempt_values
 from airflow_adaptive.store.sql import SqlHistoryStore
 from airflow_adaptive.store.sql_transaction import SqlTransaction
-from airflow_adaptive.store.tables import task_attempt
+from airflow_adaptive.store.tables import aggregate, task_attempt
 from tests.conftest import DB_KIND, DB_URL, sql_store
 from tests.factories import T0, alembic_config, attempt
 
@@ -116,6 +116,19 @@ def test_a_cold_family_starts_from_other_families_request_ratios(store: HistoryS
     assert decision.memory_request_bytes == pytest.approx(8 * GIB * 0.275, rel=0.02)
 
 
+def test_a_cold_family_without_a_request_starts_from_other_families_peaks(store: HistoryStore) -> None:
+    """Not the 1 GiB default: P90 of what other families' tasks used + 10 %, then doubling if killed."""
+    store.record([attempt(n, family=f"g{n % 3}", peak=(n % 10 + 1) * 50 * MIB) for n in range(30)])
+    nothing = MemoryRequest()
+    decision = Advisor(get_settings(), lambda: store).decide("new", nothing)
+    assert "no history and no request: P90 of the peaks" in decision.explanation
+    assert decision.memory_request_bytes == pytest.approx(455 * MIB * 1.1, rel=0.02)  # P90 of 50..500 MiB
+    killed = replace(attempt(99, family="new", peak=0, run="oom"), exit_reason=ExitReason.OOM_KILLED)
+    store.record([replace(killed, memory_limit_bytes=decision.memory_limit_bytes)])
+    retry = Advisor(get_settings(), lambda: store).decide("new", nothing, replace(killed.key, try_number=2))
+    assert retry.memory_request_bytes == 2 * decision.memory_limit_bytes  # type: ignore[operator]
+
+
 def test_prune_keeps_the_newest_and_the_totals(store: HistoryStore) -> None:
     store.record(
         [attempt(n, peak=GIB) for n in range(20)] + [attempt(n, family="g", run=f"g{n}") for n in range(3)]
@@ -150,6 +163,13 @@ def test_migration_builds_rollups_from_existing_attempts(tmp_path: Path) -> None
         assert state is not None and state.rollup.attempts == 12 and state.model is None
         decision = Advisor(get_settings(), lambda: SqlHistoryStore(migrated)).decide("f", USER)
         assert "refitted now: no stored model" in decision.explanation
+        # 0007: the store-wide peaks, from the families' peak histograms, where a store has none yet
+        without_peaks = {**SqlHistoryStore(migrated).distributions().to_json(), "peaks": {}}
+        with migrated.begin() as conn:
+            conn.execute(update(aggregate).values(distributions=without_peaks))
+        command.downgrade(config, "f5c2a8e7d914")
+        command.upgrade(config, "head")
+        assert SqlHistoryStore(migrated).distributions().peaks.total == 12
     finally:
         command.downgrade(config, "base")
         command.upgrade(config, "head")

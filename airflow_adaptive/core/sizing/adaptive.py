@@ -98,11 +98,25 @@ class AdaptivePredictor(Predictor):
         return prior.ratio
 
     def predict(self, input_size_bytes: int | None = None, user_request_bytes: int | None = None) -> int:
-        """Cold, with a request and a ready prior: the request scaled by what other families used."""
+        """Cold, with a ready prior: the request scaled by what other families used of theirs, or
+        without a request, a high quantile of what other families' tasks used, at most
+        ``default_bytes`` (then doubling)."""
         ratio = self._cold_ratio(user_request_bytes)
         if user_request_bytes and ratio is not None:
             return max(1, int(user_request_bytes * ratio))
+        cold = self.cold_without_request(user_request_bytes)
+        if cold is not None:
+            return max(1, int(cold))
         return super().predict(input_size_bytes, user_request_bytes)
+
+    def cold_without_request(self, user_request_bytes: int | None) -> float | None:
+        """The prior's first allocation for a cold family that asks for no memory (None: none yet):
+        never above ``default_bytes``, which stands in for the missing request (as the request
+        ratio never raises a request): a store of larger workflows does not inflate a new one."""
+        prior = getattr(self, "_prior", None)  # None before the first fit
+        if self.warm or user_request_bytes or prior is None or prior.cold_bytes is None:
+            return None
+        return min(prior.cold_bytes, float(self.default_bytes))
 
     def retry(
         self, failed_bytes: int, input_size_bytes: int | None = None, user_request_bytes: int | None = None

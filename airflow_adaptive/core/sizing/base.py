@@ -77,6 +77,11 @@ class Predictor(ABC):
             return int(user_request_bytes or self.default_bytes)
         return int(self._predict(input_size_bytes))
 
+    def cold_without_request(self, user_request_bytes: int | None) -> float | None:
+        """A cold family's first allocation when it asks for no memory, from what other families
+        used (the prior); None: this strategy has none (the cap applies)."""
+        return None
+
     def retry(
         self, failed_bytes: int, input_size_bytes: int | None = None, user_request_bytes: int | None = None
     ) -> int:
@@ -158,23 +163,41 @@ def _quantile_rows(values: np.ndarray, lengths: np.ndarray, q: np.ndarray) -> np
 
 
 class RequestRatioPrior:
-    """How much of their memory request tasks of *other* families really used (peak / request).
+    """What tasks of *other* families used: of their memory request (peak / request), and in bytes.
 
     Users over-request consistently; a family with no history of its own can start from its
     request scaled by a high quantile of that ratio, and fall back to the full request if killed.
+    A family with neither history nor a request starts at a high quantile of the peaks of other
+    families' tasks (``cold_bytes``), and doubles if killed: without it, a pod that asks for
+    nothing would be given a whole node.
     """
 
-    def __init__(self, quantile: float = 0.99, margin_fraction: float = 0.10, min_ratios: int = 20) -> None:
+    def __init__(
+        self,
+        quantile: float = 0.99,
+        margin_fraction: float = 0.10,
+        min_ratios: int = 20,
+        peak_quantile: float = 0.9,
+    ) -> None:
         self.quantile = quantile
         self.margin_fraction = margin_fraction
         self.min_ratios = min_ratios
+        self.peak_quantile = peak_quantile
         self._ratios: list[float] = []
+        self._peaks: list[float] = []
         self._value: float | None = None
+        self._peak_value: float | None = None
 
     def add(self, peak_bytes: int, request_bytes: int | None) -> None:
+        if peak_bytes > 0:
+            self._peaks.append(float(peak_bytes))
+            self._peak_value = None
         if request_bytes and request_bytes > 0 and peak_bytes > 0:
             self._ratios.append(peak_bytes / request_bytes)
             self._value = None
+
+    def _scaled(self, q: float | None) -> float | None:
+        return None if q is None else q * (1.0 + self.margin_fraction)
 
     @property
     def ratio(self) -> float | None:
@@ -186,20 +209,37 @@ class RequestRatioPrior:
             self._value = min(1.0, q * (1.0 + self.margin_fraction))
         return self._value
 
+    @property
+    def cold_bytes(self) -> float | None:
+        """A first allocation with neither history nor a request: the ``peak_quantile`` of the peaks
+        of other families' tasks + the margin; None until ``min_ratios`` peaks were seen."""
+        if len(self._peaks) < self.min_ratios:
+            return None
+        if self._peak_value is None:
+            self._peak_value = self._scaled(float(np.quantile(np.asarray(self._peaks), self.peak_quantile)))
+        return self._peak_value
+
 
 class HistogramRatioPrior(RequestRatioPrior):
-    """The same prior, read from the store's maintained histogram of every recorded ratio."""
+    """The same prior, read from the store's maintained histograms of every recorded ratio and peak."""
 
-    def __init__(self, histogram: LogHistogram, **params: Any) -> None:
+    def __init__(self, histogram: LogHistogram, peaks: LogHistogram | None = None, **params: Any) -> None:
         super().__init__(**params)
         self.histogram = histogram
+        self.peaks = peaks or LogHistogram()
 
     @property
     def ratio(self) -> float | None:
         if self.histogram.total < self.min_ratios:
             return None
-        q = self.histogram.quantile(self.quantile)
-        return None if q is None else min(1.0, q * (1.0 + self.margin_fraction))
+        scaled = self._scaled(self.histogram.quantile(self.quantile))
+        return None if scaled is None else min(1.0, scaled)
+
+    @property
+    def cold_bytes(self) -> float | None:
+        if self.peaks.total < self.min_ratios:
+            return None
+        return self._scaled(self.peaks.quantile(self.peak_quantile))
 
 
 class Wrapper(Predictor):
@@ -234,6 +274,9 @@ class Wrapper(Predictor):
 
     def predict(self, input_size_bytes: int | None = None, user_request_bytes: int | None = None) -> int:
         return self._post(self.inner.predict(input_size_bytes, user_request_bytes), cold=not self.inner.warm)
+
+    def cold_without_request(self, user_request_bytes: int | None) -> float | None:
+        return self.inner.cold_without_request(user_request_bytes)
 
     def retry(
         self, failed_bytes: int, input_size_bytes: int | None = None, user_request_bytes: int | None = None
