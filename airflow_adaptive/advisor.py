@@ -23,7 +23,7 @@ from airflow_adaptive.core.placement import GroupView, PlacementEngine, Placemen
 from airflow_adaptive.core.priority import FamilyProgress, PriorityChoice, choose_priority
 from airflow_adaptive.core.rollup import Distributions
 from airflow_adaptive.core.sizing.base import HistogramRatioPrior
-from airflow_adaptive.core.sizing.similar import pick_donor
+from airflow_adaptive.core.sizing.similar import Identity, pick_donor
 from airflow_adaptive.core.units import format_bytes
 from airflow_adaptive.exceptions import AdaptiveError, HistoryRejectedError, HistoryUnavailableError
 from airflow_adaptive.failopen import warn_once
@@ -119,11 +119,13 @@ class Advisor:
         history = self._store().history(task_family, limit=self.settings.history_window)
         return replace(fit_history(history, sizing), note=f"; refitted now: {reason}")
 
-    def _borrowed(self, task_family: str) -> Fitted | None:
+    def _borrowed(self, cold: Identity) -> Fitted | None:
         """For a family with no history: the model of the most similar family that has one (warm
         starts, core/sizing/similar.py), among the ``DONOR_CANDIDATES`` families with most attempts."""
         rollups = self._store().families(limit=DONOR_CANDIDATES)
-        donor = pick_donor(task_family, ((r.task_family, r.usable_samples) for r in rollups))
+        donor = pick_donor(
+            cold, ((Identity(r.task_family, r.image, r.program), r.usable_samples) for r in rollups)
+        )
         if donor is None:
             return None
         try:
@@ -158,8 +160,11 @@ class Advisor:
         input_size_bytes: int | None = None,
         previous_attempt: Observation | None = None,
         cpu_limit_millicores: int | None = None,
+        image: str | None = None,
+        program: str | None = None,
     ) -> Decision:
-        """The decision for the next attempt; the user's resources when history is unavailable."""
+        """The decision for the next attempt; the user's resources when history is unavailable.
+        ``image`` and ``program``: what the pod runs, for a cold family's warm start."""
         try:
             state = self._family(task_family)
             everyone = None if state else self._all_distributions()
@@ -172,7 +177,7 @@ class Advisor:
                 and fitted.predictor.borrows_when_cold
                 and self.settings.sizing.warm_starts
             ):
-                fitted = self._borrowed(task_family) or fitted
+                fitted = self._borrowed(Identity(task_family, image, program)) or fitted
             decision = decide_with(
                 fitted,
                 user,

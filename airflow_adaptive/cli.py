@@ -34,7 +34,8 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
         parse_memory_bytes(args.limit, what="--limit") if args.limit else None,
     )
     advisor = Advisor(get_settings(), open_cli_store)
-    decision = advisor.decide(args.task_family, user, input_size_bytes=args.input_size_bytes)
+    tool = {"image": args.image, "program": args.program}
+    decision = advisor.decide(args.task_family, user, input_size_bytes=args.input_size_bytes, **tool)
     if args.previous_oom:
         killed_at = decision.memory_limit_bytes or decision.memory_request_bytes
         previous = Observation(
@@ -46,7 +47,7 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
             memory_limit_bytes=killed_at,
         )
         decision = advisor.decide(
-            args.task_family, user, input_size_bytes=args.input_size_bytes, previous_attempt=previous
+            args.task_family, user, input_size_bytes=args.input_size_bytes, previous_attempt=previous, **tool
         )
     placement = advisor.place(
         args.task_family, frozenset(args.require_capability), decision.memory_request_bytes
@@ -231,6 +232,8 @@ def _add_decision_commands(sub: Any) -> None:
     decide.add_argument("--request", help="the user's memory request (Kubernetes quantity)")
     decide.add_argument("--limit", help="the user's memory limit (Kubernetes quantity)")
     decide.add_argument("--input-size-bytes", type=int)
+    decide.add_argument("--image", help="the container image the task runs (for a cold family's warm start)")
+    decide.add_argument("--program", help="the program its command starts (for a cold family's warm start)")
     decide.add_argument("--require-capability", action="append", default=[], metavar="NAME")
     decide.add_argument("--priority-weight", type=int, default=1, help="the task's own priority_weight")
     decide.add_argument("--json", action="store_true")

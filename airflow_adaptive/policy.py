@@ -61,6 +61,7 @@ def mutate(pod: k8s.V1Pod) -> None:
         cpu_limit_of,
         find_container,
         memory_of,
+        tool_of,
     )
     from airflow_adaptive.kubernetes.priority import priority_class_for
 
@@ -79,7 +80,18 @@ def mutate(pod: k8s.V1Pod) -> None:
     advisor = Advisor(settings)
     previous = advisor.previous_try(key, make_safe_label_value if run_id_is_label else None)
     cpu_limit = cpu_limit_of(container.resources if container else None)
-    decision = advisor.decide(family, user, None, previous_attempt=previous, cpu_limit_millicores=cpu_limit)
+    image, program = (
+        tool_of(container.image, container.command, container.args) if container else (None, None)
+    )
+    decision = advisor.decide(
+        family,
+        user,
+        None,
+        previous_attempt=previous,
+        cpu_limit_millicores=cpu_limit,
+        image=image,
+        program=program,
+    )
     choice = advisor.priority(family)
     priority_class, note = priority_class_for(choice, pod, _api_client, enabled=settings.priority_classes)
     decision = replace(

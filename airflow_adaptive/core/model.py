@@ -86,6 +86,8 @@ class Observation:
     strategy: str | None = None
     explanation: str | None = None
     user_request_bytes: int | None = None  # what the DAG asked for, before any decision
+    image: str | None = None  # the container image, as the pod named it (warm starts compare them)
+    program: str | None = None  # what the container's command starts (core/sizing/similar.py)
 
     @property
     def oom_killed(self) -> bool:

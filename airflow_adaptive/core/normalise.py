@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from .model import Observation, PeakKind, TaskKey, Usage
 
 MAX_KEY_CHARS = 250  # dag_id, task_id, run_id, task_family columns
-MAX_TEXT_CHARS = {"node_name": 253, "strategy": 100}
+MAX_TEXT_CHARS = {"node_name": 253, "strategy": 100, "image": 500, "program": 250}
 # No container has more: the largest machines hold 32 TiB. A value beyond it is a unit mix-up.
 MAX_MEMORY_BYTES = 2**46  # 64 TiB
 MAX_IO_BYTES = 2**62  # inputs and I/O may be large, but stay inside BIGINT
@@ -86,9 +86,19 @@ def is_normal(obs: Observation) -> bool:
         and (code is None or (isinstance(code, int) and -INT32 <= code <= INT32))
         and (when is None or (isinstance(when, datetime) and when.tzinfo is not None))
         and (not obs.node_name or (len(obs.node_name) <= MAX_TEXT_CHARS["node_name"] and "\x00" not in obs.node_name))
-        and (not obs.strategy or (len(obs.strategy) <= MAX_TEXT_CHARS["strategy"] and "\x00" not in obs.strategy))
+        and all(_text_fits(obs, name) for name in ("strategy", "image", "program"))
         and (not obs.explanation or "\x00" not in obs.explanation)
     )  # fmt: skip
+
+
+def _text_fits(obs: Observation, name: str) -> bool:
+    value = getattr(obs, name)
+    return not value or (len(value) <= MAX_TEXT_CHARS[name] and "\x00" not in value)
+
+
+def _text(obs: Observation, name: str) -> str | None:
+    value = getattr(obs, name)
+    return fit_key(value, MAX_TEXT_CHARS[name]) if value else value
 
 
 def _fitted(obs: Observation) -> Observation:
@@ -118,7 +128,9 @@ def _fitted(obs: Observation) -> Observation:
         exit_code=code if isinstance(code, int) and -INT32 <= code <= INT32 else None,
         finished_at=_when(obs.finished_at),
         node_name=fit_key(obs.node_name, MAX_TEXT_CHARS["node_name"]) if obs.node_name else obs.node_name,
-        strategy=fit_key(obs.strategy, MAX_TEXT_CHARS["strategy"]) if obs.strategy else obs.strategy,
+        strategy=_text(obs, "strategy"),
+        image=_text(obs, "image"),
+        program=_text(obs, "program"),
         explanation=obs.explanation.replace("\x00", "\ufffd") if obs.explanation else obs.explanation,
     )
 

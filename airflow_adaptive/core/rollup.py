@@ -44,6 +44,8 @@ class FamilyRollup:
     killed_byte_seconds: float = 0.0  # limit x wall of OOM-killed attempts: memory lost to kills
     peaks: LogHistogram = field(default_factory=LogHistogram)  # completed attempts' peaks
     last_finished_at: datetime | None = None
+    image: str | None = None  # of the newest attempt that named one (warm starts)
+    program: str | None = None
 
     @property
     def mean_wall_seconds(self) -> float | None:
@@ -65,9 +67,11 @@ class FamilyRollup:
         """This rollup with ``other``'s contributions added (``sign=-1``: removed)."""
         changes: dict[str, object] = {}
         for f in fields(self):
-            if f.name in ("task_family", "last_finished_at", "peaks"):
+            if f.name in _NOT_SUMMED:
                 continue
             changes[f.name] = getattr(self, f.name) + sign * getattr(other, f.name)
+        if sign > 0 and (other.image or other.program):  # what the newest attempts run
+            changes["image"], changes["program"] = other.image, other.program
         changes["peaks"] = self.peaks.combined(other.peaks, sign)
         latest = [t for t in (self.last_finished_at, other.last_finished_at) if t is not None]
         changes["last_finished_at"] = max(latest) if latest else None
@@ -120,6 +124,7 @@ def contributions(task_family: str, observations: Iterable[Observation]) -> Fami
     peaks = LogHistogram()
     terms = []
     latest: datetime | None = None
+    tool: Observation | None = None  # the last attempt that named its image or program
     for obs in observations:
         term, peak = _terms(obs)
         terms.append(term)
@@ -127,15 +132,17 @@ def contributions(task_family: str, observations: Iterable[Observation]) -> Fami
             peaks.add(float(peak))
         if obs.finished_at is not None and (latest is None or obs.finished_at > latest):
             latest = obs.finished_at
+        if obs.image or obs.program:
+            tool = obs
     sums = [sum(column) for column in zip(*terms, strict=True)] if terms else [0] * len(_TERMS)
     return FamilyRollup(
-        task_family, **dict(zip(_TERMS, sums, strict=True)), peaks=peaks, last_finished_at=latest
-    )
+        task_family, **dict(zip(_TERMS, sums, strict=True)), peaks=peaks, last_finished_at=latest,
+        image=tool.image if tool else None, program=tool.program if tool else None,
+    )  # fmt: skip
 
 
-_TERMS = tuple(
-    f.name for f in fields(FamilyRollup) if f.name not in ("task_family", "peaks", "last_finished_at")
-)
+_NOT_SUMMED = ("task_family", "peaks", "last_finished_at", "image", "program")
+_TERMS = tuple(f.name for f in fields(FamilyRollup) if f.name not in _NOT_SUMMED)
 
 
 def completed_peak(obs: Observation) -> int | None:

@@ -19,7 +19,13 @@ from airflow_adaptive.core.learn import needs_refit
 from airflow_adaptive.core.sizing import Predictor, Sample, make_predictor
 from airflow_adaptive.core.sizing.adaptive import MAX_OOM_RATE
 from airflow_adaptive.core.sizing.base import MIB, RequestRatioPrior
-from airflow_adaptive.core.sizing.similar import borrowed_allocation, pick_donor
+from airflow_adaptive.core.sizing.similar import (
+    MIN_SIMILARITY,
+    Identity,
+    as_identity,
+    borrowed_allocation,
+    pick_donor,
+)
 from airflow_adaptive.exceptions import InvalidSettingError
 
 GB_H = 1e9 * 3600.0  # byte-seconds in one GB-hour
@@ -37,6 +43,8 @@ class TaskRun:
     user_request_bytes: int | None = None
     start_s: float | None = None  # when it started; None: trace order only
     finish_s: float | None = None
+    image: str | None = None  # what it runs, where the trace says (warm starts compare families by it)
+    program: str | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,7 @@ class ReplayConfig:
     max_attempts: int = 64
     max_oom_rate: float = MAX_OOM_RATE  # the OOM-kill budget of strategies that take one (``adaptive``)
     warm_starts: bool = True  # a cold family's first tries sized by a similar family's model (similar.py)
+    min_similarity: float = MIN_SIMILARITY  # of a donor family (similar.py)
 
     def __post_init__(self) -> None:
         check_history_and_failures(self.history, HISTORY_MODES, self.time_to_failure)
@@ -132,30 +141,45 @@ class FamilyModels:
     of their requests they used (the ratio prior) and, with ``warm_starts``, a similar family's
     model (``similar.py``), for strategies that borrow."""
 
-    def __init__(self, factory: Callable[[], Predictor], refit_growth: float, *, warm_starts: bool) -> None:
+    def __init__(
+        self,
+        factory: Callable[[], Predictor],
+        refit_growth: float,
+        *,
+        warm_starts: bool,
+        min_similarity: float = MIN_SIMILARITY,
+    ) -> None:
         self.factory = factory
         self.refit_growth = refit_growth
         self.warm_starts = warm_starts
+        self.min_similarity = min_similarity
         self.prior = RequestRatioPrior()
         self.sizers: dict[str, FamilySizer] = {}
+        self.identities: dict[str, Identity] = {}  # families whose image or program is known
 
     def sizer(self, family: str) -> FamilySizer:
         if family not in self.sizers:
             self.sizers[family] = FamilySizer(self.factory(), self.refit_growth, self.prior)
         return self.sizers[family]
 
-    def learn(self, family: str, sample: Sample, request_bytes: int | None) -> None:
-        self.sizer(family).samples.append(sample)
+    def learn(self, known: Identity | str, sample: Sample, request_bytes: int | None) -> None:
+        family = as_identity(known)
+        self.sizer(family.family).samples.append(sample)
+        if family.image or family.program:
+            self.identities[family.family] = family
         self.prior.add(sample.peak_memory_bytes, request_bytes)
 
     def first_allocation(
-        self, family: str, input_size_bytes: int | None, request_bytes: int | None
+        self, known: Identity | str, input_size_bytes: int | None, request_bytes: int | None
     ) -> tuple[int, Predictor]:
         """The first try's allocation, and the family's predictor (which answers its retries)."""
-        predictor = self.sizer(family).ready()
+        family = as_identity(known)
+        predictor = self.sizer(family.family).ready()
         if not predictor.warm and predictor.borrows_when_cold and self.warm_starts:
-            counts = ((name, len(sizer.samples)) for name, sizer in self.sizers.items())
-            donor = pick_donor(family, counts)
+            counts = (
+                (self.identities.get(name, name), len(sizer.samples)) for name, sizer in self.sizers.items()
+            )
+            donor = pick_donor(family, counts, min_similarity=self.min_similarity)
             if donor is not None:
                 borrowed = self.sizers[donor.family].ready()
                 return borrowed_allocation(borrowed, input_size_bytes, request_bytes), predictor
@@ -193,6 +217,10 @@ def _attempts(
     return succeeded
 
 
+def identity(run: TaskRun) -> Identity:
+    return Identity(run.family, run.image, run.program)
+
+
 def replay(
     runs: Sequence[TaskRun],
     strategy: str,
@@ -219,11 +247,14 @@ def replay(
         ),
         config.refit_growth,
         warm_starts=config.warm_starts,
+        min_similarity=config.min_similarity,
     )
 
     def learn(run: TaskRun) -> None:
         models.learn(
-            run.family, Sample(run.peak_bytes, run.input_size_bytes, run.wall_seconds), run.user_request_bytes
+            identity(run),
+            Sample(run.peak_bytes, run.input_size_bytes, run.wall_seconds),
+            run.user_request_bytes,
         )
 
     for run in imported:
@@ -233,7 +264,9 @@ def replay(
         if completed:
             while pending and pending[0][0] <= (run.start_s or 0.0):
                 learn(runs[heapq.heappop(pending)[1]])
-        alloc, predictor = models.first_allocation(run.family, run.input_size_bytes, run.user_request_bytes)
+        alloc, predictor = models.first_allocation(
+            identity(run), run.input_size_bytes, run.user_request_bytes
+        )
         result.first_allocations.append((run.family, alloc, run.peak_bytes))
         if not _attempts(run, alloc, predictor, cap, config, result):
             continue

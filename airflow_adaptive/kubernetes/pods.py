@@ -12,6 +12,7 @@ from kubernetes.client import models as k8s
 from airflow_adaptive.core.model import (
     MemoryRequest,
 )
+from airflow_adaptive.core.sizing.similar import program_of
 from airflow_adaptive.exceptions import InvalidCapabilityError, InvalidQuantityError
 from airflow_adaptive.kubernetes.quantity import parse_cpu_millicores, parse_memory_bytes
 
@@ -68,6 +69,15 @@ def find_container(pod: k8s.V1Pod, name: str | None) -> k8s.V1Container | None:
             if container.name == name:
                 return container
     return containers[0] if containers else None
+
+
+def tool_of(
+    image: str | None, command: list[str] | None, args: list[str] | None
+) -> tuple[str | None, str | None]:
+    """What a container runs, for warm starts: its image, and the program its command starts
+    (``program_of`` of the command and its arguments)."""
+    words = [str(w) for w in (command or []) + (args or [])]
+    return (str(image) if image else None), program_of(words)
 
 
 def memory_of(resources: k8s.V1ResourceRequirements | dict | None, *, what: str = "memory") -> MemoryRequest:

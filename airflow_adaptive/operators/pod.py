@@ -29,6 +29,7 @@ from airflow_adaptive.kubernetes.pods import (
     cpu_limit_of,
     find_container,
     memory_of,
+    tool_of,
 )
 from airflow_adaptive.kubernetes.priority import priority_class_for
 from airflow_adaptive.kubernetes.staging import LOCALITY_ANNOTATION
@@ -133,6 +134,11 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
             raise InvalidQuantityError(f"task {self.task_id!r}: input_size_bytes must not be negative")
         return size
 
+    def _tool(self) -> tuple[str | None, str | None]:
+        """The image and program this task runs, from its own arguments (the pod's command is
+        wrapped by then)."""
+        return tool_of(self.image, self.cmds, self.arguments)
+
     def build_pod_request_obj(self, context: Any = None, *, dry_run: bool = False) -> k8s.V1Pod:
         pod = super().build_pod_request_obj(context, dry_run=dry_run)
         container = find_container(pod, self.base_container_name)
@@ -167,12 +173,15 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         if not self.adaptive:
             decision = keep_user(user, "adaptive sizing is off for this task")
         else:
+            image, program = self._tool()
             decision = advisor.decide(
                 self.family,
                 user,
                 task_key(context),
                 input_size_bytes=self._input_size(),
                 cpu_limit_millicores=cpu_limit_of(container.resources if container else None),
+                image=image,
+                program=program,
             )
         placement = advisor.place(
             self.family, self.required_capabilities, decision.memory_request_bytes, self._idle_nodes()
@@ -277,7 +286,10 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
             sampled_peak_bytes=getattr(self, "_sampled_peak_bytes", None),
         )
         user = memory_of(self.container_resources) if self.container_resources is not None else None
-        observation = replace(observation, user_request_bytes=user.request_bytes if user else None)
+        image, program = self._tool()
+        observation = replace(
+            observation, user_request_bytes=user.request_bytes if user else None, image=image, program=program
+        )
         advisor = Advisor(get_settings())  # its own: cleanup runs later, after a deferral in another process
         advisor.record(observation)
         try:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import Connection, delete, select
+from sqlalchemy import Connection, Table, delete, inspect, select
 
 from airflow_adaptive.core.cpu import cpu_history
 from airflow_adaptive.core.decide import to_samples
@@ -32,9 +32,16 @@ from airflow_adaptive.store.tables import aggregate, family, family_day, task_at
 _BATCH = 1000
 
 
+def _present(conn: Connection, table: Table) -> list[str]:
+    """The table's columns that the database has: a migration rebuilds before later ones add theirs."""
+    found = {column["name"] for column in inspect(conn).get_columns(table.name)}
+    return [column.name for column in table.columns if column.name in found]
+
+
 def _families(conn: Connection) -> Iterator[tuple[str, list[tuple[int, Observation]]]]:
     """(family, [(id, attempt) ...]) in family order, oldest attempt first."""
-    stmt = select(task_attempt).order_by(
+    columns = [task_attempt.c[name] for name in _present(conn, task_attempt)]
+    stmt = select(*columns).order_by(
         task_attempt.c.task_family, task_attempt.c.finished_at, task_attempt.c.id
     )
     current: str | None = None
@@ -88,11 +95,16 @@ def rebuild_all(conn: Connection, learning: Learning | None) -> int:
     """Replace every family row and the distributions; models too unless ``learning`` is None."""
     states, distributions, days = rebuild_states(_families(conn), learning)
     now = datetime.now(timezone.utc)
+    present = set(_present(conn, family))
     values: list[dict[str, Any]] = [
         {
-            "task_family": state.rollup.task_family,
-            **rows.family_values(state),
-            "model_fitted_at": now if state.model is not None else None,
+            name: value
+            for name, value in {
+                "task_family": state.rollup.task_family,
+                **rows.family_values(state),
+                "model_fitted_at": now if state.model is not None else None,
+            }.items()
+            if name in present
         }
         for state in states
     ]

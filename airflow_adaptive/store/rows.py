@@ -47,6 +47,8 @@ _ATTEMPT_COLUMNS: dict[str, Callable[[Observation], Any]] = {
     "strategy": attrgetter("strategy"),
     "explanation": attrgetter("explanation"),
     "user_request_bytes": attrgetter("user_request_bytes"),
+    "image": attrgetter("image"),
+    "program": attrgetter("program"),
 }
 
 
@@ -103,6 +105,8 @@ def observation(row: Any) -> Observation:
         strategy=row.strategy,
         explanation=row.explanation,
         user_request_bytes=_nonnegative(row.user_request_bytes, int),
+        image=getattr(row, "image", None),  # absent while a migration rebuilds before they existed
+        program=getattr(row, "program", None),
     )
 
 
@@ -149,7 +153,7 @@ def family_state(row: Any) -> FamilyState:
     values["last_finished_at"] = _utc(row.last_finished_at)
     values["peaks"] = LogHistogram(row.peaks if isinstance(row.peaks, dict) else None)
     for name in ROLLUP_COLUMNS:
-        if values[name] is None and name != "last_finished_at":
+        if values[name] is None and name not in ("last_finished_at", "image", "program"):
             values[name] = 0
     return FamilyState(FamilyRollup(row.task_family, **values), _model(row.model))
 

@@ -55,6 +55,8 @@ task_attempt = Table(
     Column("strategy", String(100)),
     Column("explanation", Text),
     Column("user_request_bytes", BigInteger),
+    Column("image", String(500)),  # the container image (warm starts compare families by it)
+    Column("program", String(250)),  # what the container's command starts
     UniqueConstraint(
         "dag_id", "task_id", "run_id", "map_index", "try_number", name="adaptive_task_attempt_key_uq"
     ),
@@ -108,6 +110,8 @@ family = Table(
     Column("last_finished_at", DateTime(timezone=True)),
     Column("model", JSON),  # core.learn.FittedModel as a document; NULL: none yet
     Column("model_fitted_at", DateTime(timezone=True)),
+    Column("image", String(500)),  # of the newest attempt that named one (warm starts)
+    Column("program", String(250)),
 )
 
 # One row (id 1): store-wide distributions (users' request ratios, families' mean demands).

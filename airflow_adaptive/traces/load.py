@@ -103,6 +103,8 @@ def _task_run(obs: Observation) -> TaskRun | str:
         user_request_bytes=obs.memory_request_bytes,
         start_s=None if finish is None else finish - wall,
         finish_s=finish,
+        image=obs.image,
+        program=obs.program,
     )
 
 

@@ -50,7 +50,7 @@ def iter_nextflow(
     stem = trace_name(name)
     usable = skipped = 0
     chunks = read_table_chunks(
-        name, chunk_rows or CHUNK_ROWS, text=(*REQUIRED, "hostname"), numeric=NUMERIC,
+        name, chunk_rows or CHUNK_ROWS, text=(*REQUIRED, "hostname", "container"), numeric=NUMERIC,
         sep=sep or ("\t" if name.endswith((".txt", ".tsv")) else ","),
     )  # fmt: skip
     for frame in chunks:
@@ -125,8 +125,9 @@ def _observations(
     finished = [
         None if ms is None else datetime.fromtimestamp(ms / 1000, timezone.utc) for ms in _floats(complete)
     ]
-    hosts = (
-        frame["hostname"][rows].astype(str).str.strip() if "hostname" in frame else pd.Series("", index=rows)
+    hosts, images = (
+        frame[c][rows].astype(str).str.strip() if c in frame else pd.Series("", index=rows)
+        for c in ("hostname", "container")
     )
     families = process.str.slice(0, 250).tolist()
     run_id = f"trace:{stem}"
@@ -138,7 +139,8 @@ def _observations(
         _ints(peak), _floats(realtime_s * (numbers["%cpu"] / 100)), _floats(realtime_s),
         _ints(numbers["read_bytes"].fillna(numbers["rchar"])), _ints(numbers["write_bytes"].fillna(numbers["wchar"])),
         kind.tolist(), reason.tolist(), _ints(numbers["exit"]), memory,
-        [None if h in MISSING else h for h in hosts.tolist()], finished, strict=True,
+        [None if h in MISSING else h for h in hosts.tolist()], finished,
+        [None if i in MISSING else i for i in images.tolist()], strict=True,
     )  # fmt: skip
     return [
         Observation(
@@ -154,8 +156,9 @@ def _observations(
             finished_at=when,
             strategy="user",
             explanation=explanation,
+            image=image,
         )
-        for family, task_no, attempt, peak_b, cpu_s, wall_s, read_b, write_b, peak_kind, why, code, mem, host, when in columns
+        for family, task_no, attempt, peak_b, cpu_s, wall_s, read_b, write_b, peak_kind, why, code, mem, host, when, image in columns
     ]
 
 

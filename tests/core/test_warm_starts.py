@@ -11,7 +11,15 @@ from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.model import GIB, ExitReason, MemoryRequest
 from airflow_adaptive.core.sizing import Sample, make_predictor
-from airflow_adaptive.core.sizing.similar import borrowed_allocation, pick_donor, similarity, task_name
+from airflow_adaptive.core.sizing.similar import (
+    Identity,
+    borrowed_allocation,
+    image_name,
+    pick_donor,
+    program_of,
+    similarity,
+    task_name,
+)
 from airflow_adaptive.evaluation.replay import ReplayConfig, TaskRun, replay
 from airflow_adaptive.store.api import HistoryStore
 from airflow_adaptive.store.memory import InMemoryHistoryStore
@@ -140,3 +148,59 @@ def test_a_wrong_donor_costs_one_killed_try_then_the_users_request() -> None:
         + (sum((a - p) * 60.0 for _, a, p in result.first_allocations[:10])),
         rel=1e-6,
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "program"),
+    [
+        (["bwa", "mem", "ref.fa"], "bwa"),
+        (["/usr/local/bin/samtools", "sort"], "samtools"),
+        (["bash", "-c", "set -e; cd /data && STAR --runThreadN 4"], "STAR"),
+        (["bash", "run.sh"], "run.sh"),
+        (["bash", "-euo", "pipefail", "-c", "# align\nSTAR --runThreadN 4"], "STAR"),
+        (["env", "OMP_NUM_THREADS=2", "python3", "-u", "/app/train.py"], "train.py"),
+        (["sh", "-c", "unbalanced 'quote"], "unbalanced"),
+        ([], None),
+        (["python"], None),
+    ],
+)
+def test_the_program_is_the_first_word_that_is_not_a_launcher(argv: list[str], program: str | None) -> None:
+    assert program_of(argv) == program
+
+
+def test_images_compare_without_tag_or_digest() -> None:
+    assert image_name("quay.io/biocontainers/samtools:1.15.1--h1170115_0") == "quay.io/biocontainers/samtools"
+    assert image_name("localhost:5000/bwa@sha256:abc") == "localhost:5000/bwa"
+    assert image_name("ubuntu") == "ubuntu" and image_name(" ") is None
+
+
+def test_a_cold_family_borrows_by_image_and_program_only_when_both_match() -> None:
+    align = Identity("dag_a.align", "repo/bwa:0.7.17", "bwa")
+    cold = Identity("dag_b.map_reads", "repo/bwa:0.7.18", "bwa")
+    assert similarity(cold, align) == 1.0
+    assert similarity(Identity("b.x", "repo/bwa:1"), align) == 0.5  # the image alone
+    assert similarity(Identity("b.x", None, "bwa"), align) == 0.5  # the program alone
+    donor = pick_donor(cold, [(align, 10), ("dag_a.sort", 50)])
+    assert donor is not None and donor.family == "dag_a.align" and "same image and program" in donor.explain()
+    assert pick_donor(Identity("b.x", "repo/bwa:1"), [(align, 10)]) is None  # one alone: not by default
+    assert pick_donor(Identity("b.x", "repo/bwa:1"), [(align, 10)], min_similarity=0.5) is not None
+
+
+def test_the_advisor_finds_a_donor_by_what_families_run(store: HistoryStore) -> None:
+    """The newest recorded image and program of each family are kept on its row; a cold family
+    that runs the same is sized by its model."""
+    bwa = [
+        replace(attempt(n, family="dag_a.align", peak=3 * GIB), image="repo/bwa:1", program="bwa")
+        for n in range(20)
+    ]
+    store.record(bwa)
+    rollup = store.family("dag_a.align").rollup  # type: ignore[union-attr]
+    assert (rollup.image, rollup.program) == ("repo/bwa:1", "bwa")
+    assert store.history("dag_a.align", limit=1)[0].image == "repo/bwa:1"
+    user = MemoryRequest(8 * GIB, 8 * GIB)
+    advisor = Advisor(get_settings(), lambda: store)
+    decision = advisor.decide("dag_b.map_reads", user, image="repo/bwa:2", program="bwa")
+    assert decision.details["borrowed_from"] == "dag_a.align"
+    assert "the same image and program" in decision.explanation
+    other = Advisor(get_settings(), lambda: store).decide("dag_b.map_reads", user, image="repo/bwa:2")
+    assert "borrowed_from" not in other.details  # the image alone is not enough by default

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from datetime import datetime, timezone
 from types import SimpleNamespace
 from typing import Any, cast
@@ -63,6 +64,22 @@ def test_plain_kpo_pod_is_sized_from_history_and_airflow_labels_stay(engine: Any
     }  # fmt: skip
     assert "P95 of peaks +15%" in pod.metadata.annotations[DECISION_ANNOTATION]
     validate_pod(pod)
+
+
+def test_a_cold_family_borrows_from_a_family_that_runs_the_same_image_and_program(
+    engine: Any, mutate_all: None
+) -> None:
+    runs_busybox_true = [
+        replace(a, image="busybox:1.36", program="true")
+        for a in (attempt(i, family="other.dag", peak=GIB) for i in range(5))
+    ]
+    sql_store(engine).record(runs_busybox_true)
+    pod = kpo_pod()  # etl.load has no history; it runs busybox's `true` too
+    assert memory(pod) == "1178Mi"  # other.dag's model: P95 of 1 GiB peaks + 15 %
+    assert (
+        "similar family 'other.dag' (the same image and program"
+        in pod.metadata.annotations[DECISION_ANNOTATION]
+    )
 
 
 def test_opt_out_label_is_respected(engine: Any, mutate_all: None) -> None:

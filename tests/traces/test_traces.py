@@ -54,6 +54,17 @@ def test_lotaru_report(tmp_path: Path) -> None:
     assert second.usage.peak_memory_bytes == 2 * 1024**3 and second.node_name == "local"
 
 
+def test_nextflow_container_is_the_attempts_image(tmp_path: Path) -> None:
+    trace = write(tmp_path / "trace.csv", "\n".join([
+        "task_id,process,status,exit,peak_rss,realtime,container",
+        "1,SORT,COMPLETED,0,1000,60000,quay.io/biocontainers/samtools:1.15.1--h1170115_0",
+        "2,SORT,COMPLETED,0,1000,60000,-",
+    ]) + "\n")  # fmt: skip
+    observations = read_trace(trace).observations
+    assert [o.image for o in observations] == ["quay.io/biocontainers/samtools:1.15.1--h1170115_0", None]
+    assert [r.image for r in task_runs(observations)] == [observations[0].image, None]
+
+
 def test_cctools_table(tmp_path: Path) -> None:
     trace = write(tmp_path / "colmena.txt", "\n".join([
         "taskid -- core -- memory -- virtual_memory -- disk -- time -- average_cores -- 1",

@@ -1,25 +1,32 @@
 """Warm starts across families: a family with no history borrows the model of a similar one.
 
 Many families are the same tool in another DAG or sub-workflow (``FASTQC`` in two nf-core
-pipelines, ``SAMTOOLS_SORT`` after two aligners). A family is named ``<dag>.<task>`` (or by the
-user, or ``<pipeline>:<process>`` in traces), so its *task name* is the last part of its name
-after ``.``, ``:`` or ``/``, compared without case. Similarity between two families:
+pipelines, ``SAMTOOLS_SORT`` after two aligners, one ``bwa`` image in two DAGs). A family is named
+``<dag>.<task>`` (or by the user, or ``<pipeline>:<process>`` in traces), so its *task name* is the
+last part of its name after ``.``, ``:`` or ``/``, compared without case. Where known, a family
+also has the container *image* it runs (without registry tag or digest: a new version of a tool
+is still the tool) and the *program* its command starts (see :func:`program_of`). Similarity of
+two families is the larger of two scores:
 
-- 1.0 when their task names are equal (``fastqc`` and ``fastqc``);
-- 0.5 when one task name is the other plus ``_`` qualifiers (``fastqc`` and ``fastqc_raw``);
-- 0 otherwise.
+- by name: 1.0 when their task names are equal (``fastqc`` and ``fastqc``); 0.5 when one task
+  name is the other plus ``_`` qualifiers (``fastqc`` and ``fastqc_raw``); else 0;
+- by tool: 0.5 for the same image, plus 0.5 for the same program (1.0 for both). One alone is
+  weaker than a task name: an image often holds several tools (``samtools sort`` and
+  ``samtools index``), and a program says nothing of the data.
 
 A cold family's donor is the most similar other family, at least ``min_similarity`` alike (1 by
-default: replayed on the shared traces, qualified names brought more OOM kills than they saved
-waste), with at least ``min_samples`` samples (more samples, then the name, break ties). Its model
-sizes the cold family's first tries, never above the user's request (a borrowed model is a
-guess too), until the family has history of its own.
+default: replayed on the shared traces, qualified names and images alone brought more OOM kills
+than they saved waste), with at least ``min_samples`` samples (more samples, then the name, break
+ties). Its model sizes the cold family's first tries, never above the user's request (a borrowed
+model is a guess too), until the family has history of its own.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
-from collections.abc import Iterable
+import shlex
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .base import Predictor
@@ -27,8 +34,28 @@ from .base import Predictor
 _SEPARATORS = re.compile(r"[.:/]")
 SAME_TASK_NAME = 1.0
 QUALIFIED_TASK_NAME = 0.5
+SAME_IMAGE = 0.5
+SAME_PROGRAM = 0.5
 MIN_DONOR_SAMPLES = 3
 MIN_SIMILARITY = SAME_TASK_NAME
+# Words that start a command without being its program: interpreters and wrappers; shells; and
+# shell builtins that set up a script before its program runs.
+LAUNCHERS = frozenset(
+    {"env", "exec", "time", "nice", "nohup", "timeout", "tini", "dumb-init", "python", "python3",
+     "Rscript", "perl", "ruby", "node", "java"}
+)  # fmt: skip
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash"})
+BUILTINS = frozenset({"set", "cd", "export", "source", ".", "umask", "ulimit", "trap", "true", ":"})
+_SEPARATOR_TOKENS = frozenset({";", "&&", "||", "|", "&"})
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What is known of what a family runs: its name, and its image and program when recorded."""
+
+    family: str
+    image: str | None = None
+    program: str | None = None
 
 
 def task_name(family: str) -> str:
@@ -36,15 +63,79 @@ def task_name(family: str) -> str:
     return _SEPARATORS.split(family)[-1].casefold()
 
 
-def similarity(family: str, other: str) -> float:
-    """How alike two families' task names are (see the module's table)."""
-    a, b = task_name(family), task_name(other)
+def image_name(image: str | None) -> str | None:
+    """A container image without its tag or digest (``quay.io/biocontainers/samtools``)."""
+    if not image or not image.strip():
+        return None
+    name = image.strip().split("@", 1)[0]
+    head, _, last = name.rpartition("/")
+    return (f"{head}/" if head else "") + last.split(":", 1)[0]
+
+
+def program_of(argv: Sequence[str] | None) -> str | None:
+    """The program a container command starts: the base name of its first word that is not a
+    launcher (interpreter, ``env``), an option or a ``NAME=value``; a shell's ``-c`` script is read
+    for its first command that is not a builtin (``["bash", "-c", "set -e; bwa mem ..."]`` starts
+    ``bwa``)."""
+    words = list(argv or ())
+    while words:
+        word = words.pop(0)
+        name = posixpath.basename(word)
+        if name in SHELLS:
+            if "-c" in words[:-1]:  # a script given inline
+                return _script_program(words[words.index("-c") + 1])
+            return program_of([w for w in words if not w.startswith("-")][:1])  # a script file
+        if not name or word.startswith("-") or "=" in word or name in LAUNCHERS:
+            continue
+        return name
+    return None
+
+
+def _script_program(script: str) -> str | None:
+    """The first program of a shell script that is not a builtin."""
+    lexer = shlex.shlex(script, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    command: list[str] = []
+    try:
+        for token in [*lexer, ";"]:
+            if token not in _SEPARATOR_TOKENS:
+                command.append(token)
+                continue
+            found = program_of(command) if command and command[0] not in BUILTINS else None
+            if found:
+                return found
+            command = []
+    except ValueError:  # unbalanced quotes: the script's first word
+        return program_of(script.split()[:1])
+    return None
+
+
+def _name_score(a: str, b: str) -> tuple[float, str]:
+    a, b = task_name(a), task_name(b)
     if not a or not b:
-        return 0.0
+        return 0.0, ""
     if a == b:
-        return SAME_TASK_NAME
+        return SAME_TASK_NAME, "the same task name"
     short, long = sorted((a, b), key=len)
-    return QUALIFIED_TASK_NAME if long.startswith(short + "_") else 0.0
+    return (QUALIFIED_TASK_NAME, "a qualified task name") if long.startswith(short + "_") else (0.0, "")
+
+
+def _scored(a: Identity, b: Identity) -> tuple[float, str]:
+    """How alike two families are (see the module's table), and why."""
+    same_image = bool(a.image) and image_name(a.image) == image_name(b.image)
+    same_program = bool(a.program) and a.program == b.program
+    tool = SAME_IMAGE * same_image + SAME_PROGRAM * same_program
+    why = " and ".join(w for w, same in (("image", same_image), ("program", same_program)) if same)
+    return max(_name_score(a.family, b.family), (tool, f"the same {why}"))
+
+
+def similarity(a: Identity | str, b: Identity | str) -> float:
+    """How alike two families are (see the module's table)."""
+    return _scored(as_identity(a), as_identity(b))[0]
+
+
+def as_identity(value: Identity | str) -> Identity:
+    return value if isinstance(value, Identity) else Identity(value)
 
 
 @dataclass(frozen=True)
@@ -54,32 +145,35 @@ class Donor:
     family: str
     similarity: float
     samples: int
+    reason: str = "the same task name"
 
     def explain(self) -> str:
-        how = "the same task name" if self.similarity >= SAME_TASK_NAME else "a qualified task name"
         return (
-            f"similar family {self.family!r} ({how}, similarity {self.similarity:g}, {self.samples} samples)"
+            f"similar family {self.family!r} ({self.reason}, similarity {self.similarity:g}, "
+            f"{self.samples} samples)"
         )
 
 
 def pick_donor(
-    family: str,
-    candidates: Iterable[tuple[str, int]],
+    family: Identity | str,
+    candidates: Iterable[tuple[Identity | str, int]],
     *,
     min_similarity: float = MIN_SIMILARITY,
     min_samples: int = MIN_DONOR_SAMPLES,
 ) -> Donor | None:
-    """The most similar other family of ``candidates`` (name, samples) with ``min_samples`` or more."""
+    """The most similar other family of ``candidates`` (identity, samples) with ``min_samples``
+    or more."""
+    cold = as_identity(family)
     best: Donor | None = None
-    for name, samples in candidates:
-        if name == family or samples < min_samples:
+    for candidate, samples in candidates:
+        other = as_identity(candidate)
+        if other.family == cold.family or samples < min_samples:
             continue
-        score = similarity(family, name)
+        score, reason = _scored(cold, other)
         if score <= 0.0 or score < min_similarity:
             continue
-        donor = Donor(name, score, samples)
-        if best is None or (score, samples, best.family) > (best.similarity, best.samples, name):
-            best = donor
+        if best is None or (score, samples, best.family) > (best.similarity, best.samples, other.family):
+            best = Donor(other.family, score, samples, reason)
     return best
 
 
