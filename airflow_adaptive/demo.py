@@ -19,6 +19,14 @@ EXAMPLE_PEAKS_GIB = {
     "genomics.merge_variants": (0.9, 0.10),
     "genomics.report": (0.25, 0.05),
 }
+# What each family runs (as the example DAG's operators record it): image, program
+EXAMPLE_TOOLS = {
+    "genomics.index_reference": ("biocontainers/bwa:v0.7.17_cv1", "bwa index"),
+    "genomics.align": ("biocontainers/bwa:v0.7.17_cv1", "bwa mem"),
+    "genomics.call_variants": ("biocontainers/bcftools:v1.9-1-deb_cv1", "bcftools mpileup"),
+    "genomics.merge_variants": ("biocontainers/bcftools:v1.9-1-deb_cv1", "bcftools merge"),
+    "genomics.report": ("python:3.12-slim", "python"),
+}
 EXAMPLE_REQUEST_GIB = {"genomics.index_reference": 8, "genomics.align": 16, "genomics.call_variants": 8,
                        "genomics.merge_variants": 4, "genomics.report": 2}  # fmt: skip
 
@@ -54,6 +62,8 @@ def generated_history(runs: int = 12, seed: int = 7) -> list[Observation]:
                     finished_at=start + timedelta(days=run),
                     strategy="adaptive" if run >= runs // 2 else "user",
                     explanation="generated example history",
+                    image=EXAMPLE_TOOLS[family][0],
+                    program=EXAMPLE_TOOLS[family][1],
                 )
             )
     return observations

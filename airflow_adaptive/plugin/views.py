@@ -137,9 +137,14 @@ def family_detail(
     advisor = Advisor(settings, lambda: store)
     decision = advisor.decide(task_family, MemoryRequest(history[-1].user_request_bytes))
     placement = advisor.place(task_family, frozenset(), decision.memory_request_bytes)
+    image, program = next(
+        ((o.image, o.program) for o in reversed(history) if o.image or o.program), (None, None)
+    )
     return {
         "task_family": task_family,
         "dags": [d for d in store.family_dags(task_family) if dags is None or d in dags],
+        "image": image,  # what its newest attempts run (warm starts match other families by it)
+        "program": program,
         "attempts": [_attempt_json(o, group_of) for o in history],
         "decision": _decision_json(decision),
         "labels": dict(placement.labels or {}),

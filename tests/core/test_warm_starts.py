@@ -153,12 +153,16 @@ def test_a_wrong_donor_costs_one_killed_try_then_the_users_request() -> None:
 @pytest.mark.parametrize(
     ("argv", "program"),
     [
-        (["bwa", "mem", "ref.fa"], "bwa"),
-        (["/usr/local/bin/samtools", "sort"], "samtools"),
+        (["bwa", "mem", "ref.fa"], "bwa mem"),
+        (["/usr/local/bin/samtools", "sort", "-o", "x.bam"], "samtools sort"),
+        (["fastqc", "-t", "2", "a.fq"], "fastqc"),
         (["bash", "-c", "set -e; cd /data && STAR --runThreadN 4"], "STAR"),
+        (["sh", "-c", "test -f /ref/x.bwt || bwa index /ref/x.fa"], "bwa index"),
         (["bash", "run.sh"], "run.sh"),
         (["bash", "-euo", "pipefail", "-c", "# align\nSTAR --runThreadN 4"], "STAR"),
         (["env", "OMP_NUM_THREADS=2", "python3", "-u", "/app/train.py"], "train.py"),
+        (["python", "-c", "print('report')"], "python"),
+        (["java", "-Xmx4g", "-jar", "picard.jar", "MarkDuplicates"], "picard.jar MarkDuplicates"),
         (["sh", "-c", "unbalanced 'quote"], "unbalanced"),
         ([], None),
         (["python"], None),
@@ -175,11 +179,12 @@ def test_images_compare_without_tag_or_digest() -> None:
 
 
 def test_a_cold_family_borrows_by_image_and_program_only_when_both_match() -> None:
-    align = Identity("dag_a.align", "repo/bwa:0.7.17", "bwa")
-    cold = Identity("dag_b.map_reads", "repo/bwa:0.7.18", "bwa")
+    align = Identity("dag_a.align", "repo/bwa:0.7.17", "bwa mem")
+    cold = Identity("dag_b.map_reads", "repo/bwa:0.7.18", "bwa mem")
     assert similarity(cold, align) == 1.0
     assert similarity(Identity("b.x", "repo/bwa:1"), align) == 0.5  # the image alone
-    assert similarity(Identity("b.x", None, "bwa"), align) == 0.5  # the program alone
+    assert similarity(Identity("b.x", None, "bwa mem"), align) == 0.5  # the program alone
+    assert similarity(Identity("b.index", "repo/bwa:1", "bwa index"), align) == 0.5  # another bwa tool
     donor = pick_donor(cold, [(align, 10), ("dag_a.sort", 50)])
     assert donor is not None and donor.family == "dag_a.align" and "same image and program" in donor.explain()
     assert pick_donor(Identity("b.x", "repo/bwa:1"), [(align, 10)]) is None  # one alone: not by default

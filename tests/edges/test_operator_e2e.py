@@ -97,7 +97,7 @@ def test_successful_pod_is_recorded_with_its_usage(
     assert row.memory_limit_bytes == 256 * MIB
     assert row.node_name == "node-a" and row.run_id == dr.run_id
     assert row.strategy == "user"
-    assert (row.image, row.program) == ("busybox", "echo")  # the task's own command, not the wrapper
+    assert (row.image, row.program) == ("busybox", "echo working")  # its own command, not the wrapper
 
 
 @pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])

@@ -73,6 +73,11 @@ def test_example_dags_parse_without_errors() -> None:
     assert len(dag.tasks) == 11
     aligns = [t for t in dag.tasks if t.task_id.startswith("align_")]
     assert {t.task_family for t in aligns} == {"genomics.align"}
+    # what the operators record as image and program is what the demo history says they ran
+    from airflow_adaptive.demo import EXAMPLE_TOOLS
+    from airflow_adaptive.kubernetes.pods import tool_of
+
+    assert {t.task_family: tool_of(t.image, t.cmds, t.arguments) for t in dag.tasks} == EXAMPLE_TOOLS
 
 
 def test_plugins_folder_shim_imports() -> None:

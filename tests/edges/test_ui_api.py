@@ -78,6 +78,7 @@ def test_numbers_are_the_stores(client: Any, auth: dict[str, str], demo: Any) ->
     assert second.json()["families"][0]["task_family"] == "genomics.index_reference"
     detail = client.get("/adaptive/api/families/genomics.align", headers=auth).json()
     assert len(detail["attempts"]) == 12 and sum(a["oom_killed"] for a in detail["attempts"]) == 1
+    assert (detail["image"], detail["program"]) == ("biocontainers/bwa:v0.7.17_cv1", "bwa mem")
     whatif = client.get("/adaptive/api/families/genomics.align/whatif", headers=auth).json()
     assert sorted(s["strategy"] for s in whatif["strategies"]) == predictor_names()
     assert whatif["tasks"] == 11  # the OOM-killed attempt has no measured peak

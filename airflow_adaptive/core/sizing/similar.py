@@ -11,8 +11,8 @@ two families is the larger of two scores:
 - by name: 1.0 when their task names are equal (``fastqc`` and ``fastqc``); 0.5 when one task
   name is the other plus ``_`` qualifiers (``fastqc`` and ``fastqc_raw``); else 0;
 - by tool: 0.5 for the same image, plus 0.5 for the same program (1.0 for both). One alone is
-  weaker than a task name: an image often holds several tools (``samtools sort`` and
-  ``samtools index``), and a program says nothing of the data.
+  weaker than a task name: an image often holds several tools, and a program says nothing of the
+  data. A program includes its subcommand (``samtools sort`` is not ``samtools index``).
 
 A cold family's donor is the most similar other family, at least ``min_similarity`` alike (1 by
 default: replayed on the shared traces, qualified names and images alone brought more OOM kills
@@ -38,15 +38,17 @@ SAME_IMAGE = 0.5
 SAME_PROGRAM = 0.5
 MIN_DONOR_SAMPLES = 3
 MIN_SIMILARITY = SAME_TASK_NAME
-# Words that start a command without being its program: interpreters and wrappers; shells; and
-# shell builtins that set up a script before its program runs.
-LAUNCHERS = frozenset(
-    {"env", "exec", "time", "nice", "nohup", "timeout", "tini", "dumb-init", "python", "python3",
-     "Rscript", "perl", "ruby", "node", "java"}
-)  # fmt: skip
+# Words that start a command without being its program: wrappers, interpreters (their script is
+# the program, or the interpreter itself for an inline ``-c``/``-e`` one), shells, and shell
+# builtins that set up or guard a script before its program runs.
+WRAPPERS = frozenset({"env", "exec", "time", "nice", "nohup", "timeout", "tini", "dumb-init"})
+INTERPRETERS = frozenset({"python", "python3", "Rscript", "perl", "ruby", "node", "java"})
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash"})
-BUILTINS = frozenset({"set", "cd", "export", "source", ".", "umask", "ulimit", "trap", "true", ":"})
+BUILTINS = frozenset(
+    {"set", "cd", "export", "source", ".", "umask", "ulimit", "trap", "true", ":", "test", "[", "[["}
+)
 _SEPARATOR_TOKENS = frozenset({";", "&&", "||", "|", "&"})
+_SUBCOMMAND = re.compile(r"[A-Za-z][\w-]*")  # ``mem`` in ``bwa mem``: a word, not a path, file or number
 
 
 @dataclass(frozen=True)
@@ -73,11 +75,13 @@ def image_name(image: str | None) -> str | None:
 
 
 def program_of(argv: Sequence[str] | None) -> str | None:
-    """The program a container command starts: the base name of its first word that is not a
-    launcher (interpreter, ``env``), an option or a ``NAME=value``; a shell's ``-c`` script is read
-    for its first command that is not a builtin (``["bash", "-c", "set -e; bwa mem ..."]`` starts
-    ``bwa``)."""
-    words = list(argv or ())
+    """The program a container command starts, with its subcommand when the next word is one
+    (``bwa mem``, ``samtools sort``: one binary, tools of different appetite): the base name of the
+    first word that is not a wrapper (``env``), an option or a ``NAME=value``. An interpreter's
+    script is the program (``python3 train.py``), or the interpreter for an inline one; a shell's
+    ``-c`` script is read for its first command that is not a builtin (``bash -c "set -e; cd /data
+    && STAR ..."`` starts ``STAR``)."""
+    words = [str(w) for w in argv or ()]
     while words:
         word = words.pop(0)
         name = posixpath.basename(word)
@@ -85,9 +89,12 @@ def program_of(argv: Sequence[str] | None) -> str | None:
             if "-c" in words[:-1]:  # a script given inline
                 return _script_program(words[words.index("-c") + 1])
             return program_of([w for w in words if not w.startswith("-")][:1])  # a script file
-        if not name or word.startswith("-") or "=" in word or name in LAUNCHERS:
+        if name in INTERPRETERS and ({"-c", "-e"} & set(words)):
+            return name
+        if not name or word.startswith("-") or "=" in word or name in WRAPPERS or name in INTERPRETERS:
             continue
-        return name
+        sub = words[0] if words and _SUBCOMMAND.fullmatch(words[0]) else None
+        return f"{name} {sub}" if sub else name
     return None
 
 

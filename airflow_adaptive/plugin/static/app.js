@@ -147,7 +147,8 @@ async function family(name) {
       <td>${bytes(a.memory_limit_bytes)}</td><td>${bytes(a.peak_memory_bytes)}${a.peak_is_lower_bound ? " ≥" : ""}</td>
       <td class="text">${esc(a.node || "–")}${a.group ? ` (group ${a.group})` : ""}</td><td class="why">${esc(a.explanation || "")}</td></tr>`).join("");
   view.innerHTML = `<h2>${esc(data.task_family)}</h2>
-    <p class="muted">DAGs: ${data.dags.map(esc).join(", ")}</p>
+    <p class="muted">DAGs: ${data.dags.map(esc).join(", ")}${data.image || data.program ? `<span id="tool">; runs
+      ${data.image ? `image <code>${esc(data.image)}</code>` : ""}${data.image && data.program ? ", " : ""}${data.program ? `program <code>${esc(data.program)}</code>` : ""}</span>` : ""}</p>
     <div class="chart" id="family-chart" data-points="${attempts.length}" data-oom="${oom}"></div>
     <p class="muted" id="chart-caption">${attempts.length} attempts plotted; ${oom} OOM-killed (large red dots, at their limit);
       hollow peaks are lower bounds (sampled).</p>
