@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 
 from airflow.providers.cncf.kubernetes.pod_generator import make_safe_label_value
 from kubernetes.client import models as k8s
@@ -72,11 +73,11 @@ def find_container(pod: k8s.V1Pod, name: str | None) -> k8s.V1Container | None:
 
 
 def tool_of(
-    image: str | None, command: list[str] | None, args: list[str] | None
+    image: str | None, command: Sequence[str] | str | None, args: Sequence[str] | str | None
 ) -> tuple[str | None, str | None]:
     """What a container runs, for warm starts: its image, and the program its command starts
     (``program_of`` of the command and its arguments)."""
-    words = [str(w) for w in (command or []) + (args or [])]
+    words = [str(w) for part in (command, args) for w in ([part] if isinstance(part, str) else part or ())]
     return (str(image) if image else None), program_of(words)
 
 

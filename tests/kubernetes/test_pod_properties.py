@@ -192,3 +192,11 @@ def test_policy_pods_are_valid_and_within_the_cap(
          mock.patch("airflow_adaptive.config.get_settings", lambda: current):  # fmt: skip
         mutate(pod)  # the hook's body: a failure here would be hidden by the hook's own fail-open
     check(pod, current.sizing.cap_bytes)
+
+
+def test_what_a_container_runs_is_read_from_any_command_shape() -> None:
+    from airflow_adaptive.kubernetes.pods import tool_of
+
+    assert tool_of("repo/bwa:1", ["sh", "-c"], ["bwa mem ref.fa"]) == ("repo/bwa:1", "bwa mem")
+    assert tool_of("busybox", "true", None) == ("busybox", "true")  # a string, not a list
+    assert tool_of(None, None, None) == (None, None)

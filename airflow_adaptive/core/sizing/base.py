@@ -79,7 +79,7 @@ class Predictor(ABC):
 
     def cold_without_request(self, user_request_bytes: int | None) -> float | None:
         """A cold family's first allocation when it asks for no memory, from what other families
-        used (the prior); None: this strategy has none (the cap applies)."""
+        used (the prior); None: this strategy has none (``default_bytes`` applies)."""
         return None
 
     def retry(
@@ -168,8 +168,8 @@ class RequestRatioPrior:
     Users over-request consistently; a family with no history of its own can start from its
     request scaled by a high quantile of that ratio, and fall back to the full request if killed.
     A family with neither history nor a request starts at a high quantile of the peaks of other
-    families' tasks (``cold_bytes``), and doubles if killed: without it, a pod that asks for
-    nothing would be given a whole node.
+    families' tasks (``cold_bytes``; ``adaptive`` bounds it by ``default_bytes``), and doubles if
+    killed, where it would otherwise start at a fixed ``default_bytes``.
     """
 
     def __init__(

@@ -4,8 +4,8 @@ Many families are the same tool in another DAG or sub-workflow (``FASTQC`` in tw
 pipelines, ``SAMTOOLS_SORT`` after two aligners, one ``bwa`` image in two DAGs). A family is named
 ``<dag>.<task>`` (or by the user, or ``<pipeline>:<process>`` in traces), so its *task name* is the
 last part of its name after ``.``, ``:`` or ``/``, compared without case. Where known, a family
-also has the container *image* it runs (without registry tag or digest: a new version of a tool
-is still the tool) and the *program* its command starts (see :func:`program_of`). Similarity of
+also has the container *image* it runs (without its tag or digest: a new version of a tool is
+still the tool) and the *program* its command starts (see :func:`program_of`). Similarity of
 two families is the larger of two scores:
 
 - by name: 1.0 when their task names are equal (``fastqc`` and ``fastqc``); 0.5 when one task
