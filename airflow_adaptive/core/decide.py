@@ -141,12 +141,9 @@ def _predicted(
             f"no history yet: the request {format_bytes(user.request_bytes)} x {prior.ratio:.2f}, "
             f"what other task families used of theirs (P{prior.quantile * 100:g} {margin})"
         )
-    if not user.request_bytes and predictor.fit([], prior).cold_without_request(None) is not None:
-        cold = predictor.predict(input_size_bytes, None)
-        return cold, (
-            f"no history and no request: P{prior.peak_quantile * 100:g} of the peaks of other task "
-            f"families' tasks {margin}"
-        )
+    start = None if user.request_bytes else predictor.fit([], prior).cold_without_request(None)
+    if start is not None:
+        return predictor.predict(input_size_bytes, None), start.basis
     return None, ""
 
 

@@ -188,14 +188,16 @@ def test_adaptive_cold_start_scales_the_request_by_other_families_use() -> None:
 
 
 def test_adaptive_cold_start_without_a_request_uses_other_families_peaks() -> None:
+    """The quantile the OOM budget allows (P98 at 2 %, P90 at 10 %) + the margin, at most 1 GiB."""
     prior = RequestRatioPrior(margin_fraction=0.1, min_ratios=3)
     assert AdaptivePredictor().fit([], prior).predict() == AdaptivePredictor().default_bytes  # none yet
     for peak in range(1, 11):
         prior.add(peak * 50 * MIB, None)  # no requests: only the peaks teach
-    assert prior.ratio is None and prior.cold_bytes == pytest.approx(455 * MIB * 1.1)  # P90 + 10 %
+    assert prior.ratio is None and prior.peak_bytes(0.9) == pytest.approx(455 * MIB * 1.1)
     predictor = AdaptivePredictor().fit([], prior)
     first = predictor.predict()
-    assert first == int(455 * MIB * 1.1)
+    assert first == int(491 * MIB * 1.1)  # P98 of 50..500 MiB
+    assert AdaptivePredictor(max_oom_rate=0.1).fit([], prior).predict() == int(455 * MIB * 1.1)
     assert predictor.retry(first) == 2 * first  # killed: doubling, as without a prior
     assert make_predictor("pc95").fit([], prior).predict() == make_predictor("pc95").default_bytes
     for _ in range(100):

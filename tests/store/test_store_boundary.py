@@ -117,12 +117,13 @@ def test_a_cold_family_starts_from_other_families_request_ratios(store: HistoryS
 
 
 def test_a_cold_family_without_a_request_starts_from_other_families_peaks(store: HistoryStore) -> None:
-    """Not the 1 GiB default: P90 of what other families' tasks used + 10 %, then doubling if killed."""
+    """Not the 1 GiB default: P98 of what other families' tasks used (the 2 % OOM budget) + 10 %,
+    then doubling if killed."""
     store.record([attempt(n, family=f"g{n % 3}", peak=(n % 10 + 1) * 50 * MIB) for n in range(30)])
     nothing = MemoryRequest()
     decision = Advisor(get_settings(), lambda: store).decide("new", nothing)
-    assert "no history and no request: P90 of the peaks" in decision.explanation
-    assert decision.memory_request_bytes == pytest.approx(455 * MIB * 1.1, rel=0.02)  # P90 of 50..500 MiB
+    assert "no history and no request: P98 of the peaks" in decision.explanation
+    assert decision.memory_request_bytes == pytest.approx(500 * MIB * 1.1, rel=0.02)  # P98 of 50..500 MiB
     killed = replace(attempt(99, family="new", peak=0, run="oom"), exit_reason=ExitReason.OOM_KILLED)
     store.record([replace(killed, memory_limit_bytes=decision.memory_limit_bytes)])
     retry = Advisor(get_settings(), lambda: store).decide("new", nothing, replace(killed.key, try_number=2))

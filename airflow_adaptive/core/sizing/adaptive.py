@@ -34,6 +34,7 @@ from scipy.stats import t as student_t
 
 from ..units import format_bytes
 from .base import (
+    ColdStart,
     Predictor,
     Sample,
     peaks,
@@ -106,17 +107,30 @@ class AdaptivePredictor(Predictor):
             return max(1, int(user_request_bytes * ratio))
         cold = self.cold_without_request(user_request_bytes)
         if cold is not None:
-            return max(1, int(cold))
+            return max(1, int(cold.allocation_bytes))
         return super().predict(input_size_bytes, user_request_bytes)
 
-    def cold_without_request(self, user_request_bytes: int | None) -> float | None:
-        """The prior's first allocation for a cold family that asks for no memory (None: none yet):
+    def cold_without_request(self, user_request_bytes: int | None) -> ColdStart | None:
+        """For a cold family that asks for no memory: the quantile of other families' peaks that
+        the OOM budget allows (P98 at 2 %: their tasks outgrew it that rarely), + the prior's margin,
         never above ``default_bytes``, which stands in for the missing request (as the request
         ratio never raises a request): a store of larger workflows does not inflate a new one."""
         prior = getattr(self, "_prior", None)  # None before the first fit
-        if self.warm or user_request_bytes or prior is None or prior.cold_bytes is None:
+        if self.warm or user_request_bytes or prior is None:
             return None
-        return min(prior.cold_bytes, float(self.default_bytes))
+        quantile = 1.0 - (MAX_OOM_RATE if self.max_oom_rate is None else self.max_oom_rate)
+        found = prior.peak_bytes(quantile)
+        if found is None:
+            return None
+        basis = (
+            f"no history and no request: P{quantile * 100:g} of the peaks of other task families' "
+            f"tasks (the OOM budget) + {prior.margin_fraction:.0%}"
+        )
+        if found > self.default_bytes:
+            return ColdStart(
+                float(self.default_bytes), basis + f", at most {format_bytes(self.default_bytes)}"
+            )
+        return ColdStart(found, basis)
 
     def retry(
         self, failed_bytes: int, input_size_bytes: int | None = None, user_request_bytes: int | None = None

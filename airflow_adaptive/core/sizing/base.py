@@ -18,7 +18,7 @@ import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -77,9 +77,9 @@ class Predictor(ABC):
             return int(user_request_bytes or self.default_bytes)
         return int(self._predict(input_size_bytes))
 
-    def cold_without_request(self, user_request_bytes: int | None) -> float | None:
+    def cold_without_request(self, user_request_bytes: int | None) -> ColdStart | None:
         """A cold family's first allocation when it asks for no memory, from what other families
-        used (the prior); None: this strategy has none (``default_bytes`` applies)."""
+        used (the prior), and why; None: this strategy has none (``default_bytes`` applies)."""
         return None
 
     def retry(
@@ -162,36 +162,36 @@ def _quantile_rows(values: np.ndarray, lengths: np.ndarray, q: np.ndarray) -> np
     return np.where(gamma >= 0.5, b - diff * (1 - gamma), a + diff * gamma)  # numpy's _lerp
 
 
+class ColdStart(NamedTuple):
+    """A first allocation for a family with no history, and what it was derived from."""
+
+    allocation_bytes: float
+    basis: str
+
+
 class RequestRatioPrior:
     """What tasks of *other* families used: of their memory request (peak / request), and in bytes.
 
     Users over-request consistently; a family with no history of its own can start from its
     request scaled by a high quantile of that ratio, and fall back to the full request if killed.
-    A family with neither history nor a request starts at a high quantile of the peaks of other
-    families' tasks (``cold_bytes``; ``adaptive`` bounds it by ``default_bytes``), and doubles if
-    killed, where it would otherwise start at a fixed ``default_bytes``.
+    A family with neither history nor a request can start at a high quantile of the peaks of other
+    families' tasks (:meth:`peak_bytes`; ``adaptive`` takes the one its OOM budget allows), and
+    double if killed, where it would otherwise start at a fixed ``default_bytes``.
     """
 
-    def __init__(
-        self,
-        quantile: float = 0.99,
-        margin_fraction: float = 0.10,
-        min_ratios: int = 20,
-        peak_quantile: float = 0.9,
-    ) -> None:
+    def __init__(self, quantile: float = 0.99, margin_fraction: float = 0.10, min_ratios: int = 20) -> None:
         self.quantile = quantile
         self.margin_fraction = margin_fraction
         self.min_ratios = min_ratios
-        self.peak_quantile = peak_quantile
         self._ratios: list[float] = []
         self._peaks: list[float] = []
         self._value: float | None = None
-        self._peak_value: float | None = None
+        self._sorted_peaks: np.ndarray | None = None
 
     def add(self, peak_bytes: int, request_bytes: int | None) -> None:
         if peak_bytes > 0:
             self._peaks.append(float(peak_bytes))
-            self._peak_value = None
+            self._sorted_peaks = None
         if request_bytes and request_bytes > 0 and peak_bytes > 0:
             self._ratios.append(peak_bytes / request_bytes)
             self._value = None
@@ -209,15 +209,14 @@ class RequestRatioPrior:
             self._value = min(1.0, q * (1.0 + self.margin_fraction))
         return self._value
 
-    @property
-    def cold_bytes(self) -> float | None:
-        """A first allocation with neither history nor a request: the ``peak_quantile`` of the peaks
-        of other families' tasks + the margin; None until ``min_ratios`` peaks were seen."""
+    def peak_bytes(self, quantile: float) -> float | None:
+        """The ``quantile`` of the peaks of other families' tasks + the margin; None until
+        ``min_ratios`` peaks were seen."""
         if len(self._peaks) < self.min_ratios:
             return None
-        if self._peak_value is None:
-            self._peak_value = self._scaled(float(np.quantile(np.asarray(self._peaks), self.peak_quantile)))
-        return self._peak_value
+        if self._sorted_peaks is None:
+            self._sorted_peaks = np.sort(np.asarray(self._peaks))
+        return self._scaled(float(np.quantile(self._sorted_peaks, quantile)))
 
 
 class HistogramRatioPrior(RequestRatioPrior):
@@ -235,11 +234,10 @@ class HistogramRatioPrior(RequestRatioPrior):
         scaled = self._scaled(self.histogram.quantile(self.quantile))
         return None if scaled is None else min(1.0, scaled)
 
-    @property
-    def cold_bytes(self) -> float | None:
+    def peak_bytes(self, quantile: float) -> float | None:
         if self.peaks.total < self.min_ratios:
             return None
-        return self._scaled(self.peaks.quantile(self.peak_quantile))
+        return self._scaled(self.peaks.quantile(quantile))
 
 
 class Wrapper(Predictor):
@@ -275,7 +273,7 @@ class Wrapper(Predictor):
     def predict(self, input_size_bytes: int | None = None, user_request_bytes: int | None = None) -> int:
         return self._post(self.inner.predict(input_size_bytes, user_request_bytes), cold=not self.inner.warm)
 
-    def cold_without_request(self, user_request_bytes: int | None) -> float | None:
+    def cold_without_request(self, user_request_bytes: int | None) -> ColdStart | None:
         return self.inner.cold_without_request(user_request_bytes)
 
     def retry(
