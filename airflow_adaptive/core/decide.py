@@ -134,12 +134,11 @@ def _predicted(
         return predictor.predict(input_size_bytes, user.request_bytes), basis + fitted.note
     if fitted.samples or prior is None:
         return None, ""
-    margin = f"+ {prior.margin_fraction:.0%}"
     if user.request_bytes and prior.ratio is not None:
         cold = predictor.fit([], prior).predict(input_size_bytes, user.request_bytes)
         return cold, (
             f"no history yet: the request {format_bytes(user.request_bytes)} x {prior.ratio:.2f}, "
-            f"what other task families used of theirs (P{prior.quantile * 100:g} {margin})"
+            f"what other task families used of theirs (P{prior.quantile * 100:g} + {prior.margin_fraction:.0%})"
         )
     start = None if user.request_bytes else predictor.fit([], prior).cold_without_request(None)
     if start is not None:

@@ -127,6 +127,7 @@ class FamilySizer:
         self.samples: list[Sample] = []
         self.fitted = -1
         self.refit_growth = refit_growth
+        self.identity: Identity | None = None  # what the family's newest sample said it runs
 
     def ready(self) -> Predictor:
         n = len(self.samples)
@@ -155,7 +156,6 @@ class FamilyModels:
         self.min_similarity = min_similarity
         self.prior = RequestRatioPrior()
         self.sizers: dict[str, FamilySizer] = {}
-        self.identities: dict[str, Identity] = {}  # families whose image or program is known
 
     def sizer(self, family: str) -> FamilySizer:
         if family not in self.sizers:
@@ -164,9 +164,10 @@ class FamilyModels:
 
     def learn(self, known: Identity | str, sample: Sample, request_bytes: int | None) -> None:
         family = as_identity(known)
-        self.sizer(family.family).samples.append(sample)
+        sizer = self.sizer(family.family)
+        sizer.samples.append(sample)
         if family.image or family.program:
-            self.identities[family.family] = family
+            sizer.identity = family
         self.prior.add(sample.peak_memory_bytes, request_bytes)
 
     def first_allocation(
@@ -176,9 +177,7 @@ class FamilyModels:
         family = as_identity(known)
         predictor = self.sizer(family.family).ready()
         if not predictor.warm and predictor.borrows_when_cold and self.warm_starts:
-            counts = (
-                (self.identities.get(name, name), len(sizer.samples)) for name, sizer in self.sizers.items()
-            )
+            counts = ((sizer.identity or name, len(sizer.samples)) for name, sizer in self.sizers.items())
             donor = pick_donor(family, counts, min_similarity=self.min_similarity)
             if donor is not None:
                 borrowed = self.sizers[donor.family].ready()

@@ -186,12 +186,12 @@ class RequestRatioPrior:
         self._ratios: list[float] = []
         self._peaks: list[float] = []
         self._value: float | None = None
-        self._sorted_peaks: np.ndarray | None = None
+        self._peak_array: np.ndarray | None = None
 
     def add(self, peak_bytes: int, request_bytes: int | None) -> None:
         if peak_bytes > 0:
             self._peaks.append(float(peak_bytes))
-            self._sorted_peaks = None
+            self._peak_array = None
         if request_bytes and request_bytes > 0 and peak_bytes > 0:
             self._ratios.append(peak_bytes / request_bytes)
             self._value = None
@@ -214,9 +214,9 @@ class RequestRatioPrior:
         ``min_ratios`` peaks were seen."""
         if len(self._peaks) < self.min_ratios:
             return None
-        if self._sorted_peaks is None:
-            self._sorted_peaks = np.sort(np.asarray(self._peaks))
-        return self._scaled(float(np.quantile(self._sorted_peaks, quantile)))
+        if self._peak_array is None:
+            self._peak_array = np.asarray(self._peaks)
+        return self._scaled(float(np.quantile(self._peak_array, quantile)))
 
 
 class HistogramRatioPrior(RequestRatioPrior):
