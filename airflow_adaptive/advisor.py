@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 
 from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.cpu import CpuHistory, decide_cpu
@@ -24,6 +25,7 @@ from airflow_adaptive.core.priority import FamilyProgress, PriorityChoice, choos
 from airflow_adaptive.core.rollup import Distributions
 from airflow_adaptive.core.sizing.base import HistogramRatioPrior
 from airflow_adaptive.core.sizing.similar import Identity, pick_donor
+from airflow_adaptive.core.unfinished import STALE_AFTER_S, Unfinished
 from airflow_adaptive.core.units import format_bytes
 from airflow_adaptive.exceptions import AdaptiveError, HistoryRejectedError, HistoryUnavailableError
 from airflow_adaptive.failopen import warn_once
@@ -167,8 +169,6 @@ class Advisor:
         ``image`` and ``program``: what the pod runs, for a cold family's warm start."""
         try:
             state = self._family(task_family)
-            everyone = None if state else self._all_distributions()
-            prior = HistogramRatioPrior(everyone.request_ratios, everyone.peaks) if everyone else None
             if previous_attempt is None and key is not None:
                 previous_attempt = self.previous_try(key)
             fitted = self._fitted(task_family, state)
@@ -178,6 +178,10 @@ class Advisor:
                 and self.settings.sizing.warm_starts
             ):
                 fitted = self._borrowed(Identity(task_family, image, program)) or fitted
+            unfinished = self._unfinished(task_family, state, fitted)
+            needs_prior = state is None or (unfinished is not None and unfinished.outnumber(fitted.samples))
+            everyone = self._all_distributions() if needs_prior else None
+            prior = HistogramRatioPrior(everyone.request_ratios, everyone.peaks) if everyone else None
             decision = decide_with(
                 fitted,
                 user,
@@ -185,6 +189,7 @@ class Advisor:
                 previous_attempt=previous_attempt,
                 input_size_bytes=input_size_bytes,
                 prior=prior,
+                unfinished=unfinished,
             )
             return self._with_cpu(decision, state, cpu_limit_millicores)
         except HistoryUnavailableError as err:
@@ -198,6 +203,28 @@ class Advisor:
         except Exception as err:  # a bug in a predictor must not stop the pod: fail open, say why
             log.exception("airflow-adaptive: the decision for %r failed", task_family)
             return keep_user(user, f"decision failed ({type(err).__name__})")
+
+    def _unfinished(self, task_family: str, state: FamilyState | None, fitted: Fitted) -> Unfinished | None:
+        """The family's unfinished attempts that have run longer than its finished ones took on
+        average, for a strategy that guards against them (None: nothing to compare with)."""
+        mean_s = state.rollup.mean_wall_seconds if state else None
+        if mean_s is None or not fitted.samples or not fitted.predictor.guards_unfinished:
+            return None
+        now = datetime.now(timezone.utc)
+        count = self._store().count_unfinished(
+            task_family,
+            started_after=now - timedelta(seconds=STALE_AFTER_S),
+            started_before=now - timedelta(seconds=mean_s),
+        )
+        return Unfinished(count, mean_s)
+
+    def started(self, task_family: str, key: TaskKey) -> None:
+        """Note that this attempt's pod is being created (until it is recorded); never raises."""
+        try:
+            self._store().mark_unfinished(key, task_family, datetime.now(timezone.utc))
+        except (HistoryUnavailableError, HistoryRejectedError) as err:
+            reason = f"attempt not noted as started: {str(err).splitlines()[0][:200]}"
+            warn_once(reason, "decisions do not count it among the family's unfinished attempts")
 
     def _with_cpu(
         self, decision: Decision, state: FamilyState | None, limit_millicores: int | None

@@ -82,11 +82,22 @@ def clean_history(airflow_db: str) -> Iterator[None]:
         node,
         shared_input,
         task_attempt,
+        unfinished_attempt,
     )
 
     assert settings.engine is not None and settings.Session is not None  # Airflow is initialised
     with settings.engine.begin() as conn:
-        for table in (task_attempt, node, family, aggregate, family_day, shared_input, cached_input):
+        tables = (
+            task_attempt,
+            node,
+            family,
+            aggregate,
+            family_day,
+            shared_input,
+            cached_input,
+            unfinished_attempt,
+        )
+        for table in tables:
             conn.execute(delete(table))
     forget_warnings()
     get_settings.cache_clear()

@@ -12,6 +12,7 @@ from .sizing.adaptive import MAX_OOM_RATE
 from .sizing.base import RequestRatioPrior
 from .sizing.retry import STRATEGY_RETRY, RetryPolicy, vpa_bump
 from .sizing.similar import Donor, borrowed_allocation
+from .unfinished import Unfinished
 from .units import format_bytes
 
 
@@ -96,6 +97,7 @@ def decide_memory(
     previous_attempt: Observation | None = None,
     input_size_bytes: int | None = None,
     prior: RequestRatioPrior | None = None,
+    unfinished: Unfinished | None = None,
 ) -> Decision:
     """Decide request and limit for the next attempt of a task family, fitting on ``history``."""
     return decide_with(
@@ -105,6 +107,7 @@ def decide_memory(
         previous_attempt=previous_attempt,
         input_size_bytes=input_size_bytes,
         prior=prior,
+        unfinished=unfinished,
     )
 
 
@@ -114,6 +117,7 @@ def _predicted(
     settings: SizingSettings,
     input_size_bytes: int | None,
     prior: RequestRatioPrior | None,
+    unfinished: Unfinished | None = None,
 ) -> tuple[int | None, str]:
     """The strategy's first allocation and its basis, or (None, "") when it has nothing to say."""
     predictor = fitted.predictor
@@ -131,9 +135,22 @@ def _predicted(
                 f" ({fitted.lower_bound_samples} of {fitted.samples} peaks are lower bounds: "
                 "sampled or OOM-killed)"
             )
-        return predictor.predict(input_size_bytes, user.request_bytes), basis + fitted.note
+        predicted = predictor.predict(input_size_bytes, user.request_bytes)
+        if predictor.guards_unfinished and unfinished and unfinished.outnumber(fitted.samples) and prior:
+            cold, cold_basis = _cold(fresh_predictor(settings), user, input_size_bytes, prior)
+            if cold is not None and cold > predicted:
+                predicted = cold
+                basis += f"; but {unfinished.explain(fitted.samples)}, {cold_basis}"
+        return predicted, basis + fitted.note
     if fitted.samples or prior is None:
         return None, ""
+    return _cold(predictor, user, input_size_bytes, prior)
+
+
+def _cold(
+    predictor: Predictor, user: MemoryRequest, input_size_bytes: int | None, prior: RequestRatioPrior
+) -> tuple[int | None, str]:
+    """What a family with no history of its own starts at (``predictor`` unfitted), and why."""
     if user.request_bytes and prior.ratio is not None:
         cold = predictor.fit([], prior).predict(input_size_bytes, user.request_bytes)
         return cold, (
@@ -154,13 +171,15 @@ def decide_with(
     previous_attempt: Observation | None = None,
     input_size_bytes: int | None = None,
     prior: RequestRatioPrior | None = None,
+    unfinished: Unfinished | None = None,
 ) -> Decision:
     """Decide request and limit for the next attempt from a fitted (or restored) predictor.
 
     ``previous_attempt`` is this task instance's previous try, when there was one:
-    an OOM kill there escalates by the retry policy, never above ``cap_bytes``.
+    an OOM kill there escalates by the retry policy, never above ``cap_bytes``. ``unfinished``:
+    the family's attempts still running (``core/unfinished.py``), with ``prior`` for the floor.
     """
-    predicted, basis = _predicted(fitted, user, settings, input_size_bytes, prior)
+    predicted, basis = _predicted(fitted, user, settings, input_size_bytes, prior, unfinished)
     strategy = settings.strategy
     details: dict[str, float | int | str | None] = {
         "samples": fitted.samples,

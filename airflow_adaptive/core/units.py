@@ -1,4 +1,4 @@
-"""Byte units, defined once, and human-readable byte counts for explanations."""
+"""Byte units, defined once, and human-readable byte counts and durations for explanations."""
 
 from __future__ import annotations
 
@@ -18,3 +18,11 @@ def format_bytes(value: float | None) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.3g} {unit}"
         size /= 1024
     raise AssertionError("unreachable")
+
+
+def format_duration(seconds: float) -> str:
+    """Three significant digits in the largest fitting unit: 45 s, 12.5 min, 3.2 h."""
+    for unit, size in (("h", 3600.0), ("min", 60.0)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.3g} s"

@@ -15,10 +15,12 @@ import heapq
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from airflow_adaptive.core.learn import needs_refit
 from airflow_adaptive.core.sizing import Predictor, Sample, make_predictor
 from airflow_adaptive.core.sizing.adaptive import MAX_OOM_RATE
-from airflow_adaptive.core.sizing.base import MIB, RequestRatioPrior
+from airflow_adaptive.core.sizing.base import MIB, RequestRatioPrior, runtimes
 from airflow_adaptive.core.sizing.similar import (
     MIN_SIMILARITY,
     Identity,
@@ -26,6 +28,7 @@ from airflow_adaptive.core.sizing.similar import (
     borrowed_allocation,
     pick_donor,
 )
+from airflow_adaptive.core.unfinished import longer_than
 from airflow_adaptive.exceptions import InvalidSettingError
 
 GB_H = 1e9 * 3600.0  # byte-seconds in one GB-hour
@@ -60,6 +63,8 @@ class ReplayConfig:
     max_oom_rate: float = MAX_OOM_RATE  # the OOM-kill budget of strategies that take one (``adaptive``)
     warm_starts: bool = True  # a cold family's first tries sized by a similar family's model (similar.py)
     min_similarity: float = MIN_SIMILARITY  # of a donor family (similar.py)
+    # With completed history: a family's unfinished tasks may floor its first tries (unfinished.py).
+    guard_unfinished: bool = True
 
     def __post_init__(self) -> None:
         check_history_and_failures(self.history, HISTORY_MODES, self.time_to_failure)
@@ -171,18 +176,31 @@ class FamilyModels:
         self.prior.add(sample.peak_memory_bytes, request_bytes)
 
     def first_allocation(
-        self, known: Identity | str, input_size_bytes: int | None, request_bytes: int | None
+        self,
+        known: Identity | str,
+        input_size_bytes: int | None,
+        request_bytes: int | None,
+        unfinished_elapsed_s: Sequence[float] = (),
     ) -> tuple[int, Predictor]:
-        """The first try's allocation, and the family's predictor (which answers its retries)."""
+        """The first try's allocation, and the family's predictor (which answers its retries).
+        ``unfinished_elapsed_s``: how long each of the family's unfinished tasks has run so far."""
         family = as_identity(known)
-        predictor = self.sizer(family.family).ready()
+        sizer = self.sizer(family.family)
+        predictor = sizer.ready()
         if not predictor.warm and predictor.borrows_when_cold and self.warm_starts:
             counts = ((sizer.identity or name, len(sizer.samples)) for name, sizer in self.sizers.items())
             donor = pick_donor(family, counts, min_similarity=self.min_similarity)
             if donor is not None:
                 borrowed = self.sizers[donor.family].ready()
                 return borrowed_allocation(borrowed, input_size_bytes, request_bytes), predictor
-        return predictor.predict(input_size_bytes, request_bytes), predictor
+        allocation = predictor.predict(input_size_bytes, request_bytes)
+        finished = getattr(predictor, "n_samples_", 0)
+        if predictor.warm and predictor.guards_unfinished and len(unfinished_elapsed_s) > finished:
+            mean_s = float(np.mean(runtimes(sizer.samples[:finished])))
+            if longer_than(list(unfinished_elapsed_s), mean_s).outnumber(finished):
+                cold = self.factory().fit([], self.prior).predict(input_size_bytes, request_bytes)
+                allocation = max(allocation, cold)
+        return allocation, predictor
 
 
 def _attempts(
@@ -258,13 +276,21 @@ def replay(
 
     for run in imported:
         learn(run)
+    unfinished: dict[str, dict[int, float]] = {}  # family -> {run index: start} of tasks not yet learnt
     for index in arrival_order(runs):
         run = runs[index]
+        now_s = run.start_s or 0.0
         if completed:
-            while pending and pending[0][0] <= (run.start_s or 0.0):
-                learn(runs[heapq.heappop(pending)[1]])
+            while pending and pending[0][0] <= now_s:
+                done = heapq.heappop(pending)[1]
+                unfinished[runs[done].family].pop(done)
+                learn(runs[done])
+        running = unfinished.get(run.family, {}) if config.guard_unfinished else {}
         alloc, predictor = models.first_allocation(
-            identity(run), run.input_size_bytes, run.user_request_bytes
+            identity(run),
+            run.input_size_bytes,
+            run.user_request_bytes,
+            [now_s - start for start in running.values()],
         )
         result.first_allocations.append((run.family, alloc, run.peak_bytes))
         if not _attempts(run, alloc, predictor, cap, config, result):
@@ -276,6 +302,7 @@ def replay(
                 else (run.start_s or 0.0) + max(run.wall_seconds, 1e-3)
             )
             heapq.heappush(pending, (finish, index))
+            unfinished.setdefault(run.family, {})[index] = now_s
         else:
             learn(run)
     return result

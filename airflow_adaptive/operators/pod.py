@@ -147,6 +147,9 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         advisor = Advisor(get_settings())  # one per pod: an unavailable store is waited for once
         decision = self.decide(pod, context, dry_run=dry_run, advisor=advisor)
         self.log.info("airflow-adaptive [%s] %s", decision.strategy, decision.explanation)
+        key = task_key(context)
+        if key is not None and not dry_run and self.adaptive:  # until recorded, it counts as unfinished
+            advisor.started(self.family, key)
         pod = apply_decision(pod, decision, self.family, self.base_container_name, managed_by="operator")
         self._stage_inputs(pod, advisor)
         return pod

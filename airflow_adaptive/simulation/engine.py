@@ -162,6 +162,7 @@ class Simulation:
             warm_starts=SIZING.warm_starts,
         )
         self.stats = FamilyStats()
+        self.unfinished: dict[str, dict[int, float]] = {}  # family -> {task: submitted at}, until it ends
         self._labels: dict[str, dict[str, int] | None] = {}
         self._learned = 0
         self._labelled_at = 0
@@ -342,17 +343,16 @@ class Simulation:
             self.result.waste_gb_h += attempt.memory_bytes * ran_s / GB_H
             if attempt.memory_bytes >= self.cap_bytes or attempt.number >= self.params.max_attempts:
                 self.result.failed += 1
+                self.unfinished[task.family].pop(attempt.task, None)
             else:
-                retry = (
-                    self.models.sizer(task.family)
-                    .ready()
-                    .retry(attempt.memory_bytes, task.input_size_bytes, task.request_memory_bytes)
-                )
+                sizer = self.models.sizer(task.family).ready()
+                retry = sizer.retry(attempt.memory_bytes, task.input_size_bytes, task.request_memory_bytes)
                 self._submit(attempt.task, attempt.number + 1, min(retry, self.cap_bytes), attempt.cores)
         else:
             self.result.succeeded += 1
             self.result.waste_gb_h += (attempt.memory_bytes - task.peak_memory_bytes) * ran_s / GB_H
             self.result.used_gb_h += task.peak_memory_bytes * ran_s / GB_H
+            self.unfinished[task.family].pop(attempt.task, None)
             if self.params.history == "online":
                 self._learn(task, ran_s)
             for child in self.children[attempt.task]:
@@ -362,8 +362,11 @@ class Simulation:
         self._plan_cycle()
 
     def _submit_first(self, task_index: int) -> None:
-        task = self.tasks[task_index]
-        alloc, _ = self.models.first_allocation(task.family, task.input_size_bytes, task.request_memory_bytes)
+        task, now = self.tasks[task_index], self.env.now
+        running = self.unfinished.setdefault(task.family, {})  # submitted, as the operator notes them
+        size = (task.input_size_bytes, task.request_memory_bytes)
+        alloc, _ = self.models.first_allocation(task.family, *size, [now - s for s in running.values()])
+        running[task_index] = now
         cores = self.cpu.request_cores(task) if self.cpu else task.request_cores
         self._submit(task_index, 1, max(SIZING.floor_bytes, min(int(alloc), self.cap_bytes)), cores)
 

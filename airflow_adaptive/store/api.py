@@ -90,6 +90,14 @@ class HistoryStore(Protocol):
         iterable rolls the whole transaction back."""
         ...
 
+    def mark_unfinished(self, key: TaskKey, task_family: str, started_at: datetime) -> None:
+        """Note an attempt whose pod is being created (idempotent); recording it removes the note."""
+        ...
+
+    def count_unfinished(self, task_family: str, *, started_after: datetime, started_before: datetime) -> int:
+        """The family's noted, unrecorded attempts that started in (``started_after``, ``started_before``)."""
+        ...
+
     def family(self, task_family: str) -> FamilyState | None:
         """One family's rollup and model by primary key; None for a family never recorded."""
         ...

@@ -56,6 +56,10 @@ class Transaction(Protocol):
         """Insert or replace the attempts (``all_new``: the caller found none of their keys stored)."""
         ...
 
+    def forget_unfinished(self, keys: Sequence[TaskKey]) -> None:
+        """Remove the unfinished-attempt notes of these (now recorded) attempts."""
+        ...
+
     def window(self, task_family: str, limit: int) -> tuple[list[Observation], int | None]:
         """The family's newest ``limit`` attempts (oldest first) and the newest attempt's id."""
         ...

@@ -24,6 +24,7 @@ from airflow_adaptive.core.nodes import StoredNode
 from airflow_adaptive.core.normalise import fit_key, fit_task_key
 from airflow_adaptive.core.priority import FamilyProgress
 from airflow_adaptive.core.rollup import DayKey, DayTotals, Distributions, FamilyRollup
+from airflow_adaptive.core.unfinished import STALE_AFTER_S
 from airflow_adaptive.exceptions import HistoryUnavailableError, InvalidSettingError
 from airflow_adaptive.store.api import (
     FAMILY_SORTS,
@@ -72,6 +73,10 @@ class _MemoryTransaction(Transaction):
                 self.store._next_id += 1
             self.store._attempts[obs.key] = (known[0] if known else self.store._next_id, obs)
 
+    def forget_unfinished(self, keys: Sequence[TaskKey]) -> None:
+        for key in keys:
+            self.store._unfinished.pop(key, None)
+
     def window(self, task_family: str, limit: int) -> tuple[list[Observation], int | None]:
         found = self.store._window(task_family, limit)
         return [obs for _, obs in found], max((i for i, _ in found), default=None)
@@ -105,6 +110,7 @@ class InMemoryHistoryStore:
         self._inputs: dict[str, tuple[int, int | None]] = {}  # uri -> reads, size
         self._cached: dict[tuple[str, str], CachedInput] = {}  # (node, content key) -> copy
         self._days: dict[DayKey, DayTotals] = {}
+        self._unfinished: dict[TaskKey, tuple[str, datetime]] = {}  # key -> family, started at
         self._next_id = 0
         self.calls = 0  # store round trips, for tests that count them
 
@@ -132,12 +138,35 @@ class InMemoryHistoryStore:
                 self._distributions,
                 self._next_id,
                 dict(self._days),
+                dict(self._unfinished),
             )
             try:
                 return record_batches_in(_MemoryTransaction(self), batches, self.learning)
             except BaseException:  # one transaction: all or nothing
-                self._attempts, self._families, self._distributions, self._next_id, self._days = snapshot
+                (
+                    self._attempts,
+                    self._families,
+                    self._distributions,
+                    self._next_id,
+                    self._days,
+                    self._unfinished,
+                ) = snapshot
                 raise
+
+    def mark_unfinished(self, key: TaskKey, task_family: str, started_at: datetime) -> None:
+        with self._lock:
+            self._enter()
+            self._unfinished[fit_task_key(key)] = (fit_key(task_family), started_at)
+
+    def count_unfinished(self, task_family: str, *, started_after: datetime, started_before: datetime) -> int:
+        task_family = fit_key(task_family)
+        with self._lock:
+            self._enter()
+            return sum(
+                1
+                for family, started in self._unfinished.values()
+                if family == task_family and started_after < started < started_before
+            )
 
     def family(self, task_family: str) -> FamilyState | None:
         task_family = fit_key(task_family)
@@ -319,6 +348,8 @@ class InMemoryHistoryStore:
             if not dry_run:
                 for key in doomed:
                     del self._attempts[key]
+                lost = (now or datetime.now(timezone.utc)) - timedelta(seconds=STALE_AFTER_S)
+                self._unfinished = {k: v for k, v in self._unfinished.items() if v[1] > lost}
         return PruneResult(len(doomed), families, dry_run)
 
     def rebuild(self, *, fit_models: bool = True) -> int:

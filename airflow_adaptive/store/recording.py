@@ -54,6 +54,7 @@ class _Recording:
         old = self.tx.existing(lookup) if lookup else {}
         self._lock({o.task_family for o in old.values()})  # an attempt re-recorded under another family
         self.tx.upsert(batch, all_new=not old)
+        self.tx.forget_unfinished([o.key for o in batch])
         for attempts, sign in ((list(old.values()), -1), (batch, +1)):
             for name, members in _by_family(attempts).items():
                 self.rollups[name] = self.rollups[name].plus(contributions(name, members), sign)

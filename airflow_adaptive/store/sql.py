@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import astuple
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
@@ -25,6 +26,7 @@ from airflow_adaptive.core.nodes import StoredNode
 from airflow_adaptive.core.normalise import fit_key, fit_task_key
 from airflow_adaptive.core.priority import FamilyProgress
 from airflow_adaptive.core.rollup import DayTotals, Distributions, FamilyRollup
+from airflow_adaptive.core.unfinished import STALE_AFTER_S
 from airflow_adaptive.exceptions import HistoryRejectedError, HistoryUnavailableError
 from airflow_adaptive.store import inputs, rows, totals
 from airflow_adaptive.store.api import FamilyState, FamilyTotals, PruneResult, RecordResult, TotalsQuery
@@ -33,7 +35,14 @@ from airflow_adaptive.store.learning import DEFAULT_LEARNING, Learning
 from airflow_adaptive.store.rebuild import rebuild_all
 from airflow_adaptive.store.recording import record_batches_in
 from airflow_adaptive.store.sql_transaction import SqlTransaction
-from airflow_adaptive.store.tables import aggregate, family, family_day, node, task_attempt
+from airflow_adaptive.store.tables import (
+    aggregate,
+    family,
+    family_day,
+    node,
+    task_attempt,
+    unfinished_attempt,
+)
 
 _MISSING_TABLE = ("no such table", "does not exist", "doesn't exist")
 
@@ -134,19 +143,30 @@ class SqlHistoryStore:
             if values:
                 conn.execute(upsert(conn.dialect.name, node, list(values[0]), ["node"]), values)
 
+    def mark_unfinished(self, key: TaskKey, task_family: str, started_at: datetime) -> None:
+        values = {**dict(zip(rows.KEY_COLUMNS, astuple(fit_task_key(key)), strict=True))}
+        values.update(task_family=fit_key(task_family), started_at=started_at)
+        with self._connection(write=True) as conn:
+            conn.execute(
+                upsert(conn.dialect.name, unfinished_attempt, list(values), rows.KEY_COLUMNS), values
+            )
+
     def prune(
         self, *, keep_attempts: int, keep_days: float, now: datetime | None = None, dry_run: bool = False
     ) -> PruneResult:
-        doomed = self._doomed(keep_attempts, keep_days, now or datetime.now(timezone.utc))
-        if doomed is None:
-            return PruneResult(0, 0, dry_run)
+        now = now or datetime.now(timezone.utc)
+        doomed = self._doomed(keep_attempts, keep_days, now)
+        count = families = 0
         with self._connection(write=not dry_run) as conn:
-            ids = select(doomed.c.id)
-            count, families = conn.execute(
-                select(func.count(), func.count(doomed.c.task_family.distinct()))
-            ).one()
+            if doomed is not None:
+                count, families = conn.execute(
+                    select(func.count(), func.count(doomed.c.task_family.distinct()))
+                ).one()
             if not dry_run and count:
-                conn.execute(delete(task_attempt).where(task_attempt.c.id.in_(ids)))
+                conn.execute(delete(task_attempt).where(task_attempt.c.id.in_(select(doomed.c.id))))
+            if not dry_run:  # notes of attempts never recorded (their workers died)
+                lost = now - timedelta(seconds=STALE_AFTER_S)
+                conn.execute(delete(unfinished_attempt).where(unfinished_attempt.c.started_at < lost))
         return PruneResult(int(count), int(families), dry_run)
 
     def _doomed(self, keep_attempts: int, keep_days: float, now: datetime) -> Any:
@@ -181,6 +201,15 @@ class SqlHistoryStore:
         with self._connection() as conn:
             row = conn.execute(select(family).where(family.c.task_family == task_family)).first()
         return rows.family_state(row) if row is not None and row.attempts else None
+
+    def count_unfinished(self, task_family: str, *, started_after: datetime, started_before: datetime) -> int:
+        stmt = select(func.count()).where(
+            unfinished_attempt.c.task_family == fit_key(task_family),
+            unfinished_attempt.c.started_at > started_after,
+            unfinished_attempt.c.started_at < started_before,
+        )
+        with self._connection() as conn:
+            return int(conn.execute(stmt).scalar() or 0)
 
     def progress(self, task_family: str) -> FamilyProgress | None:
         task_family = fit_key(task_family)

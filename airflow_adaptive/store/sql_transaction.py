@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import astuple
 from datetime import datetime, timezone
 
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import Connection, bindparam, delete, select, update
 
 from airflow_adaptive.core.model import Observation, TaskKey
 from airflow_adaptive.core.rollup import DayKey, DayTotals, Distributions
@@ -24,7 +24,7 @@ from airflow_adaptive.store.bulk import (
 from airflow_adaptive.store.dialects import add_to, insert_missing, upsert
 from airflow_adaptive.store.learning import Transaction
 from airflow_adaptive.store.rows import DAY_KEYS, day_rows
-from airflow_adaptive.store.tables import aggregate, family, family_day, task_attempt
+from airflow_adaptive.store.tables import aggregate, family, family_day, task_attempt, unfinished_attempt
 
 
 class SqlTransaction(Transaction):
@@ -35,6 +35,7 @@ class SqlTransaction(Transaction):
         self._conn = conn
         self.dialect = conn.dialect.name
         self._background = Background()
+        self._any_unfinished: bool | None = None  # whether any unfinished attempt is noted (read once)
 
     @property
     def conn(self) -> Connection:
@@ -108,6 +109,21 @@ class SqlTransaction(Transaction):
             self.conn.execute(
                 stmt, [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
             )
+
+    def forget_unfinished(self, keys: Sequence[TaskKey]) -> None:
+        """One DELETE per key, executed for all; none while no attempt is noted (a trace import)."""
+        if self._any_unfinished is None:
+            self._any_unfinished = (
+                self.conn.execute(select(unfinished_attempt.c.try_number).limit(1)).first() is not None
+            )
+        if not self._any_unfinished or not keys:
+            return
+        stmt = delete(unfinished_attempt).where(
+            *(unfinished_attempt.c[name] == bindparam(f"k_{name}") for name in rows.KEY_COLUMNS)
+        )
+        self.conn.execute(
+            stmt, [{f"k_{n}": v for n, v in zip(rows.KEY_COLUMNS, astuple(k), strict=True)} for k in keys]
+        )
 
     def window(
         self, task_family: str, limit: int, dag_ids: frozenset[str] | None = None

@@ -63,6 +63,22 @@ task_attempt = Table(
     Index("idx_adaptive_task_attempt_family_finished", "task_family", "finished_at"),
 )
 
+# Attempts whose pods were created and that are not recorded yet: a decision compares how long they
+# have run with the family's finished attempts (core/unfinished.py). Recording an attempt removes
+# its row; a prune removes rows older than core.unfinished.STALE_AFTER_S.
+unfinished_attempt = Table(
+    "adaptive_unfinished_attempt",
+    metadata,
+    Column("dag_id", String(250), primary_key=True),
+    Column("task_id", String(250), primary_key=True),
+    Column("run_id", String(250), primary_key=True),
+    Column("map_index", Integer, primary_key=True, server_default="-1"),
+    Column("try_number", Integer, primary_key=True),
+    Column("task_family", String(250), nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Index("idx_adaptive_unfinished_attempt_family_started", "task_family", "started_at"),
+)
+
 node = Table(
     "adaptive_node",
     metadata,

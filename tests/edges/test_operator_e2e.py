@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 from airflow.providers.cncf.kubernetes.pod_generator import make_safe_label_value
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from airflow_adaptive.core.units import MIB
 from airflow_adaptive.kubernetes.pods import DECISION_ANNOTATION, FAMILY_LABEL
-from airflow_adaptive.store.tables import task_attempt
+from airflow_adaptive.store.tables import task_attempt, unfinished_attempt
 from tests.conftest import validate_pod
 from tests.fake_kubernetes import FakeKubernetesApi
 
@@ -72,6 +72,11 @@ def stored(engine: Any, family: str) -> list[Any]:
         ).all()
 
 
+def unfinished(engine: Any) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(unfinished_attempt)).scalar())
+
+
 @pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
 def test_successful_pod_is_recorded_with_its_usage(
     airflow_home: Path, tmp_path: Path, engine: Any, deferrable: bool
@@ -104,9 +109,16 @@ def test_successful_pod_is_recorded_with_its_usage(
 def test_oom_killed_try_is_censored_and_the_retry_gets_more_memory(
     airflow_home: Path, tmp_path: Path, engine: Any, deferrable: bool
 ) -> None:
-    with FakeKubernetesApi(tmp_path, lambda pod: 300 * MIB) as api:
+    noted: list[int] = []  # unfinished attempts noted while each pod runs
+
+    def peak(pod: Any) -> int:
+        noted.append(unfinished(engine))
+        return 300 * MIB
+
+    with FakeKubernetesApi(tmp_path, peak) as api:
         dr = run_dag(airflow_home, api, f"e2e_oom_{int(deferrable)}", deferrable=deferrable, family="e2e.oom")
     assert dr.state == "success"
+    assert set(noted) == {1} and unfinished(engine) == 0  # each try noted, then removed by its recording
     limits = [validate_pod(p)["spec"]["containers"][0]["resources"]["limits"]["memory"] for p in api.created]
     assert limits == ["256Mi", "512Mi"]
     second = api.created[1]["metadata"]

@@ -74,7 +74,7 @@ def test_rollups_and_distributions_equal_a_rebuild_from_the_attempts(store: Hist
     assert sum(r.attempts for r in rebuilt.values()) == len({o.key for o in observations})
 
 
-def test_a_warm_decision_reads_one_row_and_never_refits(engine: Any) -> None:
+def test_a_warm_decision_reads_one_row_and_one_count_and_never_refits(engine: Any) -> None:
     store = sql_store(engine)
     store.record([attempt(n, peak=(n % 5 + 1) * GIB) for n in range(30)])
     statements: list[str] = []
@@ -88,7 +88,10 @@ def test_a_warm_decision_reads_one_row_and_never_refits(engine: Any) -> None:
         decision = Advisor(get_settings(), lambda: store).decide("f", USER)
     finally:
         event.remove(engine, "before_cursor_execute", seen)
-    assert len(statements) == 1 and "adaptive_family" in statements[0]
+    assert len(statements) == 2 and "FROM adaptive_family \nWHERE" in statements[0]
+    assert (
+        "count(*)" in statements[1] and "FROM adaptive_unfinished_attempt" in statements[1]
+    )  # an index range
     assert decision.adaptive and "refitted" not in decision.explanation and "30 peaks" in decision.explanation
 
 

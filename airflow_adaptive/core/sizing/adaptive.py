@@ -67,6 +67,7 @@ class AdaptivePredictor(Predictor):
     name = "adaptive"
     min_samples = 1
     borrows_when_cold = True
+    guards_unfinished = True
     scores_: np.ndarray
     kills_: np.ndarray
     weight_: float

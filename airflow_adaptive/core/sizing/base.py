@@ -49,6 +49,8 @@ class Predictor(ABC):
     min_samples: int = 1
     default_bytes: int = GIB
     borrows_when_cold: bool = False  # while cold, a similar family's model may size it (similar.py)
+    # floored at a cold start while the family's unfinished attempts outnumber its finished (unfinished.py)
+    guards_unfinished: bool = False
 
     def get_params(self) -> dict[str, Any]:
         sig = inspect.signature(type(self).__init__)
@@ -257,6 +259,10 @@ class Wrapper(Predictor):
     @property
     def borrows_when_cold(self) -> bool:  # type: ignore[override]
         return self.inner.borrows_when_cold
+
+    @property
+    def guards_unfinished(self) -> bool:  # type: ignore[override]
+        return self.inner.guards_unfinished
 
     def fit(self: W, samples: Sequence[Sample], prior: RequestRatioPrior | None = None) -> W:
         self.inner.fit(samples, prior)

@@ -1,0 +1,71 @@
+"""The unfinished-attempt guard (core/unfinished.py) in the pure decision and in the replay."""
+
+from __future__ import annotations
+
+from airflow_adaptive.core.decide import SizingSettings, decide_memory
+from airflow_adaptive.core.model import GIB, MemoryRequest
+from airflow_adaptive.core.sizing.base import RequestRatioPrior
+from airflow_adaptive.core.unfinished import STALE_AFTER_S, Unfinished, longer_than
+from airflow_adaptive.evaluation.replay import ReplayConfig, TaskRun, replay
+from tests.factories import attempt
+
+
+def test_only_attempts_past_the_mean_and_not_lost_count() -> None:
+    found = longer_than([10.0, 60.0, 61.0, 500.0, STALE_AFTER_S + 1], mean_runtime_s=60.0)
+    assert found == Unfinished(2, 60.0)
+    assert found.outnumber(1) and not found.outnumber(2) and not found.outnumber(0)
+    assert "2 unfinished attempts have run longer than the 1 finished ones" in found.explain(1)
+    assert "(1 min)" in found.explain(1)
+
+
+def prior() -> RequestRatioPrior:
+    ratios = RequestRatioPrior()
+    for _ in range(30):
+        ratios.add(GIB, 4 * GIB)  # other families used a quarter of their requests
+    return ratios
+
+
+def test_the_decision_takes_the_larger_of_the_model_and_a_new_familys_start() -> None:
+    history, user = [attempt(0, peak=GIB)], MemoryRequest(8 * GIB, 8 * GIB)
+    plain = decide_memory(history, user, SizingSettings(), prior=prior())
+    many = Unfinished(3, 60.0)
+    floored = decide_memory(history, user, SizingSettings(), prior=prior(), unfinished=many)
+    assert plain.memory_request_bytes == int(1.15 * GIB)
+    assert floored.memory_request_bytes == int(8 * GIB * 0.275)
+    assert "but 3 unfinished attempts" in floored.explanation
+    few = decide_memory(history, user, SizingSettings(), prior=prior(), unfinished=Unfinished(1, 60.0))
+    assert few.memory_request_bytes == plain.memory_request_bytes
+    small_request = MemoryRequest(GIB, GIB)  # the start would be below the model: the model stands
+    below = decide_memory(history, small_request, SizingSettings(), prior=prior(), unfinished=many)
+    assert below.memory_request_bytes == int(1.15 * GIB) and "unfinished" not in below.explanation
+
+
+def fan_out(tasks: int) -> list[TaskRun]:
+    """A task every 10 s, each running longer and needing more memory than the one before: the
+    first to finish are the smallest."""
+    return [
+        TaskRun(
+            "scatter",
+            peak_bytes=int((0.5 + i / tasks) * GIB),
+            wall_seconds=50.0 + 50.0 * i,
+            user_request_bytes=4 * GIB,
+            start_s=10.0 * i,
+            finish_s=10.0 * i + 50.0 + 50.0 * i,
+        )
+        for i in range(tasks)
+    ]
+
+
+def test_the_replay_floors_a_scatter_while_its_unfinished_tasks_outnumber_its_finished() -> None:
+    runs = fan_out(40)
+    guarded = replay(runs, "adaptive", ReplayConfig())
+    blind = replay(runs, "adaptive", ReplayConfig(guard_unfinished=False))
+    assert guarded.retries < blind.retries / 2  # the first finisher sized the rest in the blind replay
+    assert blind.retries >= 20
+    sequential = ReplayConfig(history="sequential")
+    assert (
+        replay(runs, "adaptive", sequential).retries
+        == replay(runs, "adaptive", ReplayConfig(history="sequential", guard_unfinished=False)).retries
+    )
+    anchor = [replay(runs, "pc95", ReplayConfig(guard_unfinished=g)).waste_byte_s for g in (True, False)]
+    assert anchor[0] == anchor[1]  # the anchors stay as published
