@@ -226,6 +226,14 @@ class Advisor:
             reason = f"attempt not noted as started: {str(err).splitlines()[0][:200]}"
             warn_once(reason, "decisions do not count it among the family's unfinished attempts")
 
+    def ended_unrecorded(self, key: TaskKey) -> None:
+        """Remove the note of an attempt that ended without a record (killed, no pod); never raises."""
+        try:
+            self._store().unmark_unfinished(key)
+        except (HistoryUnavailableError, HistoryRejectedError) as err:
+            reason = f"unrecorded attempt not cleared: {str(err).splitlines()[0][:200]}"
+            warn_once(reason, "it counts as unfinished until pruned")
+
     def _with_cpu(
         self, decision: Decision, state: FamilyState | None, limit_millicores: int | None
     ) -> Decision:

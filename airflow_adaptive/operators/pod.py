@@ -277,7 +277,10 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
 
     def _record(self, remote_pod: k8s.V1Pod | None, context: Any) -> Observation | None:
         key = task_key(context)
-        if remote_pod is None or key is None or self._adaptive_killed:
+        if key is None:
+            return None
+        if remote_pod is None or self._adaptive_killed:  # no record: no longer unfinished either
+            Advisor(get_settings()).ended_unrecorded(key)
             return None
         annotations = (remote_pod.metadata.annotations if remote_pod.metadata else None) or {}
         observation = observe_pod(

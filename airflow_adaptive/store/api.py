@@ -91,7 +91,12 @@ class HistoryStore(Protocol):
         ...
 
     def mark_unfinished(self, key: TaskKey, task_family: str, started_at: datetime) -> None:
-        """Note an attempt whose pod is being created (idempotent); recording it removes the note."""
+        """Note an attempt whose pod is being created (idempotent), replacing the notes of the task
+        instance's earlier tries; recording the attempt removes its note."""
+        ...
+
+    def unmark_unfinished(self, key: TaskKey) -> None:
+        """Remove an attempt's note when it ended without being recorded (killed, no pod)."""
         ...
 
     def count_unfinished(self, task_family: str, *, started_after: datetime, started_before: datetime) -> int:

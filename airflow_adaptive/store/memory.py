@@ -154,9 +154,17 @@ class InMemoryHistoryStore:
                 raise
 
     def mark_unfinished(self, key: TaskKey, task_family: str, started_at: datetime) -> None:
+        key = fit_task_key(key)
         with self._lock:
             self._enter()
-            self._unfinished[fit_task_key(key)] = (fit_key(task_family), started_at)
+            for earlier in range(1, key.try_number):
+                self._unfinished.pop(replace(key, try_number=earlier), None)
+            self._unfinished[key] = (fit_key(task_family), started_at)
+
+    def unmark_unfinished(self, key: TaskKey) -> None:
+        with self._lock:
+            self._enter()
+            self._unfinished.pop(fit_task_key(key), None)
 
     def count_unfinished(self, task_family: str, *, started_after: datetime, started_before: datetime) -> int:
         task_family = fit_key(task_family)

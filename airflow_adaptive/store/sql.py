@@ -78,6 +78,17 @@ def _savepoint(conn: Connection) -> Iterator[None]:
         yield
 
 
+def _same_instance(key: TaskKey) -> tuple[Any, ...]:
+    """Conditions on an unfinished attempt's task instance (every try of it)."""
+    c = unfinished_attempt.c
+    return (
+        c.dag_id == key.dag_id,
+        c.task_id == key.task_id,
+        c.run_id == key.run_id,
+        c.map_index == key.map_index,
+    )
+
+
 class SqlHistoryStore:
     """:class:`~airflow_adaptive.store.api.HistoryStore` on one SQLAlchemy engine."""
 
@@ -144,12 +155,21 @@ class SqlHistoryStore:
                 conn.execute(upsert(conn.dialect.name, node, list(values[0]), ["node"]), values)
 
     def mark_unfinished(self, key: TaskKey, task_family: str, started_at: datetime) -> None:
-        values = {**dict(zip(rows.KEY_COLUMNS, astuple(fit_task_key(key)), strict=True))}
+        key = fit_task_key(key)
+        values: dict[str, Any] = dict(zip(rows.KEY_COLUMNS, astuple(key), strict=True))
         values.update(task_family=fit_key(task_family), started_at=started_at)
+        earlier = unfinished_attempt.c.try_number < key.try_number
         with self._connection(write=True) as conn:
+            conn.execute(delete(unfinished_attempt).where(*_same_instance(key), earlier))
             conn.execute(
                 upsert(conn.dialect.name, unfinished_attempt, list(values), rows.KEY_COLUMNS), values
             )
+
+    def unmark_unfinished(self, key: TaskKey) -> None:
+        key = fit_task_key(key)
+        this_try = unfinished_attempt.c.try_number == key.try_number
+        with self._connection(write=True) as conn:
+            conn.execute(delete(unfinished_attempt).where(*_same_instance(key), this_try))
 
     def prune(
         self, *, keep_attempts: int, keep_days: float, now: datetime | None = None, dry_run: bool = False

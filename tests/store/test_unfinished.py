@@ -57,6 +57,18 @@ def test_recording_an_attempt_removes_its_note_only(store: HistoryStore) -> None
     assert count(store) == 2  # run2, and run0's second try
 
 
+def test_a_new_try_replaces_the_earlier_tries_note_and_an_unrecorded_end_removes_it(
+    store: HistoryStore,
+) -> None:
+    store.mark_unfinished(key(0), "f", NOW - timedelta(minutes=5))  # its pod was never created
+    store.mark_unfinished(key(1), "f", NOW - timedelta(minutes=5))
+    store.mark_unfinished(key(0, try_number=2), "f", NOW - timedelta(minutes=1))
+    assert count(store) == 2 and count(store, older_than_s=120) == 1
+    store.unmark_unfinished(key(0, try_number=2))  # killed: nothing to record
+    store.unmark_unfinished(key(5))  # never noted: nothing happens
+    assert count(store) == 1
+
+
 def test_a_failed_recording_keeps_the_notes(store: HistoryStore) -> None:
     store.mark_unfinished(attempt(0).key, "f", NOW - timedelta(minutes=1))
 
