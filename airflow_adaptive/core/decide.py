@@ -192,6 +192,8 @@ def decide_with(
         details.update(fitted.predictor.details())  # e.g. the rule chosen and its OOM budget
     if predicted is not None and fitted.donor is not None:
         details["borrowed_from"] = fitted.donor.family
+    if unfinished is not None and fitted.predictor.guards_unfinished:
+        details["unfinished_longer_than_mean"] = unfinished.longer_than_mean
     if previous_attempt is not None and previous_attempt.oom_killed:
         killed_at = _killed_at(previous_attempt, user)
         # A borrowed model sized the first try only: the retry is the cold family's own, as in replay.
