@@ -31,9 +31,10 @@ class Unfinished:
         return finished > 0 and self.longer_than_mean > finished
 
     def explain(self, finished: int) -> str:
+        done = "the finished one took" if finished == 1 else f"the {finished} finished ones took on average"
         return (
-            f"{self.longer_than_mean} unfinished attempts have run longer than the {finished} finished "
-            f"ones took on average ({format_duration(self.mean_runtime_s)}): at least a new family's start"
+            f"{self.longer_than_mean} unfinished attempts have run longer than {done} "
+            f"({format_duration(self.mean_runtime_s)}): at least a new family's start"
         )
 
 

@@ -185,8 +185,8 @@ class FamilyModels:
         """The first try's allocation, and the family's predictor (which answers its retries).
         ``unfinished_elapsed_s``: how long each of the family's unfinished tasks has run so far."""
         family = as_identity(known)
-        sizer = self.sizer(family.family)
-        predictor = sizer.ready()
+        own = self.sizer(family.family)
+        predictor = own.ready()
         if not predictor.warm and predictor.borrows_when_cold and self.warm_starts:
             counts = ((sizer.identity or name, len(sizer.samples)) for name, sizer in self.sizers.items())
             donor = pick_donor(family, counts, min_similarity=self.min_similarity)
@@ -196,7 +196,7 @@ class FamilyModels:
         allocation = predictor.predict(input_size_bytes, request_bytes)
         finished = getattr(predictor, "n_samples_", 0)
         if predictor.warm and predictor.guards_unfinished and len(unfinished_elapsed_s) > finished:
-            mean_s = float(np.mean(runtimes(sizer.samples[:finished])))
+            mean_s = float(np.mean(runtimes(own.samples[:finished])))
             if longer_than(list(unfinished_elapsed_s), mean_s).outnumber(finished):
                 cold = self.factory().fit([], self.prior).predict(input_size_bytes, request_bytes)
                 allocation = max(allocation, cold)
