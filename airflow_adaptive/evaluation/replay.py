@@ -28,7 +28,7 @@ from airflow_adaptive.core.sizing.similar import (
     borrowed_allocation,
     pick_donor,
 )
-from airflow_adaptive.core.unfinished import longer_than
+from airflow_adaptive.core.unfinished import Running
 from airflow_adaptive.exceptions import InvalidSettingError
 
 GB_H = 1e9 * 3600.0  # byte-seconds in one GB-hour
@@ -180,10 +180,11 @@ class FamilyModels:
         known: Identity | str,
         input_size_bytes: int | None,
         request_bytes: int | None,
-        unfinished_elapsed_s: Sequence[float] = (),
+        running: Running | None = None,
+        now_s: float = 0.0,
     ) -> tuple[int, Predictor]:
         """The first try's allocation, and the family's predictor (which answers its retries).
-        ``unfinished_elapsed_s``: how long each of the family's unfinished tasks has run so far."""
+        ``running``: the family's unfinished tasks, at ``now_s``."""
         family = as_identity(known)
         own = self.sizer(family.family)
         predictor = own.ready()
@@ -195,9 +196,9 @@ class FamilyModels:
                 return borrowed_allocation(borrowed, input_size_bytes, request_bytes), predictor
         allocation = predictor.predict(input_size_bytes, request_bytes)
         finished = getattr(predictor, "n_samples_", 0)
-        if predictor.warm and predictor.guards_unfinished and len(unfinished_elapsed_s) > finished:
+        if predictor.warm and predictor.guards_unfinished and running is not None and len(running) > finished:
             mean_s = float(np.mean(runtimes(own.samples[:finished])))
-            if longer_than(list(unfinished_elapsed_s), mean_s).outnumber(finished):
+            if running.longer_than(mean_s, now_s).outnumber(finished):
                 cold = self.factory().fit([], self.prior).predict(input_size_bytes, request_bytes)
                 allocation = max(allocation, cold)
         return allocation, predictor
@@ -276,21 +277,21 @@ def replay(
 
     for run in imported:
         learn(run)
-    unfinished: dict[str, dict[int, float]] = {}  # family -> {run index: start} of tasks not yet learnt
+    unfinished: dict[str, Running] = {}  # per family: tasks started and not yet learnt from
     for index in arrival_order(runs):
         run = runs[index]
         now_s = run.start_s or 0.0
         if completed:
             while pending and pending[0][0] <= now_s:
                 done = heapq.heappop(pending)[1]
-                unfinished[runs[done].family].pop(done)
+                unfinished[runs[done].family].end(done)
                 learn(runs[done])
-        running = unfinished.get(run.family, {}) if config.guard_unfinished else {}
         alloc, predictor = models.first_allocation(
             identity(run),
             run.input_size_bytes,
             run.user_request_bytes,
-            [now_s - start for start in running.values()],
+            unfinished.get(run.family) if config.guard_unfinished else None,
+            now_s,
         )
         result.first_allocations.append((run.family, alloc, run.peak_bytes))
         if not _attempts(run, alloc, predictor, cap, config, result):
@@ -302,7 +303,7 @@ def replay(
                 else (run.start_s or 0.0) + max(run.wall_seconds, 1e-3)
             )
             heapq.heappush(pending, (finish, index))
-            unfinished.setdefault(run.family, {})[index] = now_s
+            unfinished.setdefault(run.family, Running()).start(index, now_s)
         else:
             learn(run)
     return result

@@ -28,6 +28,7 @@ from airflow_adaptive.core.placement import PLACEMENT_POLICIES, GroupView, TaskD
 from airflow_adaptive.core.priority import class_tier
 from airflow_adaptive.core.sizing import Sample, make_predictor
 from airflow_adaptive.core.sketch import LogHistogram
+from airflow_adaptive.core.unfinished import Running
 from airflow_adaptive.evaluation.replay import GB_H, FamilyModels
 from airflow_adaptive.exceptions import InvalidSettingError
 
@@ -162,7 +163,7 @@ class Simulation:
             warm_starts=SIZING.warm_starts,
         )
         self.stats = FamilyStats()
-        self.unfinished: dict[str, dict[int, float]] = {}  # family -> {task: submitted at}, until it ends
+        self.unfinished: dict[str, Running] = {}  # per family: tasks submitted and not ended
         self._labels: dict[str, dict[str, int] | None] = {}
         self._learned = 0
         self._labelled_at = 0
@@ -343,7 +344,7 @@ class Simulation:
             self.result.waste_gb_h += attempt.memory_bytes * ran_s / GB_H
             if attempt.memory_bytes >= self.cap_bytes or attempt.number >= self.params.max_attempts:
                 self.result.failed += 1
-                self.unfinished[task.family].pop(attempt.task, None)
+                self.unfinished[task.family].end(attempt.task)
             else:
                 sizer = self.models.sizer(task.family).ready()
                 retry = sizer.retry(attempt.memory_bytes, task.input_size_bytes, task.request_memory_bytes)
@@ -352,7 +353,7 @@ class Simulation:
             self.result.succeeded += 1
             self.result.waste_gb_h += (attempt.memory_bytes - task.peak_memory_bytes) * ran_s / GB_H
             self.result.used_gb_h += task.peak_memory_bytes * ran_s / GB_H
-            self.unfinished[task.family].pop(attempt.task, None)
+            self.unfinished[task.family].end(attempt.task)
             if self.params.history == "online":
                 self._learn(task, ran_s)
             for child in self.children[attempt.task]:
@@ -363,10 +364,10 @@ class Simulation:
 
     def _submit_first(self, task_index: int) -> None:
         task, now = self.tasks[task_index], self.env.now
-        running = self.unfinished.setdefault(task.family, {})  # submitted, as the operator notes them
+        running = self.unfinished.setdefault(task.family, Running())  # as the operator notes them
         size = (task.input_size_bytes, task.request_memory_bytes)
-        alloc, _ = self.models.first_allocation(task.family, *size, [now - s for s in running.values()])
-        running[task_index] = now
+        alloc, _ = self.models.first_allocation(task.family, *size, running, now)
+        running.start(task_index, now)
         cores = self.cpu.request_cores(task) if self.cpu else task.request_cores
         self._submit(task_index, 1, max(SIZING.floor_bytes, min(int(alloc), self.cap_bytes)), cores)
 

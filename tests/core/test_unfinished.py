@@ -5,14 +5,21 @@ from __future__ import annotations
 from airflow_adaptive.core.decide import SizingSettings, decide_memory
 from airflow_adaptive.core.model import GIB, MemoryRequest
 from airflow_adaptive.core.sizing.base import RequestRatioPrior
-from airflow_adaptive.core.unfinished import STALE_AFTER_S, Unfinished, longer_than
+from airflow_adaptive.core.unfinished import STALE_AFTER_S, Running, Unfinished
 from airflow_adaptive.evaluation.replay import ReplayConfig, TaskRun, replay
 from tests.factories import attempt
 
 
 def test_only_attempts_past_the_mean_and_not_lost_count() -> None:
-    found = longer_than([10.0, 60.0, 61.0, 500.0, STALE_AFTER_S + 1], mean_runtime_s=60.0)
-    assert found == Unfinished(2, 60.0)
+    now_s = STALE_AFTER_S + 1000.0
+    running = Running()
+    for task, elapsed_s in enumerate([10.0, 60.0, 61.0, 500.0, 500.0, STALE_AFTER_S + 1]):
+        running.start(task, now_s - elapsed_s)
+    running.end(4)  # one of the two at 500 s finished
+    running.end(99)  # never started: nothing happens
+    assert len(running) == 5
+    found = running.longer_than(60.0, now_s)
+    assert found == Unfinished(2, 60.0)  # 61 s and 500 s; not 60 s, not the lost one
     assert found.outnumber(1) and not found.outnumber(2) and not found.outnumber(0)
     assert "2 unfinished attempts have run longer than the finished one took (1 min)" in found.explain(1)
     assert "than the 3 finished ones took on average (1 min)" in found.explain(3)
