@@ -124,10 +124,7 @@ class Advisor:
     def _borrowed(self, cold: Identity) -> Fitted | None:
         """For a family with no history: the model of the most similar family that has one (warm
         starts, core/sizing/similar.py), among the ``DONOR_CANDIDATES`` families with most attempts."""
-        rollups = self._store().families(limit=DONOR_CANDIDATES)
-        donor = pick_donor(
-            cold, ((Identity(r.task_family, r.image, r.program), r.usable_samples) for r in rollups)
-        )
+        donor = pick_donor(cold, self._store().donor_candidates(limit=DONOR_CANDIDATES))
         if donor is None:
             return None
         try:

@@ -4,7 +4,7 @@
 
 Tables are filled with bulk SQL (generate_series / a recursive CTE): 100 attempts per family, so
 1M attempts are 10k families, with an OOM kill every 50th attempt. Rollups and distributions come
-from ``rebuild`` (no models); then 100 families are warmed by recording one attempt each (their
+from ``rebuild`` (no models); one unfinished attempt is noted per ten stored; then 100 families are warmed by recording one attempt each (their
 model is fitted), untimed. Timed, each call through a fresh Advisor as a pod would:
 decide for a warm family, a cold one and a retry after an OOM kill; place on a 15-node, 3-group
 cluster; record (5 attempts on each warm family in turn, so refits happen at their real cadence).
@@ -59,6 +59,19 @@ SQLITE_FILL = text(
     "100.0 + g % 50, 60.0 + g % 30, 1000000, 1000000, "
     "CASE WHEN g % 50 = 0 THEN 'OOMKilled' ELSE 'Completed' END, 0 FROM seq"
 )
+# One unfinished attempt per ten stored (ten per family), started up to two hours ago.
+UNFINISHED = "dag_id, task_id, run_id, map_index, try_number, task_family, started_at"
+POSTGRES_UNFINISHED = text(
+    f"INSERT INTO adaptive_unfinished_attempt ({UNFINISHED}) "
+    "SELECT 'dag', 'f' || (g % :families), 'u' || g, -1, 1, 'f' || (g % :families), "
+    "now() - (g % 7200) * interval '1 second' FROM generate_series(1, :n) AS g"
+)
+SQLITE_UNFINISHED = text(
+    f"INSERT INTO adaptive_unfinished_attempt ({UNFINISHED}) "
+    "WITH RECURSIVE seq(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM seq WHERE g < :n) "
+    "SELECT 'dag', 'f' || (g % :families), 'u' || g, -1, 1, 'f' || (g % :families), "
+    "strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (g % 7200) || ' seconds') FROM seq"
+)
 T0 = datetime(2027, 1, 1, tzinfo=timezone.utc)
 USER = MemoryRequest(8 * GIB, 8 * GIB)
 
@@ -105,9 +118,13 @@ def cluster() -> list[NodeProfile]:
 def fill(engine: Engine, attempts: int) -> SqlHistoryStore:
     metadata.drop_all(engine)
     metadata.create_all(engine)
-    statement = POSTGRES_FILL if engine.dialect.name == "postgresql" else SQLITE_FILL
+    postgres = engine.dialect.name == "postgresql"
     with engine.begin() as conn:
-        conn.execute(statement, {"n": attempts, "families": attempts // PER_FAMILY})
+        conn.execute(
+            POSTGRES_FILL if postgres else SQLITE_FILL, {"n": attempts, "families": attempts // PER_FAMILY}
+        )
+        notes = {"n": attempts // 10, "families": attempts // PER_FAMILY}
+        conn.execute(POSTGRES_UNFINISHED if postgres else SQLITE_UNFINISHED, notes)
     if engine.dialect.name == "postgresql":
         with engine.connect() as conn:
             conn.execution_options(isolation_level="AUTOCOMMIT").execute(text("ANALYZE"))

@@ -22,6 +22,7 @@ from airflow_adaptive.core.model import Observation, TaskKey
 from airflow_adaptive.core.nodes import StoredNode
 from airflow_adaptive.core.priority import FamilyProgress
 from airflow_adaptive.core.rollup import DayTotals, Distributions, FamilyRollup
+from airflow_adaptive.core.sizing.similar import Identity
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,11 @@ class HistoryStore(Protocol):
 
     def families(self, *, limit: int = 100, offset: int = 0) -> list[FamilyRollup]:
         """Rollups, most attempts first."""
+        ...
+
+    def donor_candidates(self, *, limit: int) -> list[tuple[Identity, int]]:
+        """Families with attempts, most first: what each runs and its usable samples (a cold family's
+        warm start compares them, core/sizing/similar.py); four columns, no models."""
         ...
 
     def family_count(self) -> int: ...

@@ -24,6 +24,7 @@ from airflow_adaptive.core.nodes import StoredNode
 from airflow_adaptive.core.normalise import fit_key, fit_task_key
 from airflow_adaptive.core.priority import FamilyProgress
 from airflow_adaptive.core.rollup import DayKey, DayTotals, Distributions, FamilyRollup
+from airflow_adaptive.core.sizing.similar import Identity
 from airflow_adaptive.core.unfinished import STALE_AFTER_S
 from airflow_adaptive.exceptions import HistoryUnavailableError, InvalidSettingError
 from airflow_adaptive.store.api import (
@@ -287,6 +288,12 @@ class InMemoryHistoryStore:
             rollups = [s.rollup for s in self._families.values() if s.rollup.attempts]
         rollups.sort(key=lambda r: (-r.attempts, r.task_family))
         return rollups[offset : offset + limit]
+
+    def donor_candidates(self, *, limit: int) -> list[tuple[Identity, int]]:
+        return [
+            (Identity(r.task_family, r.image, r.program), r.usable_samples)
+            for r in self.families(limit=limit)
+        ]
 
     def family_count(self) -> int:
         return len(self.families(limit=10**9))

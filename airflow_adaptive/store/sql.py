@@ -26,6 +26,7 @@ from airflow_adaptive.core.nodes import StoredNode
 from airflow_adaptive.core.normalise import fit_key, fit_task_key
 from airflow_adaptive.core.priority import FamilyProgress
 from airflow_adaptive.core.rollup import DayTotals, Distributions, FamilyRollup
+from airflow_adaptive.core.sizing.similar import Identity
 from airflow_adaptive.core.unfinished import STALE_AFTER_S
 from airflow_adaptive.exceptions import HistoryRejectedError, HistoryUnavailableError
 from airflow_adaptive.store import inputs, rows, totals
@@ -283,6 +284,19 @@ class SqlHistoryStore:
         )
         with self._connection() as conn:
             return [rows.family_state(r).rollup for r in conn.execute(stmt)]
+
+    def donor_candidates(self, *, limit: int) -> list[tuple[Identity, int]]:
+        c = family.c
+        stmt = (
+            select(c.task_family, c.image, c.program, c.usable_samples)
+            .where(c.attempts > 0)
+            .order_by(c.attempts.desc(), c.task_family)
+            .limit(limit)
+        )
+        with self._connection() as conn:
+            return [
+                (Identity(r.task_family, r.image, r.program), r.usable_samples) for r in conn.execute(stmt)
+            ]
 
     def family_count(self) -> int:
         with self._connection() as conn:
