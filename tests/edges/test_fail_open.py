@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from kubernetes.client import models as k8s
 
 from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
+from airflow_adaptive.core.locality import InputUse
 from airflow_adaptive.core.model import GIB, MemoryRequest
 from airflow_adaptive.exceptions import HistoryUnavailableError, InvalidQuantityError
 from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
@@ -25,7 +28,7 @@ from airflow_adaptive.store.memory import InMemoryHistoryStore
 from airflow_adaptive.store.spool import Spool
 from airflow_adaptive.store.sql import SqlHistoryStore
 from tests.conftest import DB_URL, sql_store
-from tests.factories import attempt
+from tests.factories import T0, attempt
 
 USER = MemoryRequest(2 * GIB, 2 * GIB)
 
@@ -229,6 +232,19 @@ def test_blocked_orm_and_no_connection_still_builds_the_users_pod(tmp_path: Path
     assert "isn't defined" in output  # the log says why
 
 
+def readme_grants(database: str) -> list[str]:
+    """The least-privilege role's statements in the README, for the test role and database."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    block = readme.split("CREATE ROLE airflow_adaptive LOGIN", 1)[1].split("```", 1)[0]
+    statements = [" ".join(part.split()) for part in block.split(";") if "GRANT" in part]
+    return [
+        g.replace("TO airflow_adaptive", "TO airflow_adaptive_test").replace(
+            "DATABASE airflow ", f'DATABASE "{database}" '
+        )
+        for g in statements
+    ]
+
+
 @pytest.mark.skipif(not DB_URL.startswith("postgresql"), reason="roles need PostgreSQL")
 def test_least_privilege_role_from_the_readme_can_record_and_read(engine: Any) -> None:
     """The README's grants are enough for task processes, and nothing more is needed."""
@@ -240,25 +256,27 @@ def test_least_privilege_role_from_the_readme_can_record_and_read(engine: Any) -
             conn.execute(text("DROP OWNED BY airflow_adaptive_test"))  # left over by an interrupted run
             conn.execute(text("DROP ROLE airflow_adaptive_test"))
         conn.execute(text("CREATE ROLE airflow_adaptive_test LOGIN"))
-        database = make_url(DB_URL).database
-        conn.execute(text(f'GRANT CONNECT ON DATABASE "{database}" TO airflow_adaptive_test'))
-        conn.execute(text("GRANT USAGE ON SCHEMA public TO airflow_adaptive_test"))
-        conn.execute(
-            text(
-                "GRANT SELECT, INSERT, UPDATE ON adaptive_task_attempt, adaptive_family, "
-                "adaptive_aggregate, adaptive_family_day TO airflow_adaptive_test"
-            )
-        )
-        conn.execute(text("GRANT SELECT ON adaptive_node TO airflow_adaptive_test"))
-        conn.execute(text("GRANT USAGE ON SEQUENCE adaptive_task_attempt_id_seq TO airflow_adaptive_test"))
+        for grant in readme_grants(make_url(DB_URL).database or ""):
+            conn.execute(text(grant))
     url = make_url(DB_URL).set(username="airflow_adaptive_test", password=None)
     role_engine = access.engine_for_url(url, 3.0)
     repo = SqlHistoryStore(role_engine)
-    repo.record([attempt(n, peak=GIB) for n in range(3)])
+    repo.mark_unfinished(attempt(0).key, "f", T0)
+    repo.mark_unfinished(replace(attempt(1).key, try_number=2), "f", T0)
+    repo.mark_unfinished(replace(attempt(1).key, try_number=3), "f", T0)  # replaces try 2's note
+    repo.record([attempt(n, peak=GIB) for n in range(3)])  # removes run0's note
     repo.record([attempt(0, peak=2 * GIB)])  # the upsert path needs UPDATE
+    repo.unmark_unfinished(replace(attempt(1).key, try_number=3))
+    assert (
+        repo.count_unfinished("f", started_after=T0 - timedelta(days=1), started_before=T0 + timedelta(1))
+        == 0
+    )
+    repo.record_inputs("node-a", [InputUse("s3://b/ref.fa", 10 * GIB, "k1", cached=True)], ())
+    repo.record_inputs("node-a", [], ["k1"])  # an eviction deletes
     assert [o.usage.peak_memory_bytes for o in repo.history("f")] == [2 * GIB, GIB, GIB]
     assert repo.family("f").rollup.attempts == 3  # type: ignore[union-attr]
     Advisor(get_settings(), lambda: repo).place("f", frozenset(), GIB)  # reads nodes
+    assert Advisor(get_settings(), lambda: repo).decide("f", MemoryRequest(GIB, GIB)).adaptive  # counts notes
     role_engine.dispose()
     with engine.begin() as conn:
         conn.execute(text("DROP OWNED BY airflow_adaptive_test"))
