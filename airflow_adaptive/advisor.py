@@ -28,7 +28,7 @@ from airflow_adaptive.core.sizing.similar import Identity, pick_donor
 from airflow_adaptive.core.unfinished import STALE_AFTER_S, Unfinished
 from airflow_adaptive.core.units import format_bytes
 from airflow_adaptive.exceptions import AdaptiveError, HistoryRejectedError, HistoryUnavailableError
-from airflow_adaptive.failopen import warn_once
+from airflow_adaptive.failopen import first_line, warn_once
 from airflow_adaptive.store.access import open_store
 from airflow_adaptive.store.api import FamilyState, HistoryStore
 from airflow_adaptive.store.spool import Spool
@@ -83,7 +83,7 @@ class Advisor:
         return self._opened
 
     def _unavailable(self, err: HistoryUnavailableError) -> str:
-        message = str(err).splitlines()[0][:300] if str(err) else type(err).__name__
+        message = first_line(err, 300)
         if not message.startswith("history store unavailable"):
             message = f"history store unavailable: {message}"
         self._down = message
@@ -220,7 +220,7 @@ class Advisor:
         try:
             self._store().mark_unfinished(key, task_family, datetime.now(timezone.utc))
         except (HistoryUnavailableError, HistoryRejectedError) as err:
-            reason = f"attempt not noted as started: {str(err).splitlines()[0][:200]}"
+            reason = f"attempt not noted as started: {first_line(err)}"
             warn_once(reason, "decisions do not count it among the family's unfinished attempts")
 
     def ended_unrecorded(self, key: TaskKey) -> None:
@@ -228,7 +228,7 @@ class Advisor:
         try:
             self._store().unmark_unfinished(key)
         except (HistoryUnavailableError, HistoryRejectedError) as err:
-            reason = f"unrecorded attempt not cleared: {str(err).splitlines()[0][:200]}"
+            reason = f"unrecorded attempt not cleared: {first_line(err)}"
             warn_once(reason, "it counts as unfinished until pruned")
 
     def _with_cpu(
@@ -330,7 +330,7 @@ class Advisor:
         try:
             self._store().record_inputs(node, uses, evicted)
         except (HistoryUnavailableError, HistoryRejectedError) as err:
-            warn_once(f"input cache locations not recorded: {str(err).splitlines()[0][:200]}")
+            warn_once(f"input cache locations not recorded: {first_line(err)}")
 
     def record(self, observation: Observation) -> bool:
         """Record an attempt, then any spooled ones one by one; spool it when the store is unavailable."""

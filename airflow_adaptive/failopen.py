@@ -23,3 +23,9 @@ def forget_warnings() -> None:
     """Let every reason be logged again (tests)."""
     with _lock:
         _warned.clear()
+
+
+def first_line(err: BaseException, limit: int = 200) -> str:
+    """An error's first line for a log reason, or its type's name when it has no message."""
+    lines = str(err).splitlines()
+    return lines[0][:limit] if lines else type(err).__name__

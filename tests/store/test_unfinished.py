@@ -13,6 +13,7 @@ import pytest
 from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.model import GIB, MemoryRequest, Observation, TaskKey, Usage
+from airflow_adaptive.exceptions import HistoryUnavailableError
 from airflow_adaptive.failopen import forget_warnings
 from airflow_adaptive.store.api import HistoryStore
 from airflow_adaptive.store.memory import InMemoryHistoryStore
@@ -123,6 +124,26 @@ def test_an_anchor_strategy_is_never_floored(store: HistoryStore, monkeypatch: p
     get_settings.cache_clear()
     decision = scatter(store, running=5).decide("f", USER)
     assert decision.memory_request_bytes == GIB and "unfinished" not in decision.explanation
+
+
+class _Silent(InMemoryHistoryStore):
+    """A store whose errors carry no message at all."""
+
+    def mark_unfinished(self, key: TaskKey, task_family: str, started_at: datetime) -> None:
+        raise HistoryUnavailableError("")
+
+    def unmark_unfinished(self, key: TaskKey) -> None:
+        raise HistoryUnavailableError("")
+
+
+def test_an_error_without_a_message_is_logged_by_its_type(caplog: pytest.LogCaptureFixture) -> None:
+    forget_warnings()
+    advisor = Advisor(get_settings(), _Silent)
+    advisor.started("f", key(0))
+    advisor.ended_unrecorded(key(0))
+    logged = [r.getMessage() for r in caplog.records]
+    assert any("attempt not noted as started: HistoryUnavailableError" in m for m in logged)
+    assert any("unrecorded attempt not cleared: HistoryUnavailableError" in m for m in logged)
 
 
 def test_noting_a_start_never_raises(caplog: pytest.LogCaptureFixture) -> None:
