@@ -173,6 +173,7 @@ class Advisor:
                 fitted.samples == 0
                 and fitted.predictor.borrows_when_cold
                 and self.settings.sizing.warm_starts
+                and self.settings.sizing.min_observations <= 1  # a warm-up keeps the request
             ):
                 fitted = self._borrowed(Identity(task_family, image, program)) or fitted
             unfinished = self._unfinished(task_family, state, fitted)

@@ -117,10 +117,12 @@ def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _configured_oom_rate() -> float:
+def _configured(args: argparse.Namespace, name: str) -> Any:
+    """A replay option, or the configured ``[adaptive]`` setting of the same name."""
     from airflow_adaptive.config import get_settings
 
-    return get_settings().sizing.max_oom_rate
+    given = getattr(args, name)
+    return given if given is not None else getattr(get_settings().sizing, name)
 
 
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
@@ -139,7 +141,8 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         config = ReplayConfig(
             history=args.history,
             time_to_failure=args.time_to_failure,
-            max_oom_rate=args.max_oom_rate if args.max_oom_rate is not None else _configured_oom_rate(),
+            max_oom_rate=_configured(args, "max_oom_rate"),
+            min_observations=_configured(args, "min_observations"),
             cap_bytes=args.cap_bytes,
             refit_growth=args.refit_growth,
         )
@@ -267,6 +270,13 @@ def _add_replay_command(sub: Any) -> None:
         type=float,
         metavar="F",
         help="OOM-kill budget per task for adaptive (default: [adaptive] max_oom_rate, 0.02)",
+    )
+    rep.add_argument(
+        "--min-observations",
+        type=int,
+        metavar="N",
+        help="finished tasks a family needs before it is sized; fewer keep the request "
+        "(default: [adaptive] min_observations, 1)",
     )
     rep.add_argument("--cap-bytes", type=int, help="largest node (default: largest peak, next power of two)")
     rep.add_argument(

@@ -32,7 +32,9 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
     "min_observations": (
         "integer",
         "1",
-        "Completed attempts of a task family needed before its memory is sized from history.",
+        "Completed attempts of a task family needed before its memory is sized from history. Above 1, "
+        "a family with fewer keeps the user's request, with no cold or warm start: fewer OOM kills for "
+        "more memory (README, Memory sizing).",
     ),
     "history_window": ("integer", "500", "Most recent attempts of a task family that a decision reads."),
     "retention_attempts": (
@@ -216,6 +218,13 @@ def _number(name: str, kind: type[int] | type[float]) -> Any:
         raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not a {kind.__name__}") from None
 
 
+def _at_least_one(name: str) -> int:
+    value = int(_number(name, int))
+    if value < 1:
+        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not an integer >= 1")
+    return value
+
+
 def _not_negative(name: str) -> float:
     value = float(_number(name, float))
     if not value >= 0.0:  # NaN too
@@ -268,7 +277,7 @@ def _spool_dir() -> str:
 def _sizing() -> SizingSettings:
     return SizingSettings(
         strategy=_raw("strategy"),
-        min_observations=_number("min_observations", int),
+        min_observations=_at_least_one("min_observations"),
         floor_bytes=_quantity("min_memory"),
         # Whole MiB, rounded down: pod quantities are written in MiB rounded up, so a decimal
         # cap such as 64G (not a whole MiB) would otherwise be exceeded by up to 1 MiB.

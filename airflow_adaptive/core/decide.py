@@ -121,6 +121,8 @@ def _predicted(
 ) -> tuple[int | None, str]:
     """The strategy's first allocation and its basis, or (None, "") when it has nothing to say."""
     predictor = fitted.predictor
+    if settings.min_observations > 1 and fitted.samples < settings.min_observations:
+        return None, ""  # a warm-up: the user's request until the family's own history is long enough
     if fitted.donor is not None and predictor.warm:
         borrowed = borrowed_allocation(predictor, input_size_bytes, user.request_bytes)
         capped = " (capped at the request)" if user.request_bytes and borrowed == user.request_bytes else ""

@@ -65,11 +65,16 @@ class ReplayConfig:
     min_similarity: float = MIN_SIMILARITY  # of a donor family (similar.py)
     # With completed history: a family's unfinished tasks may floor its first tries (unfinished.py).
     guard_unfinished: bool = True
+    # As ``[adaptive] min_observations``: above 1, a family with fewer finished tasks keeps the
+    # user's request (no request: the cap, as an unbounded pod could use the whole node).
+    min_observations: int = 1
 
     def __post_init__(self) -> None:
         check_history_and_failures(self.history, HISTORY_MODES, self.time_to_failure)
         if not 0.0 <= self.max_oom_rate <= 1.0:
             raise InvalidSettingError("max_oom_rate must be in [0, 1]")
+        if self.min_observations < 1:
+            raise InvalidSettingError("min_observations must be at least 1")
 
 
 def check_history_and_failures(history: str, modes: Sequence[str], time_to_failure: float) -> None:
@@ -154,9 +159,13 @@ class FamilyModels:
         *,
         warm_starts: bool,
         min_similarity: float = MIN_SIMILARITY,
+        min_observations: int = 1,
+        cap_bytes: int | None = None,
     ) -> None:
         self.factory = factory
         self.refit_growth = refit_growth
+        self.min_observations = min_observations
+        self.cap_bytes = cap_bytes  # what a task that asks for nothing may use while warming up
         self.warm_starts = warm_starts
         self.min_similarity = min_similarity
         self.prior = RequestRatioPrior()
@@ -188,6 +197,8 @@ class FamilyModels:
         family = as_identity(known)
         own = self.sizer(family.family)
         predictor = own.ready()
+        if self.min_observations > 1 and len(own.samples) < self.min_observations:
+            return request_bytes or self.cap_bytes or predictor.predict(), predictor  # the user's request
         if not predictor.warm and predictor.borrows_when_cold and self.warm_starts:
             counts = ((sizer.identity or name, len(sizer.samples)) for name, sizer in self.sizers.items())
             donor = pick_donor(family, counts, min_similarity=self.min_similarity)
@@ -266,6 +277,8 @@ def replay(
         config.refit_growth,
         warm_starts=config.warm_starts,
         min_similarity=config.min_similarity,
+        min_observations=config.min_observations,
+        cap_bytes=cap,
     )
 
     def learn(run: TaskRun) -> None:

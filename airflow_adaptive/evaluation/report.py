@@ -101,6 +101,7 @@ def evaluate(
         "history": config.history,
         "time_to_failure": config.time_to_failure,
         "max_oom_rate": config.max_oom_rate,
+        "min_observations": config.min_observations,
         "default_strategy": DEFAULT_STRATEGY,
         "anchor_strategies": list(ANCHORS),
         "traces": list(traces.values()),

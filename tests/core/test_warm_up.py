@@ -1,0 +1,112 @@
+"""``min_observations`` above 1: the user's request is kept until a family has that many finished
+tasks, in the decision and in the replay (fewer OOM kills for more memory)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from airflow_adaptive.advisor import Advisor
+from airflow_adaptive.config import get_settings
+from airflow_adaptive.core.decide import Fitted, SizingSettings, decide_memory, decide_with, fresh_predictor
+from airflow_adaptive.core.model import GIB, MIB, MemoryRequest
+from airflow_adaptive.core.sizing.base import RequestRatioPrior, Sample
+from airflow_adaptive.core.sizing.similar import Donor
+from airflow_adaptive.evaluation.replay import ReplayConfig, TaskRun, replay
+from airflow_adaptive.exceptions import InvalidSettingError
+from airflow_adaptive.store.api import HistoryStore
+from airflow_adaptive.store.memory import InMemoryHistoryStore
+from tests.conftest import sql_store
+from tests.core.test_core import obs
+from tests.factories import attempt
+
+USER = MemoryRequest(8 * GIB, 8 * GIB)
+
+
+def ready_prior() -> RequestRatioPrior:
+    prior = RequestRatioPrior()
+    for _ in range(30):
+        prior.add(1 * GIB, 8 * GIB)  # other families used an eighth of their requests
+    return prior
+
+
+def test_a_cold_family_starts_from_the_prior_by_default_and_keeps_the_request_while_warming_up() -> None:
+    prior = ready_prior()
+    cold = decide_memory([], USER, SizingSettings(), prior=prior)
+    assert cold.adaptive and cold.memory_request_bytes is not None
+    assert cold.memory_request_bytes < 2 * GIB and "no history yet" in cold.explanation
+    warming = decide_memory([], USER, SizingSettings(min_observations=3), prior=prior)
+    assert (warming.memory_request_bytes, warming.adaptive) == (8 * GIB, False)
+    assert "0 usable observation(s), fewer than 3" in warming.explanation
+    two = decide_memory([obs(1 * GIB), obs(1 * GIB)], USER, SizingSettings(min_observations=3), prior=prior)
+    assert (two.memory_request_bytes, two.adaptive) == (8 * GIB, False)
+    three = decide_memory([obs(1 * GIB)] * 3, USER, SizingSettings(min_observations=3), prior=prior)
+    assert three.adaptive and three.memory_request_bytes is not None and three.memory_request_bytes < 2 * GIB
+
+
+def test_a_similar_familys_model_is_not_borrowed_while_warming_up() -> None:
+    settings = SizingSettings(min_observations=3)
+    donor_model = fresh_predictor(settings).fit([Sample(1 * GIB)] * 5)
+    fitted = Fitted(donor_model, 0, 0, donor=Donor("dag_a.align", 1.0, 5))
+    assert decide_with(fitted, USER, SizingSettings()).memory_request_bytes == int(1 * GIB * 1.15)
+    kept = decide_with(fitted, USER, settings)
+    assert (kept.memory_request_bytes, kept.adaptive) == (8 * GIB, False)
+
+
+@pytest.fixture(params=["in-memory", "sql"])
+def store(request: pytest.FixtureRequest, engine: Any) -> HistoryStore:
+    return InMemoryHistoryStore() if request.param == "in-memory" else sql_store(engine)
+
+
+def test_the_advisor_keeps_the_request_until_the_family_has_enough_history(store: HistoryStore) -> None:
+    store.record([attempt(n, family="rnaseq.fastqc", peak=2 * GIB) for n in range(20)])
+    store.record([attempt(n, family="chipseq.fastqc", peak=1 * GIB, run=f"c{n}") for n in range(2)])
+    settings = get_settings()
+    warm_up = replace(settings, sizing=replace(settings.sizing, min_observations=3))
+    default = Advisor(settings, lambda: store).decide("atacseq.fastqc", USER)
+    assert default.details["borrowed_from"] == "rnaseq.fastqc"  # by default a similar family's model
+    for family in ("atacseq.fastqc", "chipseq.fastqc"):  # no history, and 2 finished tasks of 3
+        kept = Advisor(warm_up, lambda: store).decide(family, USER)
+        assert (kept.memory_request_bytes, kept.adaptive) == (8 * GIB, False)
+        assert "borrowed_from" not in kept.details and "fewer than 3" in kept.explanation
+    sized = Advisor(warm_up, lambda: store).decide("rnaseq.fastqc", USER)
+    assert sized.adaptive and sized.memory_request_bytes == 2 * GIB
+
+
+def growing(families: int = 3, tasks: int = 30, request_bytes: int | None = 16 * GIB) -> list[TaskRun]:
+    """Families whose peaks grow from task to task: every new one outgrows the history before it."""
+    return [
+        TaskRun(f"f{f}", (200 + 40 * i) * MIB, 60.0, user_request_bytes=request_bytes)
+        for i in range(tasks)
+        for f in range(families)
+    ]
+
+
+def test_the_replay_keeps_the_request_for_a_familys_first_tasks_trading_memory_for_kills() -> None:
+    runs = growing()
+    default = replay(runs, "adaptive", ReplayConfig(history="sequential"))
+    warm_up = replay(runs, "adaptive", ReplayConfig(history="sequential", min_observations=10))
+    firsts = [alloc for _, alloc, _ in warm_up.first_allocations]
+    assert firsts[: 3 * 10] == [16 * GIB] * 30 and all(a < 16 * GIB for a in firsts[30:])
+    assert warm_up.retries < default.retries and warm_up.waste_byte_s > default.waste_byte_s
+    unrequested = replay(growing(request_bytes=None), "adaptive", ReplayConfig(min_observations=2))
+    assert unrequested.first_allocations[0][1] == 2 * GIB  # nothing asked: the whole node (the cap)
+    anchors = [replay(runs, "pc95", ReplayConfig(min_observations=n)).first_allocations for n in (1, 10)]
+    assert anchors[0] != anchors[1]  # a decision setting: every strategy waits, as in `decide`
+
+
+def test_a_warm_up_below_one_task_is_refused(monkeypatch: Any) -> None:
+    from airflow_adaptive.config import load_settings
+    from airflow_adaptive.exceptions import InvalidConfigError
+
+    with pytest.raises(InvalidSettingError, match="min_observations must be at least 1"):
+        ReplayConfig(min_observations=0)
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__MIN_OBSERVATIONS", "0")
+    with pytest.raises(
+        InvalidConfigError, match=r"^\[adaptive\] min_observations = '0' is not an integer >= 1$"
+    ):
+        load_settings()
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__MIN_OBSERVATIONS", "5")
+    assert load_settings().sizing.min_observations == 5
