@@ -106,11 +106,6 @@ SWEEP = (*BUDGETS, 1.0)  # and 1.0: no budget
 def budget_section(report: dict[str, Any], history: str) -> None:
     """The default strategy under each OOM-kill budget: waste against the best anchor (whose own
     kills are not bounded) and the kills it measured, a waste-vs-kills curve over all traces."""
-    best = {t["trace"]: ratio_to_best_anchor(t) for t in report["traces"]}
-    anchors = {
-        t["trace"]: t["strategies"][b[1]]["waste_gb_h"] for t in report["traces"] if (b := best[t["trace"]])
-    }
-    big = {t["trace"] for t in report["traces"] if t["instances"] >= 200}
     print(f"\n## {DEFAULT_STRATEGY} under an OOM-kill budget (max_oom_rate), history={history}\n")
     print(
         "| budget | ours / best: median | worst | at most 1 | kills/100: median | traces ≥ 200 tasks within budget |"
@@ -125,19 +120,8 @@ def budget_section(report: dict[str, Any], history: str) -> None:
         )
         if keep:
             by_history = kills_by_family_history(run["_allocations"])
-        ratios, kills, within = [], [], []
-        for t in run["traces"]:
-            ours = t["strategies"][DEFAULT_STRATEGY]
-            kills.append(ours["retries_per_100"])
-            if t["trace"] in anchors:
-                ratios.append(ours["waste_gb_h"] / anchors[t["trace"]] if anchors[t["trace"]] else 1.0)
-            if t["trace"] in big:
-                within.append(ours["retries_per_100"] <= 100 * budget)
         label = "none" if budget >= 1.0 else f"{budget:g}"
-        print(
-            f"| {label} | {statistics.median(ratios):.3f} | {max(ratios):.2f} | {sum(r <= 1 for r in ratios)} of "
-            f"{len(ratios)} | {statistics.median(kills):.1f} | {sum(within)} of {len(within)} |"
-        )
+        print(f"| {label} | " + summary_cells(report, run, 100 * budget, worst=True) + " |")
     print(
         "\nFirst tries OOM-killed at the default budget, by how many earlier tasks the family had "
         "(all traces): "
@@ -145,6 +129,54 @@ def budget_section(report: dict[str, Any], history: str) -> None:
             f"{band}: {k} of {n} ({100 * k / max(n, 1):.1f} %)" for band, (k, n) in by_history.items()
         )
     )
+
+
+def summary_cells(
+    report: dict[str, Any], run: dict[str, Any], kills_per_100: float, worst: bool = False
+) -> str:
+    """Table cells for one replay of the default strategy (``run``), against the best anchor of the
+    full ``report``: median ratio (geometric mean, or the worst), at most 1, median kills per 100
+    tasks, and the traces of 200 or more tasks with at most ``kills_per_100``."""
+    anchors = {
+        t["trace"]: t["strategies"][b[1]]["waste_gb_h"]
+        for t in report["traces"]
+        if (b := ratio_to_best_anchor(t))
+    }
+    big = {t["trace"] for t in report["traces"] if t["instances"] >= 200}
+    ratios, kills, within = [], [], []
+    for t in run["traces"]:
+        ours = t["strategies"][DEFAULT_STRATEGY]
+        kills.append(ours["retries_per_100"])
+        if t["trace"] in anchors:
+            ratios.append(ours["waste_gb_h"] / anchors[t["trace"]] if anchors[t["trace"]] else 1.0)
+        if t["trace"] in big:
+            within.append(ours["retries_per_100"] <= kills_per_100)
+    spread = f"{max(ratios):.2f}" if worst else f"{geometric_mean(ratios):.3f}"
+    return (
+        f"{statistics.median(ratios):.3f} | {spread} | {sum(r <= 1 for r in ratios)} of {len(ratios)} | "
+        f"{statistics.median(kills):.1f} | {sum(within)} of {len(within)}"
+    )
+
+
+WARM_UPS = (1, 3, 10, 25, 50)  # min_observations: finished tasks before a family is sized
+
+
+def warm_up_section(report: dict[str, Any], history: str) -> None:
+    """Fewer kills for more memory: the user's request kept until a family has N finished tasks."""
+    print(
+        f"\n## {DEFAULT_STRATEGY} keeping the request for a family's first tasks (min_observations), history={history}\n"
+    )
+    print(
+        "| min_observations | ours / best: median | geometric mean | at most 1 | kills/100: median | traces ≥ 200 tasks within 2 % |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|")
+    for n in WARM_UPS:
+        run = evaluate(
+            [t["trace"] for t in report["traces"]],
+            [DEFAULT_STRATEGY],
+            ReplayConfig(history=history, min_observations=n),
+        )
+        print(f"| {n} | " + summary_cells(report, run, 2.0) + " |")
 
 
 def kills_by_family_history(allocations: dict[str, list[tuple[str, int, int]]]) -> dict[str, list[int]]:
@@ -317,6 +349,7 @@ def main() -> int:
     if args.data.exists():
         report = traces_section(args.data, args.history)
         budget_section(report, args.history)
+        warm_up_section(report, args.history)
         warm_start_section(report, args.history)
         if args.history == "completed":
             unfinished_section(report)
