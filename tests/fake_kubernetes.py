@@ -51,6 +51,7 @@ class FakeKubernetesApi:
         self.requests: list[tuple[str, str]] = []
         self.user_agents: list[str] = []  # per request: tells the task's client from the triggerer's
         self.logs: dict[tuple[str, str], str] = {}
+        self.on_log: Callable[[tuple[str, str]], None] | None = None  # called as a pod's log is read
         self.finished: dict[str, dict[str, Any]] = {}  # pod name -> the pod when its container ended
         self.metrics_memory: str | None = None  # served by metrics.k8s.io when set
         self.nodes: dict[str, dict[str, Any]] = {}  # name -> V1Node JSON

@@ -202,6 +202,8 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
 
     def _log(self, key: tuple[str, str], query: dict[str, str]) -> None:
+        if self.api.on_log is not None:
+            self.api.on_log(key)
         lines = self.api.logs.get(key, "").splitlines()
         stamp = "2026-11-25T00:00:00.000000000Z "
         text = "".join(f"{stamp if query.get('timestamps') == 'true' else ''}{line}\n" for line in lines)

@@ -111,6 +111,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         self.input_size_bytes = input_size_bytes
         self.adaptive = adaptive
         self._adaptive_killed = False
+        self._noted_key: TaskKey | None = None  # this attempt, noted as unfinished until recorded
         # The policy leaves pods that carry this label to the operator.
         self.labels = {**(self.labels or {}), MANAGED_LABEL: "operator"}
         resources = self.container_resources
@@ -150,6 +151,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         key = task_key(context)
         if key is not None and not dry_run and self.adaptive:  # until recorded, it counts as unfinished
             advisor.started(self.family, key)
+            self._noted_key = key
         pod = apply_decision(pod, decision, self.family, self.base_container_name, managed_by="operator")
         self._stage_inputs(pod, advisor)
         return pod
@@ -224,6 +226,14 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         pod = self.pod_request_obj or self.pod
         container = find_container(pod, self.base_container_name) if pod is not None else None
         return bool(container is not None and is_wrapped(container.command))
+
+    def await_pod_start(self, pod: k8s.V1Pod) -> None:
+        """Then the attempt's note starts again, now: time spent Pending (a full cluster, an image
+        pull) is not time running, which the unfinished-attempt guard compares with finished runtimes.
+        Deferrable pods start in the triggerer and keep the note from their creation."""
+        super().await_pod_start(pod)
+        if self._noted_key is not None:
+            Advisor(get_settings()).started(self.family, self._noted_key)
 
     def await_pod_completion(self, pod: k8s.V1Pod) -> None:  # type: ignore[override]
         """Sample the metrics API while the pod runs when the command could not be wrapped."""

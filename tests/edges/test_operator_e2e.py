@@ -105,6 +105,27 @@ def test_successful_pod_is_recorded_with_its_usage(
     assert (row.image, row.program) == ("busybox", "echo working")  # its own command, not the wrapper
 
 
+def noted_start(engine: Any) -> Any:
+    with engine.connect() as conn:
+        return conn.execute(select(unfinished_attempt.c.started_at)).scalar_one()
+
+
+def test_a_note_starts_again_when_the_pod_starts_running(
+    airflow_home: Path, tmp_path: Path, engine: Any
+) -> None:
+    noted: dict[str, Any] = {}
+
+    def peak(pod: Any) -> int:  # the container runs while the operator waits for the pod to start
+        noted["created"] = noted_start(engine)
+        return 100 * MIB
+
+    with FakeKubernetesApi(tmp_path, peak) as api:
+        api.on_log = lambda key: noted.setdefault("running", noted_start(engine))  # after the start
+        dr = run_dag(airflow_home, api, "e2e_started", deferrable=False, family="e2e.started")
+    assert dr.state == "success" and unfinished(engine) == 0
+    assert noted["running"] > noted["created"]  # Pending time is not counted as running
+
+
 @pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
 def test_oom_killed_try_is_censored_and_the_retry_gets_more_memory(
     airflow_home: Path, tmp_path: Path, engine: Any, deferrable: bool
