@@ -313,6 +313,7 @@ class Simulation:
             self._idle[node.group] -= 1
         node.running[aid] = (dominant, task.cpu_cores_used)
         now = self.env.now
+        self.unfinished[task.family].start(attempt.task, now + p.pod_startup_s)  # noted again: running
         self._waits += now - attempt.ready_s
         self.result.attempts += 1
         duration = p.pod_startup_s + read.seconds + ran
