@@ -120,6 +120,14 @@ def sql_store(engine: Any) -> Any:
     return SqlHistoryStore(engine, Learning(settings.sizing, settings.history_window), timeout_seconds=3.0)
 
 
+@pytest.fixture(params=["in-memory", "sql"])
+def store(request: pytest.FixtureRequest, engine: Any) -> Any:
+    """Each history store behind the one interface: in memory, and SQL on the test database."""
+    from airflow_adaptive.store.memory import InMemoryHistoryStore
+
+    return InMemoryHistoryStore() if request.param == "in-memory" else sql_store(engine)
+
+
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 

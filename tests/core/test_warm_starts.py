@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import pytest
 
@@ -22,8 +21,6 @@ from airflow_adaptive.core.sizing.similar import (
 )
 from airflow_adaptive.evaluation.replay import ReplayConfig, TaskRun, replay
 from airflow_adaptive.store.api import HistoryStore
-from airflow_adaptive.store.memory import InMemoryHistoryStore
-from tests.conftest import sql_store
 from tests.factories import attempt
 
 
@@ -93,11 +90,6 @@ def test_imported_history_only_serves_cold_starts() -> None:
     donor = make_predictor("adaptive", cap_bytes=64 * GIB).fit([Sample(2 * GIB, wall_seconds=60.0)] * 20)
     assert result.first_allocations[0][1] == donor.predict() == 2 * GIB  # constant peaks: P50 + 0 %
     assert result.retries == 0 and result.instances == 5
-
-
-@pytest.fixture(params=["in-memory", "sql"])
-def store(request: pytest.FixtureRequest, engine: Any) -> HistoryStore:
-    return InMemoryHistoryStore() if request.param == "in-memory" else sql_store(engine)
 
 
 def test_a_cold_family_borrows_the_model_of_a_family_with_the_same_task_name(store: HistoryStore) -> None:

@@ -17,8 +17,6 @@ from airflow_adaptive.core.sizing.similar import Donor
 from airflow_adaptive.evaluation.replay import ReplayConfig, TaskRun, replay
 from airflow_adaptive.exceptions import InvalidSettingError
 from airflow_adaptive.store.api import HistoryStore
-from airflow_adaptive.store.memory import InMemoryHistoryStore
-from tests.conftest import sql_store
 from tests.core.test_core import obs
 from tests.factories import attempt
 
@@ -53,11 +51,6 @@ def test_a_similar_familys_model_is_not_borrowed_while_warming_up() -> None:
     assert decide_with(fitted, USER, SizingSettings()).memory_request_bytes == int(1 * GIB * 1.15)
     kept = decide_with(fitted, USER, settings)
     assert (kept.memory_request_bytes, kept.adaptive) == (8 * GIB, False)
-
-
-@pytest.fixture(params=["in-memory", "sql"])
-def store(request: pytest.FixtureRequest, engine: Any) -> HistoryStore:
-    return InMemoryHistoryStore() if request.param == "in-memory" else sql_store(engine)
 
 
 def test_the_advisor_keeps_the_request_until_the_family_has_enough_history(store: HistoryStore) -> None:

@@ -35,11 +35,6 @@ from tests.factories import T0, alembic_config, attempt
 USER = MemoryRequest(8 * GIB, 8 * GIB)
 
 
-@pytest.fixture(params=["in-memory", "sql"])
-def store(request: pytest.FixtureRequest, engine: Any) -> HistoryStore:
-    return InMemoryHistoryStore() if request.param == "in-memory" else sql_store(engine)
-
-
 def churn(seed: int, n: int) -> list[Observation]:
     """Attempts over five families with re-recorded keys, OOM kills and one attempt changing family."""
     rng = random.Random(seed)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-from typing import Any
 
 import pytest
 
@@ -17,16 +16,10 @@ from airflow_adaptive.exceptions import HistoryUnavailableError
 from airflow_adaptive.failopen import forget_warnings
 from airflow_adaptive.store.api import HistoryStore
 from airflow_adaptive.store.memory import InMemoryHistoryStore
-from tests.conftest import sql_store
 from tests.factories import attempt
 
 NOW = datetime.now(timezone.utc)
 USER = MemoryRequest(8 * GIB, 8 * GIB)
-
-
-@pytest.fixture(params=["in-memory", "sql"])
-def store(request: pytest.FixtureRequest, engine: Any) -> HistoryStore:
-    return InMemoryHistoryStore() if request.param == "in-memory" else sql_store(engine)
 
 
 def key(n: int, try_number: int = 1) -> TaskKey:
