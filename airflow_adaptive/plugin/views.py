@@ -157,8 +157,15 @@ _whatif_lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=64)
-def _replayed(runs: tuple[TaskRun, ...], cap_bytes: int, max_oom_rate: float) -> tuple[dict[str, Any], ...]:
-    config = ReplayConfig(history="sequential", cap_bytes=cap_bytes, max_oom_rate=max_oom_rate)
+def _replayed(
+    runs: tuple[TaskRun, ...], cap_bytes: int, max_oom_rate: float, min_observations: int
+) -> tuple[dict[str, Any], ...]:
+    config = ReplayConfig(
+        history="sequential",
+        cap_bytes=cap_bytes,
+        max_oom_rate=max_oom_rate,
+        min_observations=min_observations,
+    )
     results = []
     for name in predictor_names():
         metrics = replay(runs, name, config).metrics()
@@ -184,12 +191,16 @@ def whatif(
         for o in history
         if o.usage.peak_memory_bytes and o.usage.peak_kind is PeakKind.MEASURED
     )[-WHATIF_TASKS:]
+    sizing = settings.sizing
     with _whatif_lock:  # one replay at a time: it is CPU-bound and cached
-        results = _replayed(runs, settings.sizing.cap_bytes, settings.sizing.max_oom_rate) if runs else ()
+        results = (
+            _replayed(runs, sizing.cap_bytes, sizing.max_oom_rate, sizing.min_observations) if runs else ()
+        )
     return {
         "task_family": task_family,
         "tasks": len(runs),
-        "max_oom_rate": settings.sizing.max_oom_rate,
+        "max_oom_rate": sizing.max_oom_rate,
+        "min_observations": sizing.min_observations,  # above 1: the request for the first tasks
         "strategies": list(results),
     }
 

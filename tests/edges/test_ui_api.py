@@ -83,6 +83,7 @@ def test_numbers_are_the_stores(client: Any, auth: dict[str, str], demo: Any) ->
     assert sorted(s["strategy"] for s in whatif["strategies"]) == predictor_names()
     assert whatif["tasks"] == 11  # the OOM-killed attempt has no measured peak
     assert whatif["max_oom_rate"] == detail["decision"]["max_oom_rate"] == 0.02  # the configured budget
+    assert whatif["min_observations"] == 1
     assert detail["decision"]["rule"] in detail["decision"]["explanation"]
     assert 0.0 <= detail["decision"]["rule_oom_rate"] <= 1.0
 
@@ -113,6 +114,23 @@ def test_a_time_range_and_a_search_narrow_the_totals(client: Any, auth: dict[str
     found = client.get("/adaptive/api/families?search=CALL_", headers=auth).json()
     assert [f["task_family"] for f in found["families"]] == ["genomics.call_variants"]
     assert client.get("/adaptive/api/families?search=%25", headers=auth).json()["total"] == 0  # % is literal
+
+
+def test_the_what_if_replay_keeps_the_request_while_the_configured_warm_up_lasts() -> None:
+    store = InMemoryHistoryStore()
+    asked = [
+        replace(attempt(n, family="f", peak=(1 + n % 3) * GIB), user_request_bytes=16 * GIB)
+        for n in range(30)
+    ]
+    store.record(asked)
+    settings = get_settings()
+    warm_up = replace(settings, sizing=replace(settings.sizing, min_observations=10))
+    waste = {}
+    for label, configured in (("default", settings), ("warm-up", warm_up)):
+        found = views.whatif(store, configured, None, "f")
+        assert found is not None and found["min_observations"] == configured.sizing.min_observations
+        waste[label] = {s["strategy"]: s["waste_gb_h"] for s in found["strategies"]}
+    assert waste["warm-up"]["adaptive"] > waste["default"]["adaptive"]  # 16 GiB for the first ten
 
 
 def test_a_user_sees_only_the_attempts_of_dags_they_may_read() -> None:

@@ -180,7 +180,8 @@ async function whatif(name) {
     const data = await api(`api/families/${encodeURIComponent(name)}/whatif`);
     el.classList.remove("muted");
     el.innerHTML = `<p class="muted">${data.tasks} completed attempts replayed in order (sequential history), cheapest first;
-      <code>adaptive</code> under the OOM-kill budget of ${num(100 * data.max_oom_rate, 1)} %.</p>
+      <code>adaptive</code> under the OOM-kill budget of ${num(100 * data.max_oom_rate, 1)} %${data.min_observations > 1
+        ? `; every strategy keeps the request until ${num(data.min_observations, 0)} attempts are known (<code>min_observations</code>)` : ""}.</p>
       <table id="whatif-table"><thead><tr><th>Strategy</th><th>Waste GB·h</th><th>OOM kills / 100</th><th>Failed</th><th>MAQ</th></tr></thead>
       <tbody>${data.strategies.map((s) => `<tr data-strategy="${esc(s.strategy)}"><td>${esc(s.strategy)}</td><td>${num(s.waste_gb_h, 4)}</td>
       <td>${num(s.retries_per_100, 1)}</td><td>${num(s.failed, 0)}</td><td>${num(s.maq, 3)}</td></tr>`).join("")}</tbody></table>`;
