@@ -183,6 +183,8 @@ def _print_replay(report: dict[str, Any], out: TextIO) -> None:
     for trace in report["traces"]:
         left_out = trace["skipped"]["rows"]
         title = f"{trace['trace']} ({trace['instances']} tasks, history {trace['history']}"
+        if report.get("min_observations", 1) > 1:  # a warm-up: every strategy keeps the request first
+            title += f", the request until {report['min_observations']} tasks finished"
         title += f", {left_out} rows not replayed)" if left_out else ")"
         table = Table(title=title)
         for column in ("strategy", "waste GB·h", "MAQ", "WRR", "ATE", "retries/100", "failed"):

@@ -158,7 +158,9 @@ def test_folders_expand_to_the_traces_inside(tmp_path: Path) -> None:
     assert found == [str(trace)] and ignored == [str(tmp_path / "notes.md")]
 
 
-@pytest.mark.parametrize("option", [["--max-oom-rate", "2"], ["--time-to-failure", "0"]])
+@pytest.mark.parametrize(
+    "option", [["--max-oom-rate", "2"], ["--time-to-failure", "0"], ["--min-observations", "0"]]
+)
 def test_replay_refuses_bad_settings_in_one_line(
     option: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -201,6 +203,7 @@ def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.Ca
         "traces",
     } <= set(report)
     assert report["max_oom_rate"] == 0.02  # [adaptive] max_oom_rate's default
+    assert report["min_observations"] == 1  # [adaptive] min_observations's default
     assert report["default_strategy"] == "adaptive" and "user" not in report["anchor_strategies"]
     (entry,) = report["traces"]
     assert entry["instances"] == 60 and entry["history"] == "sequential"
@@ -221,6 +224,12 @@ def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.Ca
     ]
     assert main([*argv[:-2]]) == 0
     assert json.loads(capsys.readouterr().out)["traces"] == report["traces"]  # deterministic
+    assert (
+        main(["replay", str(trace), "--strategy", "adaptive", "--workers", "1", "--min-observations", "5"])
+        == 0
+    )
+    table = " ".join(capsys.readouterr().out.split())  # the title may wrap
+    assert "the request until 5 tasks finished" in table  # the table says so
 
 
 @pytest.mark.skipif(not SHARED_DATA.exists(), reason="shared traces not present")
