@@ -177,7 +177,11 @@ class Advisor:
             ):
                 fitted = self._borrowed(Identity(task_family, image, program)) or fitted
             unfinished = self._unfinished(task_family, state, fitted)
-            needs_prior = state is None or (unfinished is not None and unfinished.outnumber(fitted.samples))
+            needs_prior = (
+                state is None
+                or (unfinished is not None and unfinished.outnumber(fitted.samples))
+                or fitted.predictor.draws_on_prior(user.request_bytes)
+            )
             everyone = self._all_distributions() if needs_prior else None
             prior = HistogramRatioPrior(everyone.request_ratios, everyone.peaks) if everyone else None
             decision = decide_with(

@@ -137,6 +137,8 @@ def _predicted(
                 f" ({fitted.lower_bound_samples} of {fitted.samples} peaks are lower bounds: "
                 "sampled or OOM-killed)"
             )
+        if prior is not None:
+            predictor.use_prior(prior)  # a restored model was fitted without one
         predicted = predictor.predict(input_size_bytes, user.request_bytes)
         if predictor.guards_unfinished and unfinished and unfinished.outnumber(fitted.samples) and prior:
             cold, cold_basis = _cold(fresh_predictor(settings), user, input_size_bytes, prior)

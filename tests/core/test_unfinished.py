@@ -25,6 +25,11 @@ def test_only_attempts_past_the_mean_and_not_lost_count() -> None:
     assert "than the 3 finished ones took on average (1 min)" in found.explain(3)
 
 
+# A budget of 1 has no small-sample bound, which would keep one finished task's family at its
+# request: these tests see the guard alone.
+GUARD_ALONE = SizingSettings(max_oom_rate=1.0)
+
+
 def prior() -> RequestRatioPrior:
     ratios = RequestRatioPrior()
     for _ in range(30):
@@ -34,16 +39,16 @@ def prior() -> RequestRatioPrior:
 
 def test_the_decision_takes_the_larger_of_the_model_and_a_new_familys_start() -> None:
     history, user = [attempt(0, peak=GIB)], MemoryRequest(8 * GIB, 8 * GIB)
-    plain = decide_memory(history, user, SizingSettings(), prior=prior())
+    plain = decide_memory(history, user, GUARD_ALONE, prior=prior())
     many = Unfinished(3, 60.0)
-    floored = decide_memory(history, user, SizingSettings(), prior=prior(), unfinished=many)
+    floored = decide_memory(history, user, GUARD_ALONE, prior=prior(), unfinished=many)
     assert plain.memory_request_bytes == int(1.15 * GIB)
     assert floored.memory_request_bytes == int(8 * GIB * 0.275)
     assert "but 3 unfinished attempts" in floored.explanation
-    few = decide_memory(history, user, SizingSettings(), prior=prior(), unfinished=Unfinished(1, 60.0))
+    few = decide_memory(history, user, GUARD_ALONE, prior=prior(), unfinished=Unfinished(1, 60.0))
     assert few.memory_request_bytes == plain.memory_request_bytes
     small_request = MemoryRequest(GIB, GIB)  # the start would be below the model: the model stands
-    below = decide_memory(history, small_request, SizingSettings(), prior=prior(), unfinished=many)
+    below = decide_memory(history, small_request, GUARD_ALONE, prior=prior(), unfinished=many)
     assert below.memory_request_bytes == int(1.15 * GIB) and "unfinished" not in below.explanation
 
 
@@ -65,8 +70,8 @@ def fan_out(tasks: int) -> list[TaskRun]:
 
 def test_the_replay_floors_a_scatter_while_its_unfinished_tasks_outnumber_its_finished() -> None:
     runs = fan_out(40)
-    guarded = replay(runs, "adaptive", ReplayConfig())
-    blind = replay(runs, "adaptive", ReplayConfig(guard_unfinished=False))
+    guarded = replay(runs, "adaptive", ReplayConfig(max_oom_rate=1.0))
+    blind = replay(runs, "adaptive", ReplayConfig(guard_unfinished=False, max_oom_rate=1.0))
     assert guarded.retries < blind.retries / 2  # the first finisher sized the rest in the blind replay
     assert blind.retries >= 20
     sequential = ReplayConfig(history="sequential")

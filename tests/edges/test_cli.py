@@ -81,8 +81,8 @@ def test_import_reports_malformed_rows_and_decides_from_the_rest(
     shown = run_json(capsys, "history", "show", "--task-family", "ALIGN")
     assert [r["exit_reason"] for r in shown].count("OOMKilled") == 1
     assert all(r["usage"]["peak_memory_bytes"] != 0 for r in shown)
-    decision = run_json(capsys, "decide", "--task-family", "ALIGN", "--request", "8Gi")
-    assert decision["observations"] == 6 and decision["memory_request_bytes"] < 8 * 2**30
+    decision = run_json(capsys, "decide", "--task-family", "ALIGN", "--request", "64Gi")
+    assert decision["observations"] == 6 and decision["memory_request_bytes"] < 64 * 2**30
     replayed = run_json(capsys, "replay", str(trace), "--strategy", "pc95", "--workers", "1")
     (entry,) = replayed["traces"]  # 5 completed rows replayed; the malformed one and the kill said why
     assert entry["instances"] == 5

@@ -16,7 +16,14 @@ keeps small families from chasing noise.
 An OOM-kill budget (``max_oom_rate``, kills per task) bounds the choice: each rule's kills are
 counted over the same decayed replay, and only rules whose rate stays within the budget may be
 chosen (the first rule too); when none does, the cheapest of the rules within one budget of the
-fewest kills is used, and the explanation says so. A family with no history starts
+fewest kills is used, and the explanation says so. Until a family has ``1 / max_oom_rate``
+peaks (50 at 2 %), no quantile of them can tell a 1-in-50 peak, and most kills fell there: its
+allocation is then at least the one-sided log-normal prediction bound at ``1 - max_oom_rate``,
+``exp(mean + t(df) * s * sqrt(1 + 1/n))`` over the log peaks, with the spread ``s`` pooled from a
+prior (``prior_log_spread``, worth ``prior_weight`` degrees of freedom) and the family's own, at
+most the user's request (without one, what other families' tasks used at that quantile): a
+family of steady peaks is sized tightly after a few tasks, a noisy one keeps more headroom, and a
+lower budget keeps it longer. A family with no history starts
 from the user's request scaled by what other families used of theirs
 (:class:`RequestRatioPrior`), and falls back to the full request if killed.
 
@@ -27,6 +34,7 @@ are scored (older ones would weigh under 0.1 %).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
@@ -69,6 +77,7 @@ class AdaptivePredictor(Predictor):
     borrows_when_cold = True
     guards_unfinished = True
     scores_: np.ndarray
+    bound_: float  # the small-sample prediction bound, bytes (0: enough peaks)
     kills_: np.ndarray
     weight_: float
     inputs_: np.ndarray | None
@@ -82,6 +91,8 @@ class AdaptivePredictor(Predictor):
         switch_ratio: float = 0.8,
         min_scored: int = 10,
         max_oom_rate: float | None = MAX_OOM_RATE,
+        prior_log_spread: float = 0.3,
+        prior_weight: float = 1.0,
     ) -> None:
         self.quantiles = quantiles
         self.margins = margins
@@ -90,6 +101,8 @@ class AdaptivePredictor(Predictor):
         self.switch_ratio = switch_ratio
         self.min_scored = min_scored
         self.max_oom_rate = max_oom_rate
+        self.prior_log_spread = prior_log_spread  # standard deviation of log peaks, before any are seen
+        self.prior_weight = prior_weight  # in degrees of freedom: one task's worth of evidence
 
     # -- cold start ------------------------------------------------------------------------------
     def _cold_ratio(self, user_request_bytes: int | None) -> float | None:
@@ -103,6 +116,9 @@ class AdaptivePredictor(Predictor):
         """Cold, with a ready prior: the request scaled by what other families used of theirs, or
         without a request, a high quantile of what other families' tasks used, at most
         ``default_bytes`` (then doubling)."""
+        if self.warm:
+            floor = self._small_sample_floor(input_size_bytes, user_request_bytes)
+            return int(max(self._predict(input_size_bytes), floor))
         ratio = self._cold_ratio(user_request_bytes)
         if user_request_bytes and ratio is not None:
             return max(1, int(user_request_bytes * ratio))
@@ -132,6 +148,58 @@ class AdaptivePredictor(Predictor):
                 float(self.default_bytes), basis + f", at most {format_bytes(self.default_bytes)}"
             )
         return ColdStart(found, basis)
+
+    # -- small samples ---------------------------------------------------------------------------
+    def _bound(self, r: np.ndarray) -> float:
+        """The prediction bound over peaks ``r`` while they are too few to judge the OOM budget
+        (0: enough of them; infinite with no budget to spend)."""
+        budget = self.max_oom_rate
+        if budget is None or r.size >= 1.0 / max(budget, 1e-9):
+            return 0.0
+        if budget <= 0.0:
+            return math.inf
+        logs = np.log(np.maximum(r, 1.0))
+        df = r.size - 1 + self.prior_weight
+        spread = math.sqrt(
+            (self.prior_weight * self.prior_log_spread**2 + ((logs - logs.mean()) ** 2).sum()) / df
+        )
+        exponent = logs.mean() + student_t.ppf(1.0 - budget, df) * spread * math.sqrt(1.0 + 1.0 / r.size)
+        return math.exp(min(float(exponent), 700.0))
+
+    def _bound_cap(self, user_request_bytes: int | None) -> float | None:
+        """What the bound may not exceed: the request, or what other families' tasks used at the
+        budget's quantile (None: only the strategy's cap)."""
+        if user_request_bytes:
+            return float(user_request_bytes)
+        prior = getattr(self, "_prior", None)
+        return prior.peak_bytes(1.0 - (self.max_oom_rate or 0.0)) if prior is not None else None
+
+    def _line_bound(self, input_size_bytes: int | None) -> float | None:
+        """When the chosen rule is a line on input size: its one-sided prediction interval at
+        ``1 - max_oom_rate`` for this input (the spread the inputs explain is not noise)."""
+        quantile_rules = len(self.quantiles) * len(self.margins)
+        lines = self.pieces_[1]
+        if self.best_ < quantile_rules or lines is None or input_size_bytes is None:
+            return None
+        line = lines[(self.best_ - quantile_rules) // (len(self.quantiles) + len(PI_QUANTILES))]
+        if line is None:
+            return None
+        model, slope, intercept, _, terms = line
+        spread, n, mean, sxx = terms[:4]
+        tx = float(SIZE_MODELS[model][1](np.array([float(input_size_bytes)]))[0])
+        t = student_t.ppf(1.0 - (self.max_oom_rate or 0.0), max(n - 2, 1))
+        return float(intercept + slope * tx + t * spread * math.sqrt(1.0 + 1.0 / n + (tx - mean) ** 2 / sxx))
+
+    def _small_sample_floor(self, input_size_bytes: int | None, user_request_bytes: int | None) -> float:
+        if not self.bound_:
+            return 0.0
+        line = self._line_bound(input_size_bytes) if math.isfinite(self.bound_) else None
+        bound = self.bound_ if line is None else line
+        cap = self._bound_cap(user_request_bytes)
+        return min(bound, cap if cap is not None else float(2**62))
+
+    def draws_on_prior(self, user_request_bytes: int | None) -> bool:
+        return self.warm and not user_request_bytes and self.bound_ > 0.0
 
     def retry(
         self, failed_bytes: int, input_size_bytes: int | None = None, user_request_bytes: int | None = None
@@ -225,6 +293,8 @@ class AdaptivePredictor(Predictor):
         self.scored_peaks_, self.scores_, self.kills_, self.weight_ = r.copy(), scores, kills, weight
         self.pieces_ = self._pieces(r, x)
         self.best_, self.within_budget_ = self._choose(scores, self.oom_rates(), r.size - 1)
+        # A size line chosen on the family's own tasks already prices the spread its inputs explain.
+        self.bound_ = self._bound(r)
         self.rule_ = names[self.best_]
         self.peaks_, self.inputs_, self.runtimes_ = r, x, t
 
@@ -307,6 +377,7 @@ class AdaptivePredictor(Predictor):
             "rule_oom_rate": round(float(self.oom_rates()[self.best_]), 4),
             "max_oom_rate": self.max_oom_rate,
             "within_oom_budget": int(self.within_budget_),
+            "small_sample_bound_bytes": None if math.isinf(self.bound_) else int(self.bound_),
         }
 
     def explain(self) -> str:
@@ -321,7 +392,14 @@ class AdaptivePredictor(Predictor):
             chosen = f"no rule kept OOM kills within {budget:.1%}: the cheapest near the fewest ({fewest}), {rate:.1%} OOM-killed"
         elif budget is not None:
             chosen += f", over the budget {budget:.1%}: fewer than {self.min_scored} tasks replayed"
-        return f"{self.rule_} ({chosen}, {self.n_samples_} peaks) = {format_bytes(self._predict(None))}"
+        said = f"{self.rule_} ({chosen}, {self.n_samples_} peaks) = {format_bytes(self._predict(None))}"
+        if self.bound_ and budget is not None:
+            bound = "the request" if math.isinf(self.bound_) else format_bytes(self.bound_)
+            said += (
+                f"; fewer than {math.ceil(1.0 / max(budget, 1e-9))} peaks to judge a {budget:.1%} budget: "
+                f"at least their log-normal P{(1.0 - budget) * 100:g} prediction bound {bound} (at most the request)"
+            )
+        return said
 
 
 register_predictor("adaptive")(AdaptivePredictor)

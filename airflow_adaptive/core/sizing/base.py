@@ -84,6 +84,15 @@ class Predictor(ABC):
         used (the prior), and why; None: this strategy has none (``default_bytes`` applies)."""
         return None
 
+    def draws_on_prior(self, user_request_bytes: int | None) -> bool:
+        """Whether a warm prediction for this request reads what other families used."""
+        return False
+
+    def use_prior(self: P, prior: RequestRatioPrior) -> P:
+        """Read ``prior`` from now on (a restored predictor was fitted without one)."""
+        self._prior = prior
+        return self
+
     def retry(
         self, failed_bytes: int, input_size_bytes: int | None = None, user_request_bytes: int | None = None
     ) -> int:
@@ -281,6 +290,13 @@ class Wrapper(Predictor):
 
     def cold_without_request(self, user_request_bytes: int | None) -> ColdStart | None:
         return self.inner.cold_without_request(user_request_bytes)
+
+    def draws_on_prior(self, user_request_bytes: int | None) -> bool:
+        return self.inner.draws_on_prior(user_request_bytes)
+
+    def use_prior(self: W, prior: RequestRatioPrior) -> W:
+        self.inner.use_prior(prior)
+        return self
 
     def retry(
         self, failed_bytes: int, input_size_bytes: int | None = None, user_request_bytes: int | None = None

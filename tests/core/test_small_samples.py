@@ -1,0 +1,109 @@
+"""The small-sample bound: until a family has ``1 / max_oom_rate`` peaks, ``adaptive`` allocates at
+least their one-sided log-normal prediction bound at ``1 - max_oom_rate``, at most the request."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from airflow_adaptive.advisor import Advisor
+from airflow_adaptive.config import get_settings
+from airflow_adaptive.core.decide import SizingSettings, decide_memory
+from airflow_adaptive.core.model import GIB, MemoryRequest
+from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
+from airflow_adaptive.core.sizing.base import RequestRatioPrior, Sample
+from airflow_adaptive.core.sizing.state import fitted_state, restore_state
+from airflow_adaptive.evaluation.replay import ReplayConfig, TaskRun, replay
+from airflow_adaptive.store.api import HistoryStore
+from tests.core.test_core import obs
+from tests.factories import attempt
+
+ONE_TWO_FOUR = [Sample(GIB), Sample(2 * GIB), Sample(4 * GIB)]
+
+
+def test_the_bound_of_three_peaks_computed_by_hand() -> None:
+    # logs: ln(1 GiB) + (0, ln 2, ln 4); mean ln(2 GiB); squares about it 2 (ln 2)² = 0.961;
+    # pooled with the prior (0.3² for 1 degree of freedom): s = sqrt((0.09 + 0.961) / 3) = 0.5919;
+    # t(0.98, 3 df) = 3.482 (tables); 2 GiB x exp(3.482 x 0.5919 x sqrt(1 + 1/3)) = 21.60 GiB.
+    predictor = AdaptivePredictor().fit(ONE_TWO_FOUR)
+    assert predictor.predict(None, 64 * GIB) == pytest.approx(21.60 * GIB, rel=1e-3)
+    assert predictor.predict(None, 8 * GIB) == 8 * GIB  # never above the request
+    assert "log-normal P98 prediction bound 21.6 GiB" in predictor.explain()
+    assert predictor.details()["small_sample_bound_bytes"] == pytest.approx(21.60 * GIB, rel=1e-3)
+
+
+def test_the_bound_ends_once_the_peaks_can_show_the_budget() -> None:
+    noisy = [Sample(int(GIB * f)) for f in np.random.default_rng(3).lognormal(0.0, 0.3, 60)]
+    at_49, at_50 = AdaptivePredictor().fit(noisy[:49]), AdaptivePredictor().fit(noisy[:50])
+    assert at_49.details()["small_sample_bound_bytes"] and not at_50.details()["small_sample_bound_bytes"]
+    assert at_49.predict(None, 64 * GIB) > at_49._predict(None)  # the bound lifts the rule
+    assert at_50.predict(None, 64 * GIB) == int(at_50._predict(None))  # the rule alone
+    tens = AdaptivePredictor(max_oom_rate=0.1).fit(noisy[:10])  # 1 / 0.1 = 10 peaks suffice
+    assert not tens.details()["small_sample_bound_bytes"]
+
+
+def test_a_lower_budget_keeps_more_headroom_and_steady_peaks_need_less() -> None:
+    bounds = [
+        AdaptivePredictor(max_oom_rate=b).fit(ONE_TWO_FOUR).predict(None, 64 * GIB)
+        for b in (0.005, 0.02, 0.05)
+    ]
+    assert bounds[0] > bounds[1] > bounds[2]
+    steady = AdaptivePredictor().fit([Sample(2 * GIB)] * 3).predict(None, 64 * GIB)
+    assert 2 * GIB < steady < bounds[1] / 4
+    assert AdaptivePredictor(max_oom_rate=0.0).fit([Sample(GIB)] * 100).predict(None, 8 * GIB) == 8 * GIB
+    assert AdaptivePredictor(max_oom_rate=None).fit(ONE_TWO_FOUR).predict(None, 64 * GIB) < 8 * GIB
+
+
+def test_without_a_request_the_bound_stops_at_what_other_families_used() -> None:
+    prior = RequestRatioPrior()
+    for _ in range(30):
+        prior.add(8 * GIB, None)
+    predictor = AdaptivePredictor().fit(ONE_TWO_FOUR, prior)
+    assert predictor.predict(None, None) == int(8 * GIB * 1.1)  # P98 of their peaks + the prior's 10 %
+    assert AdaptivePredictor().fit(ONE_TWO_FOUR).predict(None, None) > 16 * GIB  # nothing to stop it
+
+
+def test_a_restored_model_bounds_as_the_fitted_one() -> None:
+    fitted = AdaptivePredictor().fit(ONE_TWO_FOUR)
+    restored = restore_state(AdaptivePredictor(), fitted_state(fitted))
+    assert restored.predict(None, 64 * GIB) == fitted.predict(None, 64 * GIB)
+
+
+def test_the_decision_explains_the_bound() -> None:
+    decision = decide_memory(
+        [obs(GIB), obs(2 * GIB), obs(4 * GIB)], MemoryRequest(64 * GIB, 64 * GIB), SizingSettings()
+    )
+    assert decision.memory_request_bytes == pytest.approx(21.60 * GIB, rel=1e-3)
+    assert "fewer than 50 peaks to judge a 2.0% budget" in decision.explanation
+
+
+def test_the_advisor_reads_other_families_for_a_family_that_asks_for_nothing(store: HistoryStore) -> None:
+    store.record([attempt(n, family=f"g{n}", peak=8 * GIB) for n in range(30)])
+    store.record([attempt(100 + n, family="f", peak=p) for n, p in enumerate((GIB, 2 * GIB, 4 * GIB))])
+    settings = get_settings()
+    capped = replace(settings, sizing=replace(settings.sizing, cap_bytes=64 * GIB))
+    decision = Advisor(capped, lambda: store).decide("f", MemoryRequest(None, None))
+    # what other families' tasks used at the budget's quantile (their histogram's bin) + 10 %, not 21.6 GiB
+    assert decision.memory_request_bytes == pytest.approx(8 * GIB * 1.1, rel=0.05)
+
+
+def noisy_families(families: int = 20, tasks: int = 40) -> list[TaskRun]:
+    rng = np.random.default_rng(7)
+    return [
+        TaskRun(f"f{f}", int(GIB * rng.lognormal(0.0, 0.25)), 60.0, user_request_bytes=8 * GIB)
+        for f in range(families)
+        for _ in range(tasks)
+    ]
+
+
+def test_in_the_replay_a_lower_budget_trades_memory_for_fewer_kills() -> None:
+    runs = noisy_families()
+    results = [
+        replay(runs, "adaptive", ReplayConfig(history="sequential", max_oom_rate=b)) for b in (0.005, 0.1)
+    ]
+    strict, loose = results
+    assert strict.retries < loose.retries / 2
+    assert strict.waste_byte_s > loose.waste_byte_s
+    assert strict.retries <= 0.02 * strict.instances  # kills within the budget it was given, and then some
