@@ -52,7 +52,9 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "float",
         str(MAX_OOM_RATE),
         "OOM-kill budget of the ``adaptive`` strategy, in kills per task (0.02: at most 2 %): per task "
-        "family it uses the cheapest rule whose replayed kill rate stays within it (1.0: no budget).",
+        "family it uses the cheapest rule whose replayed kill rate stays within it, and until a family has "
+        "1 / budget finished tasks, at least their log-normal prediction bound at 1 - budget, at most the "
+        "request (1.0: no budget). Lower: fewer kills for more memory (README, Memory sizing).",
     ),
     "warm_starts": (
         "boolean",
