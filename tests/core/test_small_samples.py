@@ -107,3 +107,15 @@ def test_in_the_replay_a_lower_budget_trades_memory_for_fewer_kills() -> None:
     assert strict.retries < loose.retries / 2
     assert strict.waste_byte_s > loose.waste_byte_s
     assert strict.retries <= 0.02 * strict.instances  # kills within the budget it was given, and then some
+
+
+def test_a_family_sized_by_its_inputs_is_bounded_by_its_line_not_by_the_spread_of_all_its_peaks() -> None:
+    rng = np.random.default_rng(5)
+    inputs = np.sort(rng.uniform(1, 40, 39)) * GIB  # growing, as a workflow's inputs may
+    samples = [Sample(int(x * 0.5 + rng.normal(0, 0.01) * GIB), int(x), 100.0) for x in inputs]
+    predictor = AdaptivePredictor().fit(samples)
+    assert "line on input size" in predictor.rule_
+    assert "the line's one-sided P98 prediction interval" in predictor.explain()
+    small = predictor.predict(2 * GIB, 256 * GIB)
+    assert GIB <= small < 3 * GIB  # the log-normal bound of all 39 peaks would be above 40 GiB
+    assert predictor.details()["small_sample_bound_bytes"] > 40 * GIB

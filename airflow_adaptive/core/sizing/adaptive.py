@@ -17,13 +17,9 @@ An OOM-kill budget (``max_oom_rate``, kills per task) bounds the choice: each ru
 counted over the same decayed replay, and only rules whose rate stays within the budget may be
 chosen (the first rule too); when none does, the cheapest of the rules within one budget of the
 fewest kills is used, and the explanation says so. Until a family has ``1 / max_oom_rate``
-peaks (50 at 2 %), no quantile of them can tell a 1-in-50 peak, and most kills fell there: its
-allocation is then at least the one-sided log-normal prediction bound at ``1 - max_oom_rate``,
-``exp(mean + t(df) * s * sqrt(1 + 1/n))`` over the log peaks, with the spread ``s`` pooled from a
-prior (``prior_log_spread``, worth ``prior_weight`` degrees of freedom) and the family's own, at
-most the user's request (without one, what other families' tasks used at that quantile): a
-family of steady peaks is sized tightly after a few tasks, a noisy one keeps more headroom, and a
-lower budget keeps it longer. A family with no history starts
+peaks, its allocation is at least their prediction bound at ``1 - max_oom_rate``, at most the
+user's request (``small_samples.py``): steady families tighten after a few tasks, noisy ones keep
+headroom, and a lower budget keeps it longer. A family with no history starts
 from the user's request scaled by what other families used of theirs
 (:class:`RequestRatioPrior`), and falls back to the full request if killed.
 
@@ -53,6 +49,7 @@ from .base import (
     runtimes,
 )
 from .retry import double, vpa_bump
+from .small_samples import line_bound, lognormal_bound
 
 
 def _identity(x: np.ndarray) -> np.ndarray:
@@ -150,22 +147,6 @@ class AdaptivePredictor(Predictor):
         return ColdStart(found, basis)
 
     # -- small samples ---------------------------------------------------------------------------
-    def _bound(self, r: np.ndarray) -> float:
-        """The prediction bound over peaks ``r`` while they are too few to judge the OOM budget
-        (0: enough of them; infinite with no budget to spend)."""
-        budget = self.max_oom_rate
-        if budget is None or r.size >= 1.0 / max(budget, 1e-9):
-            return 0.0
-        if budget <= 0.0:
-            return math.inf
-        logs = np.log(np.maximum(r, 1.0))
-        df = r.size - 1 + self.prior_weight
-        spread = math.sqrt(
-            (self.prior_weight * self.prior_log_spread**2 + ((logs - logs.mean()) ** 2).sum()) / df
-        )
-        exponent = logs.mean() + student_t.ppf(1.0 - budget, df) * spread * math.sqrt(1.0 + 1.0 / r.size)
-        return math.exp(min(float(exponent), 700.0))
-
     def _bound_cap(self, user_request_bytes: int | None) -> float | None:
         """What the bound may not exceed: the request, or what other families' tasks used at the
         budget's quantile (None: only the strategy's cap)."""
@@ -175,8 +156,7 @@ class AdaptivePredictor(Predictor):
         return prior.peak_bytes(1.0 - (self.max_oom_rate or 0.0)) if prior is not None else None
 
     def _line_bound(self, input_size_bytes: int | None) -> float | None:
-        """When the chosen rule is a line on input size: its one-sided prediction interval at
-        ``1 - max_oom_rate`` for this input (the spread the inputs explain is not noise)."""
+        """When the chosen rule is a line on input size, its bound for this input (None: not one)."""
         quantile_rules = len(self.quantiles) * len(self.margins)
         lines = self.pieces_[1]
         if self.best_ < quantile_rules or lines is None or input_size_bytes is None:
@@ -187,8 +167,8 @@ class AdaptivePredictor(Predictor):
         model, slope, intercept, _, terms = line
         spread, n, mean, sxx = terms[:4]
         tx = float(SIZE_MODELS[model][1](np.array([float(input_size_bytes)]))[0])
-        t = student_t.ppf(1.0 - (self.max_oom_rate or 0.0), max(n - 2, 1))
-        return float(intercept + slope * tx + t * spread * math.sqrt(1.0 + 1.0 / n + (tx - mean) ** 2 / sxx))
+        leverage = 1.0 / n + (tx - mean) ** 2 / sxx
+        return line_bound(intercept + slope * tx, spread, n, leverage, self.max_oom_rate or 0.0)
 
     def _small_sample_floor(self, input_size_bytes: int | None, user_request_bytes: int | None) -> float:
         if not self.bound_:
@@ -294,7 +274,7 @@ class AdaptivePredictor(Predictor):
         self.pieces_ = self._pieces(r, x)
         self.best_, self.within_budget_ = self._choose(scores, self.oom_rates(), r.size - 1)
         # A size line chosen on the family's own tasks already prices the spread its inputs explain.
-        self.bound_ = self._bound(r)
+        self.bound_ = lognormal_bound(r, self.max_oom_rate, self.prior_log_spread, self.prior_weight)
         self.rule_ = names[self.best_]
         self.peaks_, self.inputs_, self.runtimes_ = r, x, t
 
@@ -394,10 +374,16 @@ class AdaptivePredictor(Predictor):
             chosen += f", over the budget {budget:.1%}: fewer than {self.min_scored} tasks replayed"
         said = f"{self.rule_} ({chosen}, {self.n_samples_} peaks) = {format_bytes(self._predict(None))}"
         if self.bound_ and budget is not None:
-            bound = "the request" if math.isinf(self.bound_) else format_bytes(self.bound_)
+            level = f"P{(1.0 - budget) * 100:g}"
+            if self.best_ >= len(self.quantiles) * len(self.margins):
+                bound = f"the line's one-sided {level} prediction interval"
+            elif math.isinf(self.bound_):
+                bound = "the request"
+            else:
+                bound = f"their log-normal {level} prediction bound {format_bytes(self.bound_)}"
             said += (
                 f"; fewer than {math.ceil(1.0 / max(budget, 1e-9))} peaks to judge a {budget:.1%} budget: "
-                f"at least their log-normal P{(1.0 - budget) * 100:g} prediction bound {bound} (at most the request)"
+                f"at least {bound}, at most the request or, without one, what other families used"
             )
         return said
 
