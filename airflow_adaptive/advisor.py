@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 
 from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.cpu import CpuHistory, decide_cpu
-from airflow_adaptive.core.decide import Fitted, decide_with, fit_history, fresh_predictor
+from airflow_adaptive.core.decide import Fitted, decide_with, fit_history, fresh_predictor, warming_up
 from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, labels_from_distributions
 from airflow_adaptive.core.learn import restore_predictor, staleness
 from airflow_adaptive.core.locality import InputState, InputUse
@@ -173,7 +173,7 @@ class Advisor:
                 fitted.samples == 0
                 and fitted.predictor.borrows_when_cold
                 and self.settings.sizing.warm_starts
-                and self.settings.sizing.min_observations <= 1  # a warm-up keeps the request
+                and not warming_up(self.settings.sizing.min_observations, 0)  # it keeps the request
             ):
                 fitted = self._borrowed(Identity(task_family, image, program)) or fitted
             unfinished = self._unfinished(task_family, state, fitted)

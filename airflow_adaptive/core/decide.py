@@ -12,7 +12,7 @@ from .sizing.adaptive import MAX_OOM_RATE
 from .sizing.base import RequestRatioPrior
 from .sizing.retry import STRATEGY_RETRY, RetryPolicy, vpa_bump
 from .sizing.similar import Donor, borrowed_allocation
-from .unfinished import Unfinished
+from .unfinished import Unfinished, floors
 from .units import format_bytes
 
 
@@ -111,6 +111,12 @@ def decide_memory(
     )
 
 
+def warming_up(min_observations: int, samples: int) -> bool:
+    """A warm-up above 1 that the family has not finished: the user's request stands (no cold or
+    warm start either)."""
+    return min_observations > 1 and samples < min_observations
+
+
 def _predicted(
     fitted: Fitted,
     user: MemoryRequest,
@@ -121,7 +127,7 @@ def _predicted(
 ) -> tuple[int | None, str]:
     """The strategy's first allocation and its basis, or (None, "") when it has nothing to say."""
     predictor = fitted.predictor
-    if settings.min_observations > 1 and fitted.samples < settings.min_observations:
+    if warming_up(settings.min_observations, fitted.samples):
         return None, ""  # a warm-up: the user's request until the family's own history is long enough
     if fitted.donor is not None and predictor.warm:
         borrowed = borrowed_allocation(predictor, input_size_bytes, user.request_bytes)
@@ -140,7 +146,11 @@ def _predicted(
         if prior is not None:
             predictor.use_prior(prior)  # a restored model was fitted without one
         predicted = predictor.predict(input_size_bytes, user.request_bytes)
-        if predictor.guards_unfinished and unfinished and unfinished.outnumber(fitted.samples) and prior:
+        if (
+            unfinished is not None
+            and floors(predictor.guards_unfinished, unfinished, fitted.samples)
+            and prior
+        ):
             cold, cold_basis = _cold(fresh_predictor(settings), user, input_size_bytes, prior)
             if cold is not None and cold > predicted:
                 predicted = cold

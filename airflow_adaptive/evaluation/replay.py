@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from airflow_adaptive.core.decide import warming_up
 from airflow_adaptive.core.learn import needs_refit
 from airflow_adaptive.core.sizing import Predictor, Sample, make_predictor
 from airflow_adaptive.core.sizing.adaptive import MAX_OOM_RATE
@@ -28,7 +29,7 @@ from airflow_adaptive.core.sizing.similar import (
     borrowed_allocation,
     pick_donor,
 )
-from airflow_adaptive.core.unfinished import Running
+from airflow_adaptive.core.unfinished import Running, floors
 from airflow_adaptive.exceptions import InvalidSettingError
 
 GB_H = 1e9 * 3600.0  # byte-seconds in one GB-hour
@@ -197,7 +198,7 @@ class FamilyModels:
         family = as_identity(known)
         own = self.sizer(family.family)
         predictor = own.ready()
-        if self.min_observations > 1 and len(own.samples) < self.min_observations:
+        if warming_up(self.min_observations, len(own.samples)):
             return request_bytes or self.cap_bytes or predictor.predict(), predictor  # the user's request
         if not predictor.warm and predictor.borrows_when_cold and self.warm_starts:
             counts = ((sizer.identity or name, len(sizer.samples)) for name, sizer in self.sizers.items())
@@ -209,7 +210,7 @@ class FamilyModels:
         finished = getattr(predictor, "n_samples_", 0)
         if predictor.warm and predictor.guards_unfinished and running is not None and len(running) > finished:
             mean_s = float(np.mean(runtimes(own.samples[:finished])))
-            if running.longer_than(mean_s, now_s).outnumber(finished):
+            if floors(predictor.guards_unfinished, running.longer_than(mean_s, now_s), finished):
                 cold = self.factory().fit([], self.prior).predict(input_size_bytes, request_bytes)
                 allocation = max(allocation, cold)
         return allocation, predictor
