@@ -110,9 +110,9 @@ class AdaptivePredictor(Predictor):
         return prior.ratio
 
     def predict(self, input_size_bytes: int | None = None, user_request_bytes: int | None = None) -> int:
-        """Cold, with a ready prior: the request scaled by what other families used of theirs, or
-        without a request, a high quantile of what other families' tasks used, at most
-        ``default_bytes`` (then doubling)."""
+        """Warm: the chosen rule, at least the small-sample bound. Cold, with a ready prior: the
+        request scaled by what other families used of theirs, or without a request, a high quantile
+        of what other families' tasks used, at most ``default_bytes`` (then doubling)."""
         if self.warm:
             floor = self._small_sample_floor(input_size_bytes, user_request_bytes)
             return int(max(self._predict(input_size_bytes), floor))
@@ -171,6 +171,7 @@ class AdaptivePredictor(Predictor):
         return line_bound(intercept + slope * tx, spread, n, leverage, self.max_oom_rate or 0.0)
 
     def _small_sample_floor(self, input_size_bytes: int | None, user_request_bytes: int | None) -> float:
+        """The least a warm family with too few peaks gets (0: enough peaks)."""
         if not self.bound_:
             return 0.0
         line = self._line_bound(input_size_bytes) if math.isfinite(self.bound_) else None
@@ -273,7 +274,7 @@ class AdaptivePredictor(Predictor):
         self.scored_peaks_, self.scores_, self.kills_, self.weight_ = r.copy(), scores, kills, weight
         self.pieces_ = self._pieces(r, x)
         self.best_, self.within_budget_ = self._choose(scores, self.oom_rates(), r.size - 1)
-        # A size line chosen on the family's own tasks already prices the spread its inputs explain.
+        # the log-normal bound over all peaks; a chosen size line is bounded by its own interval instead
         self.bound_ = lognormal_bound(r, self.max_oom_rate, self.prior_log_spread, self.prior_weight)
         self.rule_ = names[self.best_]
         self.peaks_, self.inputs_, self.runtimes_ = r, x, t
