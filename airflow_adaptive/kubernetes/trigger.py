@@ -1,4 +1,5 @@
-"""The pod trigger for deferrable mode that also samples memory for containers we cannot wrap."""
+"""The pod trigger for deferrable mode: it samples memory for containers we cannot wrap, and notes
+the attempt as started again once its pod runs (time Pending is not time running)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from airflow.providers.cncf.kubernetes.triggers.pod import KubernetesPodTrigger
 from airflow.triggers.base import TriggerEvent
 from kubernetes_asyncio import client as async_client
 
+from airflow_adaptive.core.model import TaskKey
+from airflow_adaptive.failopen import warn_once
 from airflow_adaptive.kubernetes.metrics import container_memory_bytes
 
 log = logging.getLogger(__name__)
@@ -19,20 +22,41 @@ SAMPLED_PEAK_KEY = "adaptive_sampled_peak_memory_bytes"
 
 
 class SamplingPodTrigger(KubernetesPodTrigger):
-    """KubernetesPodTrigger that polls metrics.k8s.io while waiting and adds the peak to its event."""
+    """KubernetesPodTrigger that polls metrics.k8s.io while waiting and adds the peak to its event
+    (``sample_interval_seconds`` None: no sampling) and, given ``noted_attempt`` (the attempt's key
+    fields and ``family``), notes the attempt as started again when its pod starts running."""
 
-    def __init__(self, *args: Any, sample_interval_seconds: float = 10.0, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        sample_interval_seconds: float | None = 10.0,
+        noted_attempt: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.sample_interval_seconds = sample_interval_seconds
+        self.noted_attempt = noted_attempt
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         _, kwargs = super().serialize()
         kwargs["sample_interval_seconds"] = self.sample_interval_seconds
+        kwargs["noted_attempt"] = self.noted_attempt
         return (f"{__name__}.{type(self).__name__}", kwargs)
 
+    async def _wait_for_pod_start(self) -> Any:
+        state = await super()._wait_for_pod_start()
+        if self.noted_attempt is not None:  # the store is synchronous: off the triggerer's event loop
+            await asyncio.to_thread(note_running, self.noted_attempt)
+        return state
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        interval_s = self.sample_interval_seconds
+        if interval_s is None:
+            async for event in super().run():
+                yield event
+            return
         peak: list[int] = []
-        sampler = asyncio.create_task(self._sample(peak))
+        sampler = asyncio.create_task(self._sample(peak, interval_s))
         try:
             async for event in super().run():
                 sampler.cancel()
@@ -40,7 +64,7 @@ class SamplingPodTrigger(KubernetesPodTrigger):
         finally:
             sampler.cancel()
 
-    async def _sample(self, peak: list[int]) -> None:
+    async def _sample(self, peak: list[int], interval_s: float) -> None:
         async with self.hook.get_conn() as api_client:
             api = async_client.CustomObjectsApi(api_client)
             while True:
@@ -54,4 +78,16 @@ class SamplingPodTrigger(KubernetesPodTrigger):
                     used = container_memory_bytes(metrics, self.base_container_name)
                     if used is not None:
                         peak.append(used)
-                await asyncio.sleep(self.sample_interval_seconds)
+                await asyncio.sleep(interval_s)
+
+
+def note_running(noted_attempt: dict[str, Any]) -> None:
+    """Note the attempt as started now; never raises (the pod runs whatever happens here)."""
+    try:
+        from airflow_adaptive.advisor import Advisor
+        from airflow_adaptive.config import get_settings
+
+        fields = {k: noted_attempt[k] for k in ("dag_id", "task_id", "run_id", "map_index", "try_number")}
+        Advisor(get_settings()).started(str(noted_attempt["family"]), TaskKey(**fields))
+    except Exception as err:  # a bad setting or a bug: the note keeps its creation time
+        warn_once(f"attempt not noted as running ({type(err).__name__})", "it counts from its pod's creation")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any, NoReturn
 
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
@@ -230,7 +230,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
     def await_pod_start(self, pod: k8s.V1Pod) -> None:
         """Then the attempt's note starts again, now: time spent Pending (a full cluster, an image
         pull) is not time running, which the unfinished-attempt guard compares with finished runtimes.
-        Deferrable pods start in the triggerer and keep the note from their creation."""
+        A deferrable pod is awaited in the triggerer, which notes it the same way (``defer``)."""
         super().await_pod_start(pod)
         if self._noted_key is not None:
             Advisor(get_settings()).started(self.family, self._noted_key)
@@ -253,14 +253,21 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
     def defer(
         self, *, trigger: Any, method_name: str, kwargs: dict[str, Any] | None = None, timeout: Any = None
     ) -> NoReturn:
-        """In deferrable mode the trigger samples the metrics API when the command could not be wrapped."""
+        """In deferrable mode the trigger samples the metrics API when the command could not be
+        wrapped, and notes the attempt again when its pod starts running, as ``await_pod_start``
+        does for a pod awaited here."""
         pod_trigger = isinstance(trigger, KubernetesPodTrigger) and not isinstance(
             trigger, SamplingPodTrigger
         )
-        if pod_trigger and not self._command_wrapped():
+        sample = not self._command_wrapped()
+        if pod_trigger and (sample or self._noted_key is not None):
             _, trigger_kwargs = trigger.serialize()
             trigger = SamplingPodTrigger(
-                **trigger_kwargs, sample_interval_seconds=get_settings().metrics_sample_interval_seconds
+                **trigger_kwargs,
+                sample_interval_seconds=get_settings().metrics_sample_interval_seconds if sample else None,
+                noted_attempt=None
+                if self._noted_key is None
+                else {**asdict(self._noted_key), "family": self.family},
             )
         super().defer(trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout)
 

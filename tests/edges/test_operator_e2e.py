@@ -110,8 +110,9 @@ def noted_start(engine: Any) -> Any:
         return conn.execute(select(unfinished_attempt.c.started_at)).scalar_one()
 
 
+@pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
 def test_a_note_starts_again_when_the_pod_starts_running(
-    airflow_home: Path, tmp_path: Path, engine: Any
+    airflow_home: Path, tmp_path: Path, engine: Any, deferrable: bool
 ) -> None:
     noted: dict[str, Any] = {}
 
@@ -121,7 +122,9 @@ def test_a_note_starts_again_when_the_pod_starts_running(
 
     with FakeKubernetesApi(tmp_path, peak) as api:
         api.on_log = lambda key: noted.setdefault("running", noted_start(engine))  # after the start
-        dr = run_dag(airflow_home, api, "e2e_started", deferrable=False, family="e2e.started")
+        dr = run_dag(
+            airflow_home, api, f"e2e_started_{int(deferrable)}", deferrable=deferrable, family="e2e.started"
+        )
     assert dr.state == "success" and unfinished(engine) == 0
     assert noted["running"] > noted["created"]  # Pending time is not counted as running
 
