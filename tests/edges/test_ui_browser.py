@@ -217,6 +217,7 @@ def check_family(walk: Walk, store: Any) -> None:
     assert "adaptive" in browser.find_element(By.ID, "decision").text
     budget = browser.find_element(By.ID, "budget").text  # the rule, its replayed kill rate, the budget
     assert "OOM-killed" in budget and "max_oom_rate 2 %" in budget
+    assert "Too few peaks to judge it yet (fewer than 50): at least 12.2 GiB" in budget  # 12 of them
     assert "program bwa mem" in browser.find_element(By.ID, "tool").text  # what warm starts match by
     walk.shot("family")
 

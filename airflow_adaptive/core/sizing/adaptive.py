@@ -358,8 +358,13 @@ class AdaptivePredictor(Predictor):
             "rule_oom_rate": round(float(self.oom_rates()[self.best_]), 4),
             "max_oom_rate": self.max_oom_rate,
             "within_oom_budget": int(self.within_budget_),
-            "small_sample_bound_bytes": None if math.isinf(self.bound_) else int(self.bound_),
+            "small_sample_bound_bytes": self._bound_bytes(),
         }
+
+    def _bound_bytes(self) -> int | None:
+        """The log-normal small-sample bound in bytes (None: none, the request, or a line's own)."""
+        line = self.best_ >= len(self.quantiles) * len(self.margins)
+        return None if line or not self.bound_ or math.isinf(self.bound_) else int(self.bound_)
 
     def explain(self) -> str:
         rates = self.oom_rates()
@@ -382,10 +387,8 @@ class AdaptivePredictor(Predictor):
                 bound = "the request"
             else:
                 bound = f"their log-normal {level} prediction bound {format_bytes(self.bound_)}"
-            said += (
-                f"; fewer than {math.ceil(1.0 / max(budget, 1e-9))} peaks to judge a {budget:.1%} budget: "
-                f"at least {bound}, at most the request or, without one, what other families used"
-            )
+            needed = math.ceil(1.0 / max(budget, 1e-9))
+            said += f"; {self.n_samples_} of the {needed} peaks a {budget:.1%} budget needs: at least {bound}, capped"
         return said
 
 
