@@ -1,5 +1,4 @@
-"""The pod trigger for deferrable mode: it samples memory for containers we cannot wrap, and notes
-the attempt as started again once its pod runs (time Pending is not time running)."""
+"""The pod trigger for deferrable mode that also samples memory for containers we cannot wrap."""
 
 from __future__ import annotations
 
@@ -12,8 +11,6 @@ from airflow.providers.cncf.kubernetes.triggers.pod import KubernetesPodTrigger
 from airflow.triggers.base import TriggerEvent
 from kubernetes_asyncio import client as async_client
 
-from airflow_adaptive.core.model import TaskKey
-from airflow_adaptive.failopen import warn_once
 from airflow_adaptive.kubernetes.metrics import container_memory_bytes
 
 log = logging.getLogger(__name__)
@@ -23,31 +20,16 @@ SAMPLED_PEAK_KEY = "adaptive_sampled_peak_memory_bytes"
 
 class SamplingPodTrigger(KubernetesPodTrigger):
     """KubernetesPodTrigger that polls metrics.k8s.io while waiting and adds the peak to its event
-    (``sample_interval_seconds`` None: no sampling) and, given ``noted_attempt`` (the attempt's key
-    fields and ``family``), notes the attempt as started again when its pod starts running."""
+    (``sample_interval_seconds`` None: no sampling)."""
 
-    def __init__(
-        self,
-        *args: Any,
-        sample_interval_seconds: float | None = 10.0,
-        noted_attempt: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *args: Any, sample_interval_seconds: float | None = 10.0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.sample_interval_seconds = sample_interval_seconds
-        self.noted_attempt = noted_attempt
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         _, kwargs = super().serialize()
         kwargs["sample_interval_seconds"] = self.sample_interval_seconds
-        kwargs["noted_attempt"] = self.noted_attempt
-        return (f"{__name__}.{type(self).__name__}", kwargs)
-
-    async def _wait_for_pod_start(self) -> Any:
-        state = await super()._wait_for_pod_start()
-        if self.noted_attempt is not None:  # the store is synchronous: off the triggerer's event loop
-            await asyncio.to_thread(note_running, self.noted_attempt)
-        return state
+        return (f"{type(self).__module__}.{type(self).__name__}", kwargs)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         interval_s = self.sample_interval_seconds
@@ -79,15 +61,3 @@ class SamplingPodTrigger(KubernetesPodTrigger):
                     if used is not None:
                         peak.append(used)
                 await asyncio.sleep(interval_s)
-
-
-def note_running(noted_attempt: dict[str, Any]) -> None:
-    """Note the attempt as started now; never raises (the pod runs whatever happens here)."""
-    try:
-        from airflow_adaptive.advisor import Advisor
-        from airflow_adaptive.config import get_settings
-
-        fields = {k: noted_attempt[k] for k in ("dag_id", "task_id", "run_id", "map_index", "try_number")}
-        Advisor(get_settings()).started(str(noted_attempt["family"]), TaskKey(**fields))
-    except Exception as err:  # a bad setting or a bug: the note keeps its creation time
-        warn_once(f"attempt not noted as running ({type(err).__name__})", "it counts from its pod's creation")

@@ -35,6 +35,7 @@ from airflow_adaptive.kubernetes.priority import priority_class_for
 from airflow_adaptive.kubernetes.staging import LOCALITY_ANNOTATION
 from airflow_adaptive.kubernetes.trigger import SAMPLED_PEAK_KEY, SamplingPodTrigger
 from airflow_adaptive.locality import declared_inputs, record_inputs, stage_inputs
+from airflow_adaptive.operators.trigger import NotingPodTrigger
 
 LFF_WEIGHT_RULE = "airflow_adaptive.LeastFinishedFirst"
 
@@ -262,7 +263,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         sample = not self._command_wrapped()
         if pod_trigger and (sample or self._noted_key is not None):
             _, trigger_kwargs = trigger.serialize()
-            trigger = SamplingPodTrigger(
+            trigger = NotingPodTrigger(
                 **trigger_kwargs,
                 sample_interval_seconds=get_settings().metrics_sample_interval_seconds if sample else None,
                 noted_attempt=None

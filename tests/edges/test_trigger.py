@@ -1,4 +1,4 @@
-"""The deferrable pod trigger's own parts: what it carries to the triggerer and its note."""
+"""The operator's deferrable pod trigger: what it carries to the triggerer, and its note."""
 
 from __future__ import annotations
 
@@ -7,21 +7,21 @@ from typing import Any
 import pytest
 
 from airflow_adaptive.failopen import forget_warnings
-from airflow_adaptive.kubernetes.trigger import SamplingPodTrigger, note_running
+from airflow_adaptive.operators.trigger import NotingPodTrigger, note_running
 
 NOTED = {"dag_id": "d", "task_id": "t", "run_id": "r", "map_index": -1, "try_number": 1, "family": "d.t"}
 
 
-def trigger(**kw: Any) -> SamplingPodTrigger:
-    return SamplingPodTrigger(
+def trigger(**kw: Any) -> NotingPodTrigger:
+    return NotingPodTrigger(
         pod_name="p", pod_namespace="default", trigger_start_time=None, base_container_name="base", **kw
     )
 
 
 def test_what_the_triggerer_rebuilds_it_from_keeps_the_note_and_the_sampling() -> None:
     path, kwargs = trigger(sample_interval_seconds=None, noted_attempt=NOTED).serialize()
-    rebuilt = SamplingPodTrigger(**kwargs)
-    assert path == "airflow_adaptive.kubernetes.trigger.SamplingPodTrigger"
+    rebuilt = NotingPodTrigger(**kwargs)
+    assert path == "airflow_adaptive.operators.trigger.NotingPodTrigger"
     assert (rebuilt.sample_interval_seconds, rebuilt.noted_attempt) == (None, NOTED)
 
 
