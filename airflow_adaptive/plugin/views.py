@@ -76,7 +76,10 @@ def families_page(
     for row in found:
         state = advisor.family_state(row.task_family)
         peaks = state.rollup.peaks if state is not None and dags is None else None
-        decision = advisor.decide(row.task_family, MemoryRequest())
+        newest = store.history(row.task_family, limit=1, dag_ids=dags)  # the request its page decides for
+        decision = advisor.decide(
+            row.task_family, MemoryRequest(newest[-1].user_request_bytes if newest else None)
+        )
         rows.append(
             {
                 "task_family": row.task_family,

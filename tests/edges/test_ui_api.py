@@ -86,6 +86,8 @@ def test_numbers_are_the_stores(client: Any, auth: dict[str, str], demo: Any) ->
     assert whatif["min_observations"] == 1
     assert detail["decision"]["rule"] in detail["decision"]["explanation"]
     assert 0.0 <= detail["decision"]["rule_oom_rate"] <= 1.0
+    # the list decides for the request its family's page does (the newest attempt's)
+    assert align["decision"]["memory_request_bytes"] == detail["decision"]["memory_request_bytes"]
 
 
 @pytest.mark.parametrize(
