@@ -12,7 +12,7 @@ from .sizing.adaptive import MAX_OOM_RATE
 from .sizing.base import RequestRatioPrior
 from .sizing.retry import STRATEGY_RETRY, RetryPolicy, vpa_bump
 from .sizing.similar import Donor, borrowed_allocation
-from .unfinished import Unfinished, floors
+from .unfinished import Unfinished
 from .units import format_bytes
 
 
@@ -146,11 +146,7 @@ def _predicted(
         if prior is not None:
             predictor.use_prior(prior)  # a restored model was fitted without one
         predicted = predictor.predict(input_size_bytes, user.request_bytes)
-        if (
-            unfinished is not None
-            and floors(predictor.guards_unfinished, unfinished, fitted.samples)
-            and prior
-        ):
+        if predictor.guards_unfinished and unfinished and unfinished.outnumber(fitted.samples) and prior:
             cold, cold_basis = _cold(fresh_predictor(settings), user, input_size_bytes, prior)
             if cold is not None and cold > predicted:
                 predicted = cold

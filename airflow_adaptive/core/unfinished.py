@@ -40,12 +40,6 @@ class Unfinished:
         )
 
 
-def floors(guards_unfinished: bool, unfinished: Unfinished | None, finished: int) -> bool:
-    """Whether the next first try gets at least a new family's start: the strategy guards, and the
-    family's long-running unfinished attempts outnumber its finished ones."""
-    return guards_unfinished and unfinished is not None and unfinished.outnumber(finished)
-
-
 class Running:
     """Start times of one family's unfinished tasks, sorted: what the replay and the simulator know
     where the store counts its notes. Counting is two bisections, so a family with thousands of

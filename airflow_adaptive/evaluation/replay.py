@@ -29,7 +29,7 @@ from airflow_adaptive.core.sizing.similar import (
     borrowed_allocation,
     pick_donor,
 )
-from airflow_adaptive.core.unfinished import Running, floors
+from airflow_adaptive.core.unfinished import Running
 from airflow_adaptive.exceptions import InvalidSettingError
 
 GB_H = 1e9 * 3600.0  # byte-seconds in one GB-hour
@@ -210,7 +210,7 @@ class FamilyModels:
         finished = getattr(predictor, "n_samples_", 0)
         if predictor.warm and predictor.guards_unfinished and running is not None and len(running) > finished:
             mean_s = float(np.mean(runtimes(own.samples[:finished])))
-            if floors(predictor.guards_unfinished, running.longer_than(mean_s, now_s), finished):
+            if running.longer_than(mean_s, now_s).outnumber(finished):
                 cold = self.factory().fit([], self.prior).predict(input_size_bytes, request_bytes)
                 allocation = max(allocation, cold)
         return allocation, predictor
