@@ -31,7 +31,7 @@ are scored (older ones would weigh under 0.1 %).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 from scipy.stats import t as student_t
@@ -48,24 +48,13 @@ from .base import (
     retry_waste,
     runtimes,
 )
+from .lines import PI_QUANTILES, SIZE_MODELS, Line, line_at, line_bound
 from .retry import double, vpa_bump
-from .small_samples import line_bound, lognormal_bound
-
-
-def _identity(x: np.ndarray) -> np.ndarray:
-    return x
-
+from .small_samples import lognormal_bound
 
 MAX_OOM_RATE = 0.02  # the default OOM-kill budget, kills per task
 MIN_PEAKS_ABOVE = 3  # peaks above a killed limit before the retry is chosen among candidates
 RETRY_QUANTILES = (0.5, 0.9, 1.0)  # of the peaks above a killed limit: retry candidates
-
-Transform = Callable[[np.ndarray], np.ndarray]
-SIZE_MODELS: tuple[tuple[str, Transform], ...] = (("input size", _identity), ("log input size", np.log1p))
-# SIZE_MODELS index, slope, intercept, residual quantiles, and the prediction interval's terms:
-# residual standard error, n, mean transformed input, its sum of squares, t quantiles (PI_QUANTILES)
-_Line = tuple[int, float, float, np.ndarray, np.ndarray]
-PI_QUANTILES = (0.9, 0.95, 0.99)  # one-sided prediction intervals of a size line: candidates
 
 
 class AdaptivePredictor(Predictor):
@@ -157,18 +146,15 @@ class AdaptivePredictor(Predictor):
 
     def _line_bound(self, input_size_bytes: int | None) -> float | None:
         """When the chosen rule is a line on input size, its bound for this input (None: not one)."""
-        quantile_rules = len(self.quantiles) * len(self.margins)
         lines = self.pieces_[1]
-        if self.best_ < quantile_rules or lines is None or input_size_bytes is None:
+        if self.best_ < self._quantile_rules or lines is None or input_size_bytes is None:
             return None
-        line = lines[(self.best_ - quantile_rules) // (len(self.quantiles) + len(PI_QUANTILES))]
+        line = lines[(self.best_ - self._quantile_rules) // (len(self.quantiles) + len(PI_QUANTILES))]
         if line is None:
             return None
-        model, slope, intercept, _, terms = line
-        spread, n, mean, sxx = terms[:4]
-        tx = float(SIZE_MODELS[model][1](np.array([float(input_size_bytes)]))[0])
-        leverage = 1.0 / n + (tx - mean) ** 2 / sxx
-        return line_bound(intercept + slope * tx, spread, n, leverage, self.max_oom_rate or 0.0)
+        at, leverage = line_at(line, float(input_size_bytes))
+        spread, n = line[4][:2]
+        return line_bound(at, spread, n, leverage, self.max_oom_rate or 0.0)
 
     def _small_sample_floor(self, input_size_bytes: int | None, user_request_bytes: int | None) -> float:
         """The least a warm family with too few peaks gets (0: enough peaks)."""
@@ -192,12 +178,12 @@ class AdaptivePredictor(Predictor):
         return super().retry(failed_bytes, input_size_bytes, user_request_bytes)
 
     # -- candidates ------------------------------------------------------------------------------
-    def _pieces(self, r: np.ndarray, x: np.ndarray | None) -> tuple[np.ndarray, list[_Line | None] | None]:
+    def _pieces(self, r: np.ndarray, x: np.ndarray | None) -> tuple[np.ndarray, list[Line | None] | None]:
         """What every candidate learns from peaks ``r`` (and inputs ``x``): quantiles and size lines."""
         q = np.quantile(r, self.quantiles)
         if x is None:
             return q, None
-        lines: list[_Line | None] = []
+        lines: list[Line | None] = []
         for model, (_, transform) in enumerate(SIZE_MODELS):
             tx = transform(x)
             if r.size < 3 or np.ptp(tx) == 0:
@@ -220,7 +206,7 @@ class AdaptivePredictor(Predictor):
             lines.append((model, slope, intercept, np.quantile(residuals, self.quantiles), terms))
         return q, lines
 
-    def _apply(self, q: np.ndarray, lines: list[_Line | None] | None, x_next: float | None) -> np.ndarray:
+    def _apply(self, q: np.ndarray, lines: list[Line | None] | None, x_next: float | None) -> np.ndarray:
         """Every candidate's allocation for a task of input ``x_next``."""
         allocations = [np.outer(q, 1.0 + np.asarray(self.margins)).ravel()]
         if lines is not None and x_next is not None:
@@ -228,13 +214,10 @@ class AdaptivePredictor(Predictor):
                 if line is None:
                     allocations += [q, np.full(len(PI_QUANTILES), q.max())]
                     continue
-                model, slope, intercept, offsets, terms = line
-                tx = SIZE_MODELS[model][1](np.array([x_next]))[0]
-                at = intercept + slope * tx
+                at, leverage = line_at(line, x_next)  # far from the inputs seen: a wider interval
+                offsets, terms = line[3], line[4]
                 allocations.append(np.maximum(at + offsets, 1.0))
-                spread, n, mean, sxx = terms[:4]
-                leverage = 1.0 / n + (tx - mean) ** 2 / sxx  # far from the inputs seen: a wider interval
-                allocations.append(np.maximum(at + terms[4:] * spread * np.sqrt(1.0 + leverage), 1.0))
+                allocations.append(np.maximum(at + terms[4:] * terms[0] * np.sqrt(1.0 + leverage), 1.0))
         return np.concatenate(allocations)
 
     def _candidate_names(self, sized: bool) -> list[str]:
@@ -308,7 +291,7 @@ class AdaptivePredictor(Predictor):
         if x is None:
             q = prefix_quantiles(r, self.quantiles, first)
             alloc = (q[:, :, None] * (1.0 + np.asarray(self.margins))[None, None, :]).reshape(
-                len(q), len(self.quantiles) * len(self.margins)
+                len(q), self._quantile_rules
             )
             yield alloc, r[first:, None], t[first:, None]
             return
@@ -348,6 +331,11 @@ class AdaptivePredictor(Predictor):
         return float(candidates[int(np.argmin(costs))])
 
     @property
+    def _quantile_rules(self) -> int:
+        """How many candidates are quantiles of the peaks (they come first; size lines follow)."""
+        return len(self.quantiles) * len(self.margins)
+
+    @property
     def _decay(self) -> float:
         """A task's weight relative to the next newer one in every decayed score."""
         return float(0.5 ** (1.0 / self.half_life_tasks))
@@ -363,8 +351,11 @@ class AdaptivePredictor(Predictor):
 
     def _bound_bytes(self) -> int | None:
         """The log-normal small-sample bound in bytes (None: none, the request, or a line's own)."""
-        line = self.best_ >= len(self.quantiles) * len(self.margins)
-        return None if line or not self.bound_ or math.isinf(self.bound_) else int(self.bound_)
+        return (
+            None
+            if self.best_ >= self._quantile_rules or not self.bound_ or math.isinf(self.bound_)
+            else int(self.bound_)
+        )
 
     def explain(self) -> str:
         rates = self.oom_rates()
@@ -381,7 +372,7 @@ class AdaptivePredictor(Predictor):
         said = f"{self.rule_} ({chosen}, {self.n_samples_} peaks) = {format_bytes(self._predict(None))}"
         if self.bound_ and budget is not None:
             level = f"P{(1.0 - budget) * 100:g}"
-            if self.best_ >= len(self.quantiles) * len(self.margins):
+            if self.best_ >= self._quantile_rules:
                 bound = f"the line's one-sided {level} prediction interval"
             elif math.isinf(self.bound_):
                 bound = "the request"

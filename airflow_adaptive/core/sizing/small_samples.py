@@ -3,7 +3,8 @@
 A quantile of n peaks cannot tell a 1-in-50 peak until n is about 50. Until a family has
 ``1 / budget`` peaks, ``adaptive`` allocates at least the one-sided prediction bound for the next
 peak at ``1 - budget``: log-normal over the peaks, with Student's t and the spread pooled with a
-prior one, or, when a line on input size was chosen, that line's own prediction interval.
+prior one, or, when a line on input size was chosen, that line's own prediction interval
+(``lines.line_bound``).
 """
 
 from __future__ import annotations
@@ -32,10 +33,3 @@ def lognormal_bound(
         1.0 + 1.0 / peaks.size
     )
     return math.exp(min(exponent, 700.0))  # e^700 bytes: past any cap, short of overflow
-
-
-def line_bound(at_bytes: float, spread_bytes: float, n: float, leverage: float, budget: float) -> float:
-    """A fitted line's one-sided prediction interval at ``1 - budget`` (OLS, ``n - 2`` degrees of
-    freedom): ``at + t * s * sqrt(1 + leverage)``, the leverage ``1/n + (x - mean)² / Sxx``."""
-    t = student_t.ppf(1.0 - budget, max(n - 2, 1))
-    return float(at_bytes + t * spread_bytes * math.sqrt(1.0 + leverage))

@@ -1,0 +1,37 @@
+"""Lines of peak memory on a task's input size (or its log): what ``adaptive``'s size candidates
+fit, and how a fitted line is read at a new input."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+from scipy.stats import t as student_t
+
+
+def _identity(x: np.ndarray) -> np.ndarray:
+    return x
+
+
+Transform = Callable[[np.ndarray], np.ndarray]
+SIZE_MODELS: tuple[tuple[str, Transform], ...] = (("input size", _identity), ("log input size", np.log1p))
+# SIZE_MODELS index, slope, intercept, residual quantiles, and the prediction interval's terms:
+# residual standard error, n, mean transformed input, its sum of squares, t quantiles (PI_QUANTILES)
+Line = tuple[int, float, float, np.ndarray, np.ndarray]
+PI_QUANTILES = (0.9, 0.95, 0.99)  # one-sided prediction intervals of a size line: candidates
+
+
+def line_at(line: Line, x_next: float) -> tuple[float, float]:
+    """A size line's value at input ``x_next``, and its leverage ``1/n + (x - mean)² / Sxx``."""
+    model, slope, intercept, _, terms = line
+    tx = float(SIZE_MODELS[model][1](np.array([x_next]))[0])
+    n, mean, sxx = terms[1:4]
+    return intercept + slope * tx, 1.0 / n + (tx - mean) ** 2 / sxx
+
+
+def line_bound(at_bytes: float, spread_bytes: float, n: float, leverage: float, budget: float) -> float:
+    """A fitted line's one-sided prediction interval at ``1 - budget`` (OLS, ``n - 2`` degrees of
+    freedom): ``at + t * s * sqrt(1 + leverage)``."""
+    t = student_t.ppf(1.0 - budget, max(n - 2, 1))
+    return float(at_bytes + t * spread_bytes * math.sqrt(1.0 + leverage))
