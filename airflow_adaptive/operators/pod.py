@@ -268,7 +268,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
                 sample_interval_seconds=get_settings().metrics_sample_interval_seconds if sample else None,
                 noted_attempt=None
                 if self._noted_key is None
-                else {**asdict(self._noted_key), "family": self.family},
+                else {"key": asdict(self._noted_key), "family": self.family},
             )
         super().defer(trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout)
 

@@ -13,11 +13,9 @@ from airflow_adaptive.core.model import TaskKey
 from airflow_adaptive.failopen import warn_once
 from airflow_adaptive.kubernetes.trigger import SamplingPodTrigger
 
-KEY_FIELDS = ("dag_id", "task_id", "run_id", "map_index", "try_number")
-
 
 class NotingPodTrigger(SamplingPodTrigger):
-    """``noted_attempt``: the attempt's key fields and ``family``."""
+    """``noted_attempt``: the attempt's ``key`` (its fields) and ``family``."""
 
     def __init__(self, *args: Any, noted_attempt: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -37,7 +35,6 @@ class NotingPodTrigger(SamplingPodTrigger):
 def note_running(noted_attempt: dict[str, Any]) -> None:
     """Note the attempt as started now; never raises (the pod runs whatever happens here)."""
     try:
-        key = TaskKey(**{k: noted_attempt[k] for k in KEY_FIELDS})
-        Advisor(get_settings()).started(str(noted_attempt["family"]), key)
+        Advisor(get_settings()).started(str(noted_attempt["family"]), TaskKey(**noted_attempt["key"]))
     except Exception as err:  # a bad setting or a bug: the note keeps its creation time
         warn_once(f"attempt not noted as running ({type(err).__name__})", "it counts from its pod's creation")

@@ -9,7 +9,10 @@ import pytest
 from airflow_adaptive.failopen import forget_warnings
 from airflow_adaptive.operators.trigger import NotingPodTrigger, note_running
 
-NOTED = {"dag_id": "d", "task_id": "t", "run_id": "r", "map_index": -1, "try_number": 1, "family": "d.t"}
+NOTED = {
+    "key": {"dag_id": "d", "task_id": "t", "run_id": "r", "map_index": -1, "try_number": 1},
+    "family": "d.t",
+}
 
 
 def trigger(**kw: Any) -> NotingPodTrigger:
