@@ -72,14 +72,13 @@ def families_page(
 ) -> dict[str, Any]:
     found, count = store.family_totals(query, **page)
     advisor = Advisor(settings, lambda: store, refit_stale=False)  # a page never refits 50 models
+    # each row decides for its newest attempt's request, as the family's own page does
+    requests = store.newest_requests([row.task_family for row in found], dag_ids=dags)
     rows = []
     for row in found:
         state = advisor.family_state(row.task_family)
         peaks = state.rollup.peaks if state is not None and dags is None else None
-        newest = store.history(row.task_family, limit=1, dag_ids=dags)  # the request its page decides for
-        decision = advisor.decide(
-            row.task_family, MemoryRequest(newest[-1].user_request_bytes if newest else None)
-        )
+        decision = advisor.decide(row.task_family, MemoryRequest(requests.get(row.task_family)))
         rows.append(
             {
                 "task_family": row.task_family,

@@ -119,6 +119,13 @@ class HistoryStore(Protocol):
         """The family's most recent attempts (of these DAGs only, when given), oldest first."""
         ...
 
+    def newest_requests(
+        self, task_families: Sequence[str], *, dag_ids: frozenset[str] | None = None
+    ) -> dict[str, int | None]:
+        """Each family's newest attempt's user memory request (of these DAGs only, when given), in
+        one read for a page of families; None: no request, or no such attempt."""
+        ...
+
     def attempt(self, key: TaskKey) -> Observation | None: ...
 
     def attempts_for_try(

@@ -202,6 +202,14 @@ class InMemoryHistoryStore:
             found = [obs for _, obs in self._window(task_family, len(self._attempts))]
         return [o for o in found if dag_ids is None or o.key.dag_id in dag_ids][-limit:] if limit > 0 else []
 
+    def newest_requests(
+        self, task_families: Sequence[str], *, dag_ids: frozenset[str] | None = None
+    ) -> dict[str, int | None]:
+        newest = {name: self.history(name, limit=1, dag_ids=dag_ids) for name in task_families}
+        return {
+            fit_key(name): found[-1].user_request_bytes if found else None for name, found in newest.items()
+        }
+
     def _matching(self, query: TotalsQuery) -> list[tuple[DayKey, DayTotals]]:
         with self._lock:
             self._enter()

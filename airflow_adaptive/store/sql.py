@@ -246,6 +246,30 @@ class SqlHistoryStore:
         with self._connection() as conn:
             return SqlTransaction(conn).window(task_family, limit, dag_ids)[0]
 
+    def newest_requests(
+        self, task_families: Sequence[str], *, dag_ids: frozenset[str] | None = None
+    ) -> dict[str, int | None]:
+        names = sorted({fit_key(name) for name in task_families})
+        if not names:
+            return {}
+        a = task_attempt.c
+        conditions = [a.task_family == family.c.task_family]
+        if dag_ids is not None:
+            conditions.append(a.dag_id.in_(sorted(dag_ids)))
+        # one statement, one index probe per family (the same one history(limit=1) makes)
+        newest = (
+            select(a.user_request_bytes)
+            .where(*conditions)
+            .order_by(a.finished_at.desc(), a.id.desc())
+            .limit(1)
+            .correlate(family)
+            .scalar_subquery()
+        )
+        stmt = select(family.c.task_family, newest).where(family.c.task_family.in_(names))
+        with self._connection() as conn:
+            found = {name: request for name, request in conn.execute(stmt)}
+        return {name: found.get(name) for name in names}
+
     def attempt(self, key: TaskKey) -> Observation | None:
         key = fit_task_key(key)
         with self._connection() as conn:

@@ -128,6 +128,25 @@ def test_a_cold_family_without_a_request_starts_from_other_families_peaks(store:
     assert retry.memory_request_bytes == 2 * decision.memory_limit_bytes  # type: ignore[operator]
 
 
+def test_newest_requests_are_each_familys_newest_attempts_in_one_read(store: HistoryStore) -> None:
+    """What a page of the families list decides for: per family, its newest attempt's request,
+    within the DAGs asked for; None for no request or no such attempt."""
+    asked = [replace(attempt(n, family=f"g{n % 3}"), user_request_bytes=(n + 1) * GIB) for n in range(9)]
+    other_dag = replace(attempt(20, family="g0"), user_request_bytes=99 * GIB)
+    store.record([*asked, replace(other_dag, key=replace(other_dag.key, dag_id="other"))])
+    store.record([attempt(21, family="no-request")])
+    names = ["g0", "g1", "g2", "no-request", "never-seen"]
+    assert store.newest_requests(names) == {
+        "g0": 99 * GIB, "g1": 8 * GIB, "g2": 9 * GIB, "no-request": None, "never-seen": None,
+    }  # fmt: skip
+    assert store.newest_requests(names, dag_ids=frozenset({"dag"}))["g0"] == 7 * GIB
+    assert store.newest_requests(["g1"], dag_ids=frozenset({"other"})) == {"g1": None}
+    for name in names[:4]:  # the same answer as each family's own newest attempt
+        newest = store.history(name, limit=1)
+        assert store.newest_requests([name]) == {name: newest[-1].user_request_bytes}
+    assert store.newest_requests([]) == {}
+
+
 def test_prune_keeps_the_newest_and_the_totals(store: HistoryStore) -> None:
     store.record(
         [attempt(n, peak=GIB) for n in range(20)] + [attempt(n, family="g", run=f"g{n}") for n in range(3)]
