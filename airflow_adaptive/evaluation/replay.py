@@ -251,6 +251,23 @@ def identity(run: TaskRun) -> Identity:
     return Identity(run.family, run.image, run.program)
 
 
+def _family_models(strategy: str, config: ReplayConfig, cap: int, params: dict[str, object]) -> FamilyModels:
+    return FamilyModels(
+        lambda: make_predictor(
+            strategy,
+            cap_bytes=cap,
+            floor_bytes=config.floor_bytes,
+            max_oom_rate=config.max_oom_rate,
+            **params,
+        ),
+        config.refit_growth,
+        warm_starts=config.warm_starts,
+        min_similarity=config.min_similarity,
+        min_observations=config.min_observations,
+        cap_bytes=cap,
+    )
+
+
 def replay(
     runs: Sequence[TaskRun],
     strategy: str,
@@ -267,20 +284,7 @@ def replay(
     completed = config.history == "completed" and bool(runs) and all(r.start_s is not None for r in runs)
     pending: list[tuple[float, int]] = []  # (finish time, run index) not yet visible to predictors
 
-    models = FamilyModels(
-        lambda: make_predictor(
-            strategy,
-            cap_bytes=cap,
-            floor_bytes=config.floor_bytes,
-            max_oom_rate=config.max_oom_rate,
-            **params,
-        ),
-        config.refit_growth,
-        warm_starts=config.warm_starts,
-        min_similarity=config.min_similarity,
-        min_observations=config.min_observations,
-        cap_bytes=cap,
-    )
+    models = _family_models(strategy, config, cap, params)
 
     def learn(run: TaskRun) -> None:
         models.learn(
