@@ -223,8 +223,10 @@ def day_terms(obs: Observation, now: datetime | None = None) -> tuple[DayKey, Da
 
 
 def request_ratio(obs: Observation) -> float | None:
-    """Peak / request of a completed, measured attempt: what the cold-start prior learns from."""
-    peak, request = obs.usage.peak_memory_bytes, obs.memory_request_bytes
+    """Peak / the user's request (else the pod's) of a completed, measured attempt: what the
+    cold-start prior learns from. It scales a new family's *user* request, so it learns from the
+    users' requests: a pod the adaptive policy sized asked for about its peak already."""
+    peak, request = obs.usage.peak_memory_bytes, obs.user_request_bytes or obs.memory_request_bytes
     if (
         obs.exit_reason is ExitReason.COMPLETED
         and obs.usage.peak_kind is PeakKind.MEASURED
