@@ -73,7 +73,9 @@ def families_page(
     found, count = store.family_totals(query, **page)
     advisor = Advisor(settings, lambda: store, refit_stale=False)  # a page never refits 50 models
     # each row decides for its newest attempt's request, as the family's own page does
-    requests = store.newest_requests([row.task_family for row in found], dag_ids=dags)
+    names = [row.task_family for row in found]
+    requests = store.newest_requests(names, dag_ids=dags)
+    advisor.read_families(names)  # one read for the page, not one per row
     rows = []
     for row in found:
         state = advisor.family_state(row.task_family)

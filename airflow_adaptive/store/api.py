@@ -108,6 +108,11 @@ class HistoryStore(Protocol):
         """One family's rollup and model by primary key; None for a family never recorded."""
         ...
 
+    def families_named(self, task_families: Sequence[str]) -> dict[str, FamilyState]:
+        """:meth:`family` of each of a page of families, in one read; a family never recorded is
+        left out."""
+        ...
+
     def progress(self, task_family: str) -> FamilyProgress | None:
         """The family's successful and failed attempts (two columns of its row, by primary key);
         None for a family never recorded."""

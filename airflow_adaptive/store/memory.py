@@ -189,6 +189,10 @@ class InMemoryHistoryStore:
             return replace(state, model=bad)
         return state
 
+    def families_named(self, task_families: Sequence[str]) -> dict[str, FamilyState]:
+        found = {fit_key(name): self.family(name) for name in task_families}
+        return {name: state for name, state in found.items() if state is not None}
+
     def progress(self, task_family: str) -> FamilyProgress | None:
         state = self.family(task_family)
         return FamilyProgress.of(state.rollup.attempts, state.rollup.completed) if state else None

@@ -223,6 +223,15 @@ class SqlHistoryStore:
             row = conn.execute(select(family).where(family.c.task_family == task_family)).first()
         return rows.family_state(row) if row is not None and row.attempts else None
 
+    def families_named(self, task_families: Sequence[str]) -> dict[str, FamilyState]:
+        names = sorted({fit_key(name) for name in task_families})
+        if not names:
+            return {}
+        stmt = select(family).where(family.c.task_family.in_(names), family.c.attempts > 0)
+        with self._connection() as conn:
+            found = conn.execute(stmt).all()
+        return {row.task_family: rows.family_state(row) for row in found}
+
     def count_unfinished(self, task_family: str, *, started_after: datetime, started_before: datetime) -> int:
         stmt = select(func.count()).where(
             unfinished_attempt.c.task_family == fit_key(task_family),

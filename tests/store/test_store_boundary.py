@@ -23,7 +23,8 @@ from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.model import GIB, MIB, ExitReason, MemoryRequest, Observation
 from airflow_adaptive.core.sketch import LogHistogram
 from airflow_adaptive.exceptions import TraceFormatError
-from airflow_adaptive.store.api import HistoryStore
+from airflow_adaptive.plugin.views import families_page
+from airflow_adaptive.store.api import HistoryStore, TotalsQuery
 from airflow_adaptive.store.learning import Learning
 from airflow_adaptive.store.memory import InMemoryHistoryStore
 from airflow_adaptive.store.rows import attempt_values
@@ -89,6 +90,42 @@ def test_a_warm_decision_reads_one_row_and_one_count_and_never_refits(engine: An
         "count(*)" in statements[1] and "FROM adaptive_unfinished_attempt" in statements[1]
     )  # an index range
     assert decision.adaptive and "refitted" not in decision.explanation and "30 peaks" in decision.explanation
+
+
+def test_a_page_of_families_reads_their_rows_and_requests_once_not_per_row(engine: Any) -> None:
+    """The families list decides for each row; its reads do not grow with the rows on the page."""
+    store = sql_store(engine)
+    store.record([attempt(n, family=f"g{n % 20}", peak=(n % 5 + 1) * GIB) for n in range(200)])
+    statements: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "adaptive_" in statement:
+            statements.append(statement)
+
+    def page_reads(limit: int) -> int:
+        statements.clear()
+        event.listen(engine, "before_cursor_execute", seen)
+        try:
+            page = families_page(store, get_settings(), None, TotalsQuery(), limit=limit, offset=0)
+        finally:
+            event.remove(engine, "before_cursor_execute", seen)
+        assert len(page["families"]) == limit and all(row["decision"] for row in page["families"])
+        return len(statements)
+
+    few = page_reads(2)
+    assert page_reads(20) - few == 18  # per row, one statement: the count of its unfinished attempts
+    assert sum("adaptive_family.model" in s for s in statements) == 1  # the rows, with their models
+    assert sum("adaptive_task_attempt.user_request_bytes" in s for s in statements) == 1
+    assert sum("FROM adaptive_unfinished_attempt" in s for s in statements) == 20
+
+
+def test_families_named_are_each_familys_row_in_one_read(store: HistoryStore) -> None:
+    store.record([attempt(n, family=f"g{n % 3}", peak=(n + 1) * GIB) for n in range(9)])
+    found = store.families_named(["g0", "g2", "never-seen"])
+    assert sorted(found) == ["g0", "g2"]
+    for name, state in found.items():
+        assert state == store.family(name)
+    assert store.families_named([]) == {}
 
 
 def test_a_retry_reads_the_previous_try_by_key(store: HistoryStore) -> None:
