@@ -21,28 +21,41 @@ _BATCH = 10_000
 
 
 def upgrade() -> None:
-    from airflow_adaptive.core.rollup import Distributions, request_ratio
+    from airflow_adaptive.core.rollup import Distributions
     from airflow_adaptive.core.sketch import LogHistogram
-    from airflow_adaptive.store.rows import observations
-    from airflow_adaptive.store.tables import aggregate, task_attempt
 
     conn = op.get_bind()
+    aggregate = sa.table("adaptive_aggregate", sa.column("id"), sa.column("distributions", sa.JSON))
     found = conn.execute(sa.select(aggregate.c.distributions).where(aggregate.c.id == 1)).first()
     if found is None:
         return  # no history yet: the first recording creates the row
+    # the attempts as this revision has them: completed, measured peaks, a request (the user's, else the pod's)
+    attempt = sa.table(
+        "adaptive_task_attempt",
+        *(sa.column(name) for name in ("id", "exit_reason", "peak_kind", "peak_memory_bytes")),
+        *(sa.column(name) for name in ("memory_request_bytes", "user_request_bytes")),
+    )
+    request = sa.func.coalesce(attempt.c.user_request_bytes, attempt.c.memory_request_bytes)
     ratios = LogHistogram()
     after = 0
     while True:  # by id, a batch at a time: a store of millions of attempts is never held at once
         batch = conn.execute(
-            sa.select(task_attempt).where(task_attempt.c.id > after).order_by(task_attempt.c.id).limit(_BATCH)
+            sa.select(attempt.c.id, attempt.c.peak_memory_bytes, request)
+            .where(
+                attempt.c.id > after,
+                attempt.c.exit_reason == "Completed",
+                attempt.c.peak_kind == "measured",
+                attempt.c.peak_memory_bytes > 0,
+                request > 0,
+            )
+            .order_by(attempt.c.id)
+            .limit(_BATCH)
         ).all()
         if not batch:
             break
-        after = batch[-1].id
-        for obs in observations(batch):
-            ratio = request_ratio(obs)
-            if ratio is not None:
-                ratios.add(ratio)
+        after = batch[-1][0]
+        for _, peak, asked in batch:
+            ratios.add(peak / asked)
     distributions = Distributions.from_json(found[0])
     distributions.request_ratios = ratios
     conn.execute(
