@@ -379,7 +379,8 @@ class AdaptivePredictor(Predictor):
             else:
                 bound = f"their log-normal {level} prediction bound {format_bytes(self.bound_)}"
             needed = math.ceil(1.0 / max(budget, 1e-9))
-            said += f"; {self.n_samples_} of the {needed} peaks a {budget:.1%} budget needs: at least {bound}, capped"
+            cap = f"at most the request (without one, other families' {level} peak)"
+            said += f"; {self.n_samples_} of the {needed} peaks a {budget:.1%} budget needs: at least {bound}, {cap}"
         return said
 
 
