@@ -195,6 +195,11 @@ def check_overview_and_families(walk: Walk, store: Any) -> None:
         for r in rows
     }
     assert shown == {f.task_family: str(f.totals.attempts) for f in expected}
+    # the rule in a line, the whole explanation on hover (the family's page shows it in full)
+    cell = browser.find_element(By.CSS_SELECTOR, "tr[data-family='genomics.align'] [data-col=decision]")
+    full = cell.get_attribute("title")
+    assert full.startswith("P") and "prediction bound" in full and "prediction bound" not in cell.text
+    assert cell.text.splitlines()[1].startswith(full.split(" (")[0] + " · ")
     walk.shot("families")
 
 

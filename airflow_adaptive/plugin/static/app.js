@@ -96,6 +96,14 @@ async function overview() {
   }
 }
 
+function decisionCell(d) {  // the list shows the rule in a line; the whole explanation on hover and on the family's page
+  if (!d) return `<td class="why">user's request</td>`;
+  const summary = d.rule
+    ? `${d.rule} · ${pct(d.rule_oom_rate)} OOM-killed${d.small_sample_bound_bytes ? ` · small-sample bound ${bytes(d.small_sample_bound_bytes)}` : ""}`
+    : d.explanation.length > 90 ? `${d.explanation.slice(0, 90)}…` : d.explanation;
+  return `<td class="why" data-col="decision" title="${esc(d.explanation)}"><b>${bytes(d.memory_request_bytes)}</b> ${esc(d.strategy)}<br>${esc(summary)}</td>`;
+}
+
 const COLUMNS = [
   ["task_family", "Task family"], ["attempts", "Attempts"], ["completed", "Completed"], ["oom_killed", "OOM"],
   [null, "P50 peak"], [null, "P95 peak"], [null, "Decision"], ["requested_byte_seconds", "Requested GB·h"],
@@ -115,7 +123,7 @@ async function families() {
       <td data-col="attempts">${num(f.attempts, 0)}</td><td>${num(f.completed, 0)}</td>
       <td data-col="oom_killed" class="${f.oom_killed ? "bad" : ""}">${num(f.oom_killed, 0)}</td>
       <td>${bytes(f.p50_peak_bytes)}</td><td>${bytes(f.p95_peak_bytes)}</td>
-      <td class="why">${f.decision ? `<b>${bytes(f.decision.memory_request_bytes)}</b> ${esc(f.decision.strategy)}<br>${esc(f.decision.explanation)}` : "user's request"}</td>
+      ${decisionCell(f.decision)}
       <td>${num(f.requested_gb_h, 3)}</td><td>${num(f.wasted_gb_h, 3)}</td><td>${pct(f.saving_fraction)}</td><td class="text">${esc(f.last_day)}</td></tr>`).join("");
   view.innerHTML = `<h2>Task families</h2>
     <div class="toolbar"><input id="search" placeholder="Search task families" value="${esc(state.search)}">
