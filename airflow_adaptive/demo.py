@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
 
@@ -33,7 +34,7 @@ EXAMPLE_REQUEST_GIB = {"genomics.index_reference": 8, "genomics.align": 16, "gen
 
 def generated_history(runs: int = 12, seed: int = 7) -> list[Observation]:
     """Seeded history for the example DAG, one run a day: lognormal peaks, one OOM kill of an
-    alignment; from the seventh run on, requests as adaptive sizing would give (P95 + 15 %)."""
+    alignment and its retry; from the seventh run on, requests as adaptive sizing would give (P95 + 15 %)."""
     rng = np.random.default_rng(seed)
     start = datetime(2026, 11, 1, tzinfo=timezone.utc)
     observations = []
@@ -66,6 +67,20 @@ def generated_history(runs: int = 12, seed: int = 7) -> list[Observation]:
                     program=EXAMPLE_TOOLS[family][1],
                 )
             )
+            if oom:  # its retry, at the user's request, an hour later
+                killed = observations[-1]
+                observations.append(
+                    replace(
+                        killed,
+                        key=replace(killed.key, try_number=2),
+                        usage=replace(killed.usage, peak_memory_bytes=peak, peak_kind=PeakKind.MEASURED),
+                        exit_reason=ExitReason.COMPLETED,
+                        exit_code=0,
+                        memory_request_bytes=EXAMPLE_REQUEST_GIB[family] * GIB,
+                        memory_limit_bytes=EXAMPLE_REQUEST_GIB[family] * GIB,
+                        finished_at=start + timedelta(days=run, hours=1),
+                    )
+                )
     return observations
 
 

@@ -65,6 +65,7 @@ def test_numbers_are_the_stores(client: Any, auth: dict[str, str], demo: Any) ->
     overview = client.get("/adaptive/api/overview", headers=auth).json()
     assert overview["attempts"] == len(demo) and overview["families"] == 5
     assert overview["oom_killed"] == sum(o.oom_killed for o in demo) == 1
+    assert overview["retries"] == 1  # the killed try's retry
     assert len(overview["days"]) == 12 and 0.1 < overview["saving_fraction"] < 0.5
     table = client.get("/adaptive/api/families?sort=task_family&order=asc&page_size=2", headers=auth).json()
     assert table["total"] == 5 and [f["task_family"] for f in table["families"]] == [
@@ -72,16 +73,16 @@ def test_numbers_are_the_stores(client: Any, auth: dict[str, str], demo: Any) ->
         "genomics.call_variants",
     ]
     align = table["families"][0]
-    assert (align["attempts"], align["oom_killed"]) == (12, 1)
+    assert (align["attempts"], align["oom_killed"]) == (13, 1)
     assert align["decision"]["strategy"] == "adaptive" and align["p50_peak_bytes"] > 8 * GIB
     second = client.get("/adaptive/api/families?sort=task_family&order=asc&page_size=2&page=2", headers=auth)
     assert second.json()["families"][0]["task_family"] == "genomics.index_reference"
     detail = client.get("/adaptive/api/families/genomics.align", headers=auth).json()
-    assert len(detail["attempts"]) == 12 and sum(a["oom_killed"] for a in detail["attempts"]) == 1
+    assert len(detail["attempts"]) == 13 and sum(a["oom_killed"] for a in detail["attempts"]) == 1
     assert (detail["image"], detail["program"]) == ("biocontainers/bwa:v0.7.17_cv1", "bwa mem")
     whatif = client.get("/adaptive/api/families/genomics.align/whatif", headers=auth).json()
     assert sorted(s["strategy"] for s in whatif["strategies"]) == predictor_names()
-    assert whatif["tasks"] == 11  # the OOM-killed attempt has no measured peak
+    assert whatif["tasks"] == 12  # the OOM-killed attempt has no measured peak; its retry has
     assert whatif["max_oom_rate"] == detail["decision"]["max_oom_rate"] == 0.02  # the configured budget
     assert whatif["min_observations"] == 1
     assert detail["decision"]["rule"] in detail["decision"]["explanation"]
@@ -112,7 +113,7 @@ def test_bad_parameters_are_a_clear_4xx(
 
 def test_a_time_range_and_a_search_narrow_the_totals(client: Any, auth: dict[str, str], demo: Any) -> None:
     first_week = client.get("/adaptive/api/overview?start=2026-11-01&end=2026-11-07", headers=auth).json()
-    assert first_week["attempts"] == 35 and len(first_week["days"]) == 7
+    assert first_week["attempts"] == 36 and len(first_week["days"]) == 7
     found = client.get("/adaptive/api/families?search=CALL_", headers=auth).json()
     assert [f["task_family"] for f in found["families"]] == ["genomics.call_variants"]
     assert client.get("/adaptive/api/families?search=%25", headers=auth).json()["total"] == 0  # % is literal
