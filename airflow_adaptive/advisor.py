@@ -20,6 +20,7 @@ from airflow_adaptive.core.learn import restore_predictor, staleness
 from airflow_adaptive.core.locality import InputState, InputUse
 from airflow_adaptive.core.model import Decision, MemoryRequest, Observation, TaskKey
 from airflow_adaptive.core.nodes import StoredNode, summarize_groups
+from airflow_adaptive.core.normalise import fit_key
 from airflow_adaptive.core.placement import GroupView, PlacementEngine, PlacementResult, TaskDemandView
 from airflow_adaptive.core.priority import FamilyProgress, PriorityChoice, choose_priority
 from airflow_adaptive.core.rollup import Distributions
@@ -97,8 +98,8 @@ class Advisor:
 
     def read_families(self, task_families: Sequence[str]) -> None:
         """Read a page of families' rows in one query, for the decisions that follow."""
-        found = self._store().families_named(task_families)
-        self._families.update({name: found.get(name) for name in task_families})
+        found = self._store().families_named(task_families)  # keyed as stored (fit_key)
+        self._families.update({name: found.get(fit_key(name)) for name in task_families})
 
     def family_state(self, task_family: str) -> FamilyState | None:
         """The family's row, read once per advisor (HistoryUnavailableError when the store is down)."""

@@ -126,6 +126,11 @@ def test_families_named_are_each_familys_row_in_one_read(store: HistoryStore) ->
     for name, state in found.items():
         assert state == store.family(name)
     assert store.families_named([]) == {}
+    long_name = "x" * 1000  # stored shortened (fit_key): an advisor reading it by its full name finds it
+    store.record([attempt(20, family=long_name)])
+    advisor = Advisor(get_settings(), lambda: store)
+    advisor.read_families([long_name])
+    assert advisor.family_state(long_name) == store.family(long_name) is not None
 
 
 def test_a_retry_reads_the_previous_try_by_key(store: HistoryStore) -> None:
