@@ -93,6 +93,12 @@ class Observation:
     def oom_killed(self) -> bool:
         return self.exit_reason is ExitReason.OOM_KILLED
 
+    @property
+    def asked_bytes(self) -> int | None:
+        """The user's memory request, else (not recorded) the pod's: what a task asked for before
+        any decision, as savings and the cold-start ratios count it."""
+        return self.user_request_bytes or self.memory_request_bytes
+
 
 @dataclass(frozen=True)
 class MemoryRequest:

@@ -109,7 +109,7 @@ def memory_time(obs: Observation) -> MemoryTime:
         return MemoryTime(killed=float(limit * wall)) if limit and wall else _NOTHING_SPENT
     if obs.exit_reason is not ExitReason.COMPLETED or not (wall and peak and request):
         return _NOTHING_SPENT
-    user = obs.user_request_bytes or request
+    user = obs.asked_bytes or request
     return MemoryTime(float(request * wall), float(peak * wall), float(user * wall))
 
 
@@ -226,7 +226,7 @@ def request_ratio(obs: Observation) -> float | None:
     """Peak / the user's request (else the pod's) of a completed, measured attempt: what the
     cold-start prior learns from. It scales a new family's *user* request, so it learns from the
     users' requests: a pod the adaptive policy sized asked for about its peak already."""
-    peak, request = obs.usage.peak_memory_bytes, obs.user_request_bytes or obs.memory_request_bytes
+    peak, request = obs.usage.peak_memory_bytes, obs.asked_bytes
     if (
         obs.exit_reason is ExitReason.COMPLETED
         and obs.usage.peak_kind is PeakKind.MEASURED

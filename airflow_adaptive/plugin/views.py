@@ -191,7 +191,7 @@ def whatif(
             o.usage.peak_memory_bytes,
             o.usage.wall_seconds or 1.0,
             o.input_size_bytes,
-            o.user_request_bytes or o.memory_request_bytes,
+            o.asked_bytes,
         )
         for o in history
         if o.usage.peak_memory_bytes and o.usage.peak_kind is PeakKind.MEASURED
