@@ -147,7 +147,7 @@ class AdaptivePredictor(Predictor):
     def _line_bound(self, input_size_bytes: int | None) -> float | None:
         """When the chosen rule is a line on input size, its bound for this input (None: not one)."""
         lines = self.pieces_[1]
-        if self.best_ < self._quantile_rules or lines is None or input_size_bytes is None:
+        if not self._line_chosen or lines is None or input_size_bytes is None:
             return None
         line = lines[(self.best_ - self._quantile_rules) // (len(self.quantiles) + len(PI_QUANTILES))]
         if line is None:
@@ -336,6 +336,11 @@ class AdaptivePredictor(Predictor):
         return len(self.quantiles) * len(self.margins)
 
     @property
+    def _line_chosen(self) -> bool:
+        """Whether the chosen rule is a line on input size (bounded by its own interval)."""
+        return self.best_ >= self._quantile_rules
+
+    @property
     def _decay(self) -> float:
         """A task's weight relative to the next newer one in every decayed score."""
         return float(0.5 ** (1.0 / self.half_life_tasks))
@@ -351,11 +356,7 @@ class AdaptivePredictor(Predictor):
 
     def _bound_bytes(self) -> int | None:
         """The log-normal small-sample bound in bytes (None: none, the request, or a line's own)."""
-        return (
-            None
-            if self.best_ >= self._quantile_rules or not self.bound_ or math.isinf(self.bound_)
-            else int(self.bound_)
-        )
+        return None if self._line_chosen or not self.bound_ or math.isinf(self.bound_) else int(self.bound_)
 
     def explain(self) -> str:
         rates = self.oom_rates()
@@ -372,7 +373,7 @@ class AdaptivePredictor(Predictor):
         said = f"{self.rule_} ({chosen}, {self.n_samples_} peaks) = {format_bytes(self._predict(None))}"
         if self.bound_ and budget is not None:
             level = f"P{(1.0 - budget) * 100:g}"
-            if self.best_ >= self._quantile_rules:
+            if self._line_chosen:
                 bound = f"the line's one-sided {level} prediction interval"
             elif math.isinf(self.bound_):
                 bound = "the request"
