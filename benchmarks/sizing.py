@@ -24,6 +24,7 @@ from airflow_adaptive.evaluation.report import (
     DEFAULT_STRATEGY,
     WARM_START_MODES,
     evaluate,
+    knob_metrics,
     knob_wastes,
     leave_one_out,
     ratio_to_best_anchor,
@@ -248,6 +249,62 @@ def unfinished_section(report: dict[str, Any]) -> None:
         )
 
 
+TARGETS = (1.0, 0.75, 0.5, 0.33, 0.25)  # adaptive's target_fraction: the share of the budget rules aim at
+WITHIN_SHARE = 0.9  # of the traces of 200 or more tasks that must keep within the budget
+
+
+def largest_target(kills: dict[float, dict[str, float]], traces: list[str], limit: float) -> float:
+    """The largest target fraction that keeps ``WITHIN_SHARE`` of ``traces`` within ``limit``
+    kills per 100 (the smallest when none does)."""
+    for fraction in TARGETS:
+        if sum(kills[fraction][t] <= limit for t in traces) >= WITHIN_SHARE * len(traces):
+            return fraction
+    return TARGETS[-1]
+
+
+def target_section(report: dict[str, Any], history: str) -> None:
+    """The share of the budget that ``adaptive``'s rules aim at, chosen as the largest that keeps
+    90 % of the traces of 200 or more tasks within the default budget: on all of them (in-sample)
+    and, for each, on the others only (leave one workflow out)."""
+    anchors = {t["trace"]: b for t in report["traces"] if (b := ratio_to_best_anchor(t))}
+    best = {t["trace"]: t["strategies"][anchors[t["trace"]][1]]["waste_gb_h"] for t in report["traces"]}
+    big = [t["trace"] for t in report["traces"] if t["instances"] >= 200]
+    limit = 100 * ReplayConfig().max_oom_rate
+    started = time.perf_counter()
+    found = knob_metrics(list(best), ReplayConfig(history=history), [{"target_fraction": f} for f in TARGETS])
+    kills = {
+        f: {t: m["retries_per_100"] for t, m in run.items()} for f, run in zip(TARGETS, found, strict=True)
+    }
+    ratios = {
+        f: {t: m["waste_gb_h"] / best[t] if best[t] else 1.0 for t, m in run.items()}
+        for f, run in zip(TARGETS, found, strict=True)
+    }
+    print(
+        f"\n## {DEFAULT_STRATEGY}'s target (the share of the {limit:g} % budget its rules aim at), "
+        f"history={history} ({time.perf_counter() - started:.0f} s)\n"
+    )
+    print(
+        "| target fraction | ours / best: median | geometric mean | kills/100: median | traces ≥ 200 tasks within the budget |"
+    )
+    print("|---:|---:|---:|---:|---:|")
+    for f in TARGETS:
+        values = list(ratios[f].values())
+        print(
+            f"| {f:g} | {statistics.median(values):.3f} | {geometric_mean(values):.3f} | "
+            f"{statistics.median(kills[f].values()):.1f} | {sum(kills[f][t] <= limit for t in big)} of {len(big)} |"
+        )
+    chosen = {t: largest_target(kills, [o for o in big if o != t], limit) for t in big}
+    in_sample = largest_target(kills, big, limit)
+    held = [ratios[chosen.get(t, in_sample)][t] for t in best]
+    print(
+        f"\nIn-sample: {in_sample:g} (the default is {AdaptivePredictor().target_fraction:g}). Leave one workflow "
+        f"out, each trace of 200 or more tasks under the fraction chosen on the others "
+        f"({', '.join(f'{f:g}' for f in sorted(set(chosen.values()), reverse=True))}): "
+        f"{sum(kills[chosen[t]][t] <= limit for t in big)} of {len(big)} within the budget; "
+        f"ours / best anchor median {statistics.median(held):.3f}, geometric mean {geometric_mean(held):.3f}."
+    )
+
+
 # The default's knobs (core/sizing/adaptive.py): the first rule's margin, how much cheaper another
 # rule must be to replace it, and the scores' half-life. The defaults are the middle values.
 KNOB_GRID = [
@@ -351,6 +408,7 @@ def main() -> int:
     if args.data.exists():
         report = traces_section(args.data, args.history)
         budget_section(report, args.history)
+        target_section(report, args.history)
         warm_up_section(report, args.history)
         warm_start_section(report, args.history)
         if args.history == "completed":

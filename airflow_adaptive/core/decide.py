@@ -147,7 +147,7 @@ def _predicted(
             predictor.use_prior(prior)  # a restored model was fitted without one
         predicted = predictor.predict(input_size_bytes, user.request_bytes)
         if predictor.guards_unfinished and unfinished and unfinished.outnumber(fitted.samples) and prior:
-            cold, cold_basis = _cold(fresh_predictor(settings), user, input_size_bytes, prior)
+            cold, cold_basis = _new_family_start(settings, user, input_size_bytes, prior)
             if cold is not None and cold > predicted:
                 predicted = cold
                 basis += f"; but {unfinished.explain(fitted.samples)}, {cold_basis}"
@@ -160,17 +160,26 @@ def _predicted(
 def _cold(
     predictor: Predictor, user: MemoryRequest, input_size_bytes: int | None, prior: RequestRatioPrior
 ) -> tuple[int | None, str]:
-    """What a family with no history of its own starts at (``predictor`` unfitted), and why."""
-    if user.request_bytes and prior.ratio is not None:
-        cold = predictor.fit([], prior).predict(input_size_bytes, user.request_bytes)
-        return cold, (
-            f"no history yet: the request {format_bytes(user.request_bytes)} x {prior.ratio:.2f}, "
-            f"what other task families used of theirs (P{prior.quantile * 100:g} + {prior.margin_fraction:.0%})"
-        )
-    start = None if user.request_bytes else predictor.fit([], prior).cold_without_request(None)
+    """What a family with no history of its own starts at (``predictor`` unfitted), and why. With
+    a request, the request (None: it stands unchanged): all the family's tasks that start before
+    one finishes share this one decision, so a guess below it would risk a batch of OOM kills."""
+    if user.request_bytes:
+        return None, ""
+    start = predictor.fit([], prior).cold_without_request(None)
     if start is not None:
         return predictor.predict(input_size_bytes, None), start.basis
     return None, ""
+
+
+def _new_family_start(
+    settings: SizingSettings, user: MemoryRequest, input_size_bytes: int | None, prior: RequestRatioPrior
+) -> tuple[int | None, str]:
+    """Where a family with no history would start: the request (capped), or ``_cold``'s guess."""
+    predictor = fresh_predictor(settings)
+    if user.request_bytes:
+        start = predictor.fit([], prior).predict(input_size_bytes, user.request_bytes)
+        return start, f"its request {format_bytes(start)}, as a new family starts"
+    return _cold(predictor, user, input_size_bytes, prior)
 
 
 def decide_with(
@@ -218,7 +227,7 @@ def decide_with(
             user.request_bytes,
             user.limit_bytes,
             "user",
-            f"{fitted.samples} usable observation(s), fewer than {settings.min_observations}: "
+            f"{_why_unsized(fitted.samples, settings.min_observations)}: "
             f"keeping the user's request {format_bytes(user.request_bytes)}",
             observations=fitted.samples,
             adaptive=False,
@@ -231,6 +240,12 @@ def decide_with(
     return Decision(
         predicted, max(limit, predicted), strategy, why, observations=fitted.samples, details=details
     )
+
+
+def _why_unsized(samples: int, min_observations: int) -> str:
+    if samples or min_observations > 1:
+        return f"{samples} usable observation(s), fewer than {min_observations}"
+    return "no history yet (the family's first tasks all start from this one decision)"
 
 
 def _retry_rule(

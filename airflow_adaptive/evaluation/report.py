@@ -170,21 +170,31 @@ def _knob_job(
     path: str, fmt: str, config: dict[str, Any], knobs: dict[str, Any], index: int
 ) -> dict[str, Any]:
     result = replay(_runs(path, fmt), DEFAULT_STRATEGY, ReplayConfig(**config), **knobs)
-    return {"trace": path, "index": index, "waste_gb_h": result.metrics()["waste_gb_h"]}
+    return {"trace": path, "index": index, **_curve_point(result.metrics())}
+
+
+def knob_metrics(
+    paths: Sequence[str], config: ReplayConfig, grid: Sequence[dict[str, Any]], *, fmt: str = "auto"
+) -> list[dict[str, dict[str, float]]]:
+    """The default strategy's waste (GB·h) and kills per 100 tasks on every trace under each set of
+    parameters of ``grid`` (one dict of trace -> both per set), replayed in parallel processes."""
+    # trace-major, so that a worker replays one trace under every set while it is cached
+    args = [(path, fmt, asdict(config), knobs, i) for path in paths for i, knobs in enumerate(grid)]
+    workers = min(len(args), os.cpu_count() or 1)
+    metrics: list[dict[str, dict[str, float]]] = [{} for _ in grid]
+    for out in _results(args, workers, _knob_job):
+        metrics[out["index"]][out["trace"]] = _curve_point(out)
+    return metrics
 
 
 def knob_wastes(
     paths: Sequence[str], config: ReplayConfig, grid: Sequence[dict[str, Any]], *, fmt: str = "auto"
 ) -> list[dict[str, float]]:
-    """The default strategy's waste (GB·h) on every trace under each set of parameters of ``grid``
-    (one dict of trace -> waste per set), replayed in parallel processes."""
-    # trace-major, so that a worker replays one trace under every set while it is cached
-    args = [(path, fmt, asdict(config), knobs, i) for path in paths for i, knobs in enumerate(grid)]
-    workers = min(len(args), os.cpu_count() or 1)
-    wastes: list[dict[str, float]] = [{} for _ in grid]
-    for out in _results(args, workers, _knob_job):
-        wastes[out["index"]][out["trace"]] = out["waste_gb_h"]
-    return wastes
+    """The default strategy's waste (GB·h) on every trace under each set of parameters of ``grid``."""
+    return [
+        {path: m["waste_gb_h"] for path, m in found.items()}
+        for found in knob_metrics(paths, config, grid, fmt=fmt)
+    ]
 
 
 def leave_one_out(ratios: Sequence[dict[str, float]], default: int) -> dict[str, Any]:

@@ -105,6 +105,7 @@ def _decision_json(decision: Any) -> dict[str, Any]:
         ),  # the default strategy's rule, its replayed kill rate and budget
         "rule_oom_rate": decision.details.get("rule_oom_rate"),
         "max_oom_rate": decision.details.get("max_oom_rate"),
+        "oom_target": decision.details.get("oom_target"),
         "small_sample_bound_bytes": decision.details.get("small_sample_bound_bytes"),
     }
 

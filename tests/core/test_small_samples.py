@@ -1,5 +1,6 @@
-"""The small-sample bound: until a family has ``1 / max_oom_rate`` peaks, ``adaptive`` allocates at
-least their one-sided log-normal prediction bound at ``1 - max_oom_rate``, at most the request."""
+"""The small-sample bound: until a family has ``1 / target`` peaks (the target: half the OOM budget
+``max_oom_rate``), ``adaptive`` allocates at least their one-sided log-normal prediction bound at
+``1 - target``, at most the request."""
 
 from __future__ import annotations
 
@@ -21,13 +22,14 @@ from tests.core.test_core import obs
 from tests.factories import attempt
 
 ONE_TWO_FOUR = [Sample(GIB), Sample(2 * GIB), Sample(4 * GIB)]
+TARGET_2 = 0.04  # a budget whose target is 2 %: the hand-computed cases below use t(0.98)
 
 
 def test_the_bound_of_three_peaks_computed_by_hand() -> None:
     # logs: ln(1 GiB) + (0, ln 2, ln 4); mean ln(2 GiB); squares about it 2 (ln 2)² = 0.961;
     # pooled with the prior (0.3² for 1 degree of freedom): s = sqrt((0.09 + 0.961) / 3) = 0.5919;
     # t(0.98, 3 df) = 3.482 (tables); 2 GiB x exp(3.482 x 0.5919 x sqrt(1 + 1/3)) = 21.60 GiB.
-    predictor = AdaptivePredictor().fit(ONE_TWO_FOUR)
+    predictor = AdaptivePredictor(max_oom_rate=TARGET_2).fit(ONE_TWO_FOUR)
     assert predictor.predict(None, 64 * GIB) == pytest.approx(21.60 * GIB, rel=1e-3)
     assert predictor.predict(None, 8 * GIB) == 8 * GIB  # never above the request
     assert "log-normal P98 prediction bound 21.6 GiB" in predictor.explain()
@@ -36,11 +38,12 @@ def test_the_bound_of_three_peaks_computed_by_hand() -> None:
 
 def test_the_bound_ends_once_the_peaks_can_show_the_budget() -> None:
     noisy = [Sample(int(GIB * f)) for f in np.random.default_rng(3).lognormal(0.0, 0.3, 60)]
-    at_49, at_50 = AdaptivePredictor().fit(noisy[:49]), AdaptivePredictor().fit(noisy[:50])
+    at_49, at_50 = (AdaptivePredictor(max_oom_rate=TARGET_2).fit(noisy[:n]) for n in (49, 50))
     assert at_49.details()["small_sample_bound_bytes"] and not at_50.details()["small_sample_bound_bytes"]
     assert at_49.predict(None, 64 * GIB) > at_49._predict(None)  # the bound lifts the rule
     assert at_50.predict(None, 64 * GIB) == int(at_50._predict(None))  # the rule alone
-    tens = AdaptivePredictor(max_oom_rate=0.1).fit(noisy[:10])  # 1 / 0.1 = 10 peaks suffice
+    tens = AdaptivePredictor(max_oom_rate=0.2).fit(noisy[:10])  # 1 / (0.2 / 2) = 10 peaks suffice
+    assert AdaptivePredictor().fit(noisy[:50]).details()["small_sample_bound_bytes"]  # the default: 100
     assert not tens.details()["small_sample_bound_bytes"]
 
 
@@ -73,10 +76,12 @@ def test_a_restored_model_bounds_as_the_fitted_one() -> None:
 
 def test_the_decision_explains_the_bound() -> None:
     decision = decide_memory(
-        [obs(GIB), obs(2 * GIB), obs(4 * GIB)], MemoryRequest(64 * GIB, 64 * GIB), SizingSettings()
+        [obs(GIB), obs(2 * GIB), obs(4 * GIB)],
+        MemoryRequest(64 * GIB, 64 * GIB),
+        SizingSettings(max_oom_rate=TARGET_2),
     )
     assert decision.memory_request_bytes == pytest.approx(21.60 * GIB, rel=1e-3)
-    assert "3 of the 50 peaks a 2.0% budget needs: at least their log-normal P98" in decision.explanation
+    assert "3 of the 50 peaks a 2.0% target needs: at least their log-normal P98" in decision.explanation
 
 
 def test_the_advisor_reads_other_families_for_a_family_that_asks_for_nothing(store: HistoryStore) -> None:
@@ -115,7 +120,7 @@ def test_a_family_sized_by_its_inputs_is_bounded_by_its_line_not_by_the_spread_o
     samples = [Sample(int(x * 0.5 + rng.normal(0, 0.01) * GIB), int(x), 100.0) for x in inputs]
     predictor = AdaptivePredictor().fit(samples)
     assert "line on input size" in predictor.rule_
-    assert "the line's one-sided P98 prediction interval" in predictor.explain()
+    assert "the line's one-sided P99 prediction interval" in predictor.explain()
     small = predictor.predict(2 * GIB, 256 * GIB)
     assert GIB <= small < 3 * GIB  # the log-normal bound of all 39 peaks would be above 40 GiB
     assert predictor.details()["small_sample_bound_bytes"] is None  # the line's own interval, not it

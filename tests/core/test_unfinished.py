@@ -43,7 +43,7 @@ def test_the_decision_takes_the_larger_of_the_model_and_a_new_familys_start() ->
     many = Unfinished(3, 60.0)
     floored = decide_memory(history, user, GUARD_ALONE, prior=prior(), unfinished=many)
     assert plain.memory_request_bytes == int(1.15 * GIB)
-    assert floored.memory_request_bytes == int(8 * GIB * 0.275)
+    assert floored.memory_request_bytes == 8 * GIB  # a new family's start: its request
     assert "but 3 unfinished attempts" in floored.explanation
     few = decide_memory(history, user, GUARD_ALONE, prior=prior(), unfinished=Unfinished(1, 60.0))
     assert few.memory_request_bytes == plain.memory_request_bytes

@@ -87,14 +87,15 @@ def test_replay_sizes_a_cold_family_by_its_donor_and_only_for_strategies_that_bo
 def test_imported_history_only_serves_cold_starts() -> None:
     trace = runs("mine:SORT", 2.0, 5)
     config = ReplayConfig(history="sequential", cap_bytes=64 * GIB)
-    result = replay(trace, "adaptive", config, imported=runs("other:SORT", 2.0, 50))
-    donor = make_predictor("adaptive", cap_bytes=64 * GIB).fit([Sample(2 * GIB, wall_seconds=60.0)] * 50)
+    # 100 imported tasks: past the small-sample bound of the default 1 % target
+    result = replay(trace, "adaptive", config, imported=runs("other:SORT", 2.0, 100))
+    donor = make_predictor("adaptive", cap_bytes=64 * GIB).fit([Sample(2 * GIB, wall_seconds=60.0)] * 100)
     assert result.first_allocations[0][1] == donor.predict() == 2 * GIB  # constant peaks: P50 + 0 %
     assert result.retries == 0 and result.instances == 5
 
 
 def test_a_cold_family_borrows_the_model_of_a_family_with_the_same_task_name(store: HistoryStore) -> None:
-    store.record([attempt(n, family="rnaseq.fastqc", peak=2 * GIB) for n in range(50)])
+    store.record([attempt(n, family="rnaseq.fastqc", peak=2 * GIB) for n in range(100)])
     store.record([attempt(n, family="rnaseq.multiqc", peak=6 * GIB, run=f"m{n}") for n in range(20)])
     user = MemoryRequest(8 * GIB, 8 * GIB)
     decision = Advisor(get_settings(), lambda: store).decide("chipseq.fastqc", user)

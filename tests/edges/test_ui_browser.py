@@ -221,8 +221,8 @@ def check_family(walk: Walk, store: Any) -> None:
     assert sorted(r.get_attribute("data-strategy") for r in strategies) == predictor_names()
     assert "adaptive" in browser.find_element(By.ID, "decision").text
     budget = browser.find_element(By.ID, "budget").text  # the rule, its replayed kill rate, the budget
-    assert "OOM-killed" in budget and "max_oom_rate 2 %" in budget
-    assert "Too few peaks to judge it yet (fewer than 50): at least 12.1 GiB" in budget  # 13 of them
+    assert "OOM-killed" in budget and "max_oom_rate 2 %, so rules aim at 1 %" in budget
+    assert "Too few peaks to judge it yet (fewer than 100): at least 12.7 GiB" in budget  # 13 of them
     assert "program bwa mem" in browser.find_element(By.ID, "tool").text  # what warm starts match by
     walk.shot("family")
 

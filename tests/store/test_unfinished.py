@@ -99,11 +99,11 @@ def scatter(store: HistoryStore, running: int) -> Advisor:
 
 def test_a_scatter_sized_by_its_first_finisher_starts_as_a_new_family(store: HistoryStore) -> None:
     decision = scatter(store, running=5).decide("f", USER)
-    assert decision.memory_request_bytes == pytest.approx(8 * GIB * 0.275, rel=0.02)  # 8 GiB x P99 ratio
+    assert decision.memory_request_bytes == 8 * GIB  # as a new family: its request
     assert (
         "but 5 unfinished attempts have run longer than the finished one took (1 min)" in decision.explanation
     )
-    assert "the request 8 GiB x 0.28" in decision.explanation
+    assert "its request 8 GiB, as a new family starts" in decision.explanation
     assert decision.details["unfinished_longer_than_mean"] == 5  # decide --json shows it
 
 

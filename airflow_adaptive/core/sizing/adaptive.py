@@ -13,15 +13,18 @@ age. The first rule (P95 + 15 %, the measured best single rule) stays unless
 another scores below ``switch_ratio`` of it after ``min_scored`` tasks; this
 keeps small families from chasing noise.
 
-An OOM-kill budget (``max_oom_rate``, kills per task) bounds the choice: each rule's kills are
-counted over the same decayed replay, and only rules whose rate stays within the budget may be
-chosen (the first rule too); when none does, the cheapest of the rules within one budget of the
-fewest kills is used, and the explanation says so. Until a family has ``1 / max_oom_rate``
-peaks, its allocation is at least their prediction bound at ``1 - max_oom_rate``, at most the
-user's request (``small_samples.py``): steady families tighten after a few tasks, noisy ones keep
-headroom, and a lower budget keeps it longer. A family with no history starts
-from the user's request scaled by what other families used of theirs
-(:class:`RequestRatioPrior`), and falls back to the full request if killed.
+An OOM-kill budget (``max_oom_rate``, kills per task) bounds the choice. It is a ceiling on the
+share of a run's tasks killed, so the rules aim below it, at ``target_fraction`` of it (half): a
+rate measured over a run's few hundred tasks scatters around the rate its rules aim at, and kills
+come in batches (tasks that start together share one allocation). Each rule's kills are counted
+over the same decayed replay, and only rules whose rate stays within that target may be chosen
+(the first rule too); when none does, the cheapest of the rules within one target of the fewest
+kills is used, and the explanation says so. Until a family has ``1 / target`` peaks, its
+allocation is at least their prediction bound at ``1 - target``, at most the user's request
+(``small_samples.py``): steady families tighten after a few tasks, noisy ones keep headroom, and
+a lower budget keeps it longer. A family with no history of its own (nor a similar family to
+borrow from, ``similar.py``) starts at the user's request: all its tasks that start before one
+finishes share that one decision, so a guess below it risks a batch of kills, not one.
 
 Scoring is incremental: refitting on the same history plus new tasks only
 scores the new tasks. From scratch, only the last ten half-lives of tasks
@@ -53,6 +56,7 @@ from .retry import double, vpa_bump
 from .small_samples import lognormal_bound
 
 MAX_OOM_RATE = 0.02  # the default OOM-kill budget, kills per task
+TARGET_FRACTION = 0.5  # of the budget: what rules aim at (benchmarks/sizing.py chooses it out of sample)
 MIN_PEAKS_ABOVE = 3  # peaks above a killed limit before the retry is chosen among candidates
 RETRY_QUANTILES = (0.5, 0.9, 1.0)  # of the peaks above a killed limit: retry candidates
 
@@ -77,6 +81,7 @@ class AdaptivePredictor(Predictor):
         switch_ratio: float = 0.8,
         min_scored: int = 10,
         max_oom_rate: float | None = MAX_OOM_RATE,
+        target_fraction: float = TARGET_FRACTION,
         prior_log_spread: float = 0.3,
         prior_weight: float = 1.0,
     ) -> None:
@@ -87,27 +92,23 @@ class AdaptivePredictor(Predictor):
         self.switch_ratio = switch_ratio
         self.min_scored = min_scored
         self.max_oom_rate = max_oom_rate
+        self.target_fraction = target_fraction  # of the budget, what the rules and the bound aim at
         self.prior_log_spread = prior_log_spread  # standard deviation of log peaks, before any are seen
         self.prior_weight = prior_weight  # in degrees of freedom: one task's worth of evidence
 
     # -- cold start ------------------------------------------------------------------------------
-    def _cold_ratio(self, user_request_bytes: int | None) -> float | None:
-        """The prior's scaling of the user's request, while cold and when both are known."""
-        prior = getattr(self, "_prior", None)  # None before the first fit
-        if self.warm or not user_request_bytes or prior is None:
-            return None
-        return prior.ratio
+    @property
+    def target(self) -> float | None:
+        """The OOM kills per task the rules and the small-sample bound aim at (None: no budget)."""
+        return None if self.max_oom_rate is None else self.max_oom_rate * self.target_fraction
 
     def predict(self, input_size_bytes: int | None = None, user_request_bytes: int | None = None) -> int:
-        """Warm: the chosen rule, at least the small-sample bound. Cold, with a ready prior: the
-        request scaled by what other families used of theirs, or without a request, a high quantile
-        of what other families' tasks used, at most ``default_bytes`` (then doubling)."""
+        """Warm: the chosen rule, at least the small-sample bound. Cold: the user's request, or
+        without one, with a ready prior, a high quantile of what other families' tasks used, at
+        most ``default_bytes`` (then doubling)."""
         if self.warm:
             floor = self._small_sample_floor(input_size_bytes, user_request_bytes)
             return int(max(self._predict(input_size_bytes), floor))
-        ratio = self._cold_ratio(user_request_bytes)
-        if user_request_bytes and ratio is not None:
-            return max(1, int(user_request_bytes * ratio))
         cold = self.cold_without_request(user_request_bytes)
         if cold is not None:
             return max(1, int(cold.allocation_bytes))
@@ -115,19 +116,19 @@ class AdaptivePredictor(Predictor):
 
     def cold_without_request(self, user_request_bytes: int | None) -> ColdStart | None:
         """For a cold family that asks for no memory: the quantile of other families' peaks that
-        the OOM budget allows (P98 at 2 %: their tasks outgrew it that rarely), + the prior's margin,
+        the OOM target allows (P99 at 1 %: their tasks outgrew it that rarely), + the prior's margin,
         never above ``default_bytes``, which stands in for the missing request (as the request
         ratio never raises a request): a store of larger workflows does not inflate a new one."""
         prior = getattr(self, "_prior", None)  # None before the first fit
         if self.warm or user_request_bytes or prior is None:
             return None
-        quantile = 1.0 - (MAX_OOM_RATE if self.max_oom_rate is None else self.max_oom_rate)
+        quantile = 1.0 - (MAX_OOM_RATE * self.target_fraction if self.target is None else self.target)
         found = prior.peak_bytes(quantile)
         if found is None:
             return None
         basis = (
             f"no history and no request: P{quantile * 100:g} of the peaks of other task families' "
-            f"tasks (the OOM budget) + {prior.margin_fraction:.0%}"
+            f"tasks (the OOM target) + {prior.margin_fraction:.0%}"
         )
         if found > self.default_bytes:
             return ColdStart(
@@ -138,11 +139,11 @@ class AdaptivePredictor(Predictor):
     # -- small samples ---------------------------------------------------------------------------
     def _bound_cap(self, user_request_bytes: int | None) -> float | None:
         """What the bound may not exceed: the request, or what other families' tasks used at the
-        budget's quantile (None: only the strategy's cap)."""
+        target's quantile (None: only the strategy's cap)."""
         if user_request_bytes:
             return float(user_request_bytes)
         prior = getattr(self, "_prior", None)
-        return prior.peak_bytes(1.0 - (self.max_oom_rate or 0.0)) if prior is not None else None
+        return prior.peak_bytes(1.0 - (self.target or 0.0)) if prior is not None else None
 
     def _line_bound(self, input_size_bytes: int | None) -> float | None:
         """When the chosen rule is a line on input size, its bound for this input (None: not one)."""
@@ -154,7 +155,7 @@ class AdaptivePredictor(Predictor):
             return None
         at, leverage = line_at(line, float(input_size_bytes))
         spread, n = line[4][:2]
-        return line_bound(at, spread, n, leverage, self.max_oom_rate or 0.0)
+        return line_bound(at, spread, n, leverage, self.target or 0.0)
 
     def _small_sample_floor(self, input_size_bytes: int | None, user_request_bytes: int | None) -> float:
         """The least a warm family with too few peaks gets (0: enough peaks)."""
@@ -258,7 +259,7 @@ class AdaptivePredictor(Predictor):
         self.pieces_ = self._pieces(r, x)
         self.best_, self.within_budget_ = self._choose(scores, self.oom_rates(), r.size - 1)
         # the log-normal bound over all peaks; a chosen size line is bounded by its own interval instead
-        self.bound_ = lognormal_bound(r, self.max_oom_rate, self.prior_log_spread, self.prior_weight)
+        self.bound_ = lognormal_bound(r, self.target, self.prior_log_spread, self.prior_weight)
         self.rule_ = names[self.best_]
         self.peaks_, self.inputs_, self.runtimes_ = r, x, t
 
@@ -267,10 +268,10 @@ class AdaptivePredictor(Predictor):
         return self.kills_ / self.weight_ if self.weight_ else np.zeros_like(self.kills_)
 
     def _choose(self, scores: np.ndarray, rates: np.ndarray, scored: int) -> tuple[int, bool]:
-        """The rule to use, and whether its kill rate keeps within the OOM budget. When no rule
-        does, the rules within one budget of the fewest kills compete (a difference in kill rates
-        smaller than the budget is noise on a family's few hundred tasks)."""
-        budget = self.max_oom_rate
+        """The rule to use, and whether its kill rate keeps within the OOM target. When no rule
+        does, the rules within one target of the fewest kills compete (a difference in kill rates
+        smaller than that is noise on a family's few hundred tasks)."""
+        budget = self.target
         if budget is None:
             allowed = np.ones(scores.size, bool)
         elif (rates <= budget).any():
@@ -350,6 +351,7 @@ class AdaptivePredictor(Predictor):
             "rule": self.rule_,
             "rule_oom_rate": round(float(self.oom_rates()[self.best_]), 4),
             "max_oom_rate": self.max_oom_rate,
+            "oom_target": self.target,
             "within_oom_budget": int(self.within_budget_),
             "small_sample_bound_bytes": self._bound_bytes(),
         }
@@ -360,16 +362,18 @@ class AdaptivePredictor(Predictor):
 
     def explain(self) -> str:
         rates = self.oom_rates()
-        rate, budget = float(rates[self.best_]), self.max_oom_rate
+        rate, budget = float(rates[self.best_]), self.target
         chosen = "the default rule" if self.best_ == 0 else f"cheapest of {self.scores_.size} rules replayed"
         chosen += f", {rate:.1%} OOM-killed"
         if budget is not None and self.within_budget_:
-            chosen += f" (budget {budget:.1%})"
+            chosen += (
+                f" (target {budget:.1%}, {self.target_fraction:.0%} of the budget {self.max_oom_rate:.1%})"
+            )
         elif budget is not None and rates.min() > budget:
             fewest = f"{rates.min():.1%}"
             chosen = f"no rule kept OOM kills within {budget:.1%}: the cheapest near the fewest ({fewest}), {rate:.1%} OOM-killed"
         elif budget is not None:
-            chosen += f", over the budget {budget:.1%}: fewer than {self.min_scored} tasks replayed"
+            chosen += f", over the target {budget:.1%}: fewer than {self.min_scored} tasks replayed"
         said = f"{self.rule_} ({chosen}, {self.n_samples_} peaks) = {format_bytes(self._predict(None))}"
         if self.bound_ and budget is not None:
             level = f"P{(1.0 - budget) * 100:g}"
@@ -381,7 +385,7 @@ class AdaptivePredictor(Predictor):
                 bound = f"their log-normal {level} prediction bound {format_bytes(self.bound_)}"
             needed = math.ceil(1.0 / max(budget, 1e-9))
             cap = f"at most the request (without one, other families' {level} peak)"
-            said += f"; {self.n_samples_} of the {needed} peaks a {budget:.1%} budget needs: at least {bound}, {cap}"
+            said += f"; {self.n_samples_} of the {needed} peaks a {budget:.1%} target needs: at least {bound}, {cap}"
         return said
 
 

@@ -163,8 +163,9 @@ async function family(name) {
     <h2>Next decision</h2><p id="decision"><b>${bytes(data.decision.memory_request_bytes)}</b> (${esc(data.decision.strategy)}):
       ${esc(data.decision.explanation)}</p>
     ${data.decision.rule ? `<p id="budget">Rule <b>${esc(data.decision.rule)}</b>: ${num(100 * data.decision.rule_oom_rate, 1)} % of this family's
-      replayed tasks OOM-killed; budget <code>max_oom_rate</code> ${num(100 * data.decision.max_oom_rate, 1)} %.${data.decision.small_sample_bound_bytes
-        ? ` Too few peaks to judge it yet (fewer than ${Math.ceil(1 / data.decision.max_oom_rate)}): at least
+      replayed tasks OOM-killed; budget <code>max_oom_rate</code> ${num(100 * data.decision.max_oom_rate, 1)} %, so rules aim at
+      ${num(100 * data.decision.oom_target, 1)} %.${data.decision.small_sample_bound_bytes
+        ? ` Too few peaks to judge it yet (fewer than ${Math.ceil(1 / data.decision.oom_target)}): at least
       ${bytes(data.decision.small_sample_bound_bytes)}, their log-normal prediction bound, at most the request.` : ""}</p>` : ""}
     <p id="placement">Task labels: ${esc(JSON.stringify(data.labels))}. ${esc(data.placement)}</p>
     <h2>What if: every strategy on this family's history</h2><div id="whatif" class="muted">Replaying…</div>
