@@ -24,7 +24,7 @@ from airflow_adaptive.core.normalise import fit_key
 from airflow_adaptive.core.placement import GroupView, PlacementEngine, PlacementResult, TaskDemandView
 from airflow_adaptive.core.priority import FamilyProgress, PriorityChoice, choose_priority
 from airflow_adaptive.core.rollup import Distributions
-from airflow_adaptive.core.sizing.base import HistogramRatioPrior
+from airflow_adaptive.core.sizing.base import HistogramPeakPrior
 from airflow_adaptive.core.sizing.similar import Identity, pick_donor
 from airflow_adaptive.core.unfinished import STALE_AFTER_S, Unfinished
 from airflow_adaptive.core.units import format_bytes
@@ -189,7 +189,7 @@ class Advisor:
                 or fitted.predictor.draws_on_prior(user.request_bytes)
             )
             everyone = self._all_distributions() if needs_prior else None
-            prior = HistogramRatioPrior(everyone.request_ratios, everyone.peaks) if everyone else None
+            prior = HistogramPeakPrior(everyone.peaks) if everyone else None
             decision = decide_with(
                 fitted,
                 user,

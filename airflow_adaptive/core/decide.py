@@ -9,7 +9,7 @@ from .model import MIB, Decision, MemoryRequest, Observation, PeakKind
 from .rollup import is_usable_sample
 from .sizing import Predictor, Sample, get_retry_policy, make_predictor
 from .sizing.adaptive import MAX_OOM_RATE
-from .sizing.base import RequestRatioPrior
+from .sizing.base import PeakPrior
 from .sizing.retry import STRATEGY_RETRY, RetryPolicy, vpa_bump
 from .sizing.similar import Donor, borrowed_allocation
 from .unfinished import Unfinished
@@ -96,7 +96,7 @@ def decide_memory(
     *,
     previous_attempt: Observation | None = None,
     input_size_bytes: int | None = None,
-    prior: RequestRatioPrior | None = None,
+    prior: PeakPrior | None = None,
     unfinished: Unfinished | None = None,
 ) -> Decision:
     """Decide request and limit for the next attempt of a task family, fitting on ``history``."""
@@ -122,7 +122,7 @@ def _predicted(
     user: MemoryRequest,
     settings: SizingSettings,
     input_size_bytes: int | None,
-    prior: RequestRatioPrior | None,
+    prior: PeakPrior | None,
     unfinished: Unfinished | None = None,
 ) -> tuple[int | None, str]:
     """The strategy's first allocation and its basis, or (None, "") when it has nothing to say."""
@@ -158,7 +158,7 @@ def _predicted(
 
 
 def _cold(
-    predictor: Predictor, user: MemoryRequest, input_size_bytes: int | None, prior: RequestRatioPrior
+    predictor: Predictor, user: MemoryRequest, input_size_bytes: int | None, prior: PeakPrior
 ) -> tuple[int | None, str]:
     """What a family with no history of its own starts at (``predictor`` unfitted), and why. With
     a request, the request (None: it stands unchanged): all the family's tasks that start before
@@ -172,7 +172,7 @@ def _cold(
 
 
 def _new_family_start(
-    settings: SizingSettings, user: MemoryRequest, input_size_bytes: int | None, prior: RequestRatioPrior
+    settings: SizingSettings, user: MemoryRequest, input_size_bytes: int | None, prior: PeakPrior
 ) -> tuple[int | None, str]:
     """Where a family with no history would start: the request (capped), or ``_cold``'s guess."""
     predictor = fresh_predictor(settings)
@@ -189,7 +189,7 @@ def decide_with(
     *,
     previous_attempt: Observation | None = None,
     input_size_bytes: int | None = None,
-    prior: RequestRatioPrior | None = None,
+    prior: PeakPrior | None = None,
     unfinished: Unfinished | None = None,
 ) -> Decision:
     """Decide request and limit for the next attempt from a fitted (or restored) predictor.

@@ -3,9 +3,9 @@
 A rollup is a sum of per-attempt contributions, so re-recording an attempt is
 ``rollup - contribution(old) + contribution(new)``: exact, whatever the order
 in which writers arrive. Means (the family's demand for Tarema labels) are
-sums over counts; the distributions of every family's mean demand and of the
-users' request ratios are :class:`LogHistogram` values updated by the same
-deltas, so labels and cold starts read one row.
+sums over counts; the distributions of every family's mean demand and of all
+completed peaks are :class:`LogHistogram` values updated by the same deltas, so
+labels and cold starts read one row.
 """
 
 from __future__ import annotations
@@ -222,30 +222,12 @@ def day_terms(obs: Observation, now: datetime | None = None) -> tuple[DayKey, Da
     return (obs.task_family, obs.key.dag_id, day), terms
 
 
-def request_ratio(obs: Observation) -> float | None:
-    """Peak / the user's request (else the pod's) of a completed, measured attempt: what the
-    cold-start prior learns from. It scales a new family's *user* request, so it learns from the
-    users' requests: a pod the adaptive policy sized asked for about its peak already."""
-    peak, request = obs.usage.peak_memory_bytes, obs.asked_bytes
-    if (
-        obs.exit_reason is ExitReason.COMPLETED
-        and obs.usage.peak_kind is PeakKind.MEASURED
-        and peak
-        and peak > 0
-        and request
-        and request > 0
-    ):
-        return peak / request
-    return None
-
-
 @dataclass
 class Distributions:
-    """Store-wide: the users' request ratios, every family's mean demand per task feature and every
-    family's successful attempts (least-finished-first ranks a family among the others), and the
-    peaks of all completed attempts (a cold family that asks for no memory starts from them)."""
+    """Store-wide: every family's mean demand per task feature and every family's successful
+    attempts (least-finished-first ranks a family among the others), and the peaks of all
+    completed attempts (a cold family that asks for no memory starts from them)."""
 
-    request_ratios: LogHistogram = field(default_factory=LogHistogram)
     demand: dict[str, LogHistogram] = field(
         default_factory=lambda: {feature: LogHistogram() for feature in TASK_FEATURES}
     )
@@ -266,25 +248,20 @@ class Distributions:
             if new is not None:
                 self.demand[feature].add(new, +1)
 
-    def add_ratios(self, other: Distributions, sign: int = 1) -> None:
-        """Add (``sign=-1``: remove) the request ratios and peaks ``other`` counted."""
-        self.request_ratios = self.request_ratios.combined(other.request_ratios, sign)
+    def add_peaks(self, other: Distributions, sign: int = 1) -> None:
+        """Add (``sign=-1``: remove) the peaks ``other`` counted."""
         self.peaks = self.peaks.combined(other.peaks, sign)
 
     def replace_attempt(self, old: Observation | None, new: Observation | None) -> None:
         for obs, sign in ((old, -1), (new, +1)):
             if obs is None:
                 continue
-            ratio = request_ratio(obs)
-            if ratio is not None:
-                self.request_ratios.add(ratio, sign)
             peak = completed_peak(obs)
             if peak:
                 self.peaks.add(peak, sign)
 
     def to_json(self) -> dict[str, object]:
         return {
-            "request_ratios": self.request_ratios.to_json(),
             "demand": {k: v.to_json() for k, v in self.demand.items()},
             "successes": self.successes.to_json(),
             "peaks": self.peaks.to_json(),
@@ -295,9 +272,8 @@ class Distributions:
         data = data if isinstance(data, dict) else {}
         demand = data.get("demand")
         demand = demand if isinstance(demand, dict) else {}
-        ratios, successes, peaks = data.get("request_ratios"), data.get("successes"), data.get("peaks")
+        successes, peaks = data.get("successes"), data.get("peaks")
         return cls(
-            LogHistogram(ratios if isinstance(ratios, dict) else None),
             {feature: LogHistogram(demand.get(feature)) for feature in TASK_FEATURES},
             LogHistogram(successes if isinstance(successes, dict) else None),
             LogHistogram(peaks if isinstance(peaks, dict) else None),

@@ -21,7 +21,7 @@ from airflow_adaptive.core.decide import warming_up
 from airflow_adaptive.core.learn import needs_refit
 from airflow_adaptive.core.sizing import Predictor, Sample, make_predictor
 from airflow_adaptive.core.sizing.adaptive import MAX_OOM_RATE
-from airflow_adaptive.core.sizing.base import MIB, RequestRatioPrior, runtimes
+from airflow_adaptive.core.sizing.base import MIB, PeakPrior, runtimes
 from airflow_adaptive.core.sizing.similar import (
     MIN_SIMILARITY,
     Identity,
@@ -130,9 +130,7 @@ def arrival_order(runs: Sequence[TaskRun]) -> list[int]:
 class FamilySizer:
     """One family's predictor and its samples; ``ready()`` refits only when the history grew enough."""
 
-    def __init__(
-        self, predictor: Predictor, refit_growth: float, prior: RequestRatioPrior | None = None
-    ) -> None:
+    def __init__(self, predictor: Predictor, refit_growth: float, prior: PeakPrior | None = None) -> None:
         self.predictor = predictor
         self.prior = prior
         self.samples: list[Sample] = []
@@ -149,9 +147,9 @@ class FamilySizer:
 
 
 class FamilyModels:
-    """Every family's predictor and samples, with what other families teach a cold one: the share
-    of their requests they used (the ratio prior) and, with ``warm_starts``, a similar family's
-    model (``similar.py``), for strategies that borrow."""
+    """Every family's predictor and samples, with what other families teach a cold one: the peaks
+    of their tasks (for a family that asks for no memory) and, with ``warm_starts``, a similar
+    family's model (``similar.py``), for strategies that borrow."""
 
     def __init__(
         self,
@@ -169,7 +167,7 @@ class FamilyModels:
         self.cap_bytes = cap_bytes  # what a task that asks for nothing may use while warming up
         self.warm_starts = warm_starts
         self.min_similarity = min_similarity
-        self.prior = RequestRatioPrior()
+        self.prior = PeakPrior()
         self.sizers: dict[str, FamilySizer] = {}
 
     def sizer(self, family: str) -> FamilySizer:
@@ -177,13 +175,13 @@ class FamilyModels:
             self.sizers[family] = FamilySizer(self.factory(), self.refit_growth, self.prior)
         return self.sizers[family]
 
-    def learn(self, known: Identity | str, sample: Sample, request_bytes: int | None) -> None:
+    def learn(self, known: Identity | str, sample: Sample) -> None:
         family = as_identity(known)
         sizer = self.sizer(family.family)
         sizer.samples.append(sample)
         if family.image or family.program:
             sizer.identity = family
-        self.prior.add(sample.peak_memory_bytes, request_bytes)
+        self.prior.add(sample.peak_memory_bytes)
 
     def first_allocation(
         self,
@@ -287,11 +285,7 @@ def replay(
     models = _family_models(strategy, config, cap, params)
 
     def learn(run: TaskRun) -> None:
-        models.learn(
-            identity(run),
-            Sample(run.peak_bytes, run.input_size_bytes, run.wall_seconds),
-            run.user_request_bytes,
-        )
+        models.learn(identity(run), Sample(run.peak_bytes, run.input_size_bytes, run.wall_seconds))
 
     for run in imported:
         learn(run)

@@ -181,9 +181,7 @@ class Simulation:
         self.success_counts.add(self.successes[family])
 
     def _learn(self, t: SimTask, runtime_s: float) -> None:
-        self.models.learn(
-            t.family, Sample(t.peak_memory_bytes, t.input_size_bytes, runtime_s), t.request_memory_bytes
-        )
+        self.models.learn(t.family, Sample(t.peak_memory_bytes, t.input_size_bytes, runtime_s))
         first = self.stats.add(t, runtime_s)
         if self.cpu:
             self.cpu.learn(t)

@@ -140,7 +140,7 @@ class HistoryStore(Protocol):
         ...
 
     def distributions(self) -> Distributions:
-        """Store-wide request ratios and families' mean demands (one row)."""
+        """Store-wide peaks and families' mean demands and successes (one row)."""
         ...
 
     def families(self, *, limit: int = 100, offset: int = 0) -> list[FamilyRollup]:

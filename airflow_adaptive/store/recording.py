@@ -41,7 +41,7 @@ class _Recording:
         self.locked: dict[str, FamilyState] = {}  # as stored before this transaction
         self.rollups: dict[str, FamilyRollup] = {}  # as they stand now
         self.days: dict[DayKey, DayTotals] = {}
-        self.added, self.removed = Distributions(), Distributions()  # request ratios of attempts
+        self.added, self.removed = Distributions(), Distributions()  # peaks of attempts
         self.new = self.replaced = self.repeated = 0
 
     def add(self, observations: Sequence[Observation]) -> None:
@@ -84,8 +84,8 @@ class _Recording:
         states = [replace(self.locked[name], rollup=self.rollups[name]) for name in names]
         self.tx.save_families(states, refitted=False)
         distributions = self.tx.lock_distributions()  # the store-wide row, locked last and briefly
-        distributions.add_ratios(self.added)
-        distributions.add_ratios(self.removed, -1)
+        distributions.add_peaks(self.added)
+        distributions.add_peaks(self.removed, -1)
         for name in names:
             distributions.move_family(self.locked[name].rollup, self.rollups[name])
         self.tx.save_distributions(distributions)

@@ -130,7 +130,7 @@ family = Table(
     Column("program", String(250)),
 )
 
-# One row (id 1): store-wide distributions (users' request ratios, families' mean demands).
+# One row (id 1): store-wide distributions (completed peaks, families' mean demands and successes).
 aggregate = Table(
     "adaptive_aggregate",
     metadata,

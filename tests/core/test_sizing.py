@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from airflow_adaptive.core.sizing import ANCHORS, base, make_predictor, predictor_names
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
-from airflow_adaptive.core.sizing.base import GIB, MIB, RequestRatioPrior, Sample, prefix_quantiles
+from airflow_adaptive.core.sizing.base import GIB, MIB, PeakPrior, Sample, prefix_quantiles
 from airflow_adaptive.evaluation.replay import ReplayConfig, TaskRun, default_cap_bytes, replay
 from airflow_adaptive.exceptions import InvalidSettingError
 
@@ -71,10 +71,10 @@ def _state(predictor: base.Predictor) -> bytes:
     )
 
 
-def _ready_prior() -> RequestRatioPrior:
-    prior = RequestRatioPrior(min_ratios=3)
+def _ready_prior() -> PeakPrior:
+    prior = PeakPrior(min_peaks=3)
     for peak_mib in (300, 400, 500):
-        prior.add(peak_mib * MIB, GIB)
+        prior.add(peak_mib * MIB)
     return prior
 
 
@@ -178,9 +178,9 @@ def test_replay_applies_the_oom_budget() -> None:
 def test_adaptive_cold_start_keeps_the_request_whatever_other_families_used() -> None:
     """A new family's first tasks all start from one decision: it is the request, not the request
     scaled by what other families used (a batch of kills when that guess is low)."""
-    prior = RequestRatioPrior(quantile=1.0, margin_fraction=0.0, min_ratios=3)
+    prior = PeakPrior(margin_fraction=0.0, min_peaks=3)
     for peak in (100, 200, 250):
-        prior.add(peak * MIB, 1000 * MIB)
+        prior.add(peak * MIB)
     predictor = AdaptivePredictor().fit([], prior)
     assert predictor.predict(None, 8 * GIB) == 8 * GIB
     assert predictor.retry(8 * GIB, None, 8 * GIB) == 16 * GIB  # killed at the request: doubling
@@ -190,11 +190,11 @@ def test_adaptive_cold_start_keeps_the_request_whatever_other_families_used() ->
 def test_adaptive_cold_start_without_a_request_uses_other_families_peaks() -> None:
     """The quantile the OOM target allows (P99 at the default 2 % budget, whose target is half of
     it; P95 at a 10 % budget) + the margin, at most 1 GiB."""
-    prior = RequestRatioPrior(margin_fraction=0.1, min_ratios=3)
+    prior = PeakPrior(margin_fraction=0.1, min_peaks=3)
     assert AdaptivePredictor().fit([], prior).predict() == AdaptivePredictor().default_bytes  # none yet
     for peak in range(1, 11):
-        prior.add(peak * 50 * MIB, None)  # no requests: only the peaks teach
-    assert prior.ratio is None and prior.peak_bytes(0.9) == pytest.approx(455 * MIB * 1.1)
+        prior.add(peak * 50 * MIB)
+    assert prior.peak_bytes(0.9) == pytest.approx(455 * MIB * 1.1)
     predictor = AdaptivePredictor().fit([], prior)
     first = predictor.predict()
     assert first == int(495.5 * MIB * 1.1)  # P99 of 50..500 MiB: 450 + 0.91 x 50
@@ -202,7 +202,7 @@ def test_adaptive_cold_start_without_a_request_uses_other_families_peaks() -> No
     assert predictor.retry(first) == 2 * first  # killed: doubling, as without a prior
     assert make_predictor("pc95").fit([], prior).predict() == make_predictor("pc95").default_bytes
     for _ in range(100):
-        prior.add(8 * GIB, None)  # larger workflows in the store: never above the 1 GiB default
+        prior.add(8 * GIB)  # larger workflows in the store: never above the 1 GiB default
     assert AdaptivePredictor().fit([], prior).predict() == AdaptivePredictor().default_bytes
 
 

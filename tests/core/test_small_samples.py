@@ -14,7 +14,7 @@ from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.decide import SizingSettings, decide_memory
 from airflow_adaptive.core.model import GIB, MemoryRequest
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
-from airflow_adaptive.core.sizing.base import RequestRatioPrior, Sample
+from airflow_adaptive.core.sizing.base import PeakPrior, Sample
 from airflow_adaptive.core.sizing.state import fitted_state, restore_state
 from airflow_adaptive.evaluation.replay import ReplayConfig, TaskRun, replay
 from airflow_adaptive.store.api import HistoryStore
@@ -60,9 +60,9 @@ def test_a_lower_budget_keeps_more_headroom_and_steady_peaks_need_less() -> None
 
 
 def test_without_a_request_the_bound_stops_at_what_other_families_used() -> None:
-    prior = RequestRatioPrior()
+    prior = PeakPrior()
     for _ in range(30):
-        prior.add(8 * GIB, None)
+        prior.add(8 * GIB)
     predictor = AdaptivePredictor().fit(ONE_TWO_FOUR, prior)
     assert predictor.predict(None, None) == int(8 * GIB * 1.1)  # P98 of their peaks + the prior's 10 %
     assert AdaptivePredictor().fit(ONE_TWO_FOUR).predict(None, None) > 16 * GIB  # nothing to stop it

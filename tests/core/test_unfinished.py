@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from airflow_adaptive.core.decide import SizingSettings, decide_memory
 from airflow_adaptive.core.model import GIB, MemoryRequest
-from airflow_adaptive.core.sizing.base import RequestRatioPrior
+from airflow_adaptive.core.sizing.base import PeakPrior
 from airflow_adaptive.core.unfinished import STALE_AFTER_S, Running, Unfinished
 from airflow_adaptive.evaluation.replay import ReplayConfig, TaskRun, replay
 from tests.factories import attempt
@@ -30,11 +30,11 @@ def test_only_attempts_past_the_mean_and_not_lost_count() -> None:
 GUARD_ALONE = SizingSettings(max_oom_rate=1.0)
 
 
-def prior() -> RequestRatioPrior:
-    ratios = RequestRatioPrior()
+def prior() -> PeakPrior:
+    peaks = PeakPrior()
     for _ in range(30):
-        ratios.add(GIB, 4 * GIB)  # other families used a quarter of their requests
-    return ratios
+        peaks.add(GIB)  # other families' tasks used 1 GiB
+    return peaks
 
 
 def test_the_decision_takes_the_larger_of_the_model_and_a_new_familys_start() -> None:

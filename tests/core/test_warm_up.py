@@ -12,7 +12,7 @@ from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.decide import Fitted, SizingSettings, decide_memory, decide_with, fresh_predictor
 from airflow_adaptive.core.model import GIB, MIB, MemoryRequest
-from airflow_adaptive.core.sizing.base import RequestRatioPrior, Sample
+from airflow_adaptive.core.sizing.base import PeakPrior, Sample
 from airflow_adaptive.core.sizing.similar import Donor
 from airflow_adaptive.evaluation.replay import ReplayConfig, TaskRun, replay
 from airflow_adaptive.exceptions import InvalidSettingError
@@ -23,10 +23,10 @@ from tests.factories import attempt
 USER = MemoryRequest(8 * GIB, 8 * GIB)
 
 
-def ready_prior() -> RequestRatioPrior:
-    prior = RequestRatioPrior()
+def ready_prior() -> PeakPrior:
+    prior = PeakPrior()
     for _ in range(30):
-        prior.add(1 * GIB, 8 * GIB)  # other families used an eighth of their requests
+        prior.add(1 * GIB)  # other families' tasks used 1 GiB
     return prior
 
 

@@ -21,7 +21,6 @@ from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.model import GIB, MIB, ExitReason, MemoryRequest, Observation
-from airflow_adaptive.core.sketch import LogHistogram
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.plugin.views import families_page
 from airflow_adaptive.store.api import HistoryStore, TotalsQuery
@@ -161,22 +160,6 @@ def test_a_cold_family_starts_at_its_request_whatever_other_families_used(store:
     assert (decision.memory_request_bytes, decision.adaptive) == (8 * GIB, False)
 
 
-def test_the_ratios_are_of_the_users_requests_not_of_the_sized_pods(store: HistoryStore) -> None:
-    """Pods the policy sized asked for about their peak; the store's request ratios are what tasks
-    used of their users' requests (1 of 8 GiB here, not 1 of 1.2 GiB)."""
-    sized = [
-        replace(
-            attempt(n, family=f"g{n}", peak=GIB),
-            memory_request_bytes=GIB * 6 // 5,
-            user_request_bytes=8 * GIB,
-        )
-        for n in range(30)
-    ]
-    store.record(sized)
-    ratios = store.distributions().request_ratios
-    assert ratios.total == 30 and ratios.quantile(1.0) == pytest.approx(0.125, rel=0.05)
-
-
 def test_a_cold_family_without_a_request_starts_from_other_families_peaks(store: HistoryStore) -> None:
     """Not the 1 GiB default: P99 of what other families' tasks used (the 1 % target of the 2 %
     OOM budget) + 10 %, then doubling if killed."""
@@ -252,24 +235,6 @@ def test_migration_builds_rollups_from_existing_attempts(tmp_path: Path) -> None
         command.downgrade(config, "f5c2a8e7d914")
         command.upgrade(config, "head")
         assert SqlHistoryStore(migrated).distributions().peaks.total == 12
-        # 0010: the request ratios again, of the users' requests (they were of the pods')
-        asked = [
-            replace(
-                attempt(n, peak=GIB, run=f"asked{n}"), memory_request_bytes=GIB, user_request_bytes=4 * GIB
-            )
-            for n in range(20)
-        ]
-        SqlHistoryStore(migrated).record(asked)
-        of_pods = LogHistogram()
-        for _ in asked:
-            of_pods.add(1.0)
-        stale = {**SqlHistoryStore(migrated).distributions().to_json(), "request_ratios": of_pods.to_json()}
-        with migrated.begin() as conn:
-            conn.execute(update(aggregate).values(distributions=stale))
-        command.downgrade(config, "c5e7a9b1d204")
-        command.upgrade(config, "head")
-        ratios = SqlHistoryStore(migrated).distributions().request_ratios
-        assert ratios.total == 20 and ratios.quantile(1.0) == pytest.approx(0.25, rel=0.02)
     finally:
         command.downgrade(config, "base")
         command.upgrade(config, "head")

@@ -61,7 +61,7 @@ class Predictor(ABC):
             setattr(self, key, value)
         return self
 
-    def fit(self: P, samples: Sequence[Sample], prior: RequestRatioPrior | None = None) -> P:
+    def fit(self: P, samples: Sequence[Sample], prior: PeakPrior | None = None) -> P:
         """Learn from ``samples``; ``prior``: what other families used, for strategies that use it
         while cold (kept by reference: a replay's prior grows as tasks finish)."""
         self.n_samples_ = len(samples)
@@ -88,7 +88,7 @@ class Predictor(ABC):
         """Whether a warm prediction for this request reads what other families used."""
         return False
 
-    def use_prior(self: P, prior: RequestRatioPrior) -> P:
+    def use_prior(self: P, prior: PeakPrior) -> P:
         """Read ``prior`` from now on (a restored predictor was fitted without one)."""
         self._prior = prior
         return self
@@ -180,73 +180,46 @@ class ColdStart(NamedTuple):
     basis: str
 
 
-class RequestRatioPrior:
-    """What tasks of *other* families used: of their memory request (peak / request), and in bytes.
-
-    Users over-request consistently; a family with no history of its own can start from its
-    request scaled by a high quantile of that ratio, and fall back to the full request if killed.
-    A family with neither history nor a request can start at a high quantile of the peaks of other
-    families' tasks (:meth:`peak_bytes`; ``adaptive`` takes the one its OOM budget allows), and
-    double if killed, where it would otherwise start at a fixed ``default_bytes``.
+class PeakPrior:
+    """What tasks of *other* families used, in bytes: a family with neither history nor a request
+    can start at a high quantile of their peaks (:meth:`peak_bytes`; ``adaptive`` takes the one its
+    OOM target allows), and double if killed, where it would otherwise start at a fixed
+    ``default_bytes``.
     """
 
-    def __init__(self, quantile: float = 0.99, margin_fraction: float = 0.10, min_ratios: int = 20) -> None:
-        self.quantile = quantile
+    def __init__(self, margin_fraction: float = 0.10, min_peaks: int = 20) -> None:
         self.margin_fraction = margin_fraction
-        self.min_ratios = min_ratios
-        self._ratios: list[float] = []
+        self.min_peaks = min_peaks
         self._peaks: list[float] = []
-        self._value: float | None = None
         self._peak_array: np.ndarray | None = None
 
-    def add(self, peak_bytes: int, request_bytes: int | None) -> None:
+    def add(self, peak_bytes: int) -> None:
         if peak_bytes > 0:
             self._peaks.append(float(peak_bytes))
             self._peak_array = None
-        if request_bytes and request_bytes > 0 and peak_bytes > 0:
-            self._ratios.append(peak_bytes / request_bytes)
-            self._value = None
 
     def _scaled(self, q: float | None) -> float | None:
         return None if q is None else q * (1.0 + self.margin_fraction)
 
-    @property
-    def ratio(self) -> float | None:
-        """The scaling factor, or None until enough ratios were seen; never above 1."""
-        if len(self._ratios) < self.min_ratios:
-            return None
-        if self._value is None:
-            q = float(np.quantile(np.asarray(self._ratios), self.quantile))
-            self._value = min(1.0, q * (1.0 + self.margin_fraction))
-        return self._value
-
     def peak_bytes(self, quantile: float) -> float | None:
         """The ``quantile`` of the peaks of other families' tasks + the margin; None until
-        ``min_ratios`` peaks were seen."""
-        if len(self._peaks) < self.min_ratios:
+        ``min_peaks`` peaks were seen."""
+        if len(self._peaks) < self.min_peaks:
             return None
         if self._peak_array is None:
             self._peak_array = np.asarray(self._peaks)
         return self._scaled(float(np.quantile(self._peak_array, quantile)))
 
 
-class HistogramRatioPrior(RequestRatioPrior):
-    """The same prior, read from the store's maintained histograms of every recorded ratio and peak."""
+class HistogramPeakPrior(PeakPrior):
+    """The same prior, read from the store's maintained histogram of every recorded peak."""
 
-    def __init__(self, histogram: LogHistogram, peaks: LogHistogram | None = None, **params: Any) -> None:
+    def __init__(self, peaks: LogHistogram, **params: Any) -> None:
         super().__init__(**params)
-        self.histogram = histogram
-        self.peaks = peaks or LogHistogram()
-
-    @property
-    def ratio(self) -> float | None:
-        if self.histogram.total < self.min_ratios:
-            return None
-        scaled = self._scaled(self.histogram.quantile(self.quantile))
-        return None if scaled is None else min(1.0, scaled)
+        self.peaks = peaks
 
     def peak_bytes(self, quantile: float) -> float | None:
-        if self.peaks.total < self.min_ratios:
+        if self.peaks.total < self.min_peaks:
             return None
         return self._scaled(self.peaks.quantile(quantile))
 
@@ -273,7 +246,7 @@ class Wrapper(Predictor):
     def guards_unfinished(self) -> bool:  # type: ignore[override]
         return self.inner.guards_unfinished
 
-    def fit(self: W, samples: Sequence[Sample], prior: RequestRatioPrior | None = None) -> W:
+    def fit(self: W, samples: Sequence[Sample], prior: PeakPrior | None = None) -> W:
         self.inner.fit(samples, prior)
         self.n_samples_ = len(samples)
         return self
@@ -294,7 +267,7 @@ class Wrapper(Predictor):
     def draws_on_prior(self, user_request_bytes: int | None) -> bool:
         return self.inner.draws_on_prior(user_request_bytes)
 
-    def use_prior(self: W, prior: RequestRatioPrior) -> W:
+    def use_prior(self: W, prior: PeakPrior) -> W:
         self.inner.use_prior(prior)
         return self
 
