@@ -180,6 +180,7 @@ class Advisor:
                 and fitted.predictor.borrows_when_cold
                 and self.settings.sizing.warm_starts
                 and not warming_up(self.settings.sizing.min_observations, 0)  # it keeps the request
+                and not self._running(task_family)  # beside a running try, a borrowed guess waits
             ):
                 fitted = self._borrowed(Identity(task_family, image, program)) or fitted
             unfinished = self._unfinished(task_family, state, fitted)
@@ -225,6 +226,12 @@ class Advisor:
             started_before=now - timedelta(seconds=mean_s),
         )
         return Unfinished(count, mean_s)
+
+    def _running(self, task_family: str) -> bool:
+        """Whether an attempt of the family is running (noted as started, not yet recorded)."""
+        now = datetime.now(timezone.utc)
+        since = now - timedelta(seconds=STALE_AFTER_S)
+        return self._store().count_unfinished(task_family, started_after=since, started_before=now) > 0
 
     def started(self, task_family: str, key: TaskKey) -> None:
         """Note that this attempt's pod is being created (until it is recorded); never raises."""

@@ -198,7 +198,8 @@ class FamilyModels:
         predictor = own.ready()
         if warming_up(self.min_observations, len(own.samples)):
             return request_bytes or self.cap_bytes or predictor.predict(), predictor  # the user's request
-        if not predictor.warm and predictor.borrows_when_cold and self.warm_starts:
+        alone = running is None or not len(running)  # beside a running try, a borrowed guess waits
+        if not predictor.warm and predictor.borrows_when_cold and self.warm_starts and alone:
             counts = ((sizer.identity or name, len(sizer.samples)) for name, sizer in self.sizers.items())
             donor = pick_donor(family, counts, min_similarity=self.min_similarity)
             if donor is not None:

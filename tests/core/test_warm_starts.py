@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime, timezone
 
 import pytest
 
@@ -109,6 +110,37 @@ def test_a_cold_family_borrows_the_model_of_a_family_with_the_same_task_name(sto
     off = replace(settings, sizing=replace(settings.sizing, warm_starts=False))
     cold = Advisor(off, lambda: store).decide("chipseq.fastqc", user)
     assert "borrowed_from" not in cold.details and "similar family" not in cold.explanation
+
+
+def test_a_borrowed_model_sizes_only_a_try_that_starts_alone(store: HistoryStore) -> None:
+    """Tries that start beside a running one keep the request: a donor that ran on other data
+    costs one kill, not a batch."""
+    store.record([attempt(n, family="rnaseq.fastqc", peak=2 * GIB) for n in range(100)])
+    user = MemoryRequest(8 * GIB, 8 * GIB)
+    alone = Advisor(get_settings(), lambda: store).decide("chipseq.fastqc", user)
+    assert alone.details["borrowed_from"] == "rnaseq.fastqc" and alone.memory_request_bytes == 2 * GIB
+    store.mark_unfinished(
+        attempt(0, family="chipseq.fastqc").key, "chipseq.fastqc", datetime.now(timezone.utc)
+    )
+    beside = Advisor(get_settings(), lambda: store).decide("chipseq.fastqc", user)
+    assert beside.memory_request_bytes == 8 * GIB and "borrowed_from" not in beside.details
+    assert "no history yet" in beside.explanation
+
+
+def test_in_replay_a_cold_fan_out_borrows_for_its_first_task_only() -> None:
+    donor = [TaskRun("a:SORT", 2 * GIB, 60.0, start_s=60.0 * i, finish_s=60.0 * (i + 1)) for i in range(100)]
+    fan_out = [
+        TaskRun(
+            "b:SORT", 2 * GIB, 60.0, user_request_bytes=8 * GIB, start_s=10_000.0 + i, finish_s=10_060.0 + i
+        )
+        for i in range(3)
+    ]
+    config = ReplayConfig(cap_bytes=64 * GIB)
+    firsts = replay([*donor, *fan_out], "adaptive", config).first_allocations[-3:]
+    allocs = [alloc for _, alloc, _ in firsts]
+    assert allocs[0] < 3 * GIB and allocs[1:] == [8 * GIB, 8 * GIB]  # the donor's model, then the request
+    off = replay([*donor, *fan_out], "adaptive", replace(config, warm_starts=False)).first_allocations[-3:]
+    assert [alloc for _, alloc, _ in off] == [8 * GIB] * 3
 
 
 def test_a_killed_borrowed_try_retries_as_the_cold_family_would(store: HistoryStore) -> None:

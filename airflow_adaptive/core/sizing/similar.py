@@ -18,7 +18,9 @@ A cold family's donor is the most similar other family, at least ``min_similarit
 default: replayed on the shared traces, qualified names and images alone brought more OOM kills
 than they saved waste), with at least ``min_samples`` samples (more samples, then the name, break
 ties). Its model sizes the cold family's first tries, never above the user's request (a borrowed
-model is a guess too), until the family has history of its own.
+model is a guess too), until the family has history of its own; but only a try that starts while
+none of the family's attempts is running: the tasks that start beside it keep the request, so a
+donor that ran on other data costs one OOM kill, not a batch of them.
 """
 
 from __future__ import annotations
