@@ -160,8 +160,10 @@ class FamilyModels:
         min_similarity: float = MIN_SIMILARITY,
         min_observations: int = 1,
         cap_bytes: int | None = None,
+        guard_unfinished: bool = True,
     ) -> None:
         self.factory = factory
+        self.guard_unfinished = guard_unfinished  # a family's unfinished tasks may floor its first tries
         self.refit_growth = refit_growth
         self.min_observations = min_observations
         self.cap_bytes = cap_bytes  # what a task that asks for nothing may use while warming up
@@ -207,7 +209,8 @@ class FamilyModels:
                 return borrowed_allocation(borrowed, input_size_bytes, request_bytes), predictor
         allocation = predictor.predict(input_size_bytes, request_bytes)
         finished = getattr(predictor, "n_samples_", 0)
-        if predictor.warm and predictor.guards_unfinished and running is not None and len(running) > finished:
+        guarded = self.guard_unfinished and predictor.guards_unfinished
+        if guarded and predictor.warm and running is not None and len(running) > finished:
             mean_s = float(np.mean(runtimes(own.samples[:finished])))
             if running.longer_than(mean_s, now_s).outnumber(finished):
                 cold = self.factory().fit([], self.prior).predict(input_size_bytes, request_bytes)
@@ -264,6 +267,7 @@ def _family_models(strategy: str, config: ReplayConfig, cap: int, params: dict[s
         min_similarity=config.min_similarity,
         min_observations=config.min_observations,
         cap_bytes=cap,
+        guard_unfinished=config.guard_unfinished,
     )
 
 
@@ -303,7 +307,7 @@ def replay(
             identity(run),
             run.input_size_bytes,
             run.user_request_bytes,
-            unfinished.get(run.family) if config.guard_unfinished else None,
+            unfinished.get(run.family),
             now_s,
         )
         result.first_allocations.append((run.family, alloc, run.peak_bytes))

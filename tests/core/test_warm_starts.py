@@ -139,6 +139,8 @@ def test_in_replay_a_cold_fan_out_borrows_for_its_first_task_only() -> None:
     firsts = replay([*donor, *fan_out], "adaptive", config).first_allocations[-3:]
     allocs = [alloc for _, alloc, _ in firsts]
     assert allocs[0] < 3 * GIB and allocs[1:] == [8 * GIB, 8 * GIB]  # the donor's model, then the request
+    unguarded = replay([*donor, *fan_out], "adaptive", replace(config, guard_unfinished=False))
+    assert unguarded.first_allocations[-3:] == firsts  # not a part of the unfinished-task guard
     off = replay([*donor, *fan_out], "adaptive", replace(config, warm_starts=False)).first_allocations[-3:]
     assert [alloc for _, alloc, _ in off] == [8 * GIB] * 3
 
