@@ -1,6 +1,6 @@
 """A mergeable, subtractable log-bucket histogram: quantiles of a distribution kept in O(buckets).
 
-The store keeps distributions (users' request ratios, every family's mean demand) up to date as
+The store keeps distributions (completed peaks, every family's mean demand) up to date as
 attempts are recorded, so a decision reads one row instead of scanning attempts. Values are
 counted in buckets whose edges grow by ``RELATIVE_WIDTH`` (DDSketch's idea), so any quantile is
 known within that relative error; unlike a sample, a value can be removed again when a family's

@@ -96,12 +96,12 @@ class AdaptivePredictor(Predictor):
         self.prior_log_spread = prior_log_spread  # standard deviation of log peaks, before any are seen
         self.prior_weight = prior_weight  # in degrees of freedom: one task's worth of evidence
 
-    # -- cold start ------------------------------------------------------------------------------
     @property
     def target(self) -> float | None:
         """The OOM kills per task the rules and the small-sample bound aim at (None: no budget)."""
         return None if self.max_oom_rate is None else self.max_oom_rate * self.target_fraction
 
+    # -- cold start ------------------------------------------------------------------------------
     def predict(self, input_size_bytes: int | None = None, user_request_bytes: int | None = None) -> int:
         """Warm: the chosen rule, at least the small-sample bound. Cold: the user's request, or
         without one, with a ready prior, a high quantile of what other families' tasks used, at
@@ -117,8 +117,8 @@ class AdaptivePredictor(Predictor):
     def cold_without_request(self, user_request_bytes: int | None) -> ColdStart | None:
         """For a cold family that asks for no memory: the quantile of other families' peaks that
         the OOM target allows (P99 at 1 %: their tasks outgrew it that rarely), + the prior's margin,
-        never above ``default_bytes``, which stands in for the missing request (as the request
-        ratio never raises a request): a store of larger workflows does not inflate a new one."""
+        never above ``default_bytes``, which stands in for the missing request (as a request is
+        never raised before a kill): a store of larger workflows does not inflate a new one."""
         prior = getattr(self, "_prior", None)  # None before the first fit
         if self.warm or user_request_bytes or prior is None:
             return None
@@ -173,7 +173,7 @@ class AdaptivePredictor(Predictor):
         self, failed_bytes: int, input_size_bytes: int | None = None, user_request_bytes: int | None = None
     ) -> int:
         if not self.warm and user_request_bytes and failed_bytes < user_request_bytes:
-            # A cold start below the request (scaled by other families, or a similar family's model)
+            # A cold start below the request (a similar family's model)
             # was too small: the user's own request next, not a chain of doublings.
             return int(user_request_bytes)
         return super().retry(failed_bytes, input_size_bytes, user_request_bytes)
