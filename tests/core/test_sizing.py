@@ -159,7 +159,7 @@ def test_with_no_rule_within_the_budget_the_cheapest_near_the_fewest_kills_is_us
     predictor = AdaptivePredictor(max_oom_rate=0.0).fit(noisy_family())
     rates = predictor.oom_rates()
     assert rates.min() > 0  # every rule was killed at least once: none meets a zero budget
-    assert not predictor.within_budget_
+    assert not predictor.within_target_
     assert rates[predictor.best_] <= rates.min() + 1e-12  # within zero of the fewest: the fewest
     assert "no rule kept OOM kills within 0.0%" in predictor.explain()
 

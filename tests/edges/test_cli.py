@@ -37,9 +37,10 @@ def test_chipseq_bwa_mem_decision(capsys: pytest.CaptureFixture[str]) -> None:
     assert decision["strategy"] == "adaptive" and decision["observations"] == len(bwa) == 87
     assert "of peaks" in decision["explanation"] and "87 peaks" in decision["explanation"]
     assert "GiB" in decision["explanation"]
-    details = decision["details"]  # the OOM budget, the rule it allowed and that rule's replayed kill rate
-    assert details["max_oom_rate"] == 0.02 and details["rule"] in decision["explanation"]
-    assert details["within_oom_budget"] == (details["rule_oom_rate"] <= 0.02)
+    details = decision["details"]  # the OOM budget, its target, the rule allowed and its replayed kill rate
+    assert details["max_oom_rate"] == 0.02 and details["oom_target"] == 0.01
+    assert details["rule"] in decision["explanation"]
+    assert details["within_oom_target"] == (details["rule_oom_rate"] <= 0.01)
     assert f"{details['rule_oom_rate']:.1%} OOM-killed" in decision["explanation"]
     after_oom = run_json(capsys, "decide", "--task-family", BWA, "--previous-oom", "--try-number", "2")
     assert after_oom["memory_request_bytes"] > decision["memory_request_bytes"]

@@ -257,7 +257,7 @@ class AdaptivePredictor(Predictor):
             weight = weight * aged + float(ages.sum())
         self.scored_peaks_, self.scores_, self.kills_, self.weight_ = r.copy(), scores, kills, weight
         self.pieces_ = self._pieces(r, x)
-        self.best_, self.within_budget_ = self._choose(scores, self.oom_rates(), r.size - 1)
+        self.best_, self.within_target_ = self._choose(scores, self.oom_rates(), r.size - 1)
         # the log-normal bound over all peaks; a chosen size line is bounded by its own interval instead
         self.bound_ = lognormal_bound(r, self.target, self.prior_log_spread, self.prior_weight)
         self.rule_ = names[self.best_]
@@ -352,7 +352,7 @@ class AdaptivePredictor(Predictor):
             "rule_oom_rate": round(float(self.oom_rates()[self.best_]), 4),
             "max_oom_rate": self.max_oom_rate,
             "oom_target": self.target,
-            "within_oom_budget": int(self.within_budget_),
+            "within_oom_target": int(self.within_target_),
             "small_sample_bound_bytes": self._bound_bytes(),
         }
 
@@ -365,7 +365,7 @@ class AdaptivePredictor(Predictor):
         rate, budget = float(rates[self.best_]), self.target
         chosen = "the default rule" if self.best_ == 0 else f"cheapest of {self.scores_.size} rules replayed"
         chosen += f", {rate:.1%} OOM-killed"
-        if budget is not None and self.within_budget_:
+        if budget is not None and self.within_target_:
             chosen += (
                 f" (target {budget:.1%}, {self.target_fraction:.0%} of the budget {self.max_oom_rate:.1%})"
             )

@@ -17,7 +17,7 @@ import numpy as np
 
 from .base import Predictor, Wrapper
 
-STATE_FORMAT = 5  # bump when the encoding or any predictor's learnt attributes change
+STATE_FORMAT = 6  # bump when the encoding or any predictor's learnt attributes change
 
 
 def _encode(value: Any) -> Any:
