@@ -184,8 +184,8 @@ class Advisor:
             ):
                 fitted = self._borrowed(Identity(task_family, image, program)) or fitted
             unfinished = self._unfinished(task_family, state, fitted)
-            needs_prior = (
-                state is None
+            needs_prior = (  # what other families' tasks used; a new family with a request keeps it
+                (state is None and not user.request_bytes)
                 or (unfinished is not None and unfinished.outnumber(fitted.samples))
                 or fitted.predictor.draws_on_prior(user.request_bytes)
             )
@@ -219,19 +219,20 @@ class Advisor:
         mean_s = state.rollup.mean_wall_seconds if state else None
         if mean_s is None or not fitted.samples or not fitted.predictor.guards_unfinished:
             return None
-        now = datetime.now(timezone.utc)
-        count = self._store().count_unfinished(
-            task_family,
-            started_after=now - timedelta(seconds=STALE_AFTER_S),
-            started_before=now - timedelta(seconds=mean_s),
-        )
-        return Unfinished(count, mean_s)
+        return Unfinished(self._count_unfinished(task_family, longer_than_s=mean_s), mean_s)
 
     def _running(self, task_family: str) -> bool:
         """Whether an attempt of the family is running (noted as started, not yet recorded)."""
+        return self._count_unfinished(task_family, longer_than_s=0.0) > 0
+
+    def _count_unfinished(self, task_family: str, *, longer_than_s: float) -> int:
+        """The family's noted attempts that started ``longer_than_s`` ago or more, and not stale."""
         now = datetime.now(timezone.utc)
-        since = now - timedelta(seconds=STALE_AFTER_S)
-        return self._store().count_unfinished(task_family, started_after=since, started_before=now) > 0
+        return self._store().count_unfinished(
+            task_family,
+            started_after=now - timedelta(seconds=STALE_AFTER_S),
+            started_before=now - timedelta(seconds=longer_than_s),
+        )
 
     def started(self, task_family: str, key: TaskKey) -> None:
         """Note that this attempt's pod is being created (until it is recorded); never raises."""

@@ -88,6 +88,27 @@ def test_a_warm_decision_reads_one_row_and_one_count_and_never_refits(engine: An
     assert decision.adaptive and "refitted" not in decision.explanation and "30 peaks" in decision.explanation
 
 
+def test_a_new_family_with_a_request_reads_no_store_wide_row(engine: Any) -> None:
+    """It keeps its request, so what other families used is not read; without a request it is."""
+    store = sql_store(engine)
+    store.record([attempt(n, family=f"g{n}", peak=GIB) for n in range(30)])
+    statements: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        asked = Advisor(get_settings(), lambda: store).decide("new", USER)
+        read_with_request = [s for s in statements if "adaptive_aggregate" in s]
+        statements.clear()
+        Advisor(get_settings(), lambda: store).decide("new", MemoryRequest())
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    assert asked.memory_request_bytes == 8 * GIB and read_with_request == []
+    assert any("adaptive_aggregate" in s for s in statements)
+
+
 def test_a_page_of_families_reads_their_rows_and_requests_once_not_per_row(engine: Any) -> None:
     """The families list decides for each row; its reads do not grow with the rows on the page."""
     store = sql_store(engine)
