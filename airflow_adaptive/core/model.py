@@ -96,7 +96,7 @@ class Observation:
     @property
     def asked_bytes(self) -> int | None:
         """The user's memory request, else (not recorded) the pod's: what a task asked for before
-        any decision, as savings and the cold-start ratios count it."""
+        any decision, as the savings and the what-if replay count it."""
         return self.user_request_bytes or self.memory_request_bytes
 
 
