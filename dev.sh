@@ -77,20 +77,27 @@ case "$cmd" in
     ;;
   test)
     setup
-    ruff check .
-    ruff format --check .
-    mypy
-    echo "== tests on SQLite =="
-    ADAPTIVE_TEST_DB=sqlite python -m pytest "$@"
+    # Every step runs and reports even when an earlier one failed; the exit code is non-zero if any did.
+    failed=()
+    step() { local name=$1; shift; echo "== $name =="; "$@" || failed+=("$name"); }
+    step "ruff check" ruff check .
+    step "ruff format" ruff format --check .
+    step "mypy" mypy
+    step "tests on SQLite" env ADAPTIVE_TEST_DB=sqlite python -m pytest "$@"
     if postgres_up; then
-      echo "== tests on PostgreSQL =="
-      ADAPTIVE_TEST_DB=postgres ADAPTIVE_TEST_POSTGRES_URL=$(postgres_url) python -m pytest "$@"
+      step "tests on PostgreSQL" env ADAPTIVE_TEST_DB=postgres ADAPTIVE_TEST_POSTGRES_URL="$(postgres_url)" \
+        python -m pytest "$@"
     elif [ "${ADAPTIVE_REQUIRE_POSTGRES:-0}" = 1 ]; then
       echo "PostgreSQL is required here (ADAPTIVE_REQUIRE_POSTGRES=1) but not reachable" >&2
-      exit 1
+      failed+=("PostgreSQL unreachable")
     else
       echo "== PostgreSQL not reachable: skipped the PostgreSQL run =="
     fi
+    if [ ${#failed[@]} -gt 0 ]; then
+      printf '== FAILED: %s ==\n' "${failed[@]}" >&2
+      exit 1
+    fi
+    echo "== all passed =="
     ;;
   *)
     echo "usage: ./dev.sh demo [--trace FILE] [--no-serve] | ./dev.sh test [pytest args]" >&2

@@ -283,6 +283,9 @@ def test_least_privilege_role_from_the_readme_can_record_and_read(engine: Any) -
         conn.execute(text("DROP ROLE airflow_adaptive_test"))
 
 
+HANG_S = 20  # far above any one store timeout, far below a driver's hang without one
+
+
 @pytest.fixture
 def silent_server() -> Any:
     """A TCP server that accepts connections and never answers (a hung database)."""
@@ -302,7 +305,7 @@ def silent_server() -> Any:
                 return
 
     threading.Thread(target=accept, daemon=True).start()
-    yield server.getsockname()[1]
+    yield server.getsockname()[1], held
     server.close()
     for conn in held:
         conn.close()
@@ -324,20 +327,25 @@ def _timed_pods(count: int) -> list[tuple[float, Any]]:
 
 
 def test_a_store_that_never_answers_costs_a_pod_one_timeout(
-    monkeypatch: pytest.MonkeyPatch, silent_server: int
+    monkeypatch: pytest.MonkeyPatch, silent_server: tuple[int, list[Any]]
 ) -> None:
     """Task processes (connection path): each pod waits at most one store timeout, then keeps its request."""
     monkeypatch.setattr(access, "airflow_engine", lambda: None)
     monkeypatch.setenv("AIRFLOW__ADAPTIVE__STORE_TIMEOUT_SECONDS", "1")
-    url = f"postgresql+psycopg2://nobody@127.0.0.1:{silent_server}/none"
+    (port, accepted) = silent_server
+    url = f"postgresql+psycopg2://nobody@127.0.0.1:{port}/none"
     monkeypatch.setenv(
         "AIRFLOW_CONN_ADAPTIVE_HISTORY_DEFAULT",
         json.dumps({"conn_type": "generic", "extra": {"sqlalchemy_url": url}}),
     )
     get_settings.cache_clear()
-    timed = _timed_pods(3)[1:]  # the first pod of a process also pays for imports
-    for seconds, pod in timed:
-        assert seconds <= 1 + 0.5, seconds
+    for _, pod in _timed_pods(1):  # the first pod of a process also pays for imports
+        assert pod.spec.containers[0].resources.limits["memory"] == "3Gi"
+    for seconds, pod in _timed_pods(2):
+        # One connection per pod (decide, place and the previous try share it), so one timeout;
+        # the clock only guards against a hang (a busy machine must not fail this).
+        assert len(accepted) <= 3, len(accepted)
+        assert seconds < 1 + HANG_S, seconds
         assert pod.spec.containers[0].resources.limits["memory"] == "3Gi"
         assert "history store unavailable" in pod.metadata.annotations["adaptive.airflow.io/decision"]
 
@@ -345,7 +353,7 @@ def test_a_store_that_never_answers_costs_a_pod_one_timeout(
 def test_a_held_lock_costs_a_pod_at_most_one_timeout(engine: Any) -> None:
     """Airflow's own engine (scheduler, api-server): a lock held on the family table by another
     transaction delays a pod by at most one store timeout (3 s in the tests)."""
-    from sqlalchemy import text
+    from sqlalchemy import event, text
 
     sql_store(engine).record([attempt(n, peak=GIB) for n in range(3)])
     _timed_pods(1)  # imports and the first connection
@@ -354,11 +362,20 @@ def test_a_held_lock_costs_a_pod_at_most_one_timeout(engine: Any) -> None:
             other.execute(text("begin; lock table adaptive_family in access exclusive mode"))
         else:
             other.exec_driver_sql("begin exclusive")
+        errors: list[BaseException] = []
+
+        def count(context: Any) -> None:
+            errors.append(context.original_exception)
+
+        event.listen(engine, "handle_error", count)
         try:
             ((seconds, pod),) = _timed_pods(1)
         finally:
+            event.remove(engine, "handle_error", count)
             other.rollback()
-    assert seconds <= 3 + 0.5, seconds
+    # One wait for the lock (PostgreSQL; SQLite readers are not blocked), then the pod goes on.
+    assert len(errors) == (engine.dialect.name == "postgresql"), errors
+    assert seconds < 3 + HANG_S, seconds  # a hang guard, not a speed claim
     decision = pod.metadata.annotations["adaptive.airflow.io/decision"]
     if engine.dialect.name == "postgresql":  # the read waited for the lock, then gave up
         assert pod.spec.containers[0].resources.limits["memory"] == "3Gi"

@@ -42,7 +42,6 @@ def test_profile_node_runs_the_benchmarks_and_groups_reads_it(
     assert profile["node"] == "n1" and profile["cores"] >= 1 and profile["memory_bytes"] > 0
     assert set(profile["benchmarks"]) == set(BENCHMARK_FEATURES)
     assert all(value > 0 for value in profile["benchmarks"].values())
-    assert profile["benchmarks"]["cpu_multi_events_per_s"] >= 0.8 * profile["benchmarks"]["cpu_events_per_s"]
     assert profile["repeats"] == 2 and set(profile["benchmark_cv"]) == set(BENCHMARK_FEATURES)
     assert all(0 <= cv < 1 for cv in profile["benchmark_cv"].values())  # two runs of one machine
     assert list(tmp_path.iterdir()) == []  # the fio file is cleaned up

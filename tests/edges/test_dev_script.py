@@ -1,0 +1,54 @@
+"""``./dev.sh test``: every step reports, whichever failed, and the exit code says if any did."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Stands in for the venv's python: records which database pytest ran on and fails on one of them.
+FAKE_PYTHON = """#!/usr/bin/env bash
+if [ "$1" = "-m" ] && [ "$2" = "pytest" ]; then
+  echo "pytest on $ADAPTIVE_TEST_DB" >>"$STEPS"
+  [ "$ADAPTIVE_TEST_DB" != "$FAIL_DB" ]
+  exit $?
+fi
+cat >/dev/null  # postgres_up's script on stdin: the database is up
+"""
+
+
+def run_dev_test(tmp_path: Path, fail_db: str) -> tuple[int, str, str]:
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    for tool, script in {"python": FAKE_PYTHON, "ruff": "#!/bin/sh\n", "mypy": "#!/bin/sh\n"}.items():
+        path = venv / "bin" / tool
+        path.write_text(script)
+        path.chmod(0o755)
+    (venv / ".installed").touch()  # newer than pyproject.toml: no install
+    steps = tmp_path / "steps.log"
+    env = {**os.environ, "VENV": str(venv), "STEPS": str(steps), "FAIL_DB": fail_db}
+    done = subprocess.run(
+        ["bash", str(ROOT / "dev.sh"), "test"], env=env, capture_output=True, text=True, timeout=60
+    )
+    return done.returncode, steps.read_text() if steps.exists() else "", done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("fail_db", ["sqlite", "postgres"])
+def test_a_failing_database_still_lets_the_other_run_and_fails_the_command(
+    tmp_path: Path, fail_db: str
+) -> None:
+    code, steps, output = run_dev_test(tmp_path, fail_db)
+    assert steps.splitlines() == ["pytest on sqlite", "pytest on postgres"]
+    assert code != 0
+    name = {"sqlite": "SQLite", "postgres": "PostgreSQL"}[fail_db]
+    assert f"FAILED: tests on {name}" in output
+
+
+def test_all_steps_passing_exits_zero(tmp_path: Path) -> None:
+    code, steps, output = run_dev_test(tmp_path, "none")
+    assert code == 0 and steps.count("pytest on") == 2
+    assert "all passed" in output
