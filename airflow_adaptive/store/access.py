@@ -66,18 +66,42 @@ def _timeout_args(url: URL, timeout_seconds: float) -> dict[str, Any]:
     return {}
 
 
-def engine_for_url(url: URL | str, timeout_seconds: float) -> Engine:
-    """One pooled engine per URL per process, with short timeouts."""
+def engine_for_url(url: URL | str, timeout_seconds: float, *, metadata: bool = False) -> Engine:
+    """One pooled engine per URL per process, with short timeouts (connect included)."""
     url = make_url(url)
     key = url.render_as_string(hide_password=False)
     with _lock:
         engine = _engines.get(key)
         if engine is None:
-            engine = create_engine(
-                url, connect_args=_timeout_args(url, timeout_seconds), pool_pre_ping=True, future=True
+            connect_args = _timeout_args(url, timeout_seconds)
+            engine = (
+                _metadata_engine(key, connect_args)
+                if metadata
+                else create_engine(url, connect_args=connect_args, pool_pre_ping=True, future=True)
             )
             _engines[key] = engine
     return engine
+
+
+def _metadata_engine(url: str, timeout_args: dict[str, Any]) -> Engine:
+    """An engine on Airflow's metadata database made by Airflow's own factory, so a deployment's
+    override of it (token auth, say) and its ``sql_alchemy_connect_args`` apply, plus our timeouts:
+    Airflow's engine has no connect timeout, and a database that accepts and never answers would
+    hang a connect for ever."""
+    from airflow import settings
+    from airflow.configuration import conf
+
+    connect_args: dict[str, Any] = {}
+    if conf.has_option("database", "sql_alchemy_connect_args"):
+        connect_args = dict(conf.getimport("database", "sql_alchemy_connect_args") or {})
+    if url.startswith("sqlite"):
+        connect_args["check_same_thread"] = False  # the api-server reads in worker threads
+    engine_args = {"pool_pre_ping": True, "pool_size": 2, "max_overflow": 3}
+    if url.startswith("sqlite"):
+        engine_args = {"pool_pre_ping": True}
+    return settings.create_metadata_engine(
+        url, engine_args=engine_args, connect_args={**connect_args, **timeout_args}
+    )
 
 
 def airflow_engine() -> Engine | None:
@@ -100,11 +124,11 @@ def _connection(conn_id: str) -> Any:
 
 
 def store_engine(conn_id: str, timeout_seconds: float, *, prefer_airflow_engine: bool = True) -> Engine:
-    """Airflow's own engine where this process has one, else the connection's; or why not."""
+    """An engine on Airflow's database where this process has one, else the connection's; or why not."""
     if prefer_airflow_engine:
         engine = airflow_engine()
         if engine is not None:
-            return engine
+            return engine_for_url(engine.url, timeout_seconds, metadata=True)
     try:
         conn = _connection(conn_id)
     except Exception as err:  # any secrets backend or API error means "not available"
@@ -117,11 +141,5 @@ def store_engine(conn_id: str, timeout_seconds: float, *, prefer_airflow_engine:
 def open_store(settings: AdaptiveSettings) -> HistoryStore:
     """The history store of this process, or HistoryUnavailableError saying why not."""
     engine = store_engine(settings.history_conn_id, settings.store_timeout_seconds)
-    with _lock:
-        own = any(engine is e for e in _engines.values())
-    return SqlHistoryStore(
-        engine,
-        Learning(settings.sizing, settings.history_window),
-        # Our own engines carry the timeouts on every connection; Airflow's get them per transaction.
-        timeout_seconds=None if own else settings.store_timeout_seconds,
-    )
+    # Our engines carry the timeouts on every connection, the connect included.
+    return SqlHistoryStore(engine, Learning(settings.sizing, settings.history_window))
