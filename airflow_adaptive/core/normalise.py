@@ -24,10 +24,16 @@ MAX_SECONDS = 10 * 365 * 86_400.0
 INT32 = 2**31 - 1
 
 
+def without_nul(text: str) -> str:
+    """NUL characters as U+FFFD: PostgreSQL text cannot hold them, and SQLite ends a LIKE pattern
+    at one. Names are stored this way, so searches must look for them this way."""
+    return text.replace("\x00", "\ufffd")
+
+
 def fit_key(text: str, max_chars: int = MAX_KEY_CHARS) -> str:
     """``text`` when it fits, else a readable prefix, ``~`` and 12 hex digits of its SHA-256.
-    NUL characters (PostgreSQL text cannot hold them) become U+FFFD."""
-    text = text.replace("\x00", "\ufffd")
+    NUL characters become U+FFFD (see :func:`without_nul`)."""
+    text = without_nul(text)
     if len(text) <= max_chars:
         return text
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]

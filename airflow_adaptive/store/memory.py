@@ -21,7 +21,7 @@ from airflow_adaptive.core.grouping import Grouping, NodeProfile
 from airflow_adaptive.core.locality import CachedInput, InputState, InputUse
 from airflow_adaptive.core.model import Observation, TaskKey
 from airflow_adaptive.core.nodes import StoredNode
-from airflow_adaptive.core.normalise import fit_key, fit_task_key
+from airflow_adaptive.core.normalise import fit_key, fit_task_key, without_nul
 from airflow_adaptive.core.priority import FamilyProgress
 from airflow_adaptive.core.rollup import DayKey, DayTotals, Distributions, FamilyRollup
 from airflow_adaptive.core.sizing.similar import Identity
@@ -226,7 +226,7 @@ class InMemoryHistoryStore:
             and (query.start is None or day >= query.start)
             and (query.end is None or day <= query.end)
             and (query.task_family is None or family == query.task_family)
-            and query.search.lower() in family.lower()
+            and without_nul(query.search).lower() in family.lower()
         ]
 
     def family_dags(self, task_family: str) -> list[str]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
-from airflow_adaptive.core.normalise import fit_key
+from airflow_adaptive.core.normalise import fit_key, without_nul
 from airflow_adaptive.core.rollup import DayTotals
 from airflow_adaptive.exceptions import InvalidSettingError
 from airflow_adaptive.store.api import FAMILY_SORTS, FamilyTotals, TotalsQuery
@@ -28,7 +28,11 @@ def _where(query: TotalsQuery) -> list[Any]:
     if query.task_family is not None:
         conditions.append(family_day.c.task_family == fit_key(query.task_family))
     if query.search:
-        pattern = "%" + query.search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        pattern = (
+            "%"
+            + without_nul(query.search).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            + "%"
+        )
         conditions.append(family_day.c.task_family.ilike(pattern, escape="\\"))
     return conditions
 

@@ -335,3 +335,14 @@ def test_long_names_and_impossible_numbers_are_normalised_not_refused(kind: str,
     assert odd.usage.cpu_core_seconds is None and odd.usage.read_bytes is None
     assert odd.memory_limit_bytes is None and odd.exit_code is None
     assert stored["run4"].usage.peak_memory_bytes == 10**9
+
+
+def test_a_nul_in_a_name_or_search_finds_nothing_and_raises_nothing(engine: Any) -> None:
+    """Names are stored with NUL as U+FFFD (PostgreSQL cannot hold a NUL); reads and searches follow
+    the same rule, so a NUL neither crashes the driver (PostgreSQL) nor ends the pattern (SQLite)."""
+    store = sql_store(engine)
+    store.record([attempt(1, family="f", peak=GIB), attempt(2, family="g\x00h", peak=GIB)])
+    assert store.family_totals(TotalsQuery(search="\x00"))[1] == 1  # only g\x00h
+    assert store.family_totals(TotalsQuery(search="f\x00"))[1] == 0
+    assert store.family("f\x00") is None and store.history("f\x00") == []
+    assert store.family("g\x00h") is not None
