@@ -342,12 +342,15 @@ class Advisor:
             self._unavailable(err)
             return InputState()
 
-    def record_inputs(self, node: str | None, uses: Sequence[InputUse], evicted: Sequence[str]) -> None:
-        """Where inputs are cached now. Soft state: when it cannot be written, a later pod misses."""
+    def record_inputs(
+        self, node: str | None, uses: Sequence[InputUse], evicted: Sequence[str], dag_id: str | None = None
+    ) -> None:
+        """Where inputs are cached now, and which DAG read them. Soft state: when it cannot be written,
+        a later pod misses."""
         if not uses and not evicted:
             return
         try:
-            self._store().record_inputs(node, uses, evicted)
+            self._store().record_inputs(node, uses, evicted, dag_id)
         except (HistoryUnavailableError, HistoryRejectedError) as err:
             warn_once(f"input cache locations not recorded: {first_line(err)}")
 

@@ -103,8 +103,11 @@ def stage_inputs(pod: k8s.V1Pod, container_name: str | None, declared: Sequence[
     return f"inputs: {plan.explain()}; " + (where or "no node holds them yet")
 
 
-def record_inputs(advisor: Advisor, remote_pod: k8s.V1Pod, container_name: str | None) -> None:
-    """What the pod's staging report says into the store: reads, sizes, copies held and evicted."""
+def record_inputs(
+    advisor: Advisor, remote_pod: k8s.V1Pod, container_name: str | None, dag_id: str | None = None
+) -> None:
+    """What the pod's staging report says into the store: reads (by ``dag_id``), sizes, copies held
+    and evicted."""
     listed = declared_in(remote_pod)
     if not listed:
         return
@@ -114,4 +117,4 @@ def record_inputs(advisor: Advisor, remote_pod: k8s.V1Pod, container_name: str |
     staged = [item for item, was_staged in listed if was_staged]
     uses = uses_after(staged, [item for item, _ in listed], report)
     node = remote_pod.spec.node_name if remote_pod.spec else None
-    advisor.record_inputs(node, uses, report.evicted if report else ())
+    advisor.record_inputs(node, uses, report.evicted if report else (), dag_id)

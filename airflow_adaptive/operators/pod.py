@@ -317,7 +317,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         advisor = Advisor(get_settings())  # its own: cleanup runs later, after a deferral in another process
         advisor.record(observation)
         try:
-            record_inputs(advisor, remote_pod, self.base_container_name)
+            record_inputs(advisor, remote_pod, self.base_container_name, key.dag_id)
         except Exception as err:  # where inputs are cached is soft state: a later pod misses
             warn_once(f"input cache report not recorded ({type(err).__name__})")
         return observation

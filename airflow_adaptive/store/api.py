@@ -185,13 +185,15 @@ class HistoryStore(Protocol):
         copies (by content key)."""
         ...
 
-    def record_inputs(self, node: str | None, uses: Sequence[InputUse], evicted: Sequence[str]) -> None:
-        """Count an attempt's input reads; on ``node``, keep the copies it holds and drop the ones it
-        evicted or failed to find."""
+    def record_inputs(
+        self, node: str | None, uses: Sequence[InputUse], evicted: Sequence[str], dag_id: str | None = None
+    ) -> None:
+        """Count an attempt's input reads and that ``dag_id`` read them; on ``node``, keep the copies it
+        holds and drop the ones it evicted or failed to find."""
         ...
 
-    def cached_inputs(self) -> list[CachedInput]:
-        """Every staged copy by node, most recently used first."""
+    def cached_inputs(self, dag_ids: frozenset[str] | None = None) -> list[CachedInput]:
+        """Staged copies by node, most recently used first (with ``dag_ids``: of inputs they read)."""
         ...
 
     def prune(

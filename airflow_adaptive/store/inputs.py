@@ -9,8 +9,9 @@ from datetime import datetime
 from sqlalchemy import Connection, and_, delete, select
 
 from airflow_adaptive.core.locality import CachedInput, InputState, InputUse
-from airflow_adaptive.store.dialects import count_read, upsert
-from airflow_adaptive.store.tables import cached_input, shared_input
+from airflow_adaptive.core.normalise import fit_key
+from airflow_adaptive.store.dialects import count_read, insert_missing, upsert
+from airflow_adaptive.store.tables import cached_input, input_dag, shared_input
 
 
 def uri_key(uri: str) -> str:
@@ -36,8 +37,9 @@ def read_state(conn: Connection, uris: Sequence[str], keys: Sequence[str]) -> In
 
 
 def record(conn: Connection, node: str | None, uses: Sequence[InputUse], evicted: Sequence[str],
-           now: datetime) -> None:  # fmt: skip
-    """Count the reads, remember sizes, and bring the node's cache rows to what its report said."""
+           now: datetime, dag_id: str | None = None) -> None:  # fmt: skip
+    """Count the reads and which DAG read them, remember sizes, and bring the node's cache rows to
+    what its report said."""
     dialect = conn.dialect.name
     reads = {
         uri_key(u.uri): {"uri_key": uri_key(u.uri), "uri": u.uri, "size_bytes": u.size_bytes, "reads": 1,
@@ -46,6 +48,9 @@ def record(conn: Connection, node: str | None, uses: Sequence[InputUse], evicted
     }  # fmt: skip
     if reads:
         conn.execute(count_read(dialect, shared_input), [reads[k] for k in sorted(reads)])
+        if dag_id is not None:
+            readers = [{"uri_key": key, "dag_id": fit_key(dag_id)} for key in sorted(reads)]
+            conn.execute(insert_missing(dialect, input_dag, readers, ["uri_key", "dag_id"]))
     if node is None:
         return
     gone = [u.key for u in uses if u.key and not u.cached] + list(evicted)
@@ -63,13 +68,15 @@ def record(conn: Connection, node: str | None, uses: Sequence[InputUse], evicted
         conn.execute(statement, [held[k] for k in sorted(held)])
 
 
-def cached(conn: Connection, limit: int = 1000) -> list[CachedInput]:
-    """Staged copies by node, most recently used first."""
-    query = (
-        select(cached_input)
-        .order_by(cached_input.c.node_name, cached_input.c.last_used_at.desc())
-        .limit(limit)
-    )
+def cached(conn: Connection, limit: int = 1000, dag_ids: frozenset[str] | None = None) -> list[CachedInput]:
+    """Staged copies by node, most recently used first; with ``dag_ids``, only copies of inputs one of
+    those DAGs read."""
+    query = select(cached_input)
+    if dag_ids is not None:
+        readers = select(input_dag.c.uri_key).where(input_dag.c.dag_id.in_(sorted(map(fit_key, dag_ids))))
+        readable = select(shared_input.c.uri).where(shared_input.c.uri_key.in_(readers))
+        query = query.where(cached_input.c.uri.in_(readable))
+    query = query.order_by(cached_input.c.node_name, cached_input.c.last_used_at.desc()).limit(limit)
     return [
         CachedInput(r.node_name, r.content_key, r.uri, int(r.size_bytes), r.last_used_at)
         for r in conn.execute(query)

@@ -110,6 +110,7 @@ class InMemoryHistoryStore:
         self._nodes: dict[str, StoredNode] = {}
         self._inputs: dict[str, tuple[int, int | None]] = {}  # uri -> reads, size
         self._cached: dict[tuple[str, str], CachedInput] = {}  # (node, content key) -> copy
+        self._input_dags: dict[str, set[str]] = {}  # uri -> DAGs that read it
         self._days: dict[DayKey, DayTotals] = {}
         self._unfinished: dict[TaskKey, tuple[str, datetime]] = {}  # key -> family, started at
         self._next_id = 0
@@ -337,13 +338,16 @@ class InMemoryHistoryStore:
             {k: nodes for k, nodes in holders.items() if nodes},
         )
 
-    def record_inputs(self, node: str | None, uses: Sequence[InputUse], evicted: Sequence[str]) -> None:
+    def record_inputs(
+        self, node: str | None, uses: Sequence[InputUse], evicted: Sequence[str], dag_id: str | None = None
+    ) -> None:
         now = datetime.now(timezone.utc)
         with self._lock:
             self._enter()
             for u in uses:
                 reads, size = self._inputs.get(u.uri, (0, None))
                 self._inputs[u.uri] = (reads + 1, u.size_bytes if u.size_bytes is not None else size)
+                self._input_dags.setdefault(u.uri, set()).update([dag_id] if dag_id else [])
             if node is None:
                 return
             for key in [u.key for u in uses if u.key and not u.cached] + list(evicted):
@@ -352,10 +356,12 @@ class InMemoryHistoryStore:
                 if u.key and u.cached:
                     self._cached[(node, u.key)] = CachedInput(node, u.key, u.uri, u.size_bytes or 0, now)
 
-    def cached_inputs(self) -> list[CachedInput]:
+    def cached_inputs(self, dag_ids: frozenset[str] | None = None) -> list[CachedInput]:
         with self._lock:
             self._enter()
-            copies = list(self._cached.values())
+            copies = [
+                c for c in self._cached.values() if dag_ids is None or self._input_dags[c.uri] & dag_ids
+            ]
         return sorted(copies, key=lambda c: (c.node, -c.last_used_at.timestamp()))
 
     def prune(

@@ -373,10 +373,12 @@ class SqlHistoryStore:
         with self._connection() as conn:
             return inputs.read_state(conn, uris, keys)
 
-    def record_inputs(self, node: str | None, uses: Sequence[InputUse], evicted: Sequence[str]) -> None:
+    def record_inputs(
+        self, node: str | None, uses: Sequence[InputUse], evicted: Sequence[str], dag_id: str | None = None
+    ) -> None:
         with self._connection(write=True) as conn:
-            inputs.record(conn, node, uses, evicted, datetime.now(timezone.utc))
+            inputs.record(conn, node, uses, evicted, datetime.now(timezone.utc), dag_id)
 
-    def cached_inputs(self) -> list[CachedInput]:
+    def cached_inputs(self, dag_ids: frozenset[str] | None = None) -> list[CachedInput]:
         with self._connection() as conn:
-            return inputs.cached(conn)
+            return inputs.cached(conn, dag_ids=dag_ids)

@@ -166,6 +166,14 @@ shared_input = Table(
     Column("last_read_at", DateTime(timezone=True), nullable=False),
 )
 
+# Which DAGs read each declared input: the UI shows a staged copy only to users who may read one.
+input_dag = Table(
+    "adaptive_input_dag",
+    metadata,
+    Column("uri_key", String(64), primary_key=True),
+    Column("dag_id", String(250), primary_key=True),
+)
+
 # Which node holds which staged input, from the staging reports (soft state: a stale row is a miss).
 cached_input = Table(
     "adaptive_cached_input",

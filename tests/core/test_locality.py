@@ -144,6 +144,28 @@ def test_store_counts_reads_and_keeps_copies_per_node(kind: str, engine: Any) ->
     assert store.cached_inputs() == []  # n2 left the cluster
 
 
+@pytest.mark.parametrize("kind", ["sql", "memory"])
+def test_a_staged_copy_is_listed_only_for_the_dags_that_read_it(kind: str, engine: Any) -> None:
+    store = sql_store(engine) if kind == "sql" else InMemoryHistoryStore()
+    secret, shared = "s3://secret-bucket/patient-42.bam", "s3://refs/genome.fa"
+    s, g = content_key(secret, 5 * GB), content_key(shared, 5 * GB)
+    store.record_inputs(
+        "n1", [InputUse(secret, 5 * GB, s, True), InputUse(shared, 5 * GB, g, True)], [], "dag_b"
+    )
+    store.record_inputs("n2", [InputUse(shared, 5 * GB, g, True)], [], "dag_a")
+    assert {c.uri for c in store.cached_inputs()} == {secret, shared}  # unrestricted: every copy
+    assert {(c.node, c.uri) for c in store.cached_inputs(frozenset({"dag_a"}))} == {
+        ("n1", shared),
+        ("n2", shared),
+    }
+    assert {c.uri for c in store.cached_inputs(frozenset({"dag_b"}))} == {secret, shared}
+    assert store.cached_inputs(frozenset()) == []
+    store.record_inputs(
+        "n3", [InputUse("s3://old", GB, "k", True)], []
+    )  # no DAG known: hidden when restricted
+    assert "s3://old" not in {c.uri for c in store.cached_inputs(frozenset({"dag_a", "dag_b"}))}
+
+
 def test_with_the_store_down_declared_inputs_are_still_staged_and_named(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -271,7 +271,7 @@ def test_least_privilege_role_from_the_readme_can_record_and_read(engine: Any) -
         repo.count_unfinished("f", started_after=T0 - timedelta(days=1), started_before=T0 + timedelta(1))
         == 0
     )
-    repo.record_inputs("node-a", [InputUse("s3://b/ref.fa", 10 * GIB, "k1", cached=True)], ())
+    repo.record_inputs("node-a", [InputUse("s3://b/ref.fa", 10 * GIB, "k1", cached=True)], (), "dag_a")
     repo.record_inputs("node-a", [], ["k1"])  # an eviction deletes
     assert [o.usage.peak_memory_bytes for o in repo.history("f")] == [2 * GIB, GIB, GIB]
     assert repo.family("f").rollup.attempts == 3  # type: ignore[union-attr]
