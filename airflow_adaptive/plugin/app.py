@@ -1,7 +1,8 @@
 """FastAPI sub-app mounted by the api-server at ``/adaptive``: the UI page and its JSON endpoints.
 
 Every route needs a logged-in Airflow user (a Bearer token or the UI's own ``_token`` cookie,
-so the page works inside Airflow's iframe) and only reads. FastAPI's ``/docs``, ``/redoc`` and
+so the page works inside Airflow's iframe) and only reads: the JSON routes answer 401 without one,
+the page sends the browser to Airflow's login page and back. FastAPI's ``/docs``, ``/redoc`` and
 ``/openapi.json`` are off: they would answer without login. A user sees only task families and
 attempts of DAGs the auth manager lets them read.
 """
@@ -13,14 +14,16 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from airflow.api_fastapi.common.db.common import SessionDep
-from airflow.api_fastapi.core_api.security import GetUserDep
-from fastapi import Depends, FastAPI, HTTPException, Query
-from fastapi.responses import FileResponse, JSONResponse
+from airflow.api_fastapi.core_api.security import GetUserDep, bearer_scheme, get_user
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials
 
 STATIC = Path(__file__).parent / "static"
 ASSETS = {  # the only files served: name -> media type
     "index.html": "text/html",
     "app.js": "text/javascript",
+    "format.js": "text/javascript",
     "app.css": "text/css",
     "vendor/uplot/uPlot.iife.min.js": "text/javascript",
     "vendor/uplot/uPlot.min.css": "text/css",
@@ -42,7 +45,19 @@ def _readable(user: GetUserDep) -> frozenset[str] | None:
     return readable_dags(user)
 
 
+Bearer = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]
+
+
+async def _page_user(request: Request, bearer: Bearer) -> Any:
+    """The logged-in user, or None (no session, or an expired one): the page then redirects."""
+    try:
+        return await get_user(request, None, bearer)
+    except HTTPException:
+        return None
+
+
 # Module level: FastAPI resolves these (string) annotations in the module's namespace.
+PageUser = Annotated[Any, Depends(_page_user)]
 Dags = Annotated[frozenset[str] | None, Depends(_readable)]
 Start = Annotated[date | None, Query(description="first day (UTC), YYYY-MM-DD")]
 End = Annotated[date | None, Query(description="last day (UTC), YYYY-MM-DD")]
@@ -68,25 +83,33 @@ def create_app() -> FastAPI:
     from airflow_adaptive.exceptions import HistoryUnavailableError
 
     app = FastAPI(
-        title="airflow-adaptive",
-        version=__version__,
-        dependencies=[Depends(requires_authenticated())],
-        docs_url=None,
-        redoc_url=None,
-        openapi_url=None,
+        title="airflow-adaptive", version=__version__, docs_url=None, redoc_url=None, openapi_url=None
     )
 
     @app.exception_handler(HistoryUnavailableError)
     def unavailable(request: Any, err: HistoryUnavailableError) -> JSONResponse:
         return JSONResponse({"detail": str(err)}, status_code=503)
 
-    _page_routes(app)
-    _api_routes(app)
-    _queue_routes(app)
+    @app.get("/ui")
+    def page(request: Request, user: PageUser) -> Response:
+        """The page; without a session, Airflow's login page, which comes back here."""
+        if user is None:
+            from airflow.api_fastapi.app import get_auth_manager
+
+            back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            return RedirectResponse(get_auth_manager().get_url_login(next_url=back), status_code=303)
+        return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    # Everything else is data: 401 JSON without a logged-in user, for scripts and the page's fetches.
+    api = APIRouter(dependencies=[Depends(requires_authenticated())])
+    _page_routes(api)
+    _api_routes(api)
+    _queue_routes(api)
+    app.include_router(api)
     return app
 
 
-def _page_routes(app: FastAPI) -> None:
+def _page_routes(app: APIRouter) -> None:
     from airflow_adaptive import __version__
     from airflow_adaptive.exceptions import HistoryUnavailableError
     from airflow_adaptive.store.api import TotalsQuery
@@ -107,10 +130,6 @@ def _page_routes(app: FastAPI) -> None:
         return [{"task_family": f.task_family, "attempts": f.totals.attempts,
                  "oom_kills": f.totals.oom_killed} for f in found]  # fmt: skip
 
-    @app.get("/ui")
-    def page() -> FileResponse:
-        return FileResponse(STATIC / "index.html", media_type="text/html")
-
     @app.get("/static/{name:path}")
     def asset(name: str) -> FileResponse:
         if name not in ASSETS:
@@ -118,9 +137,8 @@ def _page_routes(app: FastAPI) -> None:
         return FileResponse(STATIC / name, media_type=ASSETS[name])
 
 
-def _api_routes(app: FastAPI) -> None:
+def _api_routes(app: APIRouter) -> None:
     from airflow_adaptive.config import get_settings
-    from airflow_adaptive.core.model import family_of_task
     from airflow_adaptive.plugin import views
     from airflow_adaptive.store.api import FAMILY_SORTS, TotalsQuery
 
@@ -163,21 +181,22 @@ def _api_routes(app: FastAPI) -> None:
             raise HTTPException(404, f"unknown task family {task_family!r}")
         return found
 
-    @app.get("/api/task/{dag_id}/{task_id}")
-    def task_family_of(dag_id: str, task_id: str, readable: Dags) -> dict[str, Any]:
-        """The family a task's attempts were recorded under (the per-task link lands here)."""
-        if readable is not None and dag_id not in readable:
-            raise HTTPException(404, f"no attempts of {dag_id}.{task_id}")
-        found = _store().attempts_for_try(dag_id, task_id, 1, limit=1)
-        return {"task_family": found[0].task_family if found else family_of_task(dag_id, task_id)}
-
     @app.get("/api/nodes")
     def nodes(readable: Dags) -> dict[str, Any]:
         return views.nodes(_store(), get_settings(), readable)
 
 
-def _queue_routes(app: FastAPI) -> None:
+def _queue_routes(app: APIRouter) -> None:
     from airflow_adaptive.config import get_settings
+
+    @app.get("/api/task/{dag_id}/{task_id}")
+    def task_family_of(dag_id: str, task_id: str, readable: Dags, session: SessionDep) -> dict[str, Any]:
+        """The family a task's page opens (the per-task tab lands here): see plugin/tasks.py."""
+        from airflow_adaptive.plugin.tasks import task_family_for
+
+        if readable is not None and dag_id not in readable:
+            raise HTTPException(404, f"no task {dag_id}.{task_id} in a DAG you may read")
+        return task_family_for(session, _store, dag_id, task_id)
 
     @app.get("/api/queue")
     def queue(

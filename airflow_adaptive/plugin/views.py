@@ -19,6 +19,7 @@ from airflow_adaptive.core.nodes import summarize_groups
 from airflow_adaptive.core.rollup import DayTotals
 from airflow_adaptive.core.sizing import predictor_names
 from airflow_adaptive.evaluation.replay import GB_H, ReplayConfig, TaskRun, replay
+from airflow_adaptive.kubernetes.quantity import format_memory, parse_memory_bytes
 from airflow_adaptive.store.api import HistoryStore, TotalsQuery
 
 Dags = frozenset[str] | None
@@ -94,10 +95,15 @@ def families_page(
     return {"total": count, "offset": page.get("offset", 0), "limit": page.get("limit", 50), "families": rows}
 
 
+def _as_pod_gets_it(value: int | None) -> int | None:
+    """Bytes as the pod's quantity carries them (whole MiB, rounded up): what `demo` shows."""
+    return None if value is None else parse_memory_bytes(format_memory(value))
+
+
 def _decision_json(decision: Any) -> dict[str, Any]:
     return {
-        "memory_request_bytes": decision.memory_request_bytes,
-        "memory_limit_bytes": decision.memory_limit_bytes,
+        "memory_request_bytes": _as_pod_gets_it(decision.memory_request_bytes),
+        "memory_limit_bytes": _as_pod_gets_it(decision.memory_limit_bytes),
         "strategy": decision.strategy,
         "explanation": decision.explanation,
         "rule": decision.details.get(

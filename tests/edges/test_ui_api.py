@@ -52,13 +52,49 @@ def test_every_page_and_endpoint_needs_login_and_only_reads(
     client: Any, auth: dict[str, str], demo: Any
 ) -> None:
     for path in PAGES:
-        assert client.get(path).status_code == 401, path
+        if path != "/adaptive/ui":  # the page redirects to the login page instead (below)
+            assert client.get(path).status_code == 401, path
         assert client.get(path, headers=auth).status_code == 200, path
         for method in ("post", "put", "delete", "patch"):
             assert getattr(client, method)(path, headers=auth).status_code == 405, (method, path)
     for docs in ("/adaptive/docs", "/adaptive/redoc", "/adaptive/openapi.json"):
         assert client.get(docs).status_code != 200 and client.get(docs, headers=auth).status_code == 404
     assert client.get("/adaptive/static/../store/tables.py", headers=auth).status_code == 404
+
+
+def test_the_page_without_login_sends_the_browser_to_airflows_login_and_back(client: Any) -> None:
+    from urllib.parse import parse_qs, urlsplit
+
+    for path, back in (("/adaptive/ui", "/adaptive/ui"), ("/adaptive/ui?x=1", "/adaptive/ui?x=1")):
+        response = client.get(path, follow_redirects=False)
+        assert response.status_code == 303, response.text
+        login = urlsplit(response.headers["location"])
+        assert login.path == "/auth/login" and parse_qs(login.query)["next"] == [back]
+    expired = client.get("/adaptive/ui", headers={"Cookie": "_token=expired"}, follow_redirects=False)
+    assert expired.status_code == 303
+    api = client.get("/adaptive/api/overview")  # data keeps answering scripts in JSON
+    assert api.status_code == 401 and api.json() == {"detail": "Not authenticated"}
+
+
+def test_a_tasks_tab_opens_the_family_its_operator_names(
+    client: Any, auth: dict[str, str], demo: Any, airflow_home: Any
+) -> None:
+    from tests.scheduling import serialise_dag_folder
+
+    (airflow_home / "dags" / "adaptive_genomics.py").write_text(
+        "from airflow_adaptive.example_dags.adaptive_genomics import dag  # noqa: F401\n"
+    )
+    serialise_dag_folder()
+    for task, family in (("align_NA12878", "genomics.align"), ("call_HG002", "genomics.call_variants"),
+                         ("report", "genomics.report")):  # fmt: skip
+        found = client.get(f"/adaptive/api/task/adaptive_genomics/{task}", headers=auth).json()
+        assert found == {"task_family": family, "source": "dag"}
+        assert client.get(f"/adaptive/api/families/{family}", headers=auth).status_code == 200
+    # a task no DAG declares: the family its recorded attempts carry, else dag_id.task_id
+    recorded = client.get("/adaptive/api/task/other_dag/align", headers=auth).json()
+    assert recorded == {"task_family": "other_dag.align", "source": "default"}
+    sql_store_attempts = client.get("/adaptive/api/task/adaptive_genomics/align", headers=auth).json()
+    assert sql_store_attempts == {"task_family": "genomics.align", "source": "attempts"}
 
 
 def test_numbers_are_the_stores(client: Any, auth: dict[str, str], demo: Any) -> None:

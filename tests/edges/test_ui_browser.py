@@ -4,174 +4,50 @@ and navigation. Screenshots go to ``$ADAPTIVE_SCREENSHOTS`` (default: the test's
 
 from __future__ import annotations
 
-import json
+import itertools
 import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
-import pytest
-
-from airflow_adaptive.core.grouping import NodeProfile, group_nodes
-from airflow_adaptive.core.locality import InputUse, content_key
 from airflow_adaptive.core.model import GIB
 from airflow_adaptive.core.sizing import predictor_names
-from airflow_adaptive.demo import generated_history
+from airflow_adaptive.core.units import format_bytes
 from airflow_adaptive.store.api import TotalsQuery
 from tests.conftest import sql_store
+from tests.edges.browser_kit import BROWSER_MARKS, Walk, log_in_and_open_the_page, wait_for
 from tests.scheduling import load_dag, mark_scheduled, new_run, seed_history, serialise_dag_folder
 
-CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-try:
-    import selenium  # noqa: F401
-
-    HAVE_SELENIUM = True
-except ImportError:
-    HAVE_SELENIUM = False
-MISSING = not (CHROMIUM and DRIVER and HAVE_SELENIUM)
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        MISSING and os.environ.get("ADAPTIVE_REQUIRE_BROWSER") != "1",
-        reason="chromium, chromedriver or selenium missing",
-    ),
-]
+pytestmark = BROWSER_MARKS
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def check_the_address_names_the_view(walk: Walk, view: str) -> None:
+    """Airflow's address reads /plugin/adaptive#/<view>, not /plugin/adaptive/adaptive/ui#/overview."""
+    walk.browser.switch_to.default_content()
+    wait_for(lambda: walk.browser.current_url.endswith(f"/plugin/adaptive#/{view}"), f"the address of {view}")
 
 
-@pytest.fixture
-def api_server(tmp_path: Path, engine: Any) -> Iterator[str]:
-    """The real api-server on the test database, with demo history, nodes, and one user."""
-    store = sql_store(engine)
-    store.record(generated_history())
-    profiles = [
-        NodeProfile(
-            f"node-{g}{i}", {"cpu_events_per_s": cpu + i, "memory_mib_per_s": mem + 9 * i}, 8, 32 * GIB
-        )
-        for g, (cpu, mem) in enumerate([(370, 13800), (460, 17500), (524, 19850)])
-        for i in range(2)
-    ]
-    store.save_nodes(profiles, group_nodes(profiles))
-    genome = InputUse(
-        "s3://refs/GRCh38/genome.fa",
-        3_100_000_000,
-        content_key("s3://refs/GRCh38/genome.fa", 3_100_000_000),
-        True,
+def check_formats_match_the_cli(walk: Walk) -> None:
+    """The page prints bytes as format_bytes does (the CLI's and demo's tables), ties and all."""
+    values = [3334471680, 3333479288, 3.125 * GIB, 13648405498, 8 * GIB, 999.7 * 1024**2, 250 * 1024**2, 512]
+    shown = walk.browser.execute_script("return arguments[0].map(bytes)", values)
+    assert shown == [format_bytes(v) for v in values] and shown[0] == "3.11 GiB"
+
+
+def check_chart_gaps_and_legend(walk: Walk, chart_id: str) -> None:
+    """Days without data are null (a gap, not a line across), and the legend shows values, not '--'."""
+    browser = walk.browser
+    rows = browser.execute_script(
+        "return dailySeries([{day: '2024-01-01'}, {day: '2024-01-04'}]).rows.map((r) => r === null)"
     )
-    index = InputUse(
-        "s3://refs/GRCh38/bwa.idx",
-        5_400_000_000,
-        content_key("s3://refs/GRCh38/bwa.idx", 5_400_000_000),
-        True,
+    assert rows == [False, True, True, False]
+    gaps = browser.execute_script(
+        f"return document.getElementById('{chart_id}').uplot.series.slice(1).map((s) => s.spanGaps)"
     )
-    store.record_inputs("node-00", [genome, index], [])
-    store.record_inputs("node-11", [genome], [])
-    port = free_port()
-    passwords = tmp_path / "passwords.json"
-    passwords.write_text(json.dumps({"admin": "s3cret-admin"}))
-    env = dict(os.environ, AIRFLOW__API__HOST="127.0.0.1", AIRFLOW__API__PORT=str(port),
-               AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin",
-               AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(passwords))  # fmt: skip
-    log = (tmp_path / "api-server.log").open("w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "airflow", "api-server", "--port", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"{base}/api/v2/version", timeout=1)
-                break
-            except OSError:
-                assert server.poll() is None, (tmp_path / "api-server.log").read_text()[-3000:]
-                time.sleep(0.5)
-        yield base
-    finally:
-        os.killpg(server.pid, 15)
-        server.wait(30)
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    options = Options()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1366,900"):
-        options.add_argument(arg)
-    options.binary_location = CHROMIUM or "chromium"
-    driver = webdriver.Chrome(service=Service(DRIVER or "chromedriver"), options=options)
-    driver.implicitly_wait(0)
-    yield driver
-    driver.quit()
-
-
-def wait_for(predicate: Any, what: str, seconds: float = 30) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            found = predicate()
-        except Exception:  # the element is not there yet, or the frame was reloaded
-            found = None
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-class Walk:
-    """The user's browser on the Adaptive page: its frame, its tabs, and where screenshots go."""
-
-    def __init__(self, browser: Any, shots: Path) -> None:
-        self.browser, self.shots = browser, shots
-
-    def tab(self, name: str) -> Any:
-        """Wait inside the plugin's frame until tab ``name`` is drawn."""
-        from selenium.webdriver.common.by import By
-
-        self.browser.switch_to.default_content()
-        frame = wait_for(lambda: self.browser.find_element(By.TAG_NAME, "iframe"), "the plugin frame")
-        self.browser.switch_to.frame(frame)
-        return wait_for(
-            lambda: self.browser.find_element(By.CSS_SELECTOR, f"body[data-ready='{name}']"), name
-        )
-
-    def open(self, name: str, *, link: str | None = None) -> None:
-        """Click the tab's link (or ``link``, a CSS selector) and wait for the tab."""
-        from selenium.webdriver.common.by import By
-
-        self.browser.find_element(By.CSS_SELECTOR, link or f"a[data-tab='{name}']").click()
-        self.tab(name)
-
-    def shot(self, name: str) -> None:
-        self.browser.switch_to.default_content()
-        self.browser.save_screenshot(str(self.shots / f"{name}.png"))
-
-
-def log_in_and_open_the_page(browser: Any, url: str) -> None:
+    assert gaps and not any(gaps)
     from selenium.webdriver.common.by import By
 
-    browser.get(f"{url}/")
-    wait_for(lambda: browser.find_element(By.NAME, "username"), "the login form").send_keys("admin")
-    browser.find_element(By.NAME, "password").send_keys("s3cret-admin")
-    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    nav = wait_for(
-        lambda: browser.find_element(By.CSS_SELECTOR, "a[href$='/plugin/adaptive']"), "the nav item"
-    )
-    nav.click()
+    legend = [v.text for v in browser.find_elements(By.CSS_SELECTOR, f"#{chart_id} .u-legend .u-value")]
+    assert legend and "--" not in legend, legend
 
 
 def check_overview_and_families(walk: Walk, store: Any) -> None:
@@ -179,6 +55,8 @@ def check_overview_and_families(walk: Walk, store: Any) -> None:
 
     browser = walk.browser
     walk.tab("overview")
+    check_chart_gaps_and_legend(walk, "trend")
+    check_formats_match_the_cli(walk)
     cards = {c.get_attribute("data-key"): c.find_element(By.CLASS_NAME, "value").text
              for c in browser.find_elements(By.CSS_SELECTOR, ".card")}  # fmt: skip
     days = store.day_totals(TotalsQuery())
@@ -200,7 +78,9 @@ def check_overview_and_families(walk: Walk, store: Any) -> None:
     full = cell.get_attribute("title")
     assert full.startswith("P") and "prediction bound" in full and "prediction bound" not in cell.text
     assert cell.text.splitlines()[1].startswith(full.split(" (")[0] + " · ")
+    assert "OOM-killed in replay" in cell.text  # a replayed rate, beside the OOM kills that happened
     walk.shot("families")
+    check_the_address_names_the_view(walk, "families")
 
 
 def check_family(walk: Walk, store: Any) -> None:
@@ -213,7 +93,17 @@ def check_family(walk: Walk, store: Any) -> None:
     history = store.history("genomics.align")
     assert int(chart.get_attribute("data-points")) == len(history) == 13
     assert int(chart.get_attribute("data-oom")) == sum(o.oom_killed for o in history) == 1
-    assert browser.find_elements(By.CSS_SELECTOR, "#attempts-table tr[data-exit='OOMKilled'].bad")
+    killed = browser.find_element(
+        By.CSS_SELECTOR, "#attempts-table tr[data-exit='OOMKilled'].bad [data-col=peak]"
+    )
+    assert killed.text == "≥ 8 GiB (OOM-killed at limit)"
+    check_chart_gaps_and_legend(walk, "family-chart")
+    ticks = browser.execute_script(
+        "const u = document.getElementById('family-chart').uplot;"
+        "return u.axes[1].splits(u, 1, u.scales.y.min, u.scales.y.max)"
+    )
+    step = min(b - a for a, b in itertools.pairwise(ticks))
+    assert len(ticks) >= 2 and step & (step - 1) == 0 and all(t % step == 0 for t in ticks), ticks
     assert chart.find_elements(By.TAG_NAME, "canvas")  # uPlot drew it
     strategies = wait_for(
         lambda: browser.find_elements(By.CSS_SELECTOR, "#whatif-table tbody tr"), "what-if", 120
@@ -221,7 +111,21 @@ def check_family(walk: Walk, store: Any) -> None:
     assert sorted(r.get_attribute("data-strategy") for r in strategies) == predictor_names()
     assert "adaptive" in browser.find_element(By.ID, "decision").text
     budget = browser.find_element(By.ID, "budget").text  # the rule, its replayed kill rate, the budget
-    assert "OOM-killed" in budget and "max_oom_rate 2 %, so rules aim at 1 %" in budget
+    assert "max_oom_rate 2 %, so rules aim at 1 %" in budget
+    assert (
+        "replayed on this family's past peaks" in budget and "it would have OOM-killed 0 % of them" in budget
+    )
+    assert "Recorded: 1 of the 13 attempts shown were really OOM-killed" in budget
+    placement = browser.find_element(By.ID, "placement").text
+    assert "{" not in placement and placement.startswith("Task labels: ")  # "none" or key=value
+    explained = {
+        a.text: a.get_attribute("title") for a in browser.find_elements(By.CSS_SELECTOR, "#whatif-table abbr")
+    }
+    assert sorted(explained) == ["ATE", "MAQ", "WRR"] and all(explained.values())
+    assert all(f"{short}:" in browser.find_element(By.ID, "metrics").text for short in explained)
+    wastes = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "#whatif-table td[data-col=waste]")]
+    assert all(len(w.replace(",", "").replace(".", "").lstrip("0")) <= 3 for w in wastes), wastes
+    assert "that replay's kills" in browser.find_element(By.ID, "whatif").text
     assert "Too few peaks to judge it yet (fewer than 100): at least 12.7 GiB" in budget  # 13 of them
     assert "program bwa mem" in browser.find_element(By.ID, "tool").text  # what warm starts match by
     walk.shot("family")
@@ -266,10 +170,14 @@ def check_queue(walk: Walk, engine: Any, tmp_path: Path) -> None:
     assert [task for task, _ in ranked] == ["lff_ui_shot.new", "lff_ui_shot.old"]
     assert ranked[0][1] < ranked[1][1]  # other tests' tasks may be queued in between
     walk.shot("queue")
+    walk.browser.refresh()  # the address names the view: a reload reopens it
+    walk.tab("queue")
 
 
 def check_dark_theme(walk: Walk) -> None:
     browser = walk.browser
+    walk.tab("queue")
+    walk.open("overview")
     browser.switch_to.default_content()
     browser.execute_script("localStorage.setItem('theme', 'dark')")  # Airflow's own theme switch
     browser.refresh()
@@ -288,6 +196,8 @@ def test_pages_through_airflows_login_and_navigation(
     store = sql_store(engine)
     walk = Walk(browser, shots)
     log_in_and_open_the_page(browser, api_server)
+    walk.tab("overview")
+    check_the_address_names_the_view(walk, "overview")
     check_overview_and_families(walk, store)
     check_family(walk, store)
     check_nodes_and_locality(walk, store)

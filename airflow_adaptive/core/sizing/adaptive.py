@@ -363,18 +363,22 @@ class AdaptivePredictor(Predictor):
     def explain(self) -> str:
         rates = self.oom_rates()
         rate, budget = float(rates[self.best_]), self.target
-        chosen = "the default rule" if self.best_ == 0 else f"cheapest of {self.scores_.size} rules replayed"
-        chosen += f", {rate:.1%} OOM-killed"
+        # Say which replay the kill rate is from: the rule alone on the past peaks, each task sized
+        # from those before it (not a whole strategy's what-if, nor kills that really happened).
+        replay = f"replayed on the {self.n_samples_} past peaks, each sized from those before it"
+        killed = f"{rate:.1%} OOM-killed in that replay"
+        chosen = "the default rule" if self.best_ == 0 else f"cheapest of {self.scores_.size} rules"
+        chosen += f" {replay}: {killed}"
         if budget is not None and self.within_target_:
             chosen += (
                 f" (target {budget:.1%}, {self.target_fraction:.0%} of the budget {self.max_oom_rate:.1%})"
             )
         elif budget is not None and rates.min() > budget:
             fewest = f"{rates.min():.1%}"
-            chosen = f"no rule kept OOM kills within {budget:.1%}: the cheapest near the fewest ({fewest}), {rate:.1%} OOM-killed"
+            chosen = f"no rule kept OOM kills within {budget:.1%} {replay}: the cheapest near the fewest ({fewest}), {killed}"
         elif budget is not None:
             chosen += f", over the target {budget:.1%}: fewer than {self.min_scored} tasks replayed"
-        said = f"{self.rule_} ({chosen}, {self.n_samples_} peaks) = {format_bytes(self._predict(None))}"
+        said = f"{self.rule_} ({chosen}) = {format_bytes(self._predict(None))}"
         if self.bound_ and budget is not None:
             level = f"P{(1.0 - budget) * 100:g}"
             if self._line_chosen:

@@ -6,21 +6,6 @@ const view = document.getElementById("view");
 const GIB = 1024 ** 3;
 const state = { sort: "attempts", order: "desc", page: 1, search: "", start: "", end: "" };
 
-function esc(value) {
-  return String(value ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
-}
-function bytes(value) {
-  if (value === null || value === undefined) return "–";
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let v = Number(value), i = 0;
-  while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
-  return i === 0 ? `${v.toFixed(0)} B` : `${v.toPrecision(3)} ${units[i]}`;
-}
-function num(value, digits = 1) {
-  return value === null || value === undefined ? "–" : Number(value).toLocaleString("en", { maximumFractionDigits: digits });
-}
-function pct(value) { return value === null || value === undefined ? "–" : `${(100 * value).toFixed(1)} %`; }
-function when(value) { return value ? String(value).replace("T", " ").slice(0, 16) : "–"; }
 function alignHeads() {  // each header takes its column's alignment (text left, numbers right)
   for (const table of view.querySelectorAll("table")) {
     const first = table.querySelector("tbody tr");
@@ -59,13 +44,18 @@ function card(label, value, key, cls = "") {
 }
 function chart(el, title, xs, series, opts = {}) {
   const width = Math.max(320, Math.min(el.clientWidth || 900, 1200));
-  return new uPlot({
+  const format = opts.format || ((v) => num(v, 2));
+  const plot = new uPlot({
     title, width, height: 260,
-    axes: [{ stroke: css("--muted"), grid: { stroke: css("--line") } },
-           { stroke: css("--muted"), grid: { stroke: css("--line") }, size: 70, values: opts.yValues }],
-    series: [{}, ...series],
+    axes: [{ stroke: css("--muted"), grid: { stroke: css("--line") }, space: 90 },  // whole days, not 12-hour ticks
+           { stroke: css("--muted"), grid: { stroke: css("--line") }, size: 70, splits: opts.ySplits,
+             values: (u, ticks) => ticks.map(format) }],
+    series: [{}, ...series.map((s) => ({ spanGaps: false, value: (u, v) => (v === null || v === undefined ? "–" : format(v)), ...s }))],
     scales: { x: { time: true } },
+    hooks: { ready: [legendShowsNewest], setCursor: [legendShowsNewest] },
   }, [xs, ...series.map((s) => s.data)], el);
+  el.uplot = plot;  // for the browser test: the data and axes as drawn
+  return plot;
 }
 
 async function overview() {
@@ -85,30 +75,39 @@ async function overview() {
     </div>
     <div class="chart" id="trend"></div>`;
   bindRange(overview);
-  const days = data.days.map((d) => Date.parse(`${d.day}T00:00:00Z`) / 1000);
-  if (days.length) {
-    chart(document.getElementById("trend"), "GB·h per day", days, [
-      { label: "users asked", stroke: css("--muted"), data: data.days.map((d) => d.user_requested_gb_h) },
-      { label: "requested", stroke: css("--accent"), data: data.days.map((d) => d.requested_gb_h) },
-      { label: "used", stroke: css("--good"), data: data.days.map((d) => d.used_gb_h) },
-      { label: "wasted", stroke: css("--bad"), data: data.days.map((d) => d.wasted_gb_h) },
-    ]);
-  }
+  const { xs, rows } = dailySeries(data.days);
+  if (!xs.length) return;
+  const dots = { show: true, size: 5 };  // a day between empty ones is a dot, not lost
+  const line = (label, color, key) => ({ label, stroke: css(color), points: dots, data: rows.map((d) => (d ? d[key] : null)) });
+  chart(document.getElementById("trend"), "GB·h per day", xs, [
+    line("users asked", "--muted", "user_requested_gb_h"), line("requested", "--accent", "requested_gb_h"),
+    line("used", "--good", "used_gb_h"), line("wasted", "--bad", "wasted_gb_h"),
+  ], { format: gbh });
+  const empty = xs.length - data.days.length;
+  document.getElementById("trend").insertAdjacentHTML("afterend", `<p class="muted" id="trend-caption">${data.days.length} days
+    with attempts from ${esc(data.days[0].day)} to ${esc(data.days[data.days.length - 1].day)}${empty ? `; the ${empty} days
+    without any are gaps` : ""}. Drag across the chart to zoom in, double-click to zoom out, or choose the days above.</p>`);
 }
 
+const REPLAYED = "the rule replayed on this family's past peaks, each sized from those before it: kills it would have caused, not kills that happened (OOM column)";
 function decisionCell(d) {  // the list shows the rule in a line; the whole explanation on hover and on the family's page
-  if (!d) return `<td class="why">user's request</td>`;
+  if (!d) return `<td class="why" data-col="decision"><div class="decision">user's request</div></td>`;
   const summary = d.rule
-    ? `${d.rule} · ${pct(d.rule_oom_rate)} OOM-killed${d.small_sample_bound_bytes ? ` · small-sample bound ${bytes(d.small_sample_bound_bytes)}` : ""}`
-    : d.explanation.length > 90 ? `${d.explanation.slice(0, 90)}…` : d.explanation;
-  return `<td class="why" data-col="decision" title="${esc(d.explanation)}"><b>${bytes(d.memory_request_bytes)}</b> ${esc(d.strategy)}<br>${esc(summary)}</td>`;
+    ? `${d.rule} · ${pct(d.rule_oom_rate)} OOM-killed in replay${d.small_sample_bound_bytes ? ` · small-sample bound ${bytes(d.small_sample_bound_bytes)}` : ""}`
+    : d.explanation;
+  return `<td class="why" data-col="decision" title="${esc(d.explanation)}"><div class="decision"><b>${bytes(d.memory_request_bytes)}</b>
+    ${esc(d.strategy)}<span class="clip">${esc(summary)}</span></div></td>`;
 }
 
 const COLUMNS = [
-  ["task_family", "Task family"], ["attempts", "Attempts"], ["completed", "Completed"], ["oom_killed", "OOM"],
+  ["task_family", "Task family"], ["attempts", "Attempts"], ["completed", "Completed"], ["oom_killed", "OOM kills"],
   [null, "P50 peak"], [null, "P95 peak"], [null, "Decision"], ["requested_byte_seconds", "Requested GB·h"],
   [null, "Wasted GB·h"], [null, "Saving"], ["last_day", "Last run"],
 ];
+const HEAD_TITLES = {
+  "OOM kills": "attempts that were really OOM-killed, as recorded",
+  Decision: `the next request and its rule; the rule's OOM-killed share is ${REPLAYED}`,
+};
 async function families() {
   const q = range();
   q.set("sort", state.sort); q.set("order", state.order); q.set("page", state.page); q.set("search", state.search);
@@ -116,15 +115,16 @@ async function families() {
   const pages = Math.max(1, Math.ceil(data.total / data.limit));
   const head = COLUMNS.map(([key, label]) => {
     const arrow = key === state.sort ? (state.order === "desc" ? " ▾" : " ▴") : "";
-    return key ? `<th data-sort="${key}">${label}${arrow}</th>` : `<th>${label}</th>`;
+    const title = HEAD_TITLES[label] ? ` title="${esc(HEAD_TITLES[label])}"` : "";
+    return key ? `<th data-sort="${key}"${title}>${label}${arrow}</th>` : `<th${title}>${label}</th>`;
   }).join("");
   const rows = data.families.map((f) => `<tr data-family="${esc(f.task_family)}">
-      <td><a href="#/family/${encodeURIComponent(f.task_family)}">${esc(f.task_family)}</a></td>
+      <td class="family"><div><a href="#/family/${encodeURIComponent(f.task_family)}" title="${esc(f.task_family)}">${breakable(f.task_family)}</a></div></td>
       <td data-col="attempts">${num(f.attempts, 0)}</td><td>${num(f.completed, 0)}</td>
       <td data-col="oom_killed" class="${f.oom_killed ? "bad" : ""}">${num(f.oom_killed, 0)}</td>
       <td>${bytes(f.p50_peak_bytes)}</td><td>${bytes(f.p95_peak_bytes)}</td>
       ${decisionCell(f.decision)}
-      <td>${num(f.requested_gb_h, 3)}</td><td>${num(f.wasted_gb_h, 3)}</td><td>${pct(f.saving_fraction)}</td><td class="text">${esc(f.last_day)}</td></tr>`).join("");
+      <td>${gbh(f.requested_gb_h)}</td><td>${gbh(f.wasted_gb_h)}</td><td>${pct(f.saving_fraction)}</td><td class="text">${esc(f.last_day)}</td></tr>`).join("");
   view.innerHTML = `<h2>Task families</h2>
     <div class="toolbar"><input id="search" placeholder="Search task families" value="${esc(state.search)}">
       ${rangeInputs()}<span class="muted" id="count">${num(data.total, 0)} families</span></div>
@@ -144,6 +144,25 @@ async function families() {
   }
 }
 
+function peakText(a) {  // an OOM kill's true peak is unknown: at least the limit it was killed at
+  if (a.oom_killed) return a.memory_limit_bytes ? `≥ ${bytes(a.memory_limit_bytes)} (OOM-killed at limit)` : "unknown (OOM-killed, no limit)";
+  if (a.peak_is_lower_bound && a.peak_memory_bytes) return `≥ ${bytes(a.peak_memory_bytes)} (sampled)`;
+  return bytes(a.peak_memory_bytes);
+}
+function labelText(labels) {
+  const pairs = Object.entries(labels || {});
+  return pairs.length ? pairs.map(([k, v]) => `${k}=${v}`).join(", ") : "none";
+}
+function budgetText(d, attempts, oom) {  // the rule's replayed kill rate, never to be read as real kills
+  if (!d.rule) return "";
+  const few = d.small_sample_bound_bytes ? ` Too few peaks to judge it yet (fewer than ${Math.ceil(1 / d.oom_target)}): at least
+    ${bytes(d.small_sample_bound_bytes)}, their log-normal prediction bound, at most the request.` : "";
+  return `<p id="budget">Rule <b>${esc(d.rule)}</b>: replayed on this family's past peaks, each task sized from the peaks before
+    it (recent ones weigh more), it would have OOM-killed ${num(100 * d.rule_oom_rate, 1)} % of them. Budget
+    <code>max_oom_rate</code> ${num(100 * d.max_oom_rate, 1)} %, so rules aim at ${num(100 * d.oom_target, 1)} %.${few}
+    Recorded: ${oom} of the ${attempts} attempts shown were really OOM-killed. The what-if below is a third number: each whole
+    strategy replayed attempt by attempt.</p>`;
+}
 async function family(name) {
   const data = await api(`api/families/${encodeURIComponent(name)}`);
   const attempts = data.attempts;
@@ -152,7 +171,7 @@ async function family(name) {
   const rows = attempts.slice().reverse().map((a) => `<tr class="${a.oom_killed ? "bad" : ""}" data-exit="${esc(a.exit_reason)}">
       <td class="text">${esc(when(a.finished_at))}</td><td class="text">${esc(a.dag_id)} / ${esc(a.run_id)} / ${a.try_number}</td>
       <td class="text">${esc(a.exit_reason)}</td><td>${bytes(a.user_request_bytes)}</td><td>${bytes(a.memory_request_bytes)}</td>
-      <td>${bytes(a.memory_limit_bytes)}</td><td>${bytes(a.peak_memory_bytes)}${a.peak_is_lower_bound ? " ≥" : ""}</td>
+      <td>${bytes(a.memory_limit_bytes)}</td><td data-col="peak">${peakText(a)}</td>
       <td class="text">${esc(a.node || "–")}${a.group ? ` (group ${a.group})` : ""}</td><td class="why">${esc(a.explanation || "")}</td></tr>`).join("");
   view.innerHTML = `<h2>${esc(data.task_family)}</h2>
     <p class="muted">DAGs: ${data.dags.map(esc).join(", ")}${data.image || data.program ? `<span id="tool">; runs
@@ -162,12 +181,8 @@ async function family(name) {
       hollow peaks are lower bounds (sampled).</p>
     <h2>Next decision</h2><p id="decision"><b>${bytes(data.decision.memory_request_bytes)}</b> (${esc(data.decision.strategy)}):
       ${esc(data.decision.explanation)}</p>
-    ${data.decision.rule ? `<p id="budget">Rule <b>${esc(data.decision.rule)}</b>: ${num(100 * data.decision.rule_oom_rate, 1)} % of this family's
-      replayed tasks OOM-killed; budget <code>max_oom_rate</code> ${num(100 * data.decision.max_oom_rate, 1)} %, so rules aim at
-      ${num(100 * data.decision.oom_target, 1)} %.${data.decision.small_sample_bound_bytes
-        ? ` Too few peaks to judge it yet (fewer than ${Math.ceil(1 / data.decision.oom_target)}): at least
-      ${bytes(data.decision.small_sample_bound_bytes)}, their log-normal prediction bound, at most the request.` : ""}</p>` : ""}
-    <p id="placement">Task labels: ${esc(JSON.stringify(data.labels))}. ${esc(data.placement)}</p>
+    ${budgetText(data.decision, attempts.length, oom)}
+    <p id="placement">Task labels: ${esc(labelText(data.labels))}. ${esc(data.placement)}</p>
     <h2>What if: every strategy on this family's history</h2><div id="whatif" class="muted">Replaying…</div>
     <h2>Attempts</h2><div class="scroll"><table id="attempts-table"><thead><tr><th>Finished</th><th>DAG / run / try</th><th>Exit</th>
       <th>User asked</th><th>Request</th><th>Limit</th><th>Peak</th><th>Node</th><th>Why</th></tr></thead><tbody>${rows}</tbody></table></div>`;
@@ -181,21 +196,32 @@ async function family(name) {
     { label: "peak", stroke: css("--good"), paths: () => null, points: dots(css("--good"), css("--good"), 7), data: peaks },
     { label: "peak ≥ (sampled)", stroke: css("--good"), paths: () => null, points: dots(css("--good"), css("--bg"), 7), data: lower },
     { label: "OOM-killed", stroke: css("--bad"), paths: () => null, points: dots(css("--bad"), css("--bad"), 10), data: killed },
-  ], { yValues: (u, ticks) => ticks.map((t) => bytes(t)) });
+  ], { format: bytes, ySplits: binarySplits });
   whatif(name);
 }
 
+const METRICS = {
+  MAQ: "memory allocation quality: memory·time used over memory·time used plus wasted",
+  WRR: "waste reduction ratio: 1 − waste over the waste of giving every task a whole node",
+  ATE: "average task efficiency: each task's peak·time over what its successful attempt was given, averaged (0 for a failed task)",
+};
 async function whatif(name) {
   const el = document.getElementById("whatif");
   try {
     const data = await api(`api/families/${encodeURIComponent(name)}/whatif`);
     el.classList.remove("muted");
-    el.innerHTML = `<p class="muted">${data.tasks} completed attempts replayed in order (sequential history), cheapest first;
+    const abbr = (short) => `<abbr title="${esc(METRICS[short])}">${short}</abbr>`;
+    el.innerHTML = `<p class="muted">Each strategy replayed on the newest ${data.tasks} completed attempts in the order they ran,
+      sized only from the attempts before each one and retried after its own kills (sequential history), cheapest first;
       <code>adaptive</code> under the OOM-kill budget of ${num(100 * data.max_oom_rate, 1)} %${data.min_observations > 1
-        ? `; every strategy keeps the request until ${num(data.min_observations, 0)} attempts are known (<code>min_observations</code>)` : ""}.</p>
-      <table id="whatif-table"><thead><tr><th>Strategy</th><th>Waste GB·h</th><th>OOM kills / 100</th><th>Failed</th><th>MAQ</th></tr></thead>
-      <tbody>${data.strategies.map((s) => `<tr data-strategy="${esc(s.strategy)}"><td>${esc(s.strategy)}</td><td>${num(s.waste_gb_h, 4)}</td>
-      <td>${num(s.retries_per_100, 1)}</td><td>${num(s.failed, 0)}</td><td>${num(s.maq, 3)}</td></tr>`).join("")}</tbody></table>`;
+        ? `; every strategy keeps the request until ${num(data.min_observations, 0)} attempts are known (<code>min_observations</code>)` : ""}.
+      Its OOM kills / 100 are that replay's kills: neither the rule's replay above nor kills that happened.</p>
+      <table id="whatif-table"><thead><tr><th>Strategy</th><th>Waste GB·h</th><th>OOM kills / 100 (replayed)</th><th>Failed</th>
+      <th>${abbr("MAQ")}</th><th>${abbr("WRR")}</th><th>${abbr("ATE")}</th></tr></thead>
+      <tbody>${data.strategies.map((s) => `<tr data-strategy="${esc(s.strategy)}"><td>${esc(s.strategy)}</td><td data-col="waste">${gbh(s.waste_gb_h)}</td>
+      <td>${num(s.retries_per_100, 1)}</td><td>${num(s.failed, 0)}</td><td>${num(s.maq, 3)}</td><td>${num(s.wrr, 3)}</td>
+      <td>${num(s.ate, 3)}</td></tr>`).join("")}</tbody></table>
+      <p class="muted" id="metrics">${Object.entries(METRICS).map(([k, v]) => `<b>${k}</b>: ${esc(v)}`).join(". ")}. Higher is better for all three.</p>`;
   } catch (err) { el.innerHTML = `<div class="error">${esc(err.message)}</div>`; }
 }
 
@@ -272,7 +298,29 @@ async function route() {
     view.innerHTML = `<div class="error">${esc(err.message)}</div>`;
   }
   alignHeads();
+  showViewInAirflowsAddress();
   document.body.dataset.ready = tab;
+}
+// Airflow copies the frame's path into its own address (/plugin/adaptive/adaptive/ui#/overview) once,
+// when the frame loads. Its address names this page's view instead: /plugin/adaptive#/families,
+// kept as the view changes, so it can be bookmarked and reloaded (openAirflowsView reads it back).
+function airflowsPluginPath() {
+  const top = window.parent;
+  if (top === window) return null;
+  const m = top.location.pathname.match(/^(.*\/plugin\/[^/]+)(\/.*)?$/);  // a nav page, not a task's tab
+  return m && !m[1].includes("/dags/") && (!m[2] || m[2] === location.pathname) ? m[1] : null;
+}
+function showViewInAirflowsAddress() {
+  try {
+    const path = airflowsPluginPath();
+    if (path) window.parent.history.replaceState(window.parent.history.state, "", path + location.hash);
+  } catch (err) { /* not framed by Airflow, or another origin: nothing to keep in step */ }
+}
+function openAirflowsView() {
+  try {
+    const wanted = window.parent.location.hash;
+    if (airflowsPluginPath() && wanted.startsWith("#/") && wanted !== location.hash) history.replaceState(null, "", wanted);
+  } catch (err) { /* as above */ }
 }
 function followAirflowTheme() {  // same origin: read the theme class Airflow sets on its own page
   try {
@@ -282,5 +330,7 @@ function followAirflowTheme() {  // same origin: read the theme class Airflow se
   } catch (err) { /* not framed by Airflow: the browser's preference applies */ }
 }
 followAirflowTheme();
-window.addEventListener("hashchange", route);
+window.addEventListener("hashchange", () => { window.scrollTo(0, 0); route(); });  // a new view opens at its top
+openAirflowsView();
+window.addEventListener("load", () => setTimeout(showViewInAirflowsAddress, 0));
 route();

@@ -1,0 +1,78 @@
+// airflow-adaptive UI: number formats and chart helpers shared by the pages (no DOM here).
+"use strict";
+
+// Python's f"{v:.3g}", which core/units.py:format_bytes (the CLI's and `demo`'s tables) uses: three
+// significant digits of the exact binary value, ties to even, trailing zeros dropped, an exponent
+// below 1e-4 or from 1000 on. JavaScript's toPrecision rounds ties up and keeps the zeros.
+function sig3(value) {
+  const v = Number(value);
+  if (!Number.isFinite(v) || v === 0) return String(v);
+  const [mantissa, power] = Math.abs(v).toExponential(60).split("e");  // exact for a double
+  const digits = mantissa.replace(".", "");
+  let n = Number(digits.slice(0, 3)), exp = Number(power);
+  const rest = digits.slice(3), beyond = /[1-9]/.test(rest.slice(1));
+  if (rest[0] > "5" || (rest[0] === "5" && (beyond || n % 2 === 1))) n += 1;
+  if (n === 1000) { n = 100; exp += 1; }
+  const sign = v < 0 ? "-" : "", text = String(n);
+  const trim = (s) => (s.includes(".") ? s.replace(/0+$/, "").replace(/\.$/, "") : s);
+  if (exp < -4 || exp >= 3) {
+    return `${sign}${trim(`${text[0]}.${text.slice(1)}`)}e${exp < 0 ? "-" : "+"}${String(Math.abs(exp)).padStart(2, "0")}`;
+  }
+  if (exp < 0) return `${sign}${trim(`0.${"0".repeat(-exp - 1)}${text}`)}`;
+  return `${sign}${trim(`${text.slice(0, exp + 1)}.${text.slice(exp + 1)}`)}`;
+}
+function bytes(value) {  // format_bytes: binary units, three significant digits
+  if (value === null || value === undefined) return "–";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let v = Number(value), i = 0;
+  while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  return i === 0 ? `${v.toFixed(0)} B` : `${sig3(v)} ${units[i]}`;
+}
+function num(value, digits = 1) {
+  return value === null || value === undefined ? "–" : Number(value).toLocaleString("en", { maximumFractionDigits: digits });
+}
+function gbh(value) {  // memory·time: three significant digits, as bytes are, without an exponent
+  return value === null || value === undefined ? "–" : Number(value).toLocaleString("en", { maximumSignificantDigits: 3 });
+}
+function pct(value) { return value === null || value === undefined ? "–" : `${(100 * value).toFixed(1)} %`; }
+function when(value) { return value ? String(value).replace("T", " ").slice(0, 16) : "–"; }
+function esc(value) {
+  return String(value ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+}
+function breakable(name) {  // a long nf-core name (A:B:C_D) may wrap after each ':' and '.'
+  return esc(name).replace(/([:.])/g, "$1<wbr>");
+}
+
+// Memory axis ticks at multiples of a power-of-two step (256 MiB, 1 GiB, 2 GiB, ...), never 7.45 GiB.
+function binarySplits(u, axis, min, max) {
+  let step = 1024 ** 2;
+  while ((max - min) / step > 6) step *= 2;
+  const ticks = [];
+  for (let v = Math.ceil(min / step) * step; v <= max; v += step) ticks.push(v);
+  return ticks;
+}
+
+// Every day from the first to the last with data; a day without attempts is null, so uPlot leaves
+// a gap there instead of drawing a line across it (spanGaps is off).
+function dailySeries(days) {
+  const DAY = 86400, at = (d) => Date.parse(`${d}T00:00:00Z`) / 1000;
+  if (!days.length) return { xs: [], rows: [] };
+  const byDay = new Map(days.map((d) => [at(d.day), d]));
+  const xs = [], rows = [];
+  for (let t = at(days[0].day); t <= at(days[days.length - 1].day); t += DAY) {
+    xs.push(t);
+    rows.push(byDay.get(t) ?? null);
+  }
+  return { xs, rows };
+}
+
+// The legend shows the newest values while the cursor is off the chart (uPlot shows "--" there).
+function newestIndex(u) {
+  for (let i = u.data[0].length - 1; i >= 0; i--) {
+    if (u.data.slice(1).some((s) => s[i] !== null && s[i] !== undefined)) return i;
+  }
+  return null;
+}
+function legendShowsNewest(u) {
+  if (u.cursor.idx === null || u.cursor.idx === undefined) u.setLegend({ idx: newestIndex(u) });
+}
