@@ -7,7 +7,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from airflow_adaptive.core.priority import PriorityChoice
 from airflow_adaptive.exceptions import (
@@ -20,11 +20,17 @@ from airflow_adaptive.history_cli import add_history_commands, open_cli_store, p
 from airflow_adaptive.nodes_cli import add_node_commands
 from airflow_adaptive.simulation.cli import add_simulate_command
 
+if TYPE_CHECKING:
+    from airflow_adaptive.advisor import Advisor
+    from airflow_adaptive.core.model import Decision, MemoryRequest
+
+NAMES_COMPARED = 100_000  # stored family names a mistyped one is compared with (most attempts first)
+
 
 def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.advisor import Advisor
-    from airflow_adaptive.config import get_settings
-    from airflow_adaptive.core.model import ExitReason, MemoryRequest, Observation, PeakKind, TaskKey, Usage
+    from airflow_adaptive.config import check_sizing_names, get_settings
+    from airflow_adaptive.core.model import MemoryRequest
     from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
 
     if args.input_size_bytes is not None and args.input_size_bytes < 0:
@@ -33,22 +39,12 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
         parse_memory_bytes(args.request, what="--request") if args.request else None,
         parse_memory_bytes(args.limit, what="--limit") if args.limit else None,
     )
-    advisor = Advisor(get_settings(), open_cli_store)
-    tool = {"image": args.image, "program": args.program}
-    decision = advisor.decide(args.task_family, user, input_size_bytes=args.input_size_bytes, **tool)
-    if args.previous_oom:
-        killed_at = decision.memory_limit_bytes or decision.memory_request_bytes
-        previous = Observation(
-            key=TaskKey("cli", "cli", "cli", -1, max(1, args.try_number - 1)),
-            task_family=args.task_family,
-            usage=Usage(peak_kind=PeakKind.CENSORED),
-            exit_reason=ExitReason.OOM_KILLED,
-            memory_request_bytes=killed_at,
-            memory_limit_bytes=killed_at,
-        )
-        decision = advisor.decide(
-            args.task_family, user, input_size_bytes=args.input_size_bytes, previous_attempt=previous, **tool
-        )
+    settings = get_settings()
+    check_sizing_names(settings)  # here a typo is an error; a pod's decision fails open instead
+    advisor = Advisor(settings, open_cli_store)
+    if not args.new_family:
+        _require_known_family(advisor, args.task_family)
+    decision = _decision(advisor, args, user)
     placement = advisor.place(
         args.task_family, frozenset(args.require_capability), decision.memory_request_bytes
     )
@@ -76,6 +72,49 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
             f"priority: {priority.explain() if priority else 'unknown (history store unavailable)'}", file=out
         )
     return 0
+
+
+def _decision(advisor: Advisor, args: argparse.Namespace, user: MemoryRequest) -> Decision:
+    """The decision for the next try; with ``--previous-oom``, the retry after that try was killed."""
+    from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
+
+    tool = {"image": args.image, "program": args.program}
+    decision = advisor.decide(args.task_family, user, input_size_bytes=args.input_size_bytes, **tool)
+    if not args.previous_oom:
+        return decision
+    killed_at = decision.memory_limit_bytes or decision.memory_request_bytes
+    previous = Observation(
+        key=TaskKey("cli", "cli", "cli", -1, max(1, args.try_number - 1)),
+        task_family=args.task_family,
+        usage=Usage(peak_kind=PeakKind.CENSORED),
+        exit_reason=ExitReason.OOM_KILLED,
+        memory_request_bytes=killed_at,
+        memory_limit_bytes=killed_at,
+    )
+    return advisor.decide(
+        args.task_family, user, input_size_bytes=args.input_size_bytes, previous_attempt=previous, **tool
+    )
+
+
+def _require_known_family(advisor: Advisor, task_family: str) -> None:
+    """A family the store has no attempt of is more often a typo than a new family: an error naming
+    the closest stored names, unless ``--new-family`` asks for a new family's decision on purpose."""
+    import difflib
+
+    from airflow_adaptive.exceptions import HistoryUnavailableError
+
+    try:
+        if advisor.family_state(task_family) is not None:
+            return
+        known = [identity.family for identity, _ in open_cli_store().donor_candidates(limit=NAMES_COMPARED)]
+    except HistoryUnavailableError:
+        return  # the decision itself says the store is unavailable and keeps the request
+    close = difflib.get_close_matches(task_family, known, n=3, cutoff=0.8)
+    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+    raise AdaptiveError(
+        f"decide: no task family {task_family!r} in the history store{hint} "
+        "(--new-family: the decision a new family gets)"
+    )
 
 
 def priority_json(choice: PriorityChoice | None) -> dict[str, object] | None:
@@ -175,9 +214,9 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
 
 def _print_replay(report: dict[str, Any], out: TextIO) -> None:
     """One table per trace: every strategy, cheapest first, and what was left out of the trace."""
-    from rich.console import Console
     from rich.table import Table
 
+    from airflow_adaptive.console import print_table
     from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY, ratio_to_best_anchor
 
     for trace in report["traces"]:
@@ -211,7 +250,7 @@ def _print_replay(report: dict[str, Any], out: TextIO) -> None:
             )
             if text
         )
-        Console(file=out, width=120).print(table)
+        print_table(table, out)
 
 
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
@@ -232,6 +271,9 @@ def cmd_config_reference(args: argparse.Namespace, out: TextIO) -> int:
 def _add_decision_commands(sub: Any) -> None:
     decide = sub.add_parser("decide", help="the memory decision for a task family, and why")
     decide.add_argument("--task-family", required=True)
+    decide.add_argument(
+        "--new-family", action="store_true", help="the family has no history yet: decide anyway, on purpose"
+    )
     decide.add_argument("--try-number", type=int, default=1)
     decide.add_argument("--previous-oom", action="store_true", help="as if the previous try was OOM-killed")
     decide.add_argument("--request", help="the user's memory request (Kubernetes quantity)")

@@ -10,8 +10,11 @@ from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.locality import BIG_FROM_BYTES, SMALL_BELOW_BYTES
 from airflow_adaptive.core.model import MIB
 from airflow_adaptive.core.priority import check_failure_mode
+from airflow_adaptive.core.sizing import RETRY_POLICIES
 from airflow_adaptive.core.sizing.adaptive import MAX_OOM_RATE
-from airflow_adaptive.exceptions import InvalidConfigError
+from airflow_adaptive.core.sizing.base import PREDICTORS
+from airflow_adaptive.core.sizing.retry import STRATEGY_RETRY
+from airflow_adaptive.exceptions import InvalidConfigError, UnknownStrategyError
 
 SECTION = "adaptive"
 
@@ -330,3 +333,19 @@ def load_settings() -> AdaptiveSettings:
 def get_settings() -> AdaptiveSettings:
     """The settings of this process (read once; ``get_settings.cache_clear()`` re-reads)."""
     return load_settings()
+
+
+def check_sizing_names(settings: AdaptiveSettings) -> None:
+    """Raise InvalidConfigError when ``strategy`` or ``oom_retry_policy`` names nothing registered.
+    Commands call it, so a typo is an error where it was typed; pods do not: their decision fails
+    open to the user's request, the reason logged once (advisor.py)."""
+    sizing = settings.sizing
+    try:
+        PREDICTORS.get(sizing.strategy)
+    except UnknownStrategyError as err:
+        raise InvalidConfigError(f"[{SECTION}] strategy: {err}") from None
+    if sizing.retry_policy != STRATEGY_RETRY:
+        try:
+            RETRY_POLICIES.get(sizing.retry_policy)
+        except UnknownStrategyError as err:
+            raise InvalidConfigError(f"[{SECTION}] oom_retry_policy: {err} (or {STRATEGY_RETRY!r})") from None

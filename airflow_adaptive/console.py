@@ -1,13 +1,19 @@
 """The commands' terminal output: a progress display shown on a terminal only (quiet in pipes,
-logs and CI), with rich imported only when a command runs."""
+logs and CI), and the console every table is printed on; rich is imported only when a command runs."""
 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.progress import Progress
+    from rich.table import Table
+
+# Off a terminal nothing limits a line, and rich would otherwise assume 80 columns and cut
+# values short ("finish…"): a file or a pipe gets whole values, each row on one line.
+OFF_TERMINAL_WIDTH = 100_000
 
 
 def progress(*columns: Any) -> Progress:
@@ -15,3 +21,28 @@ def progress(*columns: Any) -> Progress:
     from rich.progress import Progress
 
     return Progress(*columns, transient=True, disable=not sys.stderr.isatty())
+
+
+def table_console(out: TextIO) -> Console:
+    """Where a command prints its tables: the terminal's width on a terminal, unbounded elsewhere."""
+    from rich.console import Console
+
+    if out.isatty():
+        return Console(file=out)
+    return Console(file=out, width=OFF_TERMINAL_WIDTH)
+
+
+def print_table(table: Table, out: TextIO) -> None:
+    """Print a command's table on :func:`table_console`. Off a terminal its title and caption go on
+    lines of their own: rich would wrap them to the table's width, mid-word (a trace's path)."""
+    console = table_console(out)
+    if out.isatty():
+        console.print(table)
+        return
+    title, caption = table.title, table.caption
+    table.title = table.caption = None
+    if title:
+        console.print(title, soft_wrap=True, highlight=False)
+    console.print(table)
+    if caption:
+        console.print(caption, soft_wrap=True, highlight=False)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import os
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
@@ -11,6 +11,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from airflow_adaptive.core.model import GIB, ExitReason, Observation, PeakKind, TaskKey, Usage
+from airflow_adaptive.exceptions import DagFileError
 
 # Typical peak (GiB) and spread of each example task family: the history a cluster would have.
 EXAMPLE_PEAKS_GIB = {
@@ -89,17 +90,49 @@ def _load_dag(dag_file: str | None) -> Any:
         from airflow_adaptive.example_dags.adaptive_genomics import dag
 
         return dag
-    spec = importlib.util.spec_from_file_location("adaptive_demo_dag", dag_file)
-    if spec is None or spec.loader is None:
-        raise FileNotFoundError(dag_file)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    from airflow.sdk import DAG
-
-    dags = [v for v in vars(module).values() if isinstance(v, DAG)]
+    dags = _dags_in(dag_file)
     if not dags:
-        raise ValueError(f"{dag_file} defines no DAG")
+        raise DagFileError(
+            f"{dag_file} defines no DAG (Airflow finds a DAG at module level, made in `with DAG(...)`, "
+            "or returned by a called @dag function)"
+        )
     return dags[0]
+
+
+def _dags_in(dag_file: str) -> list[Any]:
+    """The DAGs Airflow's own file importer finds in ``dag_file`` (module-level DAG objects and those
+    a ``with DAG(...)`` block or a called ``@dag`` function registered), checked as the DAG processor
+    checks them; anything wrong is one line."""
+    import logging
+
+    from airflow.dag_processing.importers import base
+
+    if not os.path.isfile(dag_file):
+        raise DagFileError(f"no such DAG file: {dag_file}")
+    importer = base.get_importer_registry().get_importer(dag_file)
+    if importer is None:
+        raise DagFileError(f"{dag_file} is not a file Airflow reads DAGs from (a .py file or a .zip of them)")
+    importer_log = logging.getLogger(base.__name__.rpartition(".")[0])
+    level = importer_log.level
+    importer_log.setLevel(logging.CRITICAL)  # it logs the traceback; the error below is one line
+    try:
+        result = importer.import_file(dag_file, safe_mode=False)
+    finally:
+        importer_log.setLevel(level)
+    if result.errors:
+        error = result.errors[0]
+        raise DagFileError(f"{dag_file} cannot be imported: {_first_line(error.message)}")
+    for dag in result.dags:
+        try:
+            dag.validate()
+            dag.check_cycle()
+        except Exception as err:  # Airflow's own checks: the DAG processor would refuse this file too
+            raise DagFileError(f"{dag_file}: DAG {dag.dag_id!r}: {_first_line(str(err))}") from None
+    return list(result.dags)
+
+
+def _first_line(message: str) -> str:
+    return next((line for line in message.splitlines() if line.strip()), message)[:300]
 
 
 def _pod_row(task: Any) -> dict[str, Any]:
@@ -132,12 +165,15 @@ def _pod_row(task: Any) -> dict[str, Any]:
 def run_demo(
     out: TextIO, trace: str | None = None, dag_file: str | None = None, as_json: bool = False
 ) -> int:
-    from airflow_adaptive.config import get_settings
+    from airflow_adaptive.config import check_sizing_names, get_settings
     from airflow_adaptive.core.units import format_bytes
     from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
     from airflow_adaptive.store.access import open_store
 
-    repo = open_store(get_settings())
+    settings = get_settings()
+    check_sizing_names(settings)  # the demo shows decisions: a typo in their strategy is an error
+    dag = _load_dag(dag_file)  # a mistake in the file is said before the store is written
+    repo = open_store(settings)
     if trace:
         from airflow_adaptive.traces.nextflow import read_nextflow
 
@@ -146,14 +182,14 @@ def run_demo(
     else:
         repo.record(generated_history())
         source = "generated history (seed 7)"
-    dag = _load_dag(dag_file)
     rows = [_pod_row(task) for task in dag.tasks if isinstance(task, AdaptiveKubernetesPodOperator)]
     if as_json:
         json.dump({"source": source, "dag_id": dag.dag_id, "tasks": rows}, out, indent=2)
         out.write("\n")
         return 0
-    from rich.console import Console
     from rich.table import Table
+
+    from airflow_adaptive.console import print_table
 
     table = Table(title=f"{dag.dag_id}: adaptive pods from {source}", show_lines=True)
     for column in ("task", "family", "user asked", "decided request / limit", "strategy", "why"):
@@ -164,5 +200,5 @@ def run_demo(
             f"{format_bytes(row['memory_request_bytes'])} / {format_bytes(row['memory_limit_bytes'])}",
             row["strategy"], row["explanation"],
         )  # fmt: skip
-    Console(file=out, width=160).print(table)
+    print_table(table, out)
     return 0

@@ -26,6 +26,10 @@ class TraceFormatError(AdaptiveError, ValueError):
 class UnknownStrategyError(AdaptiveError, KeyError):
     """No predictor or retry policy is registered under the given name."""
 
+    def __str__(self) -> str:
+        # KeyError's str() is the repr of its key, which wrapped this message in quotes.
+        return Exception.__str__(self)
+
 
 class InvalidCapabilityError(AdaptiveError, ValueError):
     """A required capability name cannot be a Kubernetes label name."""
@@ -45,6 +49,10 @@ class InvalidConfigError(AdaptiveError, ValueError):
 
 class InvalidSettingError(AdaptiveError, ValueError):
     """A setting of a replay, a simulation or a strategy is out of range or names nothing known."""
+
+
+class DagFileError(AdaptiveError, ValueError):
+    """A DAG file given to a command cannot be imported, or Airflow would find no DAG in it."""
 
 
 class InvalidProfileError(AdaptiveError, ValueError):

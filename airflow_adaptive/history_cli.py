@@ -75,20 +75,21 @@ def cmd_history_show(args: argparse.Namespace, out: TextIO) -> int:
     if not history:
         print(f"no history for task family {args.task_family!r}", file=out)
         return 1
-    from rich.console import Console
     from rich.table import Table
+
+    from airflow_adaptive.console import print_table
 
     table = Table(title=f"{args.task_family}: last {len(history)} attempts")
     for column in ("finished", "run / try", "exit", "request", "limit", "peak", "wall s", "node"):
         table.add_column(column)
     for o in history:
         table.add_row(
-            str(o.finished_at)[:19], f"{o.key.run_id[:24]} / {o.key.try_number}", o.exit_reason.value,
+            str(o.finished_at)[:19], f"{o.key.run_id} / {o.key.try_number}", o.exit_reason.value,
             format_bytes(o.memory_request_bytes), format_bytes(o.memory_limit_bytes),
             f"{format_bytes(o.usage.peak_memory_bytes)} ({o.usage.peak_kind.value})",
             f"{o.usage.wall_seconds:.1f}" if o.usage.wall_seconds is not None else "-", o.node_name or "-",
         )  # fmt: skip
-    Console(file=out).print(table)
+    print_table(table, out)
     return 0
 
 

@@ -4,34 +4,43 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, TextIO
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
 
 from airflow_adaptive.exceptions import AdaptiveError
 from airflow_adaptive.history_cli import open_cli_store, print_json
+
+if TYPE_CHECKING:
+    from airflow_adaptive.nodebench.profiler import ProfilerSettings
 
 
 def cmd_profile_node(args: argparse.Namespace, out: TextIO) -> int:
     import socket
 
     from airflow_adaptive.console import progress as progress_display
-    from airflow_adaptive.nodebench.profiler import ProfilerSettings, profile_node, steps
+    from airflow_adaptive.nodebench.profiler import BENCHMARKS, benchmark_seconds, profile_node, steps
 
-    if args.repeats < 1:
-        raise AdaptiveError(f"profile-node: --repeats must be at least 1, not {args.repeats}")
-    settings = ProfilerSettings(
-        seconds_per_benchmark=args.seconds,
-        fio_directory=args.fio_dir,
-        fio_size=args.fio_size,
-        total_timeout_seconds=args.timeout,
-        repeats=args.repeats,
+    settings = _profiler_settings(args)
+    total = steps(args.repeats)
+    # Said first and on stderr (stdout may be --json): the defaults run for minutes.
+    print(
+        f"profiling for about {_duration(benchmark_seconds(settings))} ({BENCHMARKS} benchmarks x "
+        f"{args.repeats} runs x {args.seconds:g} s, and fio writes a {args.fio_size} file), "
+        f"stopped at --timeout {args.timeout:g} s",
+        file=sys.stderr,
     )
     with progress_display() as progress:
-        bar = progress.add_task("profiling", total=steps(args.repeats))
-        profile = profile_node(
-            args.node or socket.gethostname(),
-            settings,
-            on_step=lambda name: progress.update(bar, advance=1, description=name),
-        )
+        bar = progress.add_task("profiling", total=total)
+        done = 0
+
+        def step(name: str) -> None:
+            nonlocal done
+            done += 1
+            progress.update(bar, advance=1, description=name)
+            if progress.disable and name != "done":  # no bar off a terminal: a line per run
+                print(f"[{done}/{total - 1}] {name}", file=sys.stderr, flush=True)
+
+        profile = profile_node(args.node or socket.gethostname(), settings, on_step=step)
     if args.output:
         with open(args.output, "a", encoding="utf-8") as handle:  # e.g. the pod's termination message
             handle.write(json.dumps(profile, separators=(",", ":")))
@@ -42,6 +51,30 @@ def cmd_profile_node(args: argparse.Namespace, out: TextIO) -> int:
         for feature, value in profile["benchmarks"].items():
             print(f"{feature:24s} {value:12.1f} {profile['benchmark_cv'][feature]:7.1%}", file=out)
     return 0
+
+
+def _profiler_settings(args: argparse.Namespace) -> ProfilerSettings:
+    from airflow_adaptive.nodebench.profiler import ProfilerSettings
+
+    if args.repeats < 1:
+        raise AdaptiveError(f"profile-node: --repeats must be at least 1, not {args.repeats}")
+    if not (args.seconds >= 1 and float(args.seconds).is_integer() and args.timeout > 0):
+        raise AdaptiveError(  # sysbench counts whole seconds, and --time=0 would never end
+            f"profile-node: --seconds must be a whole number >= 1 and --timeout positive, "
+            f"not {args.seconds:g} and {args.timeout:g}"
+        )
+    return ProfilerSettings(
+        seconds_per_benchmark=args.seconds,
+        fio_directory=args.fio_dir,
+        fio_size=args.fio_size,
+        total_timeout_seconds=args.timeout,
+        repeats=args.repeats,
+    )
+
+
+def _duration(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
 
 
 def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
@@ -66,8 +99,9 @@ def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         print_json(grouping_json(grouping), out)
         return 0
-    from rich.console import Console
     from rich.table import Table
+
+    from airflow_adaptive.console import print_table
 
     table = Table(title=f"node groups ({grouping.reason})")
     table.add_column("group")
@@ -78,7 +112,7 @@ def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
         table.add_row(
             str(group.id), ", ".join(group.members), *(str(group.ranks[f]) for f in grouping.features)
         )
-    Console(file=out, width=160).print(table)
+    print_table(table, out)
     return 0
 
 

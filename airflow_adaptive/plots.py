@@ -55,10 +55,13 @@ def write_replay_plots(report: dict[str, Any], folder: str | os.PathLike[str]) -
             for n in names
         ]
         fig, ax = plt.subplots(figsize=(9, 0.32 * len(names) + 1.5))
-        ax.barh(names, waste, color=colours)
-        ax.set_xscale("log")
+        bars = ax.barh(names, waste, color=colours)
+        # Linear from zero: a bar's length is its waste, so twice as long is twice the waste
+        # (a log axis starting near the smallest bar made small differences look large).
+        ax.set_xlim(left=0, right=max(waste, default=0) * 1.15 or 1)
+        ax.bar_label(bars, labels=[f"{w:.3g}" for w in waste], padding=3, fontsize=7)
         ax.invert_yaxis()
-        ax.set_xlabel("memory waste (GB·h, log scale; failed attempts included)")
+        ax.set_xlabel("memory waste (GB·h; failed attempts included)")
         ax.set_title(f"{Path(trace['trace']).name}: {trace['instances']} tasks, history {trace['history']}")
         written.append(save(fig, out / f"{_stem(trace['trace'])}-waste.png"))
         if trace.get("budget_sweep"):

@@ -4,6 +4,7 @@ error that lists the known ones."""
 
 from __future__ import annotations
 
+import difflib
 from typing import Generic, TypeVar
 
 from ..exceptions import UnknownStrategyError
@@ -28,8 +29,10 @@ class Registry(Generic[T]):
         try:
             return self._items[name]
         except KeyError:
+            close = difflib.get_close_matches(name, self._items, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise UnknownStrategyError(
-                f"unknown {self.kind} {name!r}; known: {', '.join(sorted(self._items))}"
+                f"unknown {self.kind} {name!r}{hint}; known: {', '.join(sorted(self._items))}"
             ) from None
 
     def names(self) -> tuple[str, ...]:

@@ -27,7 +27,12 @@ with DAG(
         ),
         "namespace": Param("airflow", type="string"),
         "image": Param("airflow-adaptive-profiler:0.1.0", type="string"),
-        "seconds": Param(10, type="number", minimum=1),
+        "seconds": Param(
+            10,
+            type="integer",
+            minimum=1,
+            description="seconds per benchmark run (sysbench counts whole seconds)",
+        ),
         "repeats": Param(3, type="integer", minimum=1, description="runs per benchmark (mean and CV)"),
         "fio_size": Param("256M", type="string"),
         "create_priority_classes": Param(

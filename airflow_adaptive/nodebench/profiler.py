@@ -6,11 +6,13 @@ bound. Results use the feature names of :mod:`airflow_adaptive.core.grouping`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import tempfile
@@ -42,6 +44,7 @@ IO_BENCHMARKS = (
     ("randread", "io_rand_read_iops"),
     ("randwrite", "io_rand_write_iops"),
 )
+BENCHMARKS = 3 + len(IO_BENCHMARKS)  # sysbench CPU (1 thread, all cores) and memory, and fio's
 
 
 @dataclass(frozen=True)
@@ -62,43 +65,70 @@ def _require(tool: str, package: str) -> str:
     return path
 
 
-def _run(command: list[str], deadline: float, seconds: float) -> str:
-    remaining = deadline - time.monotonic()
+@dataclass(frozen=True)
+class Deadline:
+    """When the whole profile must have stopped (``--timeout`` after it started)."""
+
+    at: float  # time.monotonic()
+    total_seconds: float
+
+    @classmethod
+    def after(cls, seconds: float) -> Deadline:
+        return cls(time.monotonic() + seconds, seconds)
+
+    def out_of_time(self, doing: str) -> ProfilerError:
+        return ProfilerError(
+            f"the node profile stopped at its --timeout of {self.total_seconds:g} s during {doing} "
+            "(raise --timeout, or lower --repeats or --seconds)"
+        )
+
+
+def _run(command: list[str], deadline: Deadline, seconds: float, doing: str) -> str:
+    remaining = deadline.at - time.monotonic()
     if remaining <= 0:
-        raise ProfilerError("the node profile ran out of time (raise --timeout)")
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=min(remaining, seconds + 60), check=False
-        )
-    except subprocess.TimeoutExpired:
-        raise ProfilerError(f"{command[0]} did not finish in time") from None
-    if done.returncode != 0:
-        raise ProfilerError(
-            f"{' '.join(command[:3])} failed ({done.returncode}): {done.stderr.strip()[:300]}"
-        )
-    return done.stdout
+        raise deadline.out_of_time(doing)
+    bound = min(remaining, seconds + 60)
+    # Its own process group: at a timeout the tool and everything it started stop (fio forks a
+    # process per job, which killing fio alone would leave running).
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    ) as child:
+        try:
+            stdout, stderr = child.communicate(timeout=bound)
+        except BaseException as stop:  # the timeout, or Ctrl-C (which no longer reaches the group)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            if not isinstance(stop, subprocess.TimeoutExpired):
+                raise
+            if bound >= remaining:
+                raise deadline.out_of_time(doing) from None
+            raise ProfilerError(f"{doing} did not finish within {bound:g} s") from None
+    if child.returncode != 0:
+        raise ProfilerError(f"{' '.join(command[:3])} failed ({child.returncode}): {stderr.strip()[:300]}")
+    return stdout
 
 
-def _sysbench(test: str, options: list[str], pattern: str, seconds: float, deadline: float) -> float:
+def _sysbench(test: str, options: list[str], pattern: str, seconds: float, deadline: Deadline) -> float:
     """Run one sysbench test and read the number ``pattern`` captures from its report."""
     command = [_require("sysbench", "sysbench"), test, *options, f"--time={seconds:g}", "run"]
-    match = re.search(pattern, _run(command, deadline, seconds))
+    match = re.search(pattern, _run(command, deadline, seconds, f"sysbench {test}"))
     if not match:
         raise ProfilerError(f"unexpected sysbench {test} output")
     return float(match.group(1))
 
 
-def sysbench_cpu(threads: int, seconds: float, deadline: float) -> float:
+def sysbench_cpu(threads: int, seconds: float, deadline: Deadline) -> float:
     options = ["--cpu-max-prime=20000", f"--threads={threads}"]
     return _sysbench("cpu", options, r"events per second:\s*([\d.]+)", seconds, deadline)
 
 
-def sysbench_memory(seconds: float, deadline: float) -> float:
+def sysbench_memory(seconds: float, deadline: Deadline) -> float:
     options = ["--memory-block-size=1M", "--memory-total-size=10000G", "--threads=1"]
     return _sysbench("memory", options, r"\(([\d.]+) MiB/sec\)", seconds, deadline)
 
 
-def fio_iops(mode: str, directory: str, size: str, seconds: float, deadline: float) -> tuple[float, bool]:
+def fio_iops(mode: str, directory: str, size: str, seconds: float, deadline: Deadline) -> tuple[float, bool]:
     """IOPS of one fio pattern with libaio at depth 64; direct I/O unless the file system refuses it."""
     block = "4k" if mode.startswith("rand") else "1M"
     for direct in (1, 0):
@@ -108,7 +138,7 @@ def fio_iops(mode: str, directory: str, size: str, seconds: float, deadline: flo
             "--time_based", "--output-format=json",
         ]  # fmt: skip
         try:
-            job = json.loads(_run(command, deadline, seconds))["jobs"][0]
+            job = json.loads(_run(command, deadline, seconds, f"fio {mode}"))["jobs"][0]
         except ProfilerError as err:
             message = str(err).lower()
             if direct and ("direct" in message or "invalid argument" in message):
@@ -161,7 +191,13 @@ def profile_node(
     grouping compares spreads with)."""
     _require("sysbench", "sysbench")
     _require("fio", "fio")
-    deadline = time.monotonic() + settings.total_timeout_seconds
+    if benchmark_seconds(settings) > settings.total_timeout_seconds:  # it could only be killed midway
+        raise ProfilerError(
+            f"{BENCHMARKS} benchmarks x {settings.repeats} runs x {settings.seconds_per_benchmark:g} s "
+            f"take longer than --timeout {settings.total_timeout_seconds:g} s: "
+            "raise --timeout, or lower --repeats or --seconds"
+        )
+    deadline = Deadline.after(settings.total_timeout_seconds)
     seconds = settings.seconds_per_benchmark
     facts = static_facts()
     cores = int(facts["cores"] or 1)
@@ -204,4 +240,10 @@ def _cv(values: list[float]) -> float:
 
 def steps(repeats: int) -> int:
     """How many steps :func:`profile_node` reports (for a progress bar)."""
-    return (3 + len(IO_BENCHMARKS)) * repeats + 1
+    return BENCHMARKS * repeats + 1
+
+
+def benchmark_seconds(settings: ProfilerSettings) -> float:
+    """How long the benchmarks run: each runs ``seconds_per_benchmark``, ``repeats`` times (fio
+    first writes its test file, and the tools start and stop: a little more)."""
+    return BENCHMARKS * settings.repeats * settings.seconds_per_benchmark

@@ -61,8 +61,9 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def print_table(results: dict[str, Any], title: str, out: TextIO) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from airflow_adaptive.console import print_table
 
     table = Table(title=title)
     columns = (
@@ -85,7 +86,7 @@ def print_table(results: dict[str, Any], title: str, out: TextIO) -> None:
             name, f"{r.makespan_s / 3600:.3f}", f"{r.mean_wait_s:.1f}", str(r.oom_kills), f"{r.waste_gb_h:.2f}",
             f"{r.maq:.1%}", str(r.failed + r.never_ran), f"{r.shared_storage_read_bytes / 1e9:.1f}", use,
         )  # fmt: skip
-    Console(file=out, width=150).print(table)
+    print_table(table, out)
 
 
 def add_simulate_command(sub: Any) -> None:

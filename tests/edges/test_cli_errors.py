@@ -1,0 +1,196 @@
+"""A new user's first mistakes with ``airflow-adaptive``: each is one line and exit 2 where it was typed
+(a DAG file, a task family, a strategy name), and a pod only logs it once; tables keep whole values
+off a terminal."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_adaptive.cli import main
+from tests.conftest import validate_pod
+from tests.edges.test_cli import HEADER
+
+HEAD = """
+from datetime import datetime
+
+from airflow.sdk import DAG, dag
+
+from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator as Pod
+"""
+TASK = 'Pod(task_id="align", task_family="genomics.align", image="busybox")'
+START = "schedule=None, start_date=datetime(2026, 1, 1)"
+DAG_FILES = {  # how Airflow's docs write DAGs, and none binds a module-level name
+    "with DAG(...): and no name": f'with DAG(dag_id="unnamed", {START}):\n    {TASK}\n',
+    "a called @dag function": f"@dag({START})\ndef decorated():\n    {TASK}\n\n\ndecorated()\n",
+}
+
+
+def _one_line_error(code: int, err: str, *says: str) -> str:
+    assert code == 2 and "Traceback" not in err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("airflow-adaptive: error: ")
+    for words in says:
+        assert words in line
+    return line
+
+
+def _write(path: Path, source: str) -> str:
+    path.write_text(source)
+    return str(path)
+
+
+# -- demo --dag-file: DAGs found as Airflow finds them ----------------------------------------
+@pytest.mark.parametrize("kind", list(DAG_FILES))
+def test_demo_finds_a_dag_airflow_would_find(
+    kind: str, tmp_path: Path, engine: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dag_file = _write(tmp_path / "my_dag.py", HEAD + DAG_FILES[kind])
+    assert main(["demo", "--dag-file", dag_file, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    (task,) = shown["tasks"]
+    assert task["task_id"] == "align" and task["strategy"] == "adaptive"
+    validate_pod(task["pod"])
+
+
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        ("x = 1\n", "defines no DAG"),
+        ("import no_such_module_for_the_demo\n", "cannot be imported: No module named"),
+        ("from airflow.sdk import DAG\nx = (\n", "cannot be imported: '(' was never closed"),
+    ],
+    ids=["no DAG", "import error", "syntax error"],
+)
+def test_a_dag_file_without_a_dag_is_one_line(
+    source: str, says: str, tmp_path: Path, engine: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dag_file = _write(tmp_path / "not_a_dag.py", source)
+    _one_line_error(main(["demo", "--dag-file", dag_file]), capsys.readouterr().err, dag_file, says)
+    missing = str(tmp_path / "missing.py")
+    _one_line_error(main(["demo", "--dag-file", missing]), capsys.readouterr().err, "no such DAG file")
+
+
+# -- decide: a mistyped family or strategy ----------------------------------------------------
+def _import_align(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [f"{i},h{i},ALIGN,ALIGN ({i}),COMPLETED,0,1,8589934592,{2**30},60000,150,1,1,{1700000000000 + i},n1"
+            for i in range(1, 6)]  # fmt: skip
+    (tmp_path / "trace.csv").write_text(HEADER + "\n".join(rows) + "\n")
+    assert main(["history", "import", str(tmp_path / "trace.csv")]) == 0
+    capsys.readouterr()
+
+
+def test_an_unknown_family_is_an_error_unless_asked_for_on_purpose(
+    tmp_path: Path, engine: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _import_align(tmp_path, capsys)
+    code = main(["decide", "--task-family", "ALIGNN"])
+    _one_line_error(
+        code, capsys.readouterr().err, "no task family 'ALIGNN'", "did you mean 'ALIGN'?", "--new-family"
+    )
+    code = main(["decide", "--task-family", "no.such.family"])
+    line = _one_line_error(code, capsys.readouterr().err, "no task family 'no.such.family'")
+    assert "did you mean" not in line
+    assert (
+        main(["decide", "--task-family", "no.such.family", "--new-family", "--request", "4Gi", "--json"]) == 0
+    )
+    assert json.loads(capsys.readouterr().out)["memory_request_bytes"] == 4 * 2**30  # a new family's decision
+    assert main(["decide", "--task-family", "ALIGN", "--json"]) == 0  # a known one needs no flag
+    assert json.loads(capsys.readouterr().out)["observations"] == 5
+
+
+@pytest.mark.parametrize(
+    ("option", "typo", "says"),
+    [
+        ("STRATEGY", "adaptve", "[adaptive] strategy: unknown sizing strategy 'adaptve' (did you mean 'adaptive'?)"),
+        ("OOM_RETRY_POLICY", "dubble", "[adaptive] oom_retry_policy: unknown OOM retry policy 'dubble' "
+                                       "(did you mean 'double'?)"),
+    ],
+)  # fmt: skip
+def test_an_unknown_strategy_in_config_is_an_error_in_the_cli(
+    option: str, typo: str, says: str, tmp_path: Path, engine: Any,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    from airflow_adaptive.config import get_settings
+
+    _import_align(tmp_path, capsys)
+    monkeypatch.setenv(f"AIRFLOW__ADAPTIVE__{option}", typo)
+    get_settings.cache_clear()
+    for argv in (["decide", "--task-family", "ALIGN"], ["demo"]):
+        line = _one_line_error(main(argv), capsys.readouterr().err, says, "known: ")
+        assert '"' not in line  # no KeyError quotes around the message
+
+
+def test_an_unknown_strategy_where_a_pod_is_at_stake_fails_open_and_warns_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from airflow_adaptive.advisor import Advisor
+    from airflow_adaptive.config import get_settings
+    from airflow_adaptive.core.model import GIB, MemoryRequest
+    from airflow_adaptive.store.memory import InMemoryHistoryStore
+    from tests.factories import attempt
+
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__STRATEGY", "adaptve")
+    get_settings.cache_clear()
+    store = InMemoryHistoryStore()
+    store.record([attempt(n, peak=GIB) for n in range(5)])
+    with caplog.at_level(logging.WARNING):
+        pods = [
+            Advisor(get_settings(), lambda: store).decide("f", MemoryRequest(2 * GIB, 2 * GIB)) for _ in "ab"
+        ]
+    for decision in pods:
+        assert (decision.memory_request_bytes, decision.adaptive) == (2 * GIB, False)
+        assert decision.explanation.startswith("unknown sizing strategy 'adaptve' (did you mean 'adaptive'?)")
+    (warning,) = [r.getMessage() for r in caplog.records if "adaptve" in r.getMessage()]
+    assert '"' not in warning and "pods keep the user's resources" in warning
+
+
+# -- tables off a terminal: whole values --------------------------------------------------------
+def test_tables_keep_whole_values_off_a_terminal(
+    tmp_path: Path, engine: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _import_align(tmp_path, capsys)
+    assert main(["history", "show", "--task-family", "ALIGN", "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)[0]["key"]["run_id"]
+    assert main(["history", "show", "--task-family", "ALIGN"]) == 0  # as in `... | cat`
+    shown = capsys.readouterr().out
+    assert "…" not in shown and "finished" in shown and f"{run_id} / 1" in shown
+
+    long_name = tmp_path / ("a-trace-with-a-name-as-long-as-real-ones-" * 3 + ".csv")
+    long_name.write_text((tmp_path / "trace.csv").read_text())
+    assert main(["replay", str(long_name), "--strategy", "pc95", "--workers", "1"]) == 0
+    assert f"{long_name} (5 tasks, history completed)" in capsys.readouterr().out  # the title on one line
+
+    assert main(["demo", "--json"]) == 0
+    explanations = [t["explanation"] for t in json.loads(capsys.readouterr().out)["tasks"]]
+    assert main(["demo"]) == 0
+    table = capsys.readouterr().out
+    assert all(why in table for why in explanations)  # each on one line, not folded at 160 columns
+
+    profiles = tmp_path / "profiles.json"
+    names = [
+        f"node-{i}-in-a-very-long-node-pool-name-of-a-real-cloud-provider.example.internal" for i in range(4)
+    ]
+    profiles.write_text(json.dumps([
+        {"node": name, "benchmarks": {"cpu_events_per_s": 100.0 * (1 + i // 2)}} for i, name in enumerate(names)
+    ]))  # fmt: skip
+    assert main(["groups", "--profiles", str(profiles)]) == 0
+    groups = capsys.readouterr().out
+    assert f"{names[0]}, {names[1]}" in groups and f"{names[2]}, {names[3]}" in groups
+
+
+def test_on_a_terminal_tables_take_its_width() -> None:
+    import io
+
+    from airflow_adaptive.console import OFF_TERMINAL_WIDTH, table_console
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert table_console(Terminal()).width < OFF_TERMINAL_WIDTH
+    assert table_console(io.StringIO()).width == OFF_TERMINAL_WIDTH

@@ -1,0 +1,108 @@
+"""``profile-node`` says how long it will run, shows each run on stderr, and stops everything it
+started at ``--timeout``. Stand-in sysbench and fio (shell scripts) keep this quick and independent
+of the machine's speed; nothing here measures time."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from airflow_adaptive.cli import main
+from airflow_adaptive.core.grouping import BENCHMARK_FEATURES
+
+QUICK_SYSBENCH = 'echo "events per second: 100.0"; echo "1000.00 MiB transferred (1000.00 MiB/sec)"'
+QUICK_FIO = """echo '{"jobs": [{"read": {"iops": 50.0}, "write": {"iops": 40.0}}]}'"""
+# A tool that starts a process of its own and never ends, as fio does with its jobs.
+HANGING = 'sleep 600 &\necho $! > "$ADAPTIVE_TEST_PIDFILE"\nwait'
+
+
+def _tools(folder: Path, monkeypatch: pytest.MonkeyPatch, sysbench: str, fio: str) -> None:
+    folder.mkdir()
+    for name, body in (("sysbench", sysbench), ("fio", fio)):
+        script = folder / name
+        script.write_text(f"#!/bin/sh\n{body}\n")
+        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+
+
+@pytest.fixture
+def pidfile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Where a hanging tool writes the pid of the process it started; that process is stopped after
+    the test whatever happened."""
+    path = tmp_path / "pid"
+    monkeypatch.setenv("ADAPTIVE_TEST_PIDFILE", str(path))
+    yield path
+    if path.exists() and _running(pid := int(path.read_text())):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    """Whether the process exists and has not ended (a zombie has ended; PID 1 may not reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_profile_node_says_how_long_and_shows_each_run_on_stderr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _tools(tmp_path / "bin", monkeypatch, QUICK_SYSBENCH, QUICK_FIO)
+    argv = ["profile-node", "--json", "--repeats", "2", "--seconds", "3", "--fio-dir", str(tmp_path)]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    profile = json.loads(captured.out)  # stdout is the JSON alone
+    assert set(profile["benchmarks"]) == set(BENCHMARK_FEATURES)
+    lines = captured.err.strip().splitlines()
+    assert lines[0].startswith("profiling for about 42 s (7 benchmarks x 2 runs x 3 s")
+    assert "--timeout 900 s" in lines[0]
+    assert lines[1:] == [f"[{i + 1}/14] {step}" for i, step in enumerate([
+        "cpu, 1 thread (1 of 2)", "cpu, 1 thread (2 of 2)",
+        f"cpu, {os.cpu_count()} threads (1 of 2)", f"cpu, {os.cpu_count()} threads (2 of 2)",
+        "memory (1 of 2)", "memory (2 of 2)", "fio read (1 of 2)", "fio read (2 of 2)",
+        "fio write (1 of 2)", "fio write (2 of 2)", "fio randread (1 of 2)", "fio randread (2 of 2)",
+        "fio randwrite (1 of 2)", "fio randwrite (2 of 2)",
+    ])]  # fmt: skip
+
+
+def test_a_profile_that_cannot_fit_its_timeout_is_refused_before_it_starts(
+    tmp_path: Path, pidfile: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _tools(tmp_path / "bin", monkeypatch, HANGING, HANGING)
+    assert main(["profile-node", "--timeout", "100"]) == 2  # the defaults: 7 x 3 x 10 s = 210 s
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and not pidfile.exists()  # nothing was started
+    assert err.strip().splitlines()[-1] == (
+        "airflow-adaptive: error: 7 benchmarks x 3 runs x 10 s take longer than --timeout 100 s: "
+        "raise --timeout, or lower --repeats or --seconds"
+    )
+    for bad in (["--seconds", "0"], ["--seconds", "1.5"], ["--timeout", "0"]):
+        assert main(["profile-node", *bad]) == 2
+        assert capsys.readouterr().err.startswith("airflow-adaptive: error: profile-node: --seconds must")
+
+
+def test_the_timeout_stops_the_profile_and_every_process_it_started(
+    tmp_path: Path, pidfile: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _tools(tmp_path / "bin", monkeypatch, HANGING, HANGING)
+    assert main(["profile-node", "--seconds", "1", "--repeats", "1", "--timeout", "7.5"]) == 2
+    pid = int(pidfile.read_text())
+    for _ in range(100):  # SIGKILL is delivered at once; this only waits for the kernel to finish
+        if not _running(pid):
+            break
+        time.sleep(0.05)
+    assert not _running(pid), "the tool's own process outlived the timeout"
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "airflow-adaptive: error: the node profile stopped at its --timeout of 7.5 s during sysbench cpu "
+        "(raise --timeout, or lower --repeats or --seconds)"
+    )
