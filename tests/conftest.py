@@ -37,6 +37,8 @@ import pytest  # noqa: E402
 from kubernetes.client import ApiClient  # noqa: E402
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# Synthetic traces shipped with the docs, one per format (written by docs/examples/make_traces.py).
+EXAMPLES = Path(__file__).resolve().parents[1] / "docs" / "examples"
 
 
 def pytest_report_header() -> str:

@@ -6,7 +6,7 @@ import contextlib
 import csv
 import hashlib
 import os
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,10 +94,16 @@ class ImportResult:
     skipped: list[SkippedRow] = field(default_factory=list)
 
 
-def numeric_columns(frame: pd.DataFrame, columns: tuple[str, ...]) -> tuple[dict[str, pd.Series], pd.Series]:
+def numeric_columns(
+    frame: pd.DataFrame,
+    columns: tuple[str, ...],
+    readers: Mapping[str, Callable[[pd.Series], pd.Series]] | None = None,
+) -> tuple[dict[str, pd.Series], pd.Series]:
     """Each column as numbers (missing values NaN) and, per row, a note of values that are not numbers.
 
     A missing column counts as all missing; negative numbers are malformed, never clipped to zero.
+    ``readers`` turn a column's cells that are not plain numbers (e.g. Nextflow's ``1.2 GB``) into
+    numbers, NaN where they cannot; they see only those cells, so a raw file never pays for them.
     """
     numbers: dict[str, pd.Series] = {}
     bad = pd.Series("", index=frame.index, dtype=object)
@@ -110,7 +116,10 @@ def numeric_columns(frame: pd.DataFrame, columns: tuple[str, ...]) -> tuple[dict
             values, malformed = raw.astype(float), pd.Series(False, index=frame.index)
         else:
             values = pd.to_numeric(raw, errors="coerce").astype(float)  # surrounding blanks are allowed
-            unread = values.isna()  # few cells: missing (unknown) or not a number (reported)
+            unread = values.isna()  # missing (unknown), readable by a reader, or not a number (reported)
+            if unread.any() and readers and column in readers:
+                values[unread] = readers[column](raw[unread].astype(str))
+                unread = values.isna()
             malformed = unread & ~raw.astype(str).str.strip().isin(MISSING) if unread.any() else unread
         invalid = malformed | (values < 0) | (values > MAX_NUMBER)  # inf is > too
         if invalid.any():

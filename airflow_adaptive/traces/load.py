@@ -36,7 +36,7 @@ def detect_format(path: str) -> str:
     if DELIMITER in head:
         return "cctools"
     columns = {c.strip() for c in head.replace("\t", ",").split(",")}
-    if {"process", "status"} <= columns:
+    if {"process", "status"} <= columns or {"task_id", "hash", "name", "status"} <= columns:  # default fields
         return "nextflow"
     if {"Task", "peak_rss", "Realtime"} <= columns:
         return "lotaru"

@@ -1,4 +1,6 @@
 """Nextflow trace files (``-with-trace``): one row per task attempt, ``process`` is the task family.
+Values raw (``trace.raw = true``) or as Nextflow shows them by default (``1.2 GB``, ``4m 3s``, ``98.3%``,
+dates), see :mod:`airflow_adaptive.traces.readable`.
 
 Read in chunks of rows, each turned into attempts column by column, so a trace of millions of rows
 is imported in bounded memory (see ``benchmarks/trace_import.py``).
@@ -22,12 +24,27 @@ from airflow_adaptive.traces.common import (
     read_table_chunks,
     trace_name,
 )
+from airflow_adaptive.traces.readable import READERS
 
 REQUIRED = ("process", "status")
 NUMERIC = (
     "task_id", "attempt", "exit", "memory", "peak_rss", "realtime", "%cpu",
     "read_bytes", "write_bytes", "rchar", "wchar", "complete",
 )  # fmt: skip
+# Each numeric field's type in Nextflow's TraceRecord.FIELDS: how a trace written without
+# ``trace.raw = true`` shows it (the others are plain numbers either way).
+READABLE = {
+    column: READERS[kind]
+    for kind, columns in {
+        "mem": ("memory", "peak_rss", "read_bytes", "write_bytes", "rchar", "wchar"),
+        "time": ("realtime", "duration"), "perc": ("%cpu",), "date": ("complete", "submit", "start"),
+    }.items()
+    for column in columns
+}  # fmt: skip
+# Nextflow's default ``trace.fields`` have no process, memory or complete: the family is then the task
+# name without its tag (``FASTQC (sample_1)``), the finish start + realtime or submit + duration.
+FINISH_PARTS = ("start", "submit", "duration")
+NAME_TAG = r"\s*\(.*\)\s*$"
 LAST_MS = 253_402_300_799_999.0  # the end of year 9999, the last time Python represents
 OOM_EXIT_CODES = (137,)  # SIGKILL: Nextflow reports OOM kills this way
 CHUNK_ROWS = 25_000
@@ -49,11 +66,16 @@ def iter_nextflow(
     name = os.fspath(path)
     stem = trace_name(name)
     usable = skipped = 0
+    sep = sep or ("\t" if name.endswith((".txt", ".tsv")) else ",")
+    header = _header(name, sep)  # columns read only when needed: a full trace reads no more than before
     chunks = read_table_chunks(
-        name, chunk_rows or CHUNK_ROWS, text=(*REQUIRED, "hostname", "container"), numeric=NUMERIC,
-        sep=sep or ("\t" if name.endswith((".txt", ".tsv")) else ","),
+        name, chunk_rows or CHUNK_ROWS, sep=sep,
+        text=(*REQUIRED, "hostname", "container", *(["name"] if "process" not in header else [])),
+        numeric=(*NUMERIC, *(FINISH_PARTS if "complete" not in header else ())),
     )  # fmt: skip
     for frame in chunks:
+        if "process" not in frame.columns and "name" in frame.columns:
+            frame["process"] = frame["name"].str.replace(NAME_TAG, "", regex=True)
         missing = [c for c in REQUIRED if c not in frame.columns]
         if missing:
             raise TraceFormatError(f"{name}: not a Nextflow trace (missing columns {', '.join(missing)})")
@@ -65,9 +87,22 @@ def iter_nextflow(
         raise TraceFormatError(f"{name}: no usable rows ({skipped} skipped)")
 
 
+def _header(name: str, sep: str) -> set[str]:
+    """The names in a trace's first line (an unreadable file is reported when its rows are read)."""
+    try:
+        with open(name, encoding="utf-8", errors="replace") as stream:
+            return {column.strip() for column in stream.readline().split(sep)}
+    except OSError:
+        return set()
+
+
 def _read_chunk(frame: pd.DataFrame, name: str, stem: str) -> ImportResult:
     """The attempts of one chunk of rows, worked out a column at a time."""
-    numbers, bad = numeric_columns(frame, NUMERIC)
+    derive = "complete" not in frame.columns
+    numbers, bad = numeric_columns(frame, (*NUMERIC, *FINISH_PARTS) if derive else NUMERIC, READABLE)
+    if derive:
+        ends = numbers["start"] + numbers["realtime"]
+        numbers["complete"] = ends.fillna(numbers["submit"] + numbers["duration"])
     process = frame["process"].astype(str).str.strip()
     status = frame["status"].astype(str).str.strip()
     reason = pd.Series(None, index=frame.index, dtype=object)

@@ -22,7 +22,7 @@ from airflow_adaptive.simulation.params import SimParams
 from airflow_adaptive.simulation.pegasus import KINDS, pegasus_workload
 from airflow_adaptive.simulation.sources import load_workload, lotaru_workload
 from airflow_adaptive.simulation.workload import SimTask, Workload, concurrent_runs
-from tests.conftest import SHARED_DATA
+from tests.conftest import EXAMPLES
 from tests.factories import PLAIN, node, task
 
 # No start-up time, no interference, no CPU sharing, nodes in the given order: runtimes are exact.
@@ -221,16 +221,15 @@ def test_synthetic_workloads_are_seeded_dags_of_about_the_asked_size(kind: str) 
     assert any(t.parents for t in a.tasks)
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "lotaru").exists(), reason="shared traces not present")
 def test_lotaru_tasks_run_for_their_measured_time_on_the_mapped_machine() -> None:
-    workload = lotaru_workload(str(SHARED_DATA / "lotaru"), "bacass", SimParams())
-    assert len(workload.tasks) == 110
+    workload = lotaru_workload(str(EXAMPLES / "lotaru"), "bacass", SimParams())
+    assert len(workload.tasks) == 50
     by_id = {t.id: t for t in workload.tasks}
     machines = set()
     for cluster in ("5,5,5", "lotaru"):
         sim = Simulation(preset(cluster), workload, "round-robin", "user", PLAIN, record_timeline=True)
         spans = sim.run().timeline
-        assert len(spans) == 110
+        assert len(spans) == 50
         for span in spans:
             machine = span.node.split("-")[0]  # the presets name nodes after the machine they map to
             machines.add(machine)
@@ -241,7 +240,7 @@ def test_lotaru_tasks_run_for_their_measured_time_on_the_mapped_machine() -> Non
     assert {m.split("-")[0] for m in groups[0].members} <= {"asok01", "asok02"}
     assert groups[-1].members == ("c2-1", "c2-2")
     with pytest.raises(TraceFormatError):
-        load_workload("wfformat:" + str(SHARED_DATA / "lotaru" / "n1" / "bacass.csv"), SimParams())
+        load_workload("wfformat:" + str(EXAMPLES / "lotaru" / "n1" / "bacass.csv"), SimParams())
 
 
 def _simulate_json(*extra: str) -> str:

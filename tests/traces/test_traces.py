@@ -1,8 +1,10 @@
-"""Trace importers: small files written here, malformed input, and the shared traces when present."""
+"""Trace importers: small files written here, malformed input, the example traces shipped in docs/examples,
+and the published traces of ../shared/data when present."""
 
 from __future__ import annotations
 
 import json
+import runpy
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ from airflow_adaptive.cli import main
 from airflow_adaptive.core.model import MIB, ExitReason
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.load import detect_format, expand_paths, read_trace, task_runs
-from tests.conftest import SHARED_DATA
+from tests.conftest import EXAMPLES, SHARED_DATA
 
 LOTARU_HEADER = (
     "Label,Machine,Workflow,NumberSequences,Task,WorkflowInputSize,Realtime,%cpu,rss,rchar,wchar,cpus,"
@@ -232,18 +234,42 @@ def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.Ca
     assert "the request until 5 tasks finished" in table  # the table says so
 
 
-@pytest.mark.skipif(not SHARED_DATA.exists(), reason="shared traces not present")
 @pytest.mark.parametrize(
     ("relative", "fmt", "instances"),
     [
+        ("nextflow/chipseq_trace.txt", "nextflow", 326),  # 328 attempts, 2 of them OOM-killed
+        ("nextflow/chipseq_trace_raw.csv", "nextflow", 326),
+        ("lotaru/n1/bacass.csv", "lotaru", 50),
+        ("cctools/workqueue_tasks.txt", "cctools", 160),
+        ("wfformat/chipseq_instance.json", "wfformat", 31),
+    ],
+)
+def test_shipped_example_traces(relative: str, fmt: str, instances: int) -> None:
+    path = str(EXAMPLES / relative)
+    assert detect_format(path) == fmt
+    result = read_trace(path)
+    assert not result.skipped and len(task_runs(result.observations)) == instances
+
+
+def test_the_example_traces_are_what_their_script_writes(tmp_path: Path) -> None:
+    """The shipped files are generated, never edited by hand: the seeded script writes them again."""
+    runpy.run_path(str(EXAMPLES / "make_traces.py"))["main"](tmp_path)  # run_path leaves no __pycache__
+    traces = (".txt", ".csv", ".json")
+    written = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.suffix in traces)
+    shipped = sorted(p.relative_to(EXAMPLES) for p in EXAMPLES.rglob("*") if p.suffix in traces)
+    assert written == shipped and len(written) == 11
+    assert all((tmp_path / p).read_bytes() == (EXAMPLES / p).read_bytes() for p in written)
+
+
+@pytest.mark.skipif(not SHARED_DATA.exists(), reason="the real traces of ../shared/data are not present")
+def test_real_published_traces() -> None:
+    """The importers on the published traces the examples imitate, when they are beside the checkout."""
+    for relative, fmt, instances in [
         ("nextflow-traces/eager.csv", "nextflow", 1576),
         ("lotaru/local/bacass.csv", "lotaru", 110),
         ("cctools/colmena.txt", "cctools", 228),
         ("wfinstances/sarek-dirt02-001.json", "wfformat", 24),
-    ],
-)
-def test_shared_traces(relative: str, fmt: str, instances: int) -> None:
-    path = str(SHARED_DATA / relative)
-    assert detect_format(path) == fmt
-    runs = task_runs(read_trace(path).observations)
-    assert len(runs) == instances
+    ]:
+        path = str(SHARED_DATA / relative)
+        assert detect_format(path) == fmt
+        assert len(task_runs(read_trace(path).observations)) == instances
