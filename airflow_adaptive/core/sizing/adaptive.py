@@ -365,7 +365,7 @@ class AdaptivePredictor(Predictor):
         rate, budget = float(rates[self.best_]), self.target
         # Say which replay the kill rate is from: the rule alone on the past peaks, each task sized
         # from those before it (not a whole strategy's what-if, nor kills that really happened).
-        replay = f"replayed on the {self.n_samples_} past peaks, each sized from those before it"
+        replay = f"replayed on the {self.n_samples_} past peaks (each sized from those before it)"
         killed = f"{rate:.1%} OOM-killed in that replay"
         chosen = "the default rule" if self.best_ == 0 else f"cheapest of {self.scores_.size} rules"
         chosen += f" {replay}: {killed}"
@@ -375,7 +375,7 @@ class AdaptivePredictor(Predictor):
             )
         elif budget is not None and rates.min() > budget:
             fewest = f"{rates.min():.1%}"
-            chosen = f"no rule kept OOM kills within {budget:.1%} {replay}: the cheapest near the fewest ({fewest}), {killed}"
+            chosen = f"no rule {replay} kept OOM kills within {budget:.1%}: the cheapest near the fewest ({fewest}), {killed}"
         elif budget is not None:
             chosen += f", over the target {budget:.1%}: fewer than {self.min_scored} tasks replayed"
         said = f"{self.rule_} ({chosen}) = {format_bytes(self._predict(None))}"
