@@ -56,13 +56,13 @@ def main() -> None:
         "families, page 1 by attempts": lambda i: "/adaptive/api/families",
         "families, search, by OOM": lambda i: f"/adaptive/api/families?search=f{i}&sort=oom_killed",
         "families, page 100": lambda i: "/adaptive/api/families?page=100",
-        "family detail (100 attempts)": lambda i: f"/adaptive/api/families/{families[i]}",
+        "family detail (100 attempts)": lambda i: f"/adaptive/api/family?name={families[i]}",
         "nodes": lambda i: "/adaptive/api/nodes",
     }
     print(f"{'endpoint':34s} {'p50 ms':>8s} {'p95 ms':>8s}")
     for name, path in paths.items():
         report(name, [timed(client, path(i), headers) for i in range(args.calls)])
-    whatif = "/adaptive/api/families/f1/whatif"  # f1: 100 completed attempts (multiples of 50 are all OOM)
+    whatif = "/adaptive/api/family/whatif?name=f1"  # f1: 100 completed attempts (multiples of 50 are all OOM)
     report("what-if, first (replays 100 tasks)", [timed(client, whatif, headers)])
     report("what-if, cached", [timed(client, whatif, headers) for _ in range(args.calls)])
 

@@ -61,6 +61,9 @@ PageUser = Annotated[Any, Depends(_page_user)]
 Dags = Annotated[frozenset[str] | None, Depends(_readable)]
 Start = Annotated[date | None, Query(description="first day (UTC), YYYY-MM-DD")]
 End = Annotated[date | None, Query(description="last day (UTC), YYYY-MM-DD")]
+# No length cap: the store keeps a name over 250 characters as a prefix plus a hash of the whole.
+FamilyName = Annotated[str, Query(description="the task family, exactly as recorded")]
+FAMILY_ROUTES = "/adaptive/api/family?name=… and /adaptive/api/family/whatif?name=…"
 
 
 def _store() -> Any:
@@ -115,10 +118,16 @@ def _page_routes(app: APIRouter) -> None:
     from airflow_adaptive.store.api import TotalsQuery
 
     @app.get("/health")
-    def health() -> dict[str, Any]:
-        """Whether the history store is reachable from the api-server."""
+    def health(readable: Dags) -> dict[str, Any]:
+        """Whether the history store is reachable from the api-server, and how many families the
+        user may see."""
         try:
-            families = _store().family_count()
+            store = _store()
+            families = (
+                store.family_count()
+                if readable is None
+                else store.family_totals(TotalsQuery(readable), limit=0)[1]
+            )
         except HistoryUnavailableError as err:
             return {"status": "degraded", "store": str(err), "version": __version__}
         return {"status": "ok", "store": "ok", "task_families": families, "version": __version__}
@@ -165,21 +174,29 @@ def _api_routes(app: APIRouter) -> None:
             limit=page_size, offset=(page - 1) * page_size,
         )  # fmt: skip
 
-    @app.get("/api/families/{task_family:path}/whatif")
-    def whatif(task_family: str, readable: Dags) -> dict[str, Any]:
-        found = views.whatif(_store(), get_settings(), readable, task_family)
+    # A family's name is arbitrary text ('/', ':', spaces, newlines: Nextflow process names), so it is
+    # a query parameter: in the path, "a%2Fwhatif" arrives decoded and reads as the what-if of "a",
+    # and Starlette's path pattern (".*" without DOTALL) never matches a newline.
+    @app.get("/api/family/whatif")
+    def whatif(name: FamilyName, readable: Dags) -> dict[str, Any]:
+        found = views.whatif(_store(), get_settings(), readable, name)
         if found is None:
-            raise HTTPException(404, f"unknown task family {task_family!r}")
+            raise HTTPException(404, f"unknown task family {name!r}")
         return found
 
-    @app.get("/api/families/{task_family:path}")
+    @app.get("/api/family")
     def family(
-        task_family: str, readable: Dags, limit: Annotated[int, Query(ge=1, le=2000)] = 500
+        name: FamilyName, readable: Dags, limit: Annotated[int, Query(ge=1, le=2000)] = 500
     ) -> dict[str, Any]:
-        found = views.family_detail(_store(), get_settings(), readable, task_family, limit)
+        found = views.family_detail(_store(), get_settings(), readable, name, limit)
         if found is None:
-            raise HTTPException(404, f"unknown task family {task_family!r}")
+            raise HTTPException(404, f"unknown task family {name!r}")
         return found
+
+    @app.get("/api/families/{rest:path}")
+    def moved(rest: str) -> None:
+        """The old path form was ambiguous; say where a family is now rather than a bare 404."""
+        raise HTTPException(404, f"no such endpoint: a family is read at {FAMILY_ROUTES}")
 
     @app.get("/api/nodes")
     def nodes(readable: Dags) -> dict[str, Any]:

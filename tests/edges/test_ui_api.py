@@ -19,7 +19,7 @@ from tests.conftest import sql_store
 from tests.factories import attempt
 
 PAGES = ("/adaptive/ui", "/adaptive/static/app.js", "/adaptive/api/overview", "/adaptive/api/families",
-         "/adaptive/api/families/genomics.align", "/adaptive/api/families/genomics.align/whatif",
+         "/adaptive/api/family?name=genomics.align", "/adaptive/api/family/whatif?name=genomics.align",
          "/adaptive/api/nodes", "/adaptive/api/task/adaptive_genomics/align", "/adaptive/health",
          "/adaptive/api/queue")  # fmt: skip
 
@@ -89,7 +89,7 @@ def test_a_tasks_tab_opens_the_family_its_operator_names(
                          ("report", "genomics.report")):  # fmt: skip
         found = client.get(f"/adaptive/api/task/adaptive_genomics/{task}", headers=auth).json()
         assert found == {"task_family": family, "source": "dag"}
-        assert client.get(f"/adaptive/api/families/{family}", headers=auth).status_code == 200
+        assert client.get(f"/adaptive/api/family?name={family}", headers=auth).status_code == 200
     # a task no DAG declares: the family its recorded attempts carry, else dag_id.task_id
     recorded = client.get("/adaptive/api/task/other_dag/align", headers=auth).json()
     assert recorded == {"task_family": "other_dag.align", "source": "default"}
@@ -113,10 +113,10 @@ def test_numbers_are_the_stores(client: Any, auth: dict[str, str], demo: Any) ->
     assert align["decision"]["strategy"] == "adaptive" and align["p50_peak_bytes"] > 8 * GIB
     second = client.get("/adaptive/api/families?sort=task_family&order=asc&page_size=2&page=2", headers=auth)
     assert second.json()["families"][0]["task_family"] == "genomics.index_reference"
-    detail = client.get("/adaptive/api/families/genomics.align", headers=auth).json()
+    detail = client.get("/adaptive/api/family?name=genomics.align", headers=auth).json()
     assert len(detail["attempts"]) == 13 and sum(a["oom_killed"] for a in detail["attempts"]) == 1
     assert (detail["image"], detail["program"]) == ("biocontainers/bwa:v0.7.17_cv1", "bwa mem")
-    whatif = client.get("/adaptive/api/families/genomics.align/whatif", headers=auth).json()
+    whatif = client.get("/adaptive/api/family/whatif?name=genomics.align", headers=auth).json()
     assert sorted(s["strategy"] for s in whatif["strategies"]) == predictor_names()
     assert whatif["tasks"] == 12  # the OOM-killed attempt has no measured peak; its retry has
     assert whatif["max_oom_rate"] == detail["decision"]["max_oom_rate"] == 0.02  # the configured budget
@@ -130,14 +130,14 @@ def test_numbers_are_the_stores(client: Any, auth: dict[str, str], demo: Any) ->
 @pytest.mark.parametrize(
     ("query", "status", "says"),
     [
-        ("/api/families/no-such-family", 404, "unknown task family"),
+        ("/api/family?name=no-such-family", 404, "unknown task family"),
         ("/api/families?page=-1", 422, "greater than or equal to 1"),
         ("/api/families?page_size=1000000", 422, "less than or equal to 200"),
         ("/api/families?sort=memory", 400, "sort must be one of"),
         ("/api/families?order=sideways", 422, "pattern"),
         ("/api/overview?start=2026-13-01", 422, "month value is outside"),
         ("/api/overview?start=2026-11-05&end=2026-11-01", 400, "is after end"),
-        ("/api/families/genomics.align?limit=0", 422, "greater than or equal to 1"),
+        ("/api/family?name=genomics.align&limit=0", 422, "greater than or equal to 1"),
     ],
 )
 def test_bad_parameters_are_a_clear_4xx(
@@ -145,6 +145,29 @@ def test_bad_parameters_are_a_clear_4xx(
 ) -> None:
     response = client.get(f"/adaptive{query}", headers=auth)
     assert response.status_code == status and says in response.text
+
+
+def test_a_family_is_found_by_its_exact_name_whatever_it_holds(
+    client: Any, auth: dict[str, str], engine: Any, demo: Any
+) -> None:
+    """Names are arbitrary text: one ending in '/whatif' is not the what-if of another family, and a
+    newline (which Starlette's path pattern never matched) is found like any other character."""
+    odd = ("genomics.align/whatif", "NFCORE:ALIGN (sample 1)\nretry", "a/b%2Fc?d=e&f#g +h")
+    for n, name in enumerate(odd):
+        sql_store(engine).record([attempt(i, family=name, run=f"odd{n}-{i}") for i in range(3)])
+    for name in (*odd, "genomics.align"):
+        detail = client.get("/adaptive/api/family", params={"name": name}, headers=auth)
+        whatif = client.get("/adaptive/api/family/whatif", params={"name": name}, headers=auth)
+        assert detail.status_code == whatif.status_code == 200, (name, detail.text, whatif.text)
+        assert detail.json()["task_family"] == whatif.json()["task_family"] == name
+        assert len(detail.json()["attempts"]) == (13 if name == "genomics.align" else 3)
+        assert sorted(s["strategy"] for s in whatif.json()["strategies"]) == predictor_names()
+    # the old path form read "a%2Fwhatif" as the what-if of "a": it now says where families are
+    for old in ("/adaptive/api/families/genomics.align%2Fwhatif", "/adaptive/api/families/genomics.align"):
+        moved = client.get(old, headers=auth)
+        assert moved.status_code == 404 and "/adaptive/api/family?name=" in moved.json()["detail"], old
+    unknown = client.get("/adaptive/api/family", params={"name": "genomics.align\n"}, headers=auth)
+    assert unknown.status_code == 404 and "unknown task family" in unknown.text
 
 
 def test_a_time_range_and_a_search_narrow_the_totals(client: Any, auth: dict[str, str], demo: Any) -> None:

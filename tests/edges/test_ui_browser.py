@@ -188,6 +188,41 @@ def check_dark_theme(walk: Walk) -> None:
     walk.shot("overview-dark")
 
 
+def check_family_addresses(walk: Walk, store: Any) -> None:
+    """Any name opens its own family; an edited address says so in the page; links still lead there."""
+    from selenium.webdriver.common.by import By
+
+    from tests.factories import attempt
+
+    browser = walk.browser
+
+    def go(hash_: str, ready: str = "family") -> None:
+        browser.execute_script("document.body.dataset.ready = ''; location.hash = arguments[0]", hash_)
+        walk.tab(ready)
+
+    def heading() -> str:
+        return str(browser.execute_script("return document.querySelector('#view h2').textContent"))
+
+    walk.tab("overview")
+    go("#/family/%E0%A4%A")  # a truncated address: decodeURIComponent throws a URIError on it
+    assert "That address names no valid family" in browser.find_element(By.ID, "bad-address").text
+    go("#/task/adaptive_genomics/%zz", "task")
+    assert "no valid task" in browser.find_element(By.ID, "bad-address").text
+    odd = "genomics.align/whatif\nNFCORE:ALIGN (1)"  # the page's own link form: one encoded segment
+    store.record([attempt(i, family=odd, peak=GIB, run=f"odd{i}") for i in range(3)])
+    go(str(browser.execute_script("return '#/family/' + encodeURIComponent(arguments[0])", odd)))
+    assert (
+        heading() == odd and browser.find_element(By.ID, "family-chart").get_attribute("data-points") == "3"
+    )
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "#whatif-table tbody tr"), "its what-if", 120)
+    # a task's tab, and the queue's family links, open the family's page
+    browser.execute_script("location.hash = '#/task/lff_ui_shot/old'")  # it moves on to #/family/lff.old
+    wait_for(lambda: heading() == "lff.old" and browser.find_element(By.ID, "decision"), "the task's family")
+    go("#/queue", "queue")
+    walk.open("family", link="tr[data-task='lff_ui_shot.new'] a")
+    assert "unknown task family 'lff.new'" in browser.find_element(By.ID, "view").text  # none recorded yet
+
+
 def test_pages_through_airflows_login_and_navigation(
     api_server: str, browser: Any, engine: Any, tmp_path: Path
 ) -> None:
@@ -203,3 +238,4 @@ def test_pages_through_airflows_login_and_navigation(
     check_nodes_and_locality(walk, store)
     check_queue(walk, engine, tmp_path)
     check_dark_theme(walk)
+    check_family_addresses(walk, store)

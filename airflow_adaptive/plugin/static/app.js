@@ -119,7 +119,8 @@ async function families() {
     return key ? `<th data-sort="${key}"${title}>${label}${arrow}</th>` : `<th${title}>${label}</th>`;
   }).join("");
   const rows = data.families.map((f) => `<tr data-family="${esc(f.task_family)}">
-      <td class="family"><div><a href="#/family/${encodeURIComponent(f.task_family)}" title="${esc(f.task_family)}">${breakable(f.task_family)}</a></div></td>
+      <td class="family"><div><a href="${familyHash(f.task_family)}" title="${esc(f.task_family)}">${breakable(f.task_family)}</a>${
+        f.history_hidden ? ` <span class="muted" title="${esc(f.hidden_note)}">(part hidden)</span>` : ""}</div></td>
       <td data-col="attempts">${num(f.attempts, 0)}</td><td>${num(f.completed, 0)}</td>
       <td data-col="oom_killed" class="${f.oom_killed ? "bad" : ""}">${num(f.oom_killed, 0)}</td>
       <td>${bytes(f.p50_peak_bytes)}</td><td>${bytes(f.p95_peak_bytes)}</td>
@@ -163,8 +164,13 @@ function budgetText(d, attempts, oom) {  // the rule's replayed kill rate, never
     Recorded: ${oom} of the ${attempts} attempts shown were really OOM-killed. The what-if below is a third number: each whole
     strategy replayed attempt by attempt.</p>`;
 }
+// A family's name is any text ('/', ':', newlines): the API takes it as a query parameter, the
+// address as one percent-encoded segment.
+function familyHash(name) { return `#/family/${encodeURIComponent(name)}`; }
+function familyApi(path, name) { return `${path}?${new URLSearchParams({ name })}`; }
 async function family(name) {
-  const data = await api(`api/families/${encodeURIComponent(name)}`);
+  const data = await api(familyApi("api/family", name));
+  if (!Array.isArray(data.attempts)) throw new Error(`no attempts in the answer for task family ${name}`);
   const attempts = data.attempts;
   const xs = attempts.map((a, i) => (a.finished_at ? Date.parse(a.finished_at) / 1000 : i));
   const oom = attempts.filter((a) => a.oom_killed).length;
@@ -179,6 +185,7 @@ async function family(name) {
     <div class="chart" id="family-chart" data-points="${attempts.length}" data-oom="${oom}"></div>
     <p class="muted" id="chart-caption">${attempts.length} attempts plotted; ${oom} OOM-killed (large red dots, at their limit);
       hollow peaks are lower bounds (sampled).</p>
+    ${data.history_hidden ? `<p class="error" id="hidden-note">${esc(data.hidden_note)}</p>` : ""}
     <h2>Next decision</h2><p id="decision"><b>${bytes(data.decision.memory_request_bytes)}</b> (${esc(data.decision.strategy)}):
       ${esc(data.decision.explanation)}</p>
     ${budgetText(data.decision, attempts.length, oom)}
@@ -208,7 +215,8 @@ const METRICS = {
 async function whatif(name) {
   const el = document.getElementById("whatif");
   try {
-    const data = await api(`api/families/${encodeURIComponent(name)}/whatif`);
+    const data = await api(familyApi("api/family/whatif", name));
+    if (!Array.isArray(data.strategies)) throw new Error(`no strategies in the what-if answer for ${name}`);
     el.classList.remove("muted");
     const abbr = (short) => `<abbr title="${esc(METRICS[short])}">${short}</abbr>`;
     el.innerHTML = `<p class="muted">Each strategy replayed on the newest ${data.tasks} completed attempts in the order they ran,
@@ -268,7 +276,7 @@ async function queue() {
   if (!data.tasks.length) { view.innerHTML = `<h2>Queue</h2>${intro}${note}<p>No least-finished-first task is pending or running.</p>`; return; }
   const rows = data.tasks.map((t) => `<tr data-task="${esc(t.dag_id)}.${esc(t.task_id)}" data-state="${esc(t.state)}">
       <td>${t.lff_rank ?? "–"}</td><td class="text">${esc(t.state)}</td><td class="text">${esc(t.dag_id)}</td><td class="text">${esc(t.task_id)}${t.map_index >= 0 ? ` [${t.map_index}]` : ""}</td>
-      <td class="text"><a href="#/family/${encodeURIComponent(t.task_family)}">${esc(t.task_family)}</a></td>
+      <td class="text"><a href="${familyHash(t.task_family)}">${esc(t.task_family)}</a></td>
       <td>${num(t.successes, 0)}</td><td>${num(t.failures, 0)}</td><td>${num(t.try_number, 0)}</td>
       <td>${num(t.airflow_weight, 0)}</td><td>${num(t.lff_weight_now, 0)}</td><td class="text">${esc(t.priority_class || "–")}</td>
       <td class="why">${esc(t.why)}</td></tr>`).join("");
@@ -279,20 +287,34 @@ async function queue() {
 
 async function taskLink(dag, task) {
   const found = await api(`api/task/${encodeURIComponent(dag)}/${encodeURIComponent(task)}`);
-  location.hash = `#/family/${encodeURIComponent(found.task_family)}`;
+  location.hash = familyHash(found.task_family);
 }
 
+// The address's arguments, each percent-decoded; null when one is not valid percent-encoding (an
+// edited or truncated address: decodeURIComponent throws a URIError there).
+function decoded(parts) {
+  try {
+    return parts.map(decodeURIComponent);
+  } catch (err) {
+    if (err instanceof URIError) return null;
+    throw err;
+  }
+}
+function badAddress(what) {  // instead of an uncaught error and a page left at "Loading…"
+  view.innerHTML = `<div class="error" id="bad-address">That address names no valid ${what}: <code>${esc(location.hash)}</code>
+    is cut short or was edited. Open the family from the Task families list.</div>`;
+}
 async function route() {
-  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
-  const tab = parts[0] || "overview";
+  const [first, ...rest] = location.hash.replace(/^#\/?/, "").split("/");
+  const tab = first || "overview", args = decoded(rest);
   for (const a of document.querySelectorAll("#tabs a")) a.classList.toggle("active", a.dataset.tab === (tab === "family" ? "families" : tab));
   try {
     if (tab === "families") await families();
-    else if (tab === "family") await family(parts.slice(1).join("/"));
+    else if (tab === "family") await (args ? family(args.join("/")) : badAddress("family"));
     else if (tab === "nodes") await nodes();
     else if (tab === "queue") await queue();
     else if (tab === "locality") await locality();
-    else if (tab === "task") await taskLink(parts[1], parts.slice(2).join("/"));
+    else if (tab === "task") await (args?.length >= 2 && args[0] ? taskLink(args[0], args.slice(1).join("/")) : badAddress("task"));
     else await overview();
   } catch (err) {
     view.innerHTML = `<div class="error">${esc(err.message)}</div>`;
