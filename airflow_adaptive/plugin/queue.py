@@ -16,6 +16,7 @@ from sqlalchemy import select
 from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.priority import FamilyProgress, PriorityChoice, choose_priority
 from airflow_adaptive.exceptions import HistoryUnavailableError
+from airflow_adaptive.plugin.readable import history_hidden
 from airflow_adaptive.priority import static_weight, task_family_of
 from airflow_adaptive.store.api import HistoryStore
 
@@ -70,9 +71,14 @@ def queue_view(
         store = open_store()
         successes = store.distributions().successes
         progress = {f: store.progress(f) or FamilyProgress(0, 0) for f in set(families.values())}
+        hidden = {f for f in set(families.values()) if history_hidden(store, dags, f)}
         for key, family in families.items():
+            if family in hidden:  # its counts include attempts of DAGs this user may not read
+                continue
             weight = static_weight(tasks[key])
             choices[key] = choose_priority(progress[family], successes, settings.lff_failures, weight)
+        if hidden:
+            note = "families also run by DAGs you may not read: their ranks and counts are not shown"
     except HistoryUnavailableError as err:
         note = f"{err}: ranks unknown, Airflow's stored weights shown"
     items = [_row(r, families[(r.dag_id, r.task_id)], choices.get((r.dag_id, r.task_id))) for r in rows]

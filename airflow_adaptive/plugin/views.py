@@ -20,10 +20,12 @@ from airflow_adaptive.core.rollup import DayTotals
 from airflow_adaptive.core.sizing import predictor_names
 from airflow_adaptive.evaluation.replay import GB_H, ReplayConfig, TaskRun, replay
 from airflow_adaptive.kubernetes.quantity import format_memory, parse_memory_bytes
+from airflow_adaptive.plugin.readable import hidden_note, history_hidden, next_decision
 from airflow_adaptive.store.api import HistoryStore, TotalsQuery
 
 Dags = frozenset[str] | None
 WHATIF_TASKS = 300  # the newest completed attempts a what-if replays
+PLACEMENT_HIDDEN = "not shown: placed from this family's whole history, part of which you may not read"
 
 
 def _gb_h(byte_seconds: float) -> float:
@@ -81,7 +83,8 @@ def families_page(
     for row in found:
         state = advisor.family_state(row.task_family)
         peaks = state.rollup.peaks if state is not None and dags is None else None
-        decision = advisor.decide(row.task_family, MemoryRequest(requests.get(row.task_family)))
+        request = MemoryRequest(requests.get(row.task_family))
+        decision = next_decision(store, settings, advisor, dags, row.task_family, request)
         rows.append(
             {
                 "task_family": row.task_family,
@@ -90,6 +93,7 @@ def families_page(
                 "p50_peak_bytes": peaks.quantile(0.5) if peaks else None,
                 "p95_peak_bytes": peaks.quantile(0.95) if peaks else None,
                 "decision": _decision_json(decision) if decision.adaptive else None,
+                **hidden_note(history_hidden(store, dags, row.task_family)),
             }
         )
     return {"total": count, "offset": page.get("offset", 0), "limit": page.get("limit", 50), "families": rows}
@@ -147,7 +151,9 @@ def family_detail(
         return None
     group_of = {n.name: n.group_id for n in store.nodes() if n.group_id is not None}
     advisor = Advisor(settings, lambda: store)
-    decision = advisor.decide(task_family, MemoryRequest(history[-1].user_request_bytes))
+    request = MemoryRequest(history[-1].user_request_bytes)
+    decision = next_decision(store, settings, advisor, dags, task_family, request)
+    hidden = history_hidden(store, dags, task_family)
     placement = advisor.place(task_family, frozenset(), decision.memory_request_bytes)
     image, program = next(
         ((o.image, o.program) for o in reversed(history) if o.image or o.program), (None, None)
@@ -159,9 +165,11 @@ def family_detail(
         "program": program,
         "attempts": [_attempt_json(o, group_of) for o in history],
         "decision": _decision_json(decision),
-        "labels": dict(placement.labels or {}),
-        "preferred_groups": list(placement.preferred_groups),
-        "placement": placement.explain(),
+        # Labels rank the family's demands over all its attempts: shown only to who may read them all.
+        "labels": {} if hidden else dict(placement.labels or {}),
+        "preferred_groups": [] if hidden else list(placement.preferred_groups),
+        "placement": PLACEMENT_HIDDEN if hidden else placement.explain(),
+        **hidden_note(hidden),
     }
 
 
@@ -222,7 +230,7 @@ def nodes(
 ) -> dict[str, Any]:
     stored = store.nodes()
     cached: dict[str, list[dict[str, Any]]] = {}
-    for copy in store.cached_inputs():
+    for copy in store.cached_inputs(dags):  # only copies of inputs a readable DAG read
         entry = {"uri": copy.uri, "size_bytes": copy.size_bytes, "last_used_at": copy.last_used_at}
         cached.setdefault(copy.node, []).append(entry)
     groups = summarize_groups(stored)
@@ -231,6 +239,8 @@ def nodes(
         advisor = Advisor(settings, lambda: store, refit_stale=False)
         busiest, _ = store.family_totals(TotalsQuery(dags), limit=top_families)
         for row in busiest:
+            if history_hidden(store, dags, row.task_family):
+                continue  # its labels come from attempts of DAGs this user may not read
             placement = advisor.place(row.task_family, frozenset(), None)
             if placement.preferred_groups:
                 labelled[placement.preferred_groups[0]].append(row.task_family)
