@@ -74,6 +74,8 @@ def nf_memory(size: float) -> str:
 
 
 def nf_duration(ms: float) -> str:
+    if ms != ms:
+        return "-"
     if ms < 1000:
         return f"{int(ms)}ms"
     if ms < 60_000:

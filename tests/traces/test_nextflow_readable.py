@@ -3,7 +3,7 @@ the same attempts as their raw twins (``trace.raw = true``)."""
 
 from __future__ import annotations
 
-import math
+import runpy
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -14,42 +14,16 @@ import pytest
 from airflow_adaptive.cli import main
 from airflow_adaptive.traces.load import detect_format, read_trace
 from airflow_adaptive.traces.readable import duration_ms, epoch_ms, memory_bytes, percent
+from tests.conftest import EXAMPLES
 
 UNITS = ("B", "KB", "MB", "GB", "TB", "PB", "EB")
 MEM = ("memory", "peak_rss", "rchar", "wchar", "read_bytes", "write_bytes")
 
 
-# Written from Nextflow's formatting rules (MemoryUnit.toString, Duration.toString, TraceRecord), not
-# from our parser, so that each checks the other.
-def nf_memory(size: float) -> str:
-    if size != size:
-        return "-"
-    if size <= 0:
-        return "0"
-    group = int(math.log10(size) / math.log10(1024))
-    return f"{size / 1024**group:.1f}".removesuffix(".0") + " " + UNITS[group]
-
-
-def nf_duration(ms: float) -> str:
-    if ms != ms:
-        return "-"
-    if ms < 1000:
-        return f"{int(ms)}ms"
-    if ms < 60_000:
-        return f"{round(ms / 100) / 10:.1f}".removesuffix(".0") + "s"
-    seconds = round(ms / 1000)
-    parts = [
-        (seconds // 86400, "d"),
-        (seconds // 3600 % 24, "h"),
-        (seconds // 60 % 60, "m"),
-        (seconds % 60, "s"),
-    ]
-    return " ".join(f"{n}{unit}" for n, unit in parts if n)
-
-
-def nf_date(ms: float) -> str:
-    when = datetime.fromtimestamp(ms / 1000, timezone.utc)
-    return when.strftime("%Y-%m-%d %H:%M:%S.") + f"{int(ms) % 1000:03d}"
+# The writer of the shipped examples, written from Nextflow's formatting rules (MemoryUnit.toString,
+# Duration.toString, TraceRecord), not from our parser, so that each checks the other.
+_WRITER = runpy.run_path(str(EXAMPLES / "make_traces.py"))  # run_path leaves no __pycache__
+nf_memory, nf_duration, nf_date = _WRITER["nf_memory"], _WRITER["nf_duration"], _WRITER["nf_date"]
 
 
 def raw_rows(count: int) -> pd.DataFrame:
