@@ -85,7 +85,11 @@ def test_a_warm_decision_reads_one_row_and_one_count_and_never_refits(engine: An
     assert (
         "count(*)" in statements[1] and "FROM adaptive_unfinished_attempt" in statements[1]
     )  # an index range
-    assert decision.adaptive and "refitted" not in decision.explanation and "the 30 past peaks" in decision.explanation
+    assert (
+        decision.adaptive
+        and "refitted" not in decision.explanation
+        and "the 30 past peaks" in decision.explanation
+    )
 
 
 def test_a_new_family_with_a_request_reads_no_store_wide_row(engine: Any) -> None:
