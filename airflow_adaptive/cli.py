@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from airflow_adaptive.cli_args import OneLineParser, task_family, try_number, utf8_text
+from airflow_adaptive.core.normalise import escape_surrogates
 from airflow_adaptive.core.priority import PriorityChoice
 from airflow_adaptive.exceptions import (
     AdaptiveError,
@@ -31,13 +34,13 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.advisor import Advisor
     from airflow_adaptive.config import check_sizing_names, get_settings
     from airflow_adaptive.core.model import MemoryRequest
-    from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
+    from airflow_adaptive.kubernetes.quantity import parse_memory_amount
 
     if args.input_size_bytes is not None and args.input_size_bytes < 0:
         raise InvalidQuantityError(f"--input-size-bytes must not be negative, not {args.input_size_bytes}")
     user = MemoryRequest(
-        parse_memory_bytes(args.request, what="--request") if args.request else None,
-        parse_memory_bytes(args.limit, what="--limit") if args.limit else None,
+        parse_memory_amount(args.request, what="--request") if args.request else None,
+        parse_memory_amount(args.limit, what="--limit") if args.limit else None,
     )
     settings = get_settings()
     check_sizing_names(settings)  # here a typo is an error; a pod's decision fails open instead
@@ -169,11 +172,11 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.evaluation.replay import ReplayConfig
     from airflow_adaptive.evaluation.report import BUDGETS, DEFAULT_STRATEGY, evaluate
     from airflow_adaptive.exceptions import TraceFormatError
-    from airflow_adaptive.traces.load import expand_paths
+    from airflow_adaptive.traces.load import expand_paths, ignored_lines
 
     traces, ignored = expand_paths(args.traces)
-    for path in ignored:
-        print(f"not a trace, ignored: {path}", file=sys.stderr)
+    for line in ignored_lines(ignored):
+        print(line, file=sys.stderr)
     if not traces:
         raise TraceFormatError("no trace files found")
     try:
@@ -221,7 +224,7 @@ def _print_replay(report: dict[str, Any], out: TextIO) -> None:
 
     for trace in report["traces"]:
         left_out = trace["skipped"]["rows"]
-        title = f"{trace['trace']} ({trace['instances']} tasks, history {trace['history']}"
+        title = f"{escape_surrogates(trace['trace'])} ({trace['instances']} tasks, history {trace['history']}"
         if report.get("min_observations", 1) > 1:  # a warm-up: every strategy keeps the request first
             title += f", the request until {report['min_observations']} tasks finished"
         title += f", {left_out} rows not replayed)" if left_out else ")"
@@ -270,17 +273,21 @@ def cmd_config_reference(args: argparse.Namespace, out: TextIO) -> int:
 
 def _add_decision_commands(sub: Any) -> None:
     decide = sub.add_parser("decide", help="the memory decision for a task family, and why")
-    decide.add_argument("--task-family", required=True)
+    decide.add_argument("--task-family", required=True, type=task_family)
     decide.add_argument(
         "--new-family", action="store_true", help="the family has no history yet: decide anyway, on purpose"
     )
-    decide.add_argument("--try-number", type=int, default=1)
+    decide.add_argument("--try-number", type=try_number, default=1)
     decide.add_argument("--previous-oom", action="store_true", help="as if the previous try was OOM-killed")
     decide.add_argument("--request", help="the user's memory request (Kubernetes quantity)")
     decide.add_argument("--limit", help="the user's memory limit (Kubernetes quantity)")
     decide.add_argument("--input-size-bytes", type=int)
-    decide.add_argument("--image", help="the container image the task runs (for a cold family's warm start)")
-    decide.add_argument("--program", help="the program its command starts (for a cold family's warm start)")
+    decide.add_argument(
+        "--image", type=utf8_text, help="the container image the task runs (for a cold family's warm start)"
+    )
+    decide.add_argument(
+        "--program", type=utf8_text, help="the program its command starts (for a cold family's warm start)"
+    )
     decide.add_argument("--require-capability", action="append", default=[], metavar="NAME")
     decide.add_argument("--priority-weight", type=int, default=1, help="the task's own priority_weight")
     decide.add_argument("--json", action="store_true")
@@ -338,7 +345,7 @@ def _add_replay_command(sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="airflow-adaptive", description=__doc__)
+    parser = OneLineParser(prog="airflow-adaptive", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     add_history_commands(sub)
@@ -365,12 +372,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     out = sys.stdout
+    if isinstance(out, io.TextIOWrapper):  # a name we did not escape is shown escaped, not a traceback
+        out.reconfigure(errors="backslashreplace")
     try:
         # Results go to stdout; everything Airflow logs meanwhile goes to stderr, so --json pipes cleanly.
         with contextlib.redirect_stdout(sys.stderr):
             return int(args.func(args, out))
     except AdaptiveError as err:
-        print(f"airflow-adaptive: error: {err}", file=sys.stderr)
+        print(f"airflow-adaptive: error: {escape_surrogates(str(err))}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader (e.g. `| head`) went away: stop quietly, and keep Python from complaining at exit.

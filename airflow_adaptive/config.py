@@ -10,6 +10,7 @@ from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.locality import BIG_FROM_BYTES, SMALL_BELOW_BYTES
 from airflow_adaptive.core.model import MIB
 from airflow_adaptive.core.priority import check_failure_mode
+from airflow_adaptive.core.retention import DAYS_RULE, check_keep_days
 from airflow_adaptive.core.sizing import RETRY_POLICIES
 from airflow_adaptive.core.sizing.adaptive import MAX_OOM_RATE
 from airflow_adaptive.core.sizing.base import PREDICTORS
@@ -254,10 +255,28 @@ def _fraction(name: str) -> float:
     return float(value)
 
 
-def _quantity(name: str) -> int:
-    from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
+def _quantity(name: str, at_least: int = 1) -> int:
+    """A quantity of at least ``at_least`` bytes (``1m`` is a thousandth of a byte: a wrong unit),
+    checked as the commands check ``--request``."""
+    from airflow_adaptive.kubernetes.quantity import parse_memory_amount
 
-    return parse_memory_bytes(_raw(name), what=f"[{SECTION}] {name}")
+    return parse_memory_amount(_raw(name), what=f"[{SECTION}] {name}", at_least=at_least)
+
+
+def _days(name: str) -> float:
+    """A retention in days, checked as ``history prune --keep-days`` checks it."""
+    value = float(_number(name, float))
+    try:
+        return check_keep_days(value)
+    except ValueError:
+        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not {DAYS_RULE}") from None
+
+
+def _count(name: str) -> int:
+    value = int(_number(name, int))
+    if value < 0:
+        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not an integer >= 0 (0: no limit)")
+    return value
 
 
 def _flag(name: str) -> bool:
@@ -284,10 +303,10 @@ def _sizing() -> SizingSettings:
     return SizingSettings(
         strategy=_raw("strategy"),
         min_observations=_at_least_one("min_observations"),
-        floor_bytes=_quantity("min_memory"),
+        floor_bytes=_quantity("min_memory", MIB),
         # Whole MiB, rounded down: pod quantities are written in MiB rounded up, so a decimal
         # cap such as 64G (not a whole MiB) would otherwise be exceeded by up to 1 MiB.
-        cap_bytes=_quantity("max_allocatable_memory") // MIB * MIB,
+        cap_bytes=_quantity("max_allocatable_memory", MIB) // MIB * MIB,
         retry_policy=_raw("oom_retry_policy"),
         limit_to_request_ratio=_number("limit_to_request_ratio", float),
         max_oom_rate=_fraction("max_oom_rate"),
@@ -315,8 +334,8 @@ def load_settings() -> AdaptiveSettings:
         history_conn_id=_raw("history_conn_id"),
         store_timeout_seconds=_number("store_timeout_seconds", float),
         history_window=_number("history_window", int),
-        retention_attempts=_number("retention_attempts", int),
-        retention_days=_number("retention_days", float),
+        retention_attempts=_count("retention_attempts"),
+        retention_days=_days("retention_days"),
         mutate_all_pods=_flag("mutate_all_pods"),
         placement_live_load=_flag("placement_live_load"),
         lff_failures=_failure_mode(),

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from airflow_adaptive.exceptions import AdaptiveError
+from airflow_adaptive.cli_args import count, keep_days, task_family
+from airflow_adaptive.core.normalise import escape_surrogates
 
 SKIPPED_SHOWN = 20  # skipped rows of an import named one by one; the rest are counted
 
@@ -47,11 +49,11 @@ def cmd_history_import(args: argparse.Namespace, out: TextIO) -> int:
                 yield chunk.observations
 
         with progress(SpinnerColumn(), TextColumn("{task.description}")) as display:
-            display.add_task(f"recording the attempts of {path}")
+            display.add_task(f"recording the attempts of {escape_surrogates(path)}")
             recorded = store.record_batches(batches())  # one transaction: the whole file or nothing
         total += counts["attempts"]
         print(
-            f"{path}: {counts['attempts']} attempts imported ({recorded.new} new, "
+            f"{escape_surrogates(path)}: {counts['attempts']} attempts imported ({recorded.new} new, "
             f"{recorded.replaced} already there), {counts['skipped']} rows skipped"
             + (f" (the first {SKIPPED_SHOWN} named above)" if counts["skipped"] > SKIPPED_SHOWN else "")
             + (
@@ -98,12 +100,11 @@ def cmd_history_prune(args: argparse.Namespace, out: TextIO) -> int:
 
     settings = get_settings()
     keep = settings.retention_attempts if args.keep_attempts is None else args.keep_attempts
-    days = settings.retention_days if args.keep_days is None else args.keep_days
-    if keep < 0 or days < 0:
-        raise AdaptiveError("--keep-attempts and --keep-days must not be negative")
+    days = settings.retention_days if args.keep_days is None else args.keep_days  # both checked
     result = open_cli_store().prune(keep_attempts=keep, keep_days=days, dry_run=args.dry_run)
     verb = "would remove" if result.dry_run else "removed"
-    limits = f"keeping the newest {keep or 'all'} per family" + (f" and {days:g} days" if days else "")
+    within = days and math.isfinite(days)
+    limits = f"keeping the newest {keep or 'all'} per family" + (f" and {days:g} days" if within else "")
     print(f"{verb} {result.attempts} attempts of {result.families} task families ({limits})", file=out)
     return 0
 
@@ -126,17 +127,17 @@ def add_history_commands(sub: Any) -> None:
     imp.add_argument("files", nargs="+", metavar="FILE")
     imp.set_defaults(func=cmd_history_import)
     show = history.add_parser("show", help="recent attempts of a task family")
-    show.add_argument("--task-family", required=True)
+    show.add_argument("--task-family", required=True, type=task_family)
     show.add_argument("--limit", type=int, default=50)
     show.add_argument("--json", action="store_true")
     show.set_defaults(func=cmd_history_show)
 
     prune = history.add_parser("prune", help="remove old attempts (rollups keep their totals)")
     prune.add_argument(
-        "--keep-attempts", type=int, help="newest attempts kept per family ([adaptive] retention_attempts)"
+        "--keep-attempts", type=count, help="newest attempts kept per family ([adaptive] retention_attempts)"
     )
     prune.add_argument(
-        "--keep-days", type=float, help="remove attempts older than this ([adaptive] retention_days)"
+        "--keep-days", type=keep_days, help="remove attempts older than this ([adaptive] retention_days)"
     )
     prune.add_argument("--dry-run", action="store_true", help="count, remove nothing")
     prune.set_defaults(func=cmd_history_prune)

@@ -17,6 +17,7 @@ LAYERS = {
     "airflow_adaptive.kubernetes.quantity": 2,  # the Kubernetes quantity grammar, by the client library
     "airflow_adaptive.failopen": 2,
     "airflow_adaptive.console": 2,  # the commands' progress display
+    "airflow_adaptive.cli_args": 2,  # the commands' argument types, on core
     "airflow_adaptive.config": 3,  # settings read once at the edge
     "airflow_adaptive.provider_info": 3.5,  # the config section it declares
     "airflow_adaptive.store": 4,  # observe and store

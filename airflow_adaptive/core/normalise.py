@@ -2,8 +2,10 @@
 
 Keys longer than the columns (250 characters, Airflow's own limit for ids) keep a readable prefix
 and a hash of the whole text, so different long names stay apart and every read applies the same
-rule. Numbers that cannot be true (not finite, negative, beyond any machine) become unknown
-(None) instead of being stored as given; the rest of the attempt is kept.
+rule. Text that UTF-8 cannot encode (bytes of a file name or an argument that were not UTF-8, which
+Python carries as lone surrogates) keeps those bytes as escapes. Numbers that cannot be true (not
+finite, negative, beyond any machine) become unknown (None) instead of being stored as given; the
+rest of the attempt is kept.
 """
 
 from __future__ import annotations
@@ -30,10 +32,37 @@ def without_nul(text: str) -> str:
     return text.replace("\x00", "\ufffd")
 
 
+def escape_surrogates(text: str) -> str:
+    """``text`` as UTF-8 can encode it: each lone surrogate by which Python carries a byte that was
+    not UTF-8 (``os.fsdecode(b"\\xff")``) as that byte's ``\\xff`` escape, any other as ``\\ud800``.
+    Neither database nor a strict console can encode them, so they are escaped where they enter."""
+    if _encodes(text):
+        return text
+    return "".join(map(_escaped, text))
+
+
+def _encodes(text: str) -> bool:
+    if text.isascii():  # the common case, answered without encoding
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # surrogateescape's image of the byte code - 0xDC00
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\u{code:04x}" if 0xD800 <= code <= 0xDFFF else char
+
+
 def fit_key(text: str, max_chars: int = MAX_KEY_CHARS) -> str:
     """``text`` when it fits, else a readable prefix, ``~`` and 12 hex digits of its SHA-256.
-    NUL characters become U+FFFD (see :func:`without_nul`)."""
-    text = without_nul(text)
+    NUL characters become U+FFFD (see :func:`without_nul`), lone surrogates escapes
+    (see :func:`escape_surrogates`)."""
+    text = without_nul(escape_surrogates(text))
     if len(text) <= max_chars:
         return text
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
@@ -91,15 +120,15 @@ def is_normal(obs: Observation) -> bool:
         and (peak is not None or usage.peak_kind in (PeakKind.CENSORED, PeakKind.NONE))
         and (code is None or (isinstance(code, int) and -INT32 <= code <= INT32))
         and (when is None or (isinstance(when, datetime) and when.tzinfo is not None))
-        and (not obs.node_name or (len(obs.node_name) <= MAX_TEXT_CHARS["node_name"] and "\x00" not in obs.node_name))
+        and (not obs.node_name or _text_fits(obs, "node_name"))
         and all(_text_fits(obs, name) for name in ("strategy", "image", "program"))
-        and (not obs.explanation or "\x00" not in obs.explanation)
+        and (not obs.explanation or ("\x00" not in obs.explanation and _encodes(obs.explanation)))
     )  # fmt: skip
 
 
 def _text_fits(obs: Observation, name: str) -> bool:
     value = getattr(obs, name)
-    return not value or (len(value) <= MAX_TEXT_CHARS[name] and "\x00" not in value)
+    return not value or (len(value) <= MAX_TEXT_CHARS[name] and "\x00" not in value and _encodes(value))
 
 
 def _text(obs: Observation, name: str) -> str | None:
@@ -137,14 +166,14 @@ def _fitted(obs: Observation) -> Observation:
         strategy=_text(obs, "strategy"),
         image=_text(obs, "image"),
         program=_text(obs, "program"),
-        explanation=obs.explanation.replace("\x00", "\ufffd") if obs.explanation else obs.explanation,
+        explanation=without_nul(escape_surrogates(obs.explanation)) if obs.explanation else obs.explanation,
     )
 
 
 # Loops rather than all(generator): these run once per attempt of a million-line import.
 def _fits(*texts: str) -> bool:
-    for text in texts:  # noqa: SIM110 (see above)
-        if len(text) > MAX_KEY_CHARS or "\x00" in text:
+    for text in texts:
+        if len(text) > MAX_KEY_CHARS or "\x00" in text or not (text.isascii() or _encodes(text)):
             return False
     return True
 

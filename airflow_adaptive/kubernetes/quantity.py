@@ -26,6 +26,21 @@ def parse_memory_bytes(value: object, *, what: str = "memory") -> int:
     return math.ceil(_parsed(value, what, "512Mi, 1.5Gi, 2G", MAX_QUANTITY))
 
 
+def parse_memory_amount(value: str, *, what: str, at_least: int = MIB) -> int:
+    """Bytes of a memory amount a person typed (a command's ``--request``, an ``[adaptive]`` option),
+    at least ``at_least``. Kubernetes reads ``1m`` as a thousandth of a byte and pods would round it
+    up to 1 byte: below the least a container can run in, such a value is a mistaken unit."""
+    parsed = _parsed(value, what, "512Mi, 1.5Gi, 2G", MAX_QUANTITY)
+    if parsed < at_least:
+        least = f"{at_least // MIB}Mi" if at_least >= MIB else f"{at_least} byte{'s' * (at_least != 1)}"
+        hint = f"; did you mean {value[:-1]}Mi?" if value.endswith("m") else ""
+        amount = f"{parsed:f}" if len(f"{parsed:f}") <= 20 else f"{parsed:g}"  # 0.001, 1e-400
+        raise InvalidQuantityError(
+            f"{what} {value} is {amount} bytes in Kubernetes units, less than {least}{hint}"
+        )
+    return math.ceil(parsed)
+
+
 def parse_cpu_millicores(value: object, *, what: str = "cpu") -> int:
     """Millicores of a CPU quantity such as ``"500m"``, ``"2"`` or ``1.5`` (rounded up)."""
     return math.ceil(_parsed(value, what, "500m, 2", MAX_QUANTITY // 1000) * 1000)

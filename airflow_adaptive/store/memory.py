@@ -1,10 +1,9 @@
 """A complete history store in memory: a test double for unit tests, with a fault switch.
 
-It runs the same recording and learning code as the SQL store (``record_batches_in``),
-so rollups, distributions and models behave alike. ``faults`` makes it
-misbehave on purpose: ``down`` (every call is unavailable), ``slow_seconds``
-(every call waits first), ``corrupt_models`` (stored models are unreadable
-documents, as after a manual edit).
+It runs the same recording and learning code as the SQL store (``record_batches_in``), so rollups,
+distributions and models behave alike. ``faults`` makes it misbehave on purpose: ``down`` (every
+call is unavailable), ``slow_seconds`` (every call waits first), ``corrupt_models`` (stored models
+are unreadable documents, as after a manual edit).
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from airflow_adaptive.core.model import Observation, TaskKey
 from airflow_adaptive.core.nodes import StoredNode
 from airflow_adaptive.core.normalise import fit_key, fit_task_key, without_nul
 from airflow_adaptive.core.priority import FamilyProgress
+from airflow_adaptive.core.retention import prune_cutoff
 from airflow_adaptive.core.rollup import DayKey, DayTotals, Distributions, FamilyRollup
 from airflow_adaptive.core.sizing.similar import Identity
 from airflow_adaptive.core.unfinished import STALE_AFTER_S
@@ -367,14 +367,14 @@ class InMemoryHistoryStore:
     def prune(
         self, *, keep_attempts: int, keep_days: float, now: datetime | None = None, dry_run: bool = False
     ) -> PruneResult:
-        cutoff = (now or datetime.now(timezone.utc)) - timedelta(days=keep_days)
+        cutoff = prune_cutoff(now or datetime.now(timezone.utc), keep_days)
         with self._lock:
             self._enter()
             doomed: list[TaskKey] = []
             for name in {o.task_family for _, o in self._attempts.values()}:
                 ordered = self._window(name, len(self._attempts))
                 for rank, (_, obs) in enumerate(reversed(ordered), start=1):
-                    old = keep_days > 0 and (obs.finished_at or _EPOCH) < cutoff
+                    old = cutoff is not None and (obs.finished_at or _EPOCH) < cutoff
                     if old or (keep_attempts > 0 and rank > keep_attempts):
                         doomed.append(obs.key)
             families = len({self._attempts[k][1].task_family for k in doomed})

@@ -25,6 +25,7 @@ from airflow_adaptive.core.model import Observation, TaskKey
 from airflow_adaptive.core.nodes import StoredNode
 from airflow_adaptive.core.normalise import fit_key, fit_task_key
 from airflow_adaptive.core.priority import FamilyProgress
+from airflow_adaptive.core.retention import prune_cutoff
 from airflow_adaptive.core.rollup import DayTotals, Distributions, FamilyRollup
 from airflow_adaptive.core.sizing.similar import Identity
 from airflow_adaptive.core.unfinished import STALE_AFTER_S
@@ -193,8 +194,9 @@ class SqlHistoryStore:
     def _doomed(self, keep_attempts: int, keep_days: float, now: datetime) -> Any:
         """A subquery of the attempts a prune removes (None when both limits are off)."""
         conditions = []
-        if keep_days > 0:
-            conditions.append(task_attempt.c.finished_at < now - timedelta(days=keep_days))
+        cutoff = prune_cutoff(now, keep_days)
+        if cutoff is not None:
+            conditions.append(task_attempt.c.finished_at < cutoff)
         if keep_attempts > 0:
             rank = (
                 func.row_number()

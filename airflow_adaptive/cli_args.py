@@ -1,0 +1,68 @@
+"""The commands' argument types and parser: a value no one can mean (an empty family, try 0, a day
+count that is not a number, bytes that are not UTF-8) is one line naming the option, exit 2, as
+every other user mistake is (README, CLI)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+from airflow_adaptive.core.normalise import escape_surrogates
+from airflow_adaptive.core.retention import DAYS_RULE, check_keep_days
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with its mistakes in one line: the usage it would print first is ``--help``'s.
+    Subcommands' parsers are of the same class (argparse makes them of their parent's)."""
+
+    def error(self, message: str) -> NoReturn:
+        # A value argparse quotes may hold bytes that were not UTF-8: escaped, as everywhere.
+        self.exit(2, f"{self.prog}: error: {escape_surrogates(message)} (see {self.prog} --help)\n")
+
+
+def utf8_text(value: str) -> str:
+    """An argument that must be text: bytes that are not UTF-8 (which Python hands over as lone
+    surrogates) could be neither stored nor printed, so they are named, escaped, instead."""
+    shown = escape_surrogates(value)
+    if shown != value:
+        raise argparse.ArgumentTypeError(f"'{shown}' has bytes that are not UTF-8 (shown escaped)")
+    return value
+
+
+def task_family(value: str) -> str:
+    """A task family name: UTF-8 text, not empty (an empty name would match no attempt and read as
+    a new family)."""
+    if not utf8_text(value).strip():
+        raise argparse.ArgumentTypeError("a task family name cannot be empty")
+    return value
+
+
+def _integer(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{escape_surrogates(value)}' is not a whole number") from None
+
+
+def try_number(value: str) -> int:
+    """An Airflow try number: they start at 1."""
+    number = _integer(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"Airflow try numbers start at 1, not {number}")
+    return number
+
+
+def count(value: str) -> int:
+    """A number of attempts to keep; 0: no limit."""
+    number = _integer(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"{number} is not a number >= 0 (0: no limit)")
+    return number
+
+
+def keep_days(value: str) -> float:
+    """A retention in days (see :func:`check_keep_days`); beyond the calendar keeps everything."""
+    try:
+        return check_keep_days(float(value))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{escape_surrogates(value)}' is not {DAYS_RULE}") from None

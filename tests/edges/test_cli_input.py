@@ -1,0 +1,185 @@
+"""A careless user's values on the command line and in ``[adaptive]``: bytes that are not UTF-8 in a
+family or a file name, a day count past the calendar, sub-byte memory, empty names, try 0. Each is a
+result or one line naming the option, exit 2; never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_adaptive.cli import main
+from tests.edges.test_cli import HEADER
+
+NOT_UTF8 = os.fsdecode(b"trace-\xff\xfe")  # what Python makes of such bytes in argv or a file name
+ESCAPED = "trace-\\xff\\xfe"
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Exit code, stdout and stderr of the command; an exception other than exit is the traceback."""
+    try:
+        code = main(argv)
+    except SystemExit as stop:  # argparse stops on an argument it cannot use
+        code = int(stop.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _one_line(argv: list[str], capsys: pytest.CaptureFixture[str], *says: str) -> str:
+    code, _, err = _run(argv, capsys)
+    assert code == 2 and "Traceback" not in err, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("airflow-adaptive")
+    assert ": error: " in line
+    for words in says:
+        assert words in line, line
+    return line
+
+
+def _write_trace(path: Path) -> str:
+    """Five attempts of ALIGN that finished in November 2023."""
+    rows = [
+        f"{i},h{i},ALIGN,ALIGN ({i}),COMPLETED,0,1,8589934592,{2**30},60000,150,1,1,{1700000000000 + i},n1"
+        for i in range(1, 6)
+    ]
+    path.write_text(HEADER + "\n".join(rows) + "\n")
+    return str(path)
+
+
+# -- item 9: bytes that are not UTF-8 ------------------------------------------------------------
+@pytest.mark.parametrize("command", [["decide"], ["decide", "--new-family"], ["history", "show"]])
+def test_a_family_that_is_not_utf8_is_one_line_with_its_bytes_escaped(
+    command: list[str], engine: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _one_line([*command, "--task-family", NOT_UTF8], capsys, "--task-family", ESCAPED, "UTF-8")
+
+
+def test_a_trace_file_whose_name_is_not_utf8_imports_under_its_escaped_name(
+    tmp_path: Path, engine: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _write_trace(tmp_path / f"{NOT_UTF8}.csv")
+    code, out, err = _run(["history", "import", trace], capsys)
+    assert code == 0 and "Traceback" not in err
+    assert f"{ESCAPED}.csv: 5 attempts imported (5 new, 0 already there)" in out
+    code, out, _ = _run(["history", "show", "--task-family", "ALIGN", "--json"], capsys)
+    run_ids = {attempt["key"]["run_id"] for attempt in json.loads(out)}
+    (run_id,) = run_ids
+    assert run_id.startswith(f"trace:{ESCAPED}.csv@")
+    code, out, _ = _run(["history", "show", "--task-family", "ALIGN"], capsys)
+    assert code == 0 and f"{run_id} / 1" in out
+    code, out, _ = _run(["history", "import", trace], capsys)  # found again under the same name
+    assert code == 0 and "(0 new, 5 already there)" in out
+    code, out, err = _run(["replay", trace, "--strategy", "pc95", "--workers", "1"], capsys)
+    assert code == 0 and f"{ESCAPED}.csv (5 tasks" in out and "Traceback" not in err
+
+
+def test_the_store_keeps_names_with_such_bytes_escaped(store: Any) -> None:
+    from airflow_adaptive.core.normalise import fit_key
+    from tests.factories import attempt
+
+    assert fit_key(NOT_UTF8) == ESCAPED and fit_key("ünïcode") == "ünïcode"
+    assert fit_key("lone \ud800 high surrogate") == "lone \\ud800 high surrogate"
+    store.record([attempt(n, family=NOT_UTF8) for n in range(3)])
+    assert len(store.history(NOT_UTF8)) == 3  # reads apply the same rule
+    assert [h.task_family for h in store.history(ESCAPED)] == [ESCAPED] * 3
+
+
+# -- item 10: a retention past the calendar keeps everything -------------------------------------
+@pytest.mark.parametrize("days", ["999999", "1e8", "1e12", "inf", "1e400"])
+def test_a_retention_before_the_earliest_date_keeps_everything(
+    days: str,
+    tmp_path: Path,
+    engine: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from airflow_adaptive.config import get_settings
+
+    _run(["history", "import", _write_trace(tmp_path / "trace.csv")], capsys)
+    code, out, _ = _run(["history", "prune", "--keep-days", "1", "--dry-run"], capsys)
+    assert code == 0 and "would remove 5 attempts" in out  # a real limit still removes them
+    code, out, err = _run(["history", "prune", "--keep-days", days, "--dry-run"], capsys)
+    assert (code, err) == (0, "") and out.startswith("would remove 0 attempts of 0 task families")
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__RETENTION_DAYS", days)
+    get_settings.cache_clear()
+    code, out, err = _run(["history", "prune"], capsys)
+    assert (code, err) == (0, "") and out.startswith("removed 0 attempts")
+
+
+def test_the_cutoff_is_none_when_it_falls_before_any_date(store: Any) -> None:
+    from airflow_adaptive.core.retention import prune_cutoff
+    from tests.factories import T0, attempt
+
+    now = T0 + timedelta(days=30)
+    assert prune_cutoff(now, 1.5) == now - timedelta(days=1.5)
+    assert prune_cutoff(now, 0) is None  # 0: no day limit
+    for days in (999_999, 1e8, 1e12, float("inf"), float("nan")):
+        assert prune_cutoff(now, days) is None
+    store.record([attempt(n) for n in range(3)])
+    assert store.prune(keep_attempts=0, keep_days=1e12, now=now).attempts == 0
+    assert store.prune(keep_attempts=0, keep_days=1e-9, now=now, dry_run=True).attempts == 3
+
+
+# -- item 13: values accepted without complaint ---------------------------------------------------
+BAD_ARGUMENTS = [
+    (["history", "prune", "--keep-days", "nan", "--dry-run"], "--keep-days", "'nan'"),
+    (["history", "prune", "--keep-days", "-1", "--dry-run"], "--keep-days", ">= 0"),
+    (["history", "prune", "--keep-days", "soon"], "--keep-days", "'soon'"),
+    (["history", "prune", "--keep-attempts", "-3"], "--keep-attempts", ">= 0"),
+    (["decide", "--new-family", "--task-family", "f", "--request=1e-400"], "--request", "1e-400"),
+    (["decide", "--new-family", "--task-family", "f", "--request=0.0001"], "--request", "0.0001 bytes"),
+    (["decide", "--new-family", "--task-family", "f", "--request=1m"], "--request 1m is 0.001 bytes",
+     "did you mean 1Mi?"),
+    (["decide", "--new-family", "--task-family", "f", "--limit=512k"], "--limit 512k is 512000 bytes"),
+    (["decide", "--new-family", "--task-family", ""], "--task-family", "empty"),
+    (["decide", "--new-family", "--task-family", "  "], "--task-family", "empty"),
+    (["history", "show", "--task-family", ""], "--task-family", "empty"),
+    (["decide", "--new-family", "--task-family", "f", "--try-number", "0"], "--try-number", "start at 1"),
+    (["decide", "--new-family", "--task-family", "f", "--try-number", "-5"], "--try-number", "not -5"),
+    (["decide", "--new-family", "--task-family", "f", "--try-number", "two"], "--try-number", "'two'"),
+    (["decide", "--new-family", "--task-family", "f", "--image", NOT_UTF8], "--image", ESCAPED),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("argv", "says"), [(a[0], a[1:]) for a in BAD_ARGUMENTS], ids=[f"{a[0][0]} {a[0][-2:]!r}" for a in BAD_ARGUMENTS])  # fmt: skip
+def test_a_value_that_cannot_be_meant_is_one_line_naming_the_option(
+    argv: list[str], says: tuple[str, ...], engine: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _one_line(argv, capsys, *says)
+
+
+def test_a_request_of_at_least_a_mebibyte_is_taken(engine: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(
+        ["decide", "--new-family", "--task-family", "f", "--request", "1Mi", "--json"], capsys
+    )
+    assert code == 0 and json.loads(out)["memory_request_bytes"] >= 2**20
+
+
+BAD_CONFIG = [
+    ("RETENTION_DAYS", "nan", "retention_days"),
+    ("RETENTION_DAYS", "-1", "retention_days"),
+    ("RETENTION_ATTEMPTS", "-1", "retention_attempts"),
+    ("MIN_MEMORY", "1m", "[adaptive] min_memory 1m is 0.001 bytes"),
+    ("MAX_ALLOCATABLE_MEMORY", "100k", "[adaptive] max_allocatable_memory 100k is 100000 bytes"),
+    ("CACHE_BUDGET", "5m", "[adaptive] cache_budget 5m is 0.005 bytes"),
+    ("SMALL_INPUT_BELOW", "0.5", "[adaptive] small_input_below 0.5 is 0.5 bytes"),
+]
+
+
+@pytest.mark.parametrize(("option", "raw", "says"), BAD_CONFIG)
+@pytest.mark.parametrize(
+    "command", [["history", "prune", "--dry-run"], ["decide", "--new-family", "--task-family", "f"]]
+)
+def test_config_and_command_line_agree(
+    option: str, raw: str, says: str, command: list[str], engine: Any,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    from airflow_adaptive.config import get_settings
+
+    monkeypatch.setenv(f"AIRFLOW__ADAPTIVE__{option}", raw)
+    get_settings.cache_clear()
+    _one_line(command, capsys, "airflow-adaptive: error: ", says)
