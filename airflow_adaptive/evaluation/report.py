@@ -80,6 +80,8 @@ def evaluate(
         if budgets:
             traces[path]["budget_sweep"] = []
     workers = workers or min(len(jobs), os.cpu_count() or 1)
+    if not all(os.path.isfile(path) for path in paths):
+        workers = 1  # a pipe or stdin can be read once: its runs stay in this process's cache
     allocations: dict[str, Any] = {}
     args = [(path, fmt, name, asdict(config), name == keep_allocations_for, False) for path, name in jobs]
     args += [

@@ -7,6 +7,7 @@ import os
 import pandas as pd
 
 from airflow_adaptive.core.model import MIB
+from airflow_adaptive.core.normalise import INT32
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.common import (
     ImportResult,
@@ -16,6 +17,7 @@ from airflow_adaptive.traces.common import (
     trace_name,
     value,
 )
+from airflow_adaptive.traces.source import open_bytes
 
 DELIMITER = " -- "
 # By position: some published files name the last (tag) column "0" or "1".
@@ -26,9 +28,9 @@ def read_cctools(path: str | os.PathLike[str]) -> ImportResult:
     """Observations of a CCTools table; family ``category-<tag>``; memory and disk are MB (MiB)."""
     name = os.fspath(path)
     try:
-        with open(name, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except (OSError, UnicodeDecodeError) as err:
+        with open_bytes(name) as handle:
+            lines = handle.read().decode("utf-8").splitlines()
+    except (OSError, EOFError, UnicodeDecodeError) as err:
         raise TraceFormatError(f"{name}: cannot read ({getattr(err, 'strerror', None) or err})") from None
     if not lines or DELIMITER not in lines[0]:
         raise TraceFormatError(f"{name}: not a CCTools task table (no ' -- ' delimited header)")
@@ -39,6 +41,11 @@ def read_cctools(path: str | os.PathLike[str]) -> ImportResult:
         cells = [c.strip() for c in line.split(DELIMITER)]
         if len(cells) != len(COLUMNS):
             result.skipped.append(SkippedRow(name, number, f"{len(cells)} fields, expected {len(COLUMNS)}"))
+            continue
+        if cells[0].isascii() and cells[0].isdigit() and int(cells[0]) > INT32:  # the store's key is 32-bit
+            result.skipped.append(
+                SkippedRow(name, number, f"task_id={cells[0]} is out of range (at most {INT32})")
+            )
             continue
         rows.append((number, cells))
     frame = pd.DataFrame([cells for _, cells in rows], columns=list(COLUMNS))
@@ -58,7 +65,7 @@ def read_cctools(path: str | os.PathLike[str]) -> ImportResult:
         result.observations.append(
             completed_observation(
                 stem,
-                int(cells[0]) if cells[0].isdigit() else pos,
+                int(cells[0]) if cells[0].isascii() and cells[0].isdigit() else pos,
                 f"category-{cells[7]}",
                 peak_bytes=memory_mb * MIB,  # type: ignore[operator]  # checked above
                 wall_seconds=seconds,

@@ -14,6 +14,7 @@ import pandas as pd
 
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.exceptions import TraceFormatError
+from airflow_adaptive.traces.source import compression
 
 MISSING = {"", "-", "NA", "nan", "NaN", "null", "None"}
 # Counts, bytes, milliseconds: nothing in a trace is larger (and BIGINT holds it).
@@ -36,32 +37,48 @@ def _table_errors(name: str) -> Iterator[None]:
 
 
 def read_table(name: str, **options: Any) -> pd.DataFrame:
-    """A CSV/TSV file as strings, missing cells as ""."""
+    """A CSV/TSV file (plain or gzip) as strings, missing cells as ""."""
     with _table_errors(name):
-        frame = pd.read_csv(name, dtype=str, keep_default_na=False, **options)
+        frame = pd.read_csv(name, dtype=str, keep_default_na=False, compression=compression(name), **options)
     return frame.fillna("")  # short rows: their missing cells are empty, and reported per row
 
 
 def read_table_chunks(
-    name: str, chunk_rows: int, *, text: Collection[str], numeric: Collection[str], **options: Any
-) -> Iterator[pd.DataFrame]:
-    """The ``text`` and ``numeric`` columns of a CSV/TSV file, ``chunk_rows`` rows at a time (memory
-    stays at one chunk, whatever the file's length); each chunk's index counts rows from the file's
-    start. Text as :func:`read_table` gives it. A numeric column is parsed by pandas' C parser,
-    missing values NaN, when every cell of the chunk is a number (five times faster than strings
-    converted afterwards); else it stays strings, for :func:`numeric_columns` to name the bad cells."""
-    wanted = {*text, *numeric}
+    name: str, chunk_rows: int, *, text: Collection[str], numeric: Collection[str], last: str, **options: Any
+) -> Iterator[tuple[pd.DataFrame, pd.Series]]:
+    """The ``text`` and ``numeric`` columns of a CSV/TSV file (plain or gzip), ``chunk_rows`` rows at
+    a time (memory stays at one chunk, whatever the file's length), and which rows are short (fewer
+    fields than the header); each chunk's index counts rows from the file's start. Text as
+    :func:`read_table` gives it. A numeric column is parsed by pandas' C parser, missing values NaN,
+    when every cell of the chunk is a number (five times faster than strings converted afterwards);
+    else it stays strings, for :func:`numeric_columns` to name the bad cells.
+
+    ``last`` is the header's last column, read with no missing-value markers (a numeric one with ``-``
+    in it then stays strings, read as missing): see :func:`_short_rows`."""
+    wanted = {*text, *numeric, last}
+    missing_markers = {column: sorted(MISSING) for column in numeric if column != last}
     with _table_errors(name):
         reader = pd.read_csv(
             name, dtype=dict.fromkeys(text, str), keep_default_na=False, chunksize=chunk_rows,
-            na_values=dict.fromkeys(numeric, sorted(MISSING)), usecols=lambda column: column in wanted,
-            **options,
+            na_values=missing_markers, usecols=lambda column: column in wanted,
+            compression=compression(name), **options,
         )  # fmt: skip
         with reader:
             for frame in reader:
+                short = _short_rows(frame, last)
                 present = [c for c in text if c in frame.columns]
                 frame[present] = frame[present].fillna("")  # short rows: reported per row
-                yield frame
+                yield frame, short
+
+
+def _short_rows(frame: pd.DataFrame, last: str) -> pd.Series:
+    """Rows that ended before the header's last column. pandas gives their missing cells as empty
+    strings, as it gives an empty field; Nextflow never writes one (``-`` is its missing value), so
+    an empty last field counts as a short row."""
+    cells = frame[last] if last in frame.columns else None
+    if cells is None or cells.dtype.kind in "iuf":  # all numbers: no row ended early
+        return pd.Series(False, index=frame.index)
+    return cells.isna() | (cells.astype(str) == "")
 
 
 def trace_name(name: str) -> str:
@@ -115,6 +132,7 @@ def numeric_columns(
         if raw.dtype.kind in "iuf":  # parsed as numbers already: NaN is a missing value
             values, malformed = raw.astype(float), pd.Series(False, index=frame.index)
         else:
+            raw = raw.fillna("")  # NaN among strings: a missing value
             values = pd.to_numeric(raw, errors="coerce").astype(float)  # surrounding blanks are allowed
             unread = values.isna()  # missing (unknown), readable by a reader, or not a number (reported)
             if unread.any() and readers and column in readers:
@@ -153,8 +171,7 @@ def completed_observation(
     note: str = "",
 ) -> Observation:
     """A measured, completed attempt of a trace that has no retries or exit codes of its own."""
-    family = family[:250]
-    return Observation(
+    return Observation(  # a family longer than the store's keys is fitted by the store, never cut here
         key=TaskKey("trace", family, f"trace:{trace}", position, 1),
         task_family=family,
         usage=Usage(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 from airflow_adaptive.core.model import Observation
 from airflow_adaptive.evaluation.replay import TaskRun
@@ -13,6 +14,7 @@ from airflow_adaptive.traces.cctools import DELIMITER, read_cctools
 from airflow_adaptive.traces.common import ImportResult
 from airflow_adaptive.traces.lotaru import read_lotaru
 from airflow_adaptive.traces.nextflow import iter_nextflow, read_nextflow
+from airflow_adaptive.traces.source import first_line, readable_copy
 from airflow_adaptive.traces.wfformat import read_wfformat
 
 READERS: dict[str, Callable[[str], ImportResult]] = {
@@ -22,15 +24,12 @@ READERS: dict[str, Callable[[str], ImportResult]] = {
     "wfformat": read_wfformat,
 }
 FORMATS = ("auto", *READERS)
+IGNORED_SHOWN = 20  # files of a folder that are no trace, named one by one; the rest are counted
 
 
 def detect_format(path: str) -> str:
-    """The format of a trace file, from its first line."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            head = handle.readline()
-    except (OSError, UnicodeDecodeError) as err:
-        raise TraceFormatError(f"{path}: cannot read ({err})") from None
+    """The format of a trace file (plain or gzip), from its first line (read with a bound)."""
+    head = first_line(path)
     if head.lstrip().startswith("{"):
         return "wfformat"
     if DELIMITER in head:
@@ -44,19 +43,31 @@ def detect_format(path: str) -> str:
 
 
 def read_trace(path: str | os.PathLike[str], fmt: str = "auto") -> ImportResult:
+    """A trace's attempts and skipped rows; ``-`` is stdin, a pipe is read once."""
     name = os.fspath(path)
-    return READERS[_format_of(name, fmt)](name)
+    result = ImportResult()
+    for part in iter_trace(name, fmt):
+        result.observations.extend(part.observations)
+        result.skipped.extend(part.skipped)
+    return result
 
 
 def iter_trace(path: str | os.PathLike[str], fmt: str = "auto") -> Iterator[ImportResult]:
     """:func:`read_trace` in parts, for a store to record one at a time: Nextflow traces (the ones
     that grow to millions of rows) a chunk of rows at a time, other formats whole."""
     name = os.fspath(path)
-    kind = _format_of(name, fmt)
-    if kind == "nextflow":
-        yield from iter_nextflow(name)
-    else:
-        yield READERS[kind](name)
+    with readable_copy(name) as copy:
+        try:
+            kind = _format_of(copy, fmt)
+            parts = iter_nextflow(copy) if kind == "nextflow" else iter([READERS[kind](copy)])
+            for part in parts:
+                if copy != name:  # errors and rows name the input as the user gave it
+                    part.skipped = [replace(row, path=name) for row in part.skipped]
+                yield part
+        except TraceFormatError as err:
+            if copy == name:
+                raise
+            raise TraceFormatError(str(err).replace(copy, name)) from None
 
 
 def _format_of(name: str, fmt: str) -> str:
@@ -106,6 +117,15 @@ def _task_run(obs: Observation) -> TaskRun | str:
         image=obs.image,
         program=obs.program,
     )
+
+
+def ignored_lines(ignored: list[str], shown: int = IGNORED_SHOWN) -> list[str]:
+    """What replay says of files in folders that are no trace: the first ``shown``, then a count
+    (a folder of ten thousand stray files is one screen, not ten thousand lines)."""
+    lines = [f"not a trace, ignored: {path}" for path in ignored[:shown]]
+    if len(ignored) > shown:
+        lines.append(f"and {len(ignored) - shown} more files ignored (not traces)")
+    return lines
 
 
 def expand_paths(paths: list[str]) -> tuple[list[str], list[str]]:

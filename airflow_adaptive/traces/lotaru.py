@@ -14,6 +14,7 @@ from airflow_adaptive.traces.common import (
     trace_name,
     value,
 )
+from airflow_adaptive.traces.source import check_unique, first_line, header_fields
 
 REQUIRED = ("Task", "peak_rss", "Realtime")
 NUMERIC = (
@@ -32,6 +33,9 @@ NUMERIC = (
 def read_lotaru(path: str | os.PathLike[str]) -> ImportResult:
     """Observations of a Lotaru report; the family is ``<workflow>:<Task>``, input size ``TaskInputSize``."""
     name = os.fspath(path)
+    check_unique(
+        name, header_fields(first_line(name), ","), (*REQUIRED, *NUMERIC, "Workflow", "Machine", "Label")
+    )
     frame = read_table(name)
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:

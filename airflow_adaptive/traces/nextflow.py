@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 import pandas as pd
 
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
+from airflow_adaptive.core.normalise import INT32
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.common import (
     MISSING,
@@ -25,6 +26,7 @@ from airflow_adaptive.traces.common import (
     trace_name,
 )
 from airflow_adaptive.traces.readable import READERS
+from airflow_adaptive.traces.source import check_unique, first_line, header_fields
 
 REQUIRED = ("process", "status")
 NUMERIC = (
@@ -64,22 +66,19 @@ def iter_nextflow(
 ) -> Iterator[ImportResult]:
     """:func:`read_nextflow`, ``chunk_rows`` rows at a time; raises at the end when no row was usable."""
     name = os.fspath(path)
+    header, sep = _header(name, sep)  # before pandas: a file that is no trace fails here, in bounded memory
     stem = trace_name(name)
     usable = skipped = 0
-    sep = sep or ("\t" if name.endswith((".txt", ".tsv")) else ",")
-    header = _header(name, sep)  # columns read only when needed: a full trace reads no more than before
+    text = (*REQUIRED, "hostname", "container", *(["name"] if "process" not in header else []))
+    numeric = (*NUMERIC, *(FINISH_PARTS if "complete" not in header else ()))
+    check_unique(name, header, (*text, *numeric))
     chunks = read_table_chunks(
-        name, chunk_rows or CHUNK_ROWS, sep=sep,
-        text=(*REQUIRED, "hostname", "container", *(["name"] if "process" not in header else [])),
-        numeric=(*NUMERIC, *(FINISH_PARTS if "complete" not in header else ())),
-    )  # fmt: skip
-    for frame in chunks:
-        if "process" not in frame.columns and "name" in frame.columns:
+        name, chunk_rows or CHUNK_ROWS, sep=sep, text=text, numeric=numeric, last=header[-1]
+    )  # columns read only when needed: a full trace reads no more than before
+    for frame, short in chunks:
+        if "process" not in frame.columns:
             frame["process"] = frame["name"].str.replace(NAME_TAG, "", regex=True)
-        missing = [c for c in REQUIRED if c not in frame.columns]
-        if missing:
-            raise TraceFormatError(f"{name}: not a Nextflow trace (missing columns {', '.join(missing)})")
-        chunk = _read_chunk(frame, name, stem)
+        chunk = _read_chunk(frame, short, name, stem, len(header))
         usable += len(chunk.observations)
         skipped += len(chunk.skipped)
         yield chunk
@@ -87,16 +86,21 @@ def iter_nextflow(
         raise TraceFormatError(f"{name}: no usable rows ({skipped} skipped)")
 
 
-def _header(name: str, sep: str) -> set[str]:
-    """The names in a trace's first line (an unreadable file is reported when its rows are read)."""
-    try:
-        with open(name, encoding="utf-8", errors="replace") as stream:
-            return {column.strip() for column in stream.readline().split(sep)}
-    except OSError:
-        return set()
+def _header(name: str, sep: str | None) -> tuple[list[str], str]:
+    """The names in a trace's first line, and its separator (a tab when the header has one: Nextflow
+    writes TSV by default); a first line without the columns a trace needs is a TraceFormatError."""
+    line = first_line(name)
+    if sep is None:
+        sep = "\t" if "\t" in line else "," if "," in line else "\t"
+    header = header_fields(line, sep)
+    have = set(header) | ({"process"} if "name" in header else set())
+    missing = [c for c in REQUIRED if c not in have]
+    if missing:
+        raise TraceFormatError(f"{name}: not a Nextflow trace (missing columns {', '.join(missing)})")
+    return header, sep
 
 
-def _read_chunk(frame: pd.DataFrame, name: str, stem: str) -> ImportResult:
+def _read_chunk(frame: pd.DataFrame, short: pd.Series, name: str, stem: str, fields: int) -> ImportResult:
     """The attempts of one chunk of rows, worked out a column at a time."""
     derive = "complete" not in frame.columns
     numbers, bad = numeric_columns(frame, (*NUMERIC, *FINISH_PARTS) if derive else NUMERIC, READABLE)
@@ -111,11 +115,12 @@ def _read_chunk(frame: pd.DataFrame, name: str, stem: str) -> ImportResult:
     oom = failed & numbers["exit"].isin(OOM_EXIT_CODES)
     reason[failed] = ExitReason.ERROR
     reason[oom] = ExitReason.OOM_KILLED  # ABORTED / CACHED rows say nothing about resource use
-    problems = _problems(bad, numbers["complete"], process, status, reason)
+    keys = (numbers["task_id"] > INT32) | (numbers["attempt"] > INT32)  # the store's INTEGER key columns
+    problems = _problems(bad, numbers, process, status, reason, keys, short, fields)
     result = ImportResult()
     for pos, problem in problems.items():
         result.skipped.append(SkippedRow(name, int(pos) + 2, problem))  # the header is line 1
-    ok = problems.index.symmetric_difference(frame.index) if len(problems) else frame.index
+    ok = frame.index.difference(problems.index)
     if len(ok):
         result.observations = _observations(
             {c: v[ok] for c, v in numbers.items()}, process[ok], reason[ok], oom[ok], frame, ok, stem
@@ -124,21 +129,43 @@ def _read_chunk(frame: pd.DataFrame, name: str, stem: str) -> ImportResult:
 
 
 def _problems(
-    bad: pd.Series, complete: pd.Series, process: pd.Series, status: pd.Series, reason: pd.Series
+    bad: pd.Series,
+    numbers: dict[str, pd.Series],
+    process: pd.Series,
+    status: pd.Series,
+    reason: pd.Series,
+    keys: pd.Series,
+    short: pd.Series,
+    fields: int,
 ) -> pd.Series:
-    """Why each unusable row cannot be imported, by row (the first reason that applies)."""
+    """Why each unusable row cannot be imported, by row (the most basic reason that applies)."""
+    complete = numbers["complete"]
     why = pd.Series(None, index=bad.index, dtype=object)
+    unusable = pd.Series(False, index=bad.index)
     for mask, say in (  # the last that applies wins: the most basic problem is named
         (reason.isna(), lambda rows: "status " + status[rows].map(repr) + " says nothing about resource use"),
         (process == "", lambda rows: pd.Series("empty process", index=rows)),
         (complete > LAST_MS, lambda rows: "complete=" + complete[rows].map("{:.0f}".format)
          + " is not a time (milliseconds since 1970)"),
+        (keys, lambda rows: _out_of_range(numbers, rows)),
         (bad != "", lambda rows: "not a non-negative number: " + bad[rows].str.strip()),
+        (short, lambda rows: pd.Series(f"short row: fewer than the header's {fields} fields (its last is empty)", index=rows)),
     ):  # fmt: skip
         rows = mask[mask].index
         if len(rows):
             why[rows] = say(rows)
-    return why.dropna()
+            unusable[rows] = True
+    return why[unusable].fillna("unreadable row")  # a row marked unusable is never imported
+
+
+def _out_of_range(numbers: dict[str, pd.Series], rows: pd.Index) -> pd.Series:
+    """``task_id=3000000000 is out of range (…)``: the store keeps task ids and attempts as 32-bit."""
+    note = pd.Series("", index=rows, dtype=object)
+    for column in ("task_id", "attempt"):
+        values = numbers[column][rows]
+        big = values > INT32
+        note[big] = note[big] + f"{column}=" + values[big].map("{:.0f}".format) + " "
+    return note.str.strip() + f" is out of range (at most {INT32})"
 
 
 def _observations(
@@ -164,7 +191,7 @@ def _observations(
         frame[c][rows].astype(str).str.strip() if c in frame else pd.Series("", index=rows)
         for c in ("hostname", "container")
     )
-    families = process.str.slice(0, 250).tolist()
+    families = process.tolist()  # the store fits long names to its keys (prefix and hash), never cut
     run_id = f"trace:{stem}"
     explanation = f"imported from {stem}"
     columns = zip(

@@ -11,6 +11,7 @@ from typing import Any
 
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.common import ImportResult, SkippedRow, completed_observation, trace_name
+from airflow_adaptive.traces.source import open_bytes
 
 _INSTANCE_SUFFIX = re.compile(r"_\d+$")
 
@@ -46,15 +47,17 @@ def bad_instance(path: str, err: Exception) -> TraceFormatError:
 def load_instance(path: str | os.PathLike[str]) -> WfInstance:
     name = os.fspath(path)
     try:
-        with open(name, encoding="utf-8") as handle:
+        with open_bytes(name) as handle:
             workflow = json.load(handle)["workflow"]
         return WfInstance(
             list(workflow["specification"]["tasks"]),
             list(workflow["execution"]["tasks"]),
             {f["id"]: f.get("sizeInBytes") for f in workflow["specification"].get("files", [])},
         )
-    except (OSError, ValueError, KeyError, TypeError) as err:
+    except (OSError, EOFError, ValueError, KeyError, TypeError) as err:
         raise bad_instance(name, err) from None
+    except RecursionError:  # nested deeper than Python's parser goes: no instance is
+        raise TraceFormatError(f"{name}: not a WfFormat 1.5 instance (JSON nested too deeply)") from None
 
 
 def read_wfformat(path: str | os.PathLike[str]) -> ImportResult:
@@ -86,7 +89,7 @@ def read_wfformat(path: str | os.PathLike[str]) -> ImportResult:
                 )
             )
             continue
-        family = str(spec.get("name") or _INSTANCE_SUFFIX.sub("", spec["id"]))[:250]
+        family = str(spec.get("name") or _INSTANCE_SUFFIX.sub("", spec["id"]))  # the store fits long names
         input_size = instance.input_size_bytes(spec)
         result.observations.append(
             completed_observation(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,34 @@ def nextflow_cases() -> Iterator[tuple[str, bytes]]:
     for name, text in texts.items():
         yield f"nf-{name}", text.encode()
     yield "nf-latin1", _csv([[GOOD[0], "h", "PROZESS_Ü", *GOOD[3:]]]).encode("latin-1")
+    for name, (text, _, _) in ROW_CASES.items():
+        yield name, text.encode()
     yield "nf-binary", bytes(range(256)) * 4
+
+
+def _row(task_id: int, **cells: str) -> list[str]:
+    row = [str(task_id), *GOOD[1:]]
+    for column, cell in cells.items():
+        row[HEADER.index(column.replace("cpu_", "%cpu"))] = cell
+    return row
+
+
+# Rows the importers must skip, by line, while keeping every good row around them (whether the bad
+# rows share a chunk with good ones or not): file, attempts imported, lines skipped.
+ROW_CASES: dict[str, tuple[str, int, list[int]]] = {
+    "nf-short-and-bad-number-in-one-chunk": (
+        _csv([_row(1), ["25001", "ab/cd", "MAL01", "MAL01 (25001)"], _row(3, peak_rss="lots"), _row(4)]), 2, [3, 4]
+    ),
+    "nf-short-after-good": (_csv([_row(1), _row(2)[:9]]), 1, [3]),
+    "nf-task-id-out-of-range": (_csv([_row(1), _row(3000000000), _row(3)]), 2, [3]),
+    "nf-attempt-out-of-range": (_csv([_row(1), _row(2, attempt="2147483648"), _row(3)]), 2, [3]),
+    "nf-short-bad-and-out-of-range": (
+        _csv([_row(1), _row(2)[:4], _row(3, memory="x"), _row(2**40), _row(5, attempt="99999999999")]), 1, [3, 4, 5, 6]
+    ),
+    "nf-two-long-names": (
+        _csv([_row(1, process="P" * 10_000 + "a"), _row(2, process="P" * 10_000 + "b")]), 2, []
+    ),
+}  # fmt: skip
 
 
 def wfformat_cases() -> Iterator[tuple[str, bytes]]:
@@ -96,6 +124,7 @@ def wfformat_cases() -> Iterator[tuple[str, bytes]]:
         yield f"wf-{name}", text.encode()
     yield "wf-infinity", b'{"workflow": {"tasks": [{"id": "t", "name": "t", "runtimeInSeconds": Infinity}]}}'
     yield "wf-deep", b"{" + b'"a":[' * 100_000 + b"]" * 100_000 + b"}"
+    yield "wf-deep-objects", b'{"a":' * 200_000 + b"1" + b"}" * 200_000
 
 
 def cctools_cases() -> Iterator[tuple[str, bytes]]:
@@ -114,10 +143,20 @@ def test_the_corpus_is_big_enough() -> None:
     assert len(CASES) + 2 * len(BAD_QUANTITIES) + len(BAD_ARGV) + len(BAD_CONFIG) >= 200
 
 
+@pytest.mark.parametrize("chunk_rows", [25_000, 2], ids=["whole", "chunked"])
 @pytest.mark.parametrize(("name", "content"), CASES, ids=[c[0] for c in CASES])
 def test_malformed_trace_is_one_line_or_a_result(
-    name: str, content: bytes, tmp_path: Path, engine: Any, capsys: pytest.CaptureFixture[str]
+    name: str,
+    content: bytes,
+    chunk_rows: int,
+    tmp_path: Path,
+    engine: Any,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from airflow_adaptive.traces import nextflow
+
+    monkeypatch.setattr(nextflow, "CHUNK_ROWS", chunk_rows)  # Nextflow traces are read a chunk at a time
     path = tmp_path / f"{name}.csv"
     path.write_bytes(content)
     for argv in (
@@ -129,6 +168,15 @@ def test_malformed_trace_is_one_line_or_a_result(
         assert code in (0, 1, 2), (argv, code)
         if code == 2:
             assert captured.err.strip().splitlines()[-1].startswith("airflow-adaptive: error: ")
+            said = [line for line in captured.err.strip().splitlines() if not line.startswith("skipped ")]
+            assert "Traceback" not in captured.err and len(said) == 1, said
+        if name in ROW_CASES and argv[0] == "history":
+            _, imported, lines = ROW_CASES[name]
+            assert code == 0 and f"{imported} attempts imported" in captured.out, captured
+            assert [int(n) for n in re.findall(r"\.csv:(\d+): ", captured.err)] == lines, captured.err
+    if name in ROW_CASES:
+        stored = sum(f.attempts for f in sql_store(engine).families(limit=1000))
+        assert stored == ROW_CASES[name][1]
     for family in sql_store(engine).families(limit=1000):
         for obs in sql_store(engine).history(family.task_family):
             for number in (obs.usage.peak_memory_bytes, obs.usage.wall_seconds, obs.usage.cpu_core_seconds,
