@@ -102,8 +102,13 @@ class Advisor:
         self._families.update({name: found.get(fit_key(name)) for name in task_families})
 
     def family_state(self, task_family: str) -> FamilyState | None:
-        """The family's row, read once per advisor (HistoryUnavailableError when the store is down)."""
-        return self._family(task_family)
+        """The family's row, read once per advisor (HistoryUnavailableError when the store is down:
+        the advisor then waits for it no more)."""
+        try:
+            return self._family(task_family)
+        except HistoryUnavailableError as err:
+            self._unavailable(err)
+            raise
 
     def _all_distributions(self) -> Distributions:
         if self._distributions is None:

@@ -151,3 +151,19 @@ def test_airflows_own_database_never_answering_is_unavailable_not_a_hang(
     assert len(accepted) == 1
     ((_, pod),) = _within_deadline(lambda: _timed_pods(1))
     assert pod.spec.containers[0].resources.limits["memory"] == "3Gi"
+
+
+def test_decide_waits_for_a_silent_database_once(
+    monkeypatch: pytest.MonkeyPatch, silent_server: tuple[int, list[Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command checks the family is known, then decides: one wait for the store, not two."""
+    from airflow_adaptive.cli import main
+
+    (port, accepted) = silent_server
+    airflows = create_engine(f"postgresql+psycopg2://nobody@127.0.0.1:{port}/airflow")
+    monkeypatch.setattr(access, "airflow_engine", lambda: airflows)
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__STORE_TIMEOUT_SECONDS", "1")
+    get_settings.cache_clear()
+    assert _within_deadline(lambda: main(["decide", "--task-family", "genomics.align", "--json"])) == 0
+    assert json.loads(capsys.readouterr().out)["strategy"] == "user"  # the request kept, failing open
+    assert len(accepted) == 1
