@@ -368,3 +368,18 @@ def check_sizing_names(settings: AdaptiveSettings) -> None:
             RETRY_POLICIES.get(sizing.retry_policy)
         except UnknownStrategyError as err:
             raise InvalidConfigError(f"[{SECTION}] oom_retry_policy: {err} (or {STRATEGY_RETRY!r})") from None
+
+
+def settings_readable() -> bool:
+    """Whether ``[adaptive]`` can be read here. Where a pod is at stake a malformed value is not an
+    error: the operator leaves its pod as the user asked and records nothing, logged once (the
+    commands name the option and exit 2 instead)."""
+    from airflow_adaptive.exceptions import AdaptiveError
+    from airflow_adaptive.failopen import first_line, warn_once
+
+    try:
+        get_settings()
+    except AdaptiveError as err:
+        warn_once(first_line(err, 300), "pods keep the user's resources and are not recorded")
+        return False
+    return True

@@ -12,7 +12,7 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 from kubernetes.client import models as k8s
 
 from airflow_adaptive.advisor import Advisor, keep_user
-from airflow_adaptive.config import get_settings
+from airflow_adaptive.config import get_settings, settings_readable
 from airflow_adaptive.core.model import Decision, ExitReason, Observation, TaskKey, family_of_task
 from airflow_adaptive.core.units import format_bytes
 from airflow_adaptive.exceptions import InvalidQuantityError
@@ -143,6 +143,8 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
 
     def build_pod_request_obj(self, context: Any = None, *, dry_run: bool = False) -> k8s.V1Pod:
         pod = super().build_pod_request_obj(context, dry_run=dry_run)
+        if not settings_readable():
+            return pod  # the user's pod as asked, unwrapped, recorded by no one
         container = find_container(pod, self.base_container_name)
         if container is not None:
             wrap_container(container)
@@ -238,7 +240,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
 
     def await_pod_completion(self, pod: k8s.V1Pod) -> None:  # type: ignore[override]
         """Sample the metrics API while the pod runs when the command could not be wrapped."""
-        if self._command_wrapped():
+        if self._command_wrapped() or not settings_readable():
             return super().await_pod_completion(pod)
         sampler = PeakSampler(
             self.client.api_client,
@@ -261,7 +263,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
             trigger, SamplingPodTrigger
         )
         sample = not self._command_wrapped()
-        if pod_trigger and (sample or self._noted_key is not None):
+        if pod_trigger and (sample or self._noted_key is not None) and settings_readable():
             _, trigger_kwargs = trigger.serialize()
             trigger = NotingPodTrigger(
                 **trigger_kwargs,
@@ -283,7 +285,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         xcom_result: dict | None = None,
         context: Any = None,
     ) -> None:
-        observation = self._record(remote_pod, context)
+        observation = self._record(remote_pod, context) if settings_readable() else None
         try:
             super().cleanup(pod=pod, remote_pod=remote_pod, xcom_result=xcom_result, context=context)
         except AirflowException as err:

@@ -11,6 +11,7 @@ import pytest
 from airflow.providers.cncf.kubernetes.pod_generator import make_safe_label_value
 from sqlalchemy import func, select
 
+from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.units import MIB
 from airflow_adaptive.kubernetes.pods import DECISION_ANNOTATION, FAMILY_LABEL
 from airflow_adaptive.store.tables import task_attempt, unfinished_attempt
@@ -167,6 +168,25 @@ def test_a_try_at_the_cap_fails_without_further_retries(
     limits = [p["spec"]["containers"][0]["resources"]["limits"]["memory"] for p in api.created]
     assert limits == ["256Mi", "512Mi"]  # retries=3, but a try at the cap ends the task
     assert [r.exit_reason for r in stored(engine, "e2e.cap")] == ["OOMKilled", "OOMKilled"]
+
+
+@pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
+def test_a_malformed_adaptive_option_never_fails_the_task(
+    airflow_home: Path, tmp_path: Path, engine: Any, deferrable: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a pod is at stake a bad [adaptive] value is logged, not raised: the pod is the user's,
+    unwrapped, and the task succeeds (the commands name the option and exit 2 instead)."""
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__MAX_ALLOCATABLE_MEMORY", "lots")
+    get_settings.cache_clear()
+    with FakeKubernetesApi(tmp_path, lambda pod: 100 * MIB) as api:
+        dr = run_dag(airflow_home, api, f"e2e_badconf_{int(deferrable)}", deferrable=deferrable,
+                     family="e2e.badconf", memory="300Mi")  # fmt: skip
+    assert dr.state == "success"
+    pod = validate_pod(api.created[0])
+    container = pod["spec"]["containers"][0]
+    assert container["resources"]["limits"]["memory"] == "300Mi" and container["command"] == ["sh", "-c"]
+    assert FAMILY_LABEL not in pod["metadata"]["labels"]
+    assert stored(engine, "e2e.badconf") == []
 
 
 @pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
