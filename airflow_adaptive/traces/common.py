@@ -65,20 +65,24 @@ def read_table_chunks(
         )  # fmt: skip
         with reader:
             for frame in reader:
-                short = _short_rows(frame, last)
+                short = _short_rows(frame, last, [c for c in numeric if c in frame.columns and c != last])
                 present = [c for c in text if c in frame.columns]
                 frame[present] = frame[present].fillna("")  # short rows: reported per row
                 yield frame, short
 
 
-def _short_rows(frame: pd.DataFrame, last: str) -> pd.Series:
+def _short_rows(frame: pd.DataFrame, last: str, numbers: list[str]) -> pd.Series:
     """Rows that ended before the header's last column. pandas gives their missing cells as empty
-    strings, as it gives an empty field; Nextflow never writes one (``-`` is its missing value), so
-    an empty last field counts as a short row."""
+    strings, as it gives an empty field, so a row is short when its last cell is empty and a number
+    before it is missing too; a whole row with only its last cell empty (an edited trace) is kept."""
     cells = frame[last] if last in frame.columns else None
     if cells is None or cells.dtype.kind in "iuf":  # all numbers: no row ended early
         return pd.Series(False, index=frame.index)
-    return cells.isna() | (cells.astype(str) == "")
+    ended = cells.isna() | (cells.astype(str) == "")
+    if not numbers:
+        return ended
+    before = frame[numbers]
+    return ended & (before.isna() | (before.astype(str) == "")).any(axis=1)
 
 
 def trace_name(name: str) -> str:

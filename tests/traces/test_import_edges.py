@@ -238,3 +238,16 @@ def test_a_cctools_task_id_out_of_range_is_skipped_by_line(
     assert f"skipped {trace}:3: task_id=3000000000 is out of range (at most 2147483647)" in captured.err
     assert "1 attempts imported" in captured.out
     assert sql_store(engine).family("category-1").rollup.attempts == 1
+
+
+def test_a_whole_row_with_an_empty_last_cell_is_kept_a_short_row_is_not(tmp_path: Path) -> None:
+    """pandas reads a missing field and an empty one alike: a row whose numbers are all there and
+    only its last cell (hostname) is empty is an edited trace's whole row, imported without a node."""
+    header = "task_id,hash,process,name,status,exit,attempt,memory,peak_rss,realtime,%cpu,rchar,wchar,complete,hostname\n"
+    whole = "2,h2,ALIGN,ALIGN (2),COMPLETED,0,1,8589934592,1073741824,60000,150,1,1,1700000000002,\n"
+    trace = tmp_path / "trace.csv"
+    trace.write_text(header + whole + "3,ab/cd,MAL01,MAL01 (3)\n")
+    result = read_trace(str(trace))
+    (kept,) = result.observations
+    assert kept.node_name is None and kept.usage.peak_memory_bytes == 1073741824
+    assert [s.line for s in result.skipped] == [3] and "short row" in result.skipped[0].reason
