@@ -67,28 +67,35 @@ def queue_view(
     families = {key: task_family_of(tasks[key], *key) for key in listed}
     note = ""
     choices: dict[tuple[str, str], PriorityChoice] = {}
+    counts: dict[tuple[str, str], FamilyProgress] = {}
     try:
         store = open_store()
-        successes = store.distributions().successes
         progress = {f: store.progress(f) or FamilyProgress(0, 0) for f in set(families.values())}
         hidden = {f for f in set(families.values()) if history_hidden(store, dags, f)}
-        for key, family in families.items():
-            if family in hidden:  # its counts include attempts of DAGs this user may not read
-                continue
-            weight = static_weight(tasks[key])
-            choices[key] = choose_priority(progress[family], successes, settings.lff_failures, weight)
-        if hidden:
-            note = "families also run by DAGs you may not read: their ranks and counts are not shown"
+        counts = {key: progress[f] for key, f in families.items() if f not in hidden}
+        if dags is None:  # a rank compares with every DAG's families: only for who may read them all
+            successes = store.distributions().successes
+            for key, family in families.items():
+                weight = static_weight(tasks[key])
+                choices[key] = choose_priority(progress[family], successes, settings.lff_failures, weight)
+        else:
+            note = RESTRICTED + (f"; {HIDDEN_COUNTS}" if hidden else "")
     except HistoryUnavailableError as err:
         note = f"{err}: ranks unknown, Airflow's stored weights shown"
-    items = [_row(r, families[(r.dag_id, r.task_id)], choices.get((r.dag_id, r.task_id))) for r in rows]
+    items = [
+        _row(r, families[k], choices.get(k), counts.get(k)) for r in rows if (k := (r.dag_id, r.task_id))
+    ]
     ranked = sorted((i for i in items if i["state"] in PENDING), key=lambda i: -(i["lff_weight_now"] or 0))
     for position, item in enumerate(ranked, start=1):
         item["lff_rank"] = position
     return {"tasks": items, "failures_rule": settings.lff_failures, "note": note, "limit": limit}
 
 
-def _row(r: Any, family: str, choice: PriorityChoice | None) -> dict[str, Any]:
+RESTRICTED = "ranks compare with every DAG's families, some of which you may not read: not shown"
+HIDDEN_COUNTS = "the counts of families also run by those DAGs are not shown either"
+
+
+def _row(r: Any, family: str, choice: PriorityChoice | None, counts: FamilyProgress | None) -> dict[str, Any]:
     return {
         "dag_id": r.dag_id,
         "task_id": r.task_id,
@@ -101,8 +108,8 @@ def _row(r: Any, family: str, choice: PriorityChoice | None) -> dict[str, Any]:
         "airflow_weight": r.priority_weight,
         "lff_weight_now": choice.weight if choice else None,
         "lff_rank": None,
-        "successes": choice.progress.successes if choice else None,
-        "failures": choice.progress.failures if choice else None,
+        "successes": counts.successes if counts else None,
+        "failures": counts.failures if counts else None,
         "priority_class": choice.class_name if choice else None,
         "why": choice.explain() if choice else "",
         "queued_at": r.queued_dttm.isoformat() if r.queued_dttm else None,

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_adaptive.advisor import Advisor
+from airflow_adaptive.advisor import Advisor, keep_user
 from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.decide import decide_memory
 from airflow_adaptive.core.model import Decision, MemoryRequest
+from airflow_adaptive.exceptions import AdaptiveError, HistoryUnavailableError
+from airflow_adaptive.failopen import first_line
 from airflow_adaptive.store.api import HistoryStore
 
 Dags = frozenset[str] | None
@@ -36,8 +38,13 @@ def next_decision(
     """The family's next decision as this user may see it."""
     if dags is None:
         return advisor.decide(task_family, request)
-    readable = store.history(task_family, limit=settings.history_window, dag_ids=dags)
-    return decide_memory(readable, request, settings.sizing)
+    try:
+        readable = store.history(task_family, limit=settings.history_window, dag_ids=dags)
+        return decide_memory(readable, request, settings.sizing)
+    except HistoryUnavailableError:
+        raise  # the page says the store is unavailable, as for every user
+    except Exception as err:  # a misspelt strategy, a predictor's bug: the request, as pods get it
+        return keep_user(request, first_line(err) if isinstance(err, AdaptiveError) else type(err).__name__)
 
 
 def hidden_note(hidden: bool) -> dict[str, Any]:

@@ -25,7 +25,10 @@ from airflow_adaptive.store.api import HistoryStore, TotalsQuery
 
 Dags = frozenset[str] | None
 WHATIF_TASKS = 300  # the newest completed attempts a what-if replays
-PLACEMENT_HIDDEN = "not shown: placed from this family's whole history, part of which you may not read"
+PLACEMENT_HIDDEN = (
+    "not shown: task labels rank a family against every DAG's families, some of which you may not read"
+)
+REASON_HIDDEN = "not shown: a pod's reasons may draw on DAGs you may not read"
 
 
 def _gb_h(byte_seconds: float) -> float:
@@ -120,7 +123,7 @@ def _decision_json(decision: Any) -> dict[str, Any]:
     }
 
 
-def _attempt_json(obs: Observation, group_of: dict[str, int]) -> dict[str, Any]:
+def _attempt_json(obs: Observation, group_of: dict[str, int], *, restricted: bool = False) -> dict[str, Any]:
     return {
         "dag_id": obs.key.dag_id,
         "task_id": obs.key.task_id,
@@ -139,7 +142,7 @@ def _attempt_json(obs: Observation, group_of: dict[str, int]) -> dict[str, Any]:
         "node": obs.node_name,
         "group": group_of.get(obs.node_name or ""),
         "strategy": obs.strategy,
-        "explanation": obs.explanation,
+        "explanation": REASON_HIDDEN if restricted and obs.explanation else obs.explanation,
     }
 
 
@@ -163,12 +166,12 @@ def family_detail(
         "dags": [d for d in store.family_dags(task_family) if dags is None or d in dags],
         "image": image,  # what its newest attempts run (warm starts match other families by it)
         "program": program,
-        "attempts": [_attempt_json(o, group_of) for o in history],
+        "attempts": [_attempt_json(o, group_of, restricted=dags is not None) for o in history],
         "decision": _decision_json(decision),
-        # Labels rank the family's demands over all its attempts: shown only to who may read them all.
-        "labels": {} if hidden else dict(placement.labels or {}),
-        "preferred_groups": [] if hidden else list(placement.preferred_groups),
-        "placement": PLACEMENT_HIDDEN if hidden else placement.explain(),
+        # Labels rank the family's demands against every DAG's families: only for who may read them all.
+        "labels": {} if dags is not None else dict(placement.labels or {}),
+        "preferred_groups": [] if dags is not None else list(placement.preferred_groups),
+        "placement": PLACEMENT_HIDDEN if dags is not None else placement.explain(),
         **hidden_note(hidden),
     }
 
@@ -238,9 +241,7 @@ def nodes(
     if groups:
         advisor = Advisor(settings, lambda: store, refit_stale=False)
         busiest, _ = store.family_totals(TotalsQuery(dags), limit=top_families)
-        for row in busiest:
-            if history_hidden(store, dags, row.task_family):
-                continue  # its labels come from attempts of DAGs this user may not read
+        for row in busiest if dags is None else ():  # labels rank against every DAG's families
             placement = advisor.place(row.task_family, frozenset(), None)
             if placement.preferred_groups:
                 labelled[placement.preferred_groups[0]].append(row.task_family)

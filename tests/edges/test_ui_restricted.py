@@ -7,15 +7,19 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 from urllib.parse import quote
 
 import pytest
 
+from airflow_adaptive.core.grouping import NodeProfile, group_nodes
 from airflow_adaptive.core.locality import InputUse, content_key
 from airflow_adaptive.core.model import GIB, MIB, TaskKey
 from tests.conftest import sql_store
 from tests.factories import attempt
+from tests.scheduling import load_dag, mark_scheduled, new_run, serialise_dag_folder
 
 READABLE = frozenset({"dag_a"})
 SECRET_PEAK = 37 * GIB + 123 * MIB  # dag_b's peaks: no trace of them may reach the restricted user
@@ -63,12 +67,18 @@ def record_dags(engine: Any, dags: tuple[str, ...]) -> None:
 
     def ran(dag: str, task: str, n: int, family: str, peak: int, request: int) -> Any:
         return replace(attempt(n, family=family, peak=peak), key=TaskKey(dag, task, f"{dag}{n}", -1, 1),
-                       memory_request_bytes=request, memory_limit_bytes=request, user_request_bytes=request)  # fmt: skip
+                       memory_request_bytes=request, memory_limit_bytes=request, user_request_bytes=request,
+                       explanation="P95 of the family's peaks 37.1 GiB +15%")  # as if decided over both DAGs  # fmt: skip
 
     if "dag_a" in dags:
         store.record([ran("dag_a", "t", n, "shared", GIB + n * MIB, 4 * GIB) for n in range(12)])
+        store.record([ran("dag_a", "v", n, "a_only", 2 * GIB + n * MIB, 4 * GIB) for n in range(12)])
         ref = InputUse("s3://refs/genome.fa", 3 * GIB, content_key("s3://refs/genome.fa", 3 * GIB), True)
         store.record_inputs("node-1", [ref], [], "dag_a")
+        profiles = [
+            NodeProfile(f"node-{i}", {"cpu_events_per_s": 300.0 + 200 * i}, 8, 32 * GIB) for i in range(3)
+        ]
+        store.save_nodes(profiles, group_nodes(profiles))
     if "dag_b" in dags:
         store.record([ran("dag_b", "t", n, "shared", SECRET_PEAK, 48 * GIB) for n in range(12)])
         store.record([ran("dag_b", "u", n, "b_only", SECRET_PEAK, 48 * GIB) for n in range(12)])
@@ -105,19 +115,22 @@ def test_a_shared_family_shows_the_readable_part_and_says_the_rest_is_hidden(
     client: Any, two_dags: None
 ) -> None:
     overview = client.get("/adaptive/api/overview").json()
-    assert overview["attempts"] == 12 and overview["families"] == 1 and overview["oom_killed"] == 0
-    (row,) = client.get("/adaptive/api/families").json()["families"]
-    assert row["task_family"] == "shared" and row["attempts"] == 12 and row["history_hidden"]
+    assert overview["attempts"] == 24 and overview["families"] == 2 and overview["oom_killed"] == 0
+    rows = {r["task_family"]: r for r in client.get("/adaptive/api/families").json()["families"]}
+    assert set(rows) == {"shared", "a_only"} and not rows["a_only"]["history_hidden"]
+    row = rows["shared"]
+    assert row["attempts"] == 12 and row["history_hidden"]
     assert row["decision"]["memory_request_bytes"] < 2 * GIB  # dag_a's peaks alone, not dag_b's 37 GiB
     detail = client.get("/adaptive/api/family", params={"name": "shared"}).json()
     assert detail["history_hidden"] and "may not read" in detail["hidden_note"]
     assert detail["dags"] == ["dag_a"] and len(detail["attempts"]) == 12
     assert detail["decision"]["memory_request_bytes"] < 2 * GIB
     assert detail["labels"] == {} and "not shown" in detail["placement"]
+    assert all(a["explanation"].startswith("not shown") for a in detail["attempts"] if a["explanation"])
     assert client.get("/adaptive/api/family", params={"name": "b_only"}).status_code == 404
     nodes = client.get("/adaptive/api/nodes").json()
     assert [i["uri"] for n in nodes["cached_inputs"] for i in n["inputs"]] == ["s3://refs/genome.fa"]
-    assert client.get("/adaptive/health").json()["task_families"] == 1
+    assert client.get("/adaptive/health").json()["task_families"] == 2
 
 
 def test_a_user_who_reads_every_dag_sees_both(client: Any, two_dags: None) -> None:
@@ -135,7 +148,7 @@ def test_a_user_who_reads_every_dag_sees_both(client: Any, two_dags: None) -> No
 
 
 # What the restricted user is told about hiding, and what only a user who reads all may see.
-SAYS_HIDDEN = {"history_hidden", "hidden_note", "labels", "preferred_groups", "placement", "note"}
+SAYS_HIDDEN = {"history_hidden", "hidden_note", "note"}
 
 
 def _without_hiding(value: Any) -> Any:
@@ -146,11 +159,21 @@ def _without_hiding(value: Any) -> Any:
     return value
 
 
+def queue_dag_a(airflow_home: Path, tmp_path: Path) -> None:
+    """dag_a's two tasks scheduled, so that the queue has rows (and ranks) to show."""
+    load_dag(airflow_home, cast(Any, SimpleNamespace(kubeconfig=tmp_path / "kubeconfig")), "dag_a")
+    serialise_dag_folder()
+    mark_scheduled(new_run("dag_a", "nightly"))
+
+
 def test_what_a_restricted_user_sees_is_what_they_would_see_if_the_other_dag_never_ran(
-    client: Any, engine: Any
+    client: Any, engine: Any, airflow_home: Path, tmp_path: Path
 ) -> None:
     """The strongest form: every endpoint answers as if dag_b had never run, but for saying so."""
+    queue_dag_a(airflow_home, tmp_path)
     record_dags(engine, ("dag_a",))
+    assert len(client.get("/adaptive/api/queue").json()["tasks"]) == 2
+    assert client.get("/adaptive/api/nodes").json()["groups"]
     alone = [_without_hiding(client.get(path).json()) for path in endpoints()]
     record_dags(engine, ("dag_b",))
     beside = [_without_hiding(client.get(path).json()) for path in endpoints()]
