@@ -19,15 +19,13 @@ from airflow_adaptive.exceptions import (
     InvalidQuantityError,
     InvalidSettingError,
 )
-from airflow_adaptive.history_cli import add_history_commands, open_cli_store, print_json
+from airflow_adaptive.history_cli import add_history_commands, open_cli_store, print_json, unknown_family
 from airflow_adaptive.nodes_cli import add_node_commands
 from airflow_adaptive.simulation.cli import add_simulate_command
 
 if TYPE_CHECKING:
     from airflow_adaptive.advisor import Advisor
     from airflow_adaptive.core.model import Decision, MemoryRequest
-
-NAMES_COMPARED = 100_000  # stored family names a mistyped one is compared with (most attempts first)
 
 
 def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
@@ -102,22 +100,15 @@ def _decision(advisor: Advisor, args: argparse.Namespace, user: MemoryRequest) -
 def _require_known_family(advisor: Advisor, task_family: str) -> None:
     """A family the store has no attempt of is more often a typo than a new family: an error naming
     the closest stored names, unless ``--new-family`` asks for a new family's decision on purpose."""
-    import difflib
-
     from airflow_adaptive.exceptions import HistoryUnavailableError
 
     try:
         if advisor.family_state(task_family) is not None:
             return
-        known = [identity.family for identity, _ in open_cli_store().donor_candidates(limit=NAMES_COMPARED)]
+        error = unknown_family("decide", task_family, open_cli_store())
     except HistoryUnavailableError:
         return  # the decision itself says the store is unavailable and keeps the request
-    close = difflib.get_close_matches(task_family, known, n=3, cutoff=0.8)
-    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-    raise AdaptiveError(
-        f"decide: no task family {task_family!r} in the history store{hint} "
-        "(--new-family: the decision a new family gets)"
-    )
+    raise AdaptiveError(f"{error} (--new-family: the decision a new family gets)")
 
 
 def priority_json(choice: PriorityChoice | None) -> dict[str, object] | None:

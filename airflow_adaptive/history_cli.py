@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from airflow_adaptive.cli_args import count, keep_days, task_family
 from airflow_adaptive.core.normalise import escape_surrogates
+from airflow_adaptive.exceptions import AdaptiveError
 
 SKIPPED_SHOWN = 20  # skipped rows of an import named one by one; the rest are counted
 
@@ -66,17 +67,30 @@ def cmd_history_import(args: argparse.Namespace, out: TextIO) -> int:
     return 0 if total else 1
 
 
+NAMES_COMPARED = 100_000  # stored family names a mistyped one is compared with (most attempts first)
+
+
+def unknown_family(command: str, task_family: str, store: Any) -> AdaptiveError:
+    """The error for a family the store has no attempt of, naming the closest stored names."""
+    import difflib
+
+    known = [identity.family for identity, _ in store.donor_candidates(limit=NAMES_COMPARED)]
+    close = difflib.get_close_matches(task_family, known, n=3, cutoff=0.8)
+    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+    return AdaptiveError(f"{command}: no task family {task_family!r} in the history store{hint}")
+
+
 def cmd_history_show(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.core.units import format_bytes
     from airflow_adaptive.store.spool import to_json
 
-    history = open_cli_store().history(args.task_family, limit=args.limit)
+    store = open_cli_store()
+    history = store.history(args.task_family, limit=args.limit)
     if args.json:
         print_json([json.loads(to_json(o)) for o in history], out)
         return 0
     if not history:
-        print(f"no history for task family {args.task_family!r}", file=out)
-        return 1
+        raise unknown_family("history show", args.task_family, store)
     from rich.table import Table
 
     from airflow_adaptive.console import print_table
