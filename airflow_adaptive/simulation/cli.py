@@ -63,7 +63,7 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
 def print_table(results: dict[str, Any], title: str, out: TextIO) -> None:
     from rich.table import Table
 
-    from airflow_adaptive.console import print_table
+    from airflow_adaptive.console import print_table as print_rich_table
 
     table = Table(title=title)
     columns = (
@@ -86,7 +86,7 @@ def print_table(results: dict[str, Any], title: str, out: TextIO) -> None:
             name, f"{r.makespan_s / 3600:.3f}", f"{r.mean_wait_s:.1f}", str(r.oom_kills), f"{r.waste_gb_h:.2f}",
             f"{r.maq:.1%}", str(r.failed + r.never_ran), f"{r.shared_storage_read_bytes / 1e9:.1f}", use,
         )  # fmt: skip
-    print_table(table, out)
+    print_rich_table(table, out)
 
 
 def add_simulate_command(sub: Any) -> None:

@@ -78,10 +78,12 @@ def test_a_store_that_never_answers_costs_a_pod_one_timeout(
     get_settings.cache_clear()
     for _, pod in _timed_pods(1):  # the first pod of a process also pays for imports
         assert pod.spec.containers[0].resources.limits["memory"] == "3Gi"
-    for seconds, pod in _timed_pods(2):
-        # One connection per pod (decide, place and the previous try share it), so one timeout;
-        # the clock only guards against a hang (a busy machine must not fail this).
-        assert len(accepted) <= 3, len(accepted)
+    before = len(accepted)
+    timed = _timed_pods(2)
+    # One connection per pod (decide, place and the previous try share it), so one timeout each;
+    # the clock only guards against a hang (a busy machine must not fail this).
+    assert len(accepted) - before <= 2, len(accepted)
+    for seconds, pod in timed:
         assert seconds < 1 + HANG_S, seconds
         assert pod.spec.containers[0].resources.limits["memory"] == "3Gi"
         assert "history store unavailable" in pod.metadata.annotations["adaptive.airflow.io/decision"]

@@ -37,9 +37,10 @@ def check_chart_gaps_and_legend(walk: Walk, chart_id: str) -> None:
     """Days without data are null (a gap, not a line across), and the legend shows values, not '--'."""
     browser = walk.browser
     rows = browser.execute_script(
-        "return dailySeries([{day: '2024-01-01'}, {day: '2024-01-04'}]).rows.map((r) => r === null)"
+        "return dailySeries([{day: '2024-01-01'}, {day: '2024-01-02'}, {day: '2024-01-05'},"
+        " {day: '2094-01-05'}]).rows.map((r) => r === null)"
     )
-    assert rows == [False, True, True, False]
+    assert rows == [False, False, True, False, True, False]  # one null per gap, however long
     gaps = browser.execute_script(
         f"return document.getElementById('{chart_id}').uplot.series.slice(1).map((s) => s.spanGaps)"
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -43,7 +44,9 @@ def test_profile_node_runs_the_benchmarks_and_groups_reads_it(
     assert set(profile["benchmarks"]) == set(BENCHMARK_FEATURES)
     assert all(value > 0 for value in profile["benchmarks"].values())
     assert profile["repeats"] == 2 and set(profile["benchmark_cv"]) == set(BENCHMARK_FEATURES)
-    assert all(0 <= cv < 1 for cv in profile["benchmark_cv"].values())  # two runs of one machine
+    assert all(
+        math.isfinite(cv) and cv >= 0 for cv in profile["benchmark_cv"].values()
+    )  # a busy machine's runs vary
     assert list(tmp_path.iterdir()) == []  # the fio file is cleaned up
     path = tmp_path / "profiles.json"
     path.write_text(json.dumps([profile, {**profile, "node": "n2"}]))

@@ -83,7 +83,8 @@ async function overview() {
     line("users asked", "--muted", "user_requested_gb_h"), line("requested", "--accent", "requested_gb_h"),
     line("used", "--good", "used_gb_h"), line("wasted", "--bad", "wasted_gb_h"),
   ], { format: gbh });
-  const empty = xs.length - data.days.length;
+  const first = dayStart(data.days[0].day), last = dayStart(data.days[data.days.length - 1].day);
+  const empty = Math.round((last - first) / DAY_S) + 1 - data.days.length;
   document.getElementById("trend").insertAdjacentHTML("afterend", `<p class="muted" id="trend-caption">${data.days.length} days
     with attempts from ${esc(data.days[0].day)} to ${esc(data.days[data.days.length - 1].day)}${empty ? `; the ${empty} days
     without any are gaps` : ""}. Drag across the chart to zoom in, double-click to zoom out, or choose the days above.</p>`);

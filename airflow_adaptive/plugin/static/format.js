@@ -52,17 +52,22 @@ function binarySplits(u, axis, min, max) {
   return ticks;
 }
 
-// Every day from the first to the last with data; a day without attempts is null, so uPlot leaves
-// a gap there instead of drawing a line across it (spanGaps is off).
+// The days with data, and one null the day after each that the next day with data does not follow:
+// uPlot leaves a gap there instead of drawing a line across it (spanGaps is off). One null per gap,
+// not one per empty day, so an attempt dated decades away costs one point, not thousands.
+const DAY_S = 86400;
+function dayStart(day) { return Date.parse(`${day}T00:00:00Z`) / 1000; }
 function dailySeries(days) {
-  const DAY = 86400, at = (d) => Date.parse(`${d}T00:00:00Z`) / 1000;
-  if (!days.length) return { xs: [], rows: [] };
-  const byDay = new Map(days.map((d) => [at(d.day), d]));
   const xs = [], rows = [];
-  for (let t = at(days[0].day); t <= at(days[days.length - 1].day); t += DAY) {
+  days.forEach((d, i) => {
+    const t = dayStart(d.day);
     xs.push(t);
-    rows.push(byDay.get(t) ?? null);
-  }
+    rows.push(d);
+    if (i + 1 < days.length && dayStart(days[i + 1].day) > t + DAY_S) {
+      xs.push(t + DAY_S);
+      rows.push(null);
+    }
+  });
   return { xs, rows };
 }
 
