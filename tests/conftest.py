@@ -34,7 +34,14 @@ os.environ.update(
 )
 
 import pytest  # noqa: E402
+from hypothesis import settings as hypothesis_settings  # noqa: E402
 from kubernetes.client import ApiClient  # noqa: E402
+
+# Property tests draw the same examples on every run, so a suite that passed here passes in CI;
+# HYPOTHESIS_PROFILE=explore draws new ones to look for failures.
+hypothesis_settings.register_profile("repeatable", derandomize=True)
+hypothesis_settings.register_profile("explore", derandomize=False)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 # Synthetic traces shipped with the docs, one per format (written by docs/examples/make_traces.py).

@@ -44,7 +44,9 @@ BAD: dict[str, Any] = {  # a bad row of each kind, from its task number
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     rows=st.lists(
-        st.tuples(st.sampled_from(["good", "good", *BAD]), st.integers(1, FIELDS - 1)),
+        # a short row ends before its last number: one without only its last (text) field is a whole
+        # row with an empty last cell, which pandas cannot tell apart, and is imported
+        st.tuples(st.sampled_from(["good", "good", *BAD]), st.integers(1, FIELDS - 2)),
         min_size=1,
         max_size=40,
     ),
