@@ -18,13 +18,14 @@ def cmd_profile_node(args: argparse.Namespace, out: TextIO) -> int:
     import socket
 
     from airflow_adaptive.console import progress as progress_display
+    from airflow_adaptive.core.units import format_duration
     from airflow_adaptive.nodebench.profiler import BENCHMARKS, benchmark_seconds, profile_node, steps
 
     settings = _profiler_settings(args)
     total = steps(args.repeats)
     # Said first and on stderr (stdout may be --json): the defaults run for minutes.
     print(
-        f"profiling for about {_duration(benchmark_seconds(settings))} ({BENCHMARKS} benchmarks x "
+        f"profiling for about {format_duration(benchmark_seconds(settings))} ({BENCHMARKS} benchmarks x "
         f"{args.repeats} runs x {args.seconds:g} s, and fio writes a {args.fio_size} file), "
         f"stopped at --timeout {args.timeout:g} s",
         file=sys.stderr,
@@ -70,11 +71,6 @@ def _profiler_settings(args: argparse.Namespace) -> ProfilerSettings:
         total_timeout_seconds=args.timeout,
         repeats=args.repeats,
     )
-
-
-def _duration(seconds: float) -> str:
-    minutes, rest = divmod(round(seconds), 60)
-    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
 
 
 def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
