@@ -82,9 +82,8 @@ def queue_view(
             note = RESTRICTED + (f"; {HIDDEN_COUNTS}" if hidden else "")
     except HistoryUnavailableError as err:
         note = f"{err}: ranks unknown, Airflow's stored weights shown"
-    items = [
-        _row(r, families[k], choices.get(k), counts.get(k)) for r in rows if (k := (r.dag_id, r.task_id))
-    ]
+    keys = [(r.dag_id, r.task_id) for r in rows]
+    items = [_row(r, families[k], choices.get(k), counts.get(k)) for r, k in zip(rows, keys, strict=True)]
     ranked = sorted((i for i in items if i["state"] in PENDING), key=lambda i: -(i["lff_weight_now"] or 0))
     for position, item in enumerate(ranked, start=1):
         item["lff_rank"] = position

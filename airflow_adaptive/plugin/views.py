@@ -157,7 +157,10 @@ def family_detail(
     request = MemoryRequest(history[-1].user_request_bytes)
     decision = next_decision(store, settings, advisor, dags, task_family, request)
     hidden = history_hidden(store, dags, task_family)
-    placement = advisor.place(task_family, frozenset(), decision.memory_request_bytes)
+    # Labels rank the family's demands against every DAG's families: only for who may read them all.
+    placement = (
+        advisor.place(task_family, frozenset(), decision.memory_request_bytes) if dags is None else None
+    )
     image, program = next(
         ((o.image, o.program) for o in reversed(history) if o.image or o.program), (None, None)
     )
@@ -168,10 +171,9 @@ def family_detail(
         "program": program,
         "attempts": [_attempt_json(o, group_of, restricted=dags is not None) for o in history],
         "decision": _decision_json(decision),
-        # Labels rank the family's demands against every DAG's families: only for who may read them all.
-        "labels": {} if dags is not None else dict(placement.labels or {}),
-        "preferred_groups": [] if dags is not None else list(placement.preferred_groups),
-        "placement": PLACEMENT_HIDDEN if dags is not None else placement.explain(),
+        "labels": dict(placement.labels or {}) if placement else {},
+        "preferred_groups": list(placement.preferred_groups) if placement else [],
+        "placement": placement.explain() if placement else PLACEMENT_HIDDEN,
         **hidden_note(hidden),
     }
 
@@ -238,10 +240,10 @@ def nodes(
         cached.setdefault(copy.node, []).append(entry)
     groups = summarize_groups(stored)
     labelled: dict[int, list[str]] = {g.id: [] for g in groups}
-    if groups:
+    if groups and dags is None:  # labels rank against every DAG's families: only for who may read them all
         advisor = Advisor(settings, lambda: store, refit_stale=False)
-        busiest, _ = store.family_totals(TotalsQuery(dags), limit=top_families)
-        for row in busiest if dags is None else ():  # labels rank against every DAG's families
+        busiest, _ = store.family_totals(TotalsQuery(), limit=top_families)
+        for row in busiest:
             placement = advisor.place(row.task_family, frozenset(), None)
             if placement.preferred_groups:
                 labelled[placement.preferred_groups[0]].append(row.task_family)
