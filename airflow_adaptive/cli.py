@@ -10,9 +10,9 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from airflow_adaptive.cli_args import OneLineParser, task_family, try_number, utf8_text
+from airflow_adaptive.cli_args import OneLineParser, require_research, task_family, try_number, utf8_text
+from airflow_adaptive.core.lff import PriorityChoice
 from airflow_adaptive.core.normalise import escape_surrogates
-from airflow_adaptive.core.priority import PriorityChoice
 from airflow_adaptive.exceptions import (
     AdaptiveError,
     ClusterUnavailableError,
@@ -21,7 +21,7 @@ from airflow_adaptive.exceptions import (
 )
 from airflow_adaptive.history_cli import add_history_commands, open_cli_store, print_json, unknown_family
 from airflow_adaptive.nodes_cli import add_node_commands
-from airflow_adaptive.simulation.cli import add_simulate_command
+from airflow_adaptive.simulate_cli import add_simulate_command
 
 if TYPE_CHECKING:
     from airflow_adaptive.advisor import Advisor
@@ -46,10 +46,10 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
     if not args.new_family:
         _require_known_family(advisor, args.task_family)
     decision = _decision(advisor, args, user)
-    placement = advisor.place(
+    placement = advisor.placement.place(
         args.task_family, frozenset(args.require_capability), decision.memory_request_bytes
     )
-    priority = advisor.priority(args.task_family, args.priority_weight)
+    priority = advisor.placement.priority(args.task_family, args.priority_weight)
     payload = {
         "task_family": args.task_family,
         "memory_request_bytes": decision.memory_request_bytes,
@@ -80,7 +80,7 @@ def _decision(advisor: Advisor, args: argparse.Namespace, user: MemoryRequest) -
     from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
 
     tool = {"image": args.image, "program": args.program}
-    decision = advisor.decide(args.task_family, user, input_size_bytes=args.input_size_bytes, **tool)
+    decision = advisor.memory.decide(args.task_family, user, input_size_bytes=args.input_size_bytes, **tool)
     if not args.previous_oom:
         return decision
     killed_at = decision.memory_limit_bytes or decision.memory_request_bytes
@@ -92,7 +92,7 @@ def _decision(advisor: Advisor, args: argparse.Namespace, user: MemoryRequest) -
         memory_request_bytes=killed_at,
         memory_limit_bytes=killed_at,
     )
-    return advisor.decide(
+    return advisor.memory.decide(
         args.task_family, user, input_size_bytes=args.input_size_bytes, previous_attempt=previous, **tool
     )
 
@@ -103,7 +103,7 @@ def _require_known_family(advisor: Advisor, task_family: str) -> None:
     from airflow_adaptive.exceptions import HistoryUnavailableError
 
     try:
-        if advisor.family_state(task_family) is not None:
+        if advisor.memory.family_state(task_family) is not None:
             return
         error = unknown_family("decide", task_family, open_cli_store())
     except HistoryUnavailableError:
@@ -128,7 +128,7 @@ def priority_json(choice: PriorityChoice | None) -> dict[str, object] | None:
 
 def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
     """Print the PriorityClass manifests, or create the missing ones in the current cluster."""
-    from airflow_adaptive.kubernetes.priority import create_missing, manifests
+    from airflow_adaptive.kubernetes.priority_classes import create_missing, manifests
 
     if not args.create:
         import yaml
@@ -165,6 +165,8 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.exceptions import TraceFormatError
     from airflow_adaptive.traces.load import expand_paths, ignored_lines
 
+    if args.plot:  # before the replay, which can take minutes
+        require_research("replay --plot", "matplotlib")
     traces, ignored = expand_paths(args.traces)
     for line in ignored_lines(ignored):
         print(line, file=sys.stderr)

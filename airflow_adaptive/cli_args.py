@@ -1,14 +1,34 @@
 """The commands' argument types and parser: a value no one can mean (an empty family, try 0, a day
 count that is not a number, bytes that are not UTF-8) is one line naming the option, exit 2, as
-every other user mistake is (README, CLI)."""
+every other user mistake is (README, CLI). A command whose optional packages are missing is too."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 from typing import NoReturn
 
 from airflow_adaptive.core.normalise import escape_surrogates
 from airflow_adaptive.core.retention import DAYS_RULE, check_keep_days
+from airflow_adaptive.exceptions import AdaptiveError
+
+RESEARCH_INSTALL = "pip install 'airflow-adaptive[research]'"
+
+
+class MissingExtraError(AdaptiveError, ImportError):
+    """A command needs a package of an extra that is not installed."""
+
+
+def require_research(what: str, *modules: str) -> None:
+    """Import ``modules`` now, or raise :class:`MissingExtraError` saying ``what`` needs the
+    ``research`` extra (SimPy, matplotlib: a scheduler, worker or API server does not install them).
+    Commands call it before any work. An import, not a spec lookup: a present but broken package
+    fails here too, and its reason is in the message so it is not taken for a missing one."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise MissingExtraError(f"{what} needs the research extra ({err}): {RESEARCH_INSTALL}") from None
 
 
 class OneLineParser(argparse.ArgumentParser):

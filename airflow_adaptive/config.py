@@ -7,14 +7,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_adaptive.core.decide import SizingSettings
+from airflow_adaptive.core.defaults import MAX_OOM_RATE
+from airflow_adaptive.core.lff import check_failure_mode
 from airflow_adaptive.core.locality import BIG_FROM_BYTES, SMALL_BELOW_BYTES
-from airflow_adaptive.core.model import MIB
-from airflow_adaptive.core.priority import check_failure_mode
 from airflow_adaptive.core.retention import DAYS_RULE, check_keep_days
 from airflow_adaptive.core.sizing import RETRY_POLICIES
-from airflow_adaptive.core.sizing.adaptive import MAX_OOM_RATE
 from airflow_adaptive.core.sizing.base import PREDICTORS
 from airflow_adaptive.core.sizing.retry import STRATEGY_RETRY
+from airflow_adaptive.core.units import MIB
 from airflow_adaptive.exceptions import InvalidConfigError, UnknownStrategyError
 
 SECTION = "adaptive"

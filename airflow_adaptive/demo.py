@@ -10,7 +10,8 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from airflow_adaptive.core.model import GIB, ExitReason, Observation, PeakKind, TaskKey, Usage
+from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
+from airflow_adaptive.core.units import GIB
 from airflow_adaptive.exceptions import DagFileError
 
 # Typical peak (GiB) and spread of each example task family: the history a cluster would have.

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import logging
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from airflow.policies import hookimpl
@@ -52,7 +51,7 @@ def airflow_task_of(pod: k8s.V1Pod) -> tuple[str, TaskKey, bool] | None:
 def mutate(pod: k8s.V1Pod) -> None:
     from airflow.providers.cncf.kubernetes.pod_generator import make_safe_label_value
 
-    from airflow_adaptive.advisor import Advisor
+    from airflow_adaptive.advisor import Advisor, PodAsk
     from airflow_adaptive.config import get_settings
     from airflow_adaptive.kubernetes.apply import apply_decision
     from airflow_adaptive.kubernetes.pods import (
@@ -63,7 +62,7 @@ def mutate(pod: k8s.V1Pod) -> None:
         memory_of,
         tool_of,
     )
-    from airflow_adaptive.kubernetes.priority import priority_class_for
+    from airflow_adaptive.kubernetes.priority_classes import priority_class_for
 
     settings = get_settings()
     if not settings.mutate_all_pods:
@@ -76,26 +75,25 @@ def mutate(pod: k8s.V1Pod) -> None:
         return
     family, key, run_id_is_label = found
     container = find_container(pod, BASE_CONTAINER)
-    user = memory_of(container.resources if container else None, what=f"pod {pod.metadata.name} memory")
+    resources = container.resources if container else None
+    user = memory_of(resources, what=f"pod {pod.metadata.name} memory")
     advisor = Advisor(settings)
-    previous = advisor.previous_try(key, make_safe_label_value if run_id_is_label else None)
-    cpu_limit = cpu_limit_of(container.resources if container else None)
+    previous = advisor.memory.previous_try(key, make_safe_label_value if run_id_is_label else None)
     image, program = (
         tool_of(container.image, container.command, container.args) if container else (None, None)
     )
-    decision = advisor.decide(
+    ask = PodAsk(
         family,
         user,
         None,
         previous_attempt=previous,
-        cpu_limit_millicores=cpu_limit,
+        cpu_limit_millicores=cpu_limit_of(resources),
         image=image,
         program=program,
     )
-    choice = advisor.priority(family)
-    priority_class, note = priority_class_for(choice, pod, _api_client, enabled=settings.priority_classes)
-    decision = replace(
-        decision, priority_class=priority_class, priority=choice.explain() + note if choice else ""
+    enabled = settings.priority_classes
+    decision = advisor.pod_decision(
+        ask, lambda choice: priority_class_for(choice, pod, _api_client, enabled=enabled)
     )
     apply_decision(pod, decision, family, BASE_CONTAINER, managed_by="policy")
 

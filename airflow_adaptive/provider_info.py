@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_adaptive import __version__
 from airflow_adaptive.config import provider_config
+from airflow_adaptive.version import __version__
 
 
 def get_provider_info() -> dict[str, Any]:

@@ -30,7 +30,8 @@ from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.grouping import NodeProfile, group_nodes
-from airflow_adaptive.core.model import GIB, ExitReason, MemoryRequest, Observation, PeakKind, TaskKey, Usage
+from airflow_adaptive.core.model import ExitReason, MemoryRequest, Observation, PeakKind, TaskKey, Usage
+from airflow_adaptive.core.units import GIB
 from airflow_adaptive.store.learning import Learning
 from airflow_adaptive.store.sql import SqlHistoryStore
 from airflow_adaptive.store.tables import metadata
@@ -159,16 +160,20 @@ def measure(store: SqlHistoryStore, attempts: int, calls: int, spool: str) -> di
     killed = {f: TaskKey("bench", f, f"new{10**6 + n}", -1, 2) for n, f in enumerate(warm)}
     records = [attempt(warm[i % len(warm)], 1000 + i) for i in range(5 * len(warm))]
     return {
-        "decide (warm family)": timed([lambda f=f: advisor().decide(f, USER) for f in picks]),
-        "decide (cold family)": timed([lambda i=i: advisor().decide(f"cold{i}", USER) for i in range(calls)]),
-        "decide (retry after OOM)": timed([lambda f=f: advisor().decide(f, USER, killed[f]) for f in picks]),
-        "place": timed([lambda f=f: advisor().place(f, frozenset(), GIB) for f in picks]),
+        "decide (warm family)": timed([lambda f=f: advisor().memory.decide(f, USER) for f in picks]),
+        "decide (cold family)": timed(
+            [lambda i=i: advisor().memory.decide(f"cold{i}", USER) for i in range(calls)]
+        ),
+        "decide (retry after OOM)": timed(
+            [lambda f=f: advisor().memory.decide(f, USER, killed[f]) for f in picks]
+        ),
+        "place": timed([lambda f=f: advisor().placement.place(f, frozenset(), GIB) for f in picks]),
         "record": timed([lambda o=o: store.record([o]) for o in records]),
     }
 
 
 def check_decisions_adaptive(store: SqlHistoryStore, spool: str) -> None:
-    decision = Advisor(settings(spool), lambda: store).decide("f0", USER)
+    decision = Advisor(settings(spool), lambda: store).memory.decide("f0", USER)
     assert decision.adaptive and "refitted" not in decision.explanation, decision.explanation
 
 

@@ -13,9 +13,10 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from airflow_adaptive.evaluation.replay import ReplayConfig, TaskRun, replay
+from airflow_adaptive.evaluation.replay import ReplayConfig, replay
 from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY
 from airflow_adaptive.traces.load import expand_paths, read_trace, task_runs
+from airflow_adaptive.traces.runs import TaskRun
 
 ROOT = Path(__file__).resolve().parents[1]
 # (column, warm starts, min similarity, keep images)

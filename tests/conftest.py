@@ -73,16 +73,11 @@ def engine(airflow_db: str) -> Any:
     return settings.engine
 
 
-@pytest.fixture(autouse=True)
-def clean_history(airflow_db: str) -> Iterator[None]:
-    """Every test starts with empty history and node tables, fresh settings and empty caches."""
+def empty_history_tables() -> None:
+    """Delete every row of the provider's tables."""
     from airflow import settings
     from sqlalchemy import delete
 
-    from airflow_adaptive import priority
-    from airflow_adaptive.config import get_settings
-    from airflow_adaptive.failopen import forget_warnings
-    from airflow_adaptive.kubernetes import priority as priority_classes
     from airflow_adaptive.store.tables import (
         aggregate,
         cached_input,
@@ -108,9 +103,23 @@ def clean_history(airflow_db: str) -> Iterator[None]:
         )
         for table in tables:
             conn.execute(delete(table))
+
+
+@pytest.fixture(autouse=True)
+def clean_history(airflow_db: str) -> Iterator[None]:
+    """Every test starts with empty history and node tables, fresh settings and empty caches."""
+    from airflow import settings
+
+    from airflow_adaptive import weight_rule
+    from airflow_adaptive.config import get_settings
+    from airflow_adaptive.failopen import forget_warnings
+    from airflow_adaptive.kubernetes import priority_classes
+
+    assert settings.Session is not None  # Airflow is initialised
+    empty_history_tables()
     forget_warnings()
     get_settings.cache_clear()
-    priority.forget()  # per-process caches of family progress and of the cluster's PriorityClasses
+    weight_rule.forget()  # per-process caches of family progress and of the cluster's PriorityClasses
     priority_classes.forget()
     yield
     get_settings.cache_clear()
@@ -132,7 +141,7 @@ def sql_store(engine: Any) -> Any:
 @pytest.fixture(params=["in-memory", "sql"])
 def store(request: pytest.FixtureRequest, engine: Any) -> Any:
     """Each history store behind the one interface: in memory, and SQL on the test database."""
-    from airflow_adaptive.store.memory import InMemoryHistoryStore
+    from tests.memory_store import InMemoryHistoryStore
 
     return InMemoryHistoryStore() if request.param == "in-memory" else sql_store(engine)
 

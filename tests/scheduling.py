@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import update
 
-from airflow_adaptive.core.model import GIB
+from airflow_adaptive.core.units import GIB
 from tests.conftest import sql_store
 from tests.factories import attempt
 from tests.fake_kubernetes import FakeKubernetesApi

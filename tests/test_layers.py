@@ -1,6 +1,7 @@
-"""The import rule is the architecture: every module of the package imports only from layers below
-its own (or from its own unit), so the loop observe -> store -> decide -> apply reads bottom-up
-and no cycle can form. A new module must be given a layer here."""
+"""The import rule is the architecture: every module of the package imports only from units of layers
+below its own unit's (or from its own unit), so the loop observe -> store -> decide -> apply reads
+bottom-up and no cycle between units can form. A new subpackage or top-level module must be given
+a layer here; there are no exceptions."""
 
 from __future__ import annotations
 
@@ -9,44 +10,44 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "airflow_adaptive"
 
-# Module prefixes and their layer (lower layers know nothing of higher ones); the longest prefix wins.
+# Every unit of the package (a subpackage or a top-level module) and its layer: a unit imports only
+# from units of lower layers, so no cycle between units can form.
 LAYERS = {
-    "airflow_adaptive": 0,  # the package's __init__: its version, and a lazy re-export (PEP 562)
-    "airflow_adaptive.exceptions": 0,
-    "airflow_adaptive.core": 1,  # pure policy
-    "airflow_adaptive.kubernetes.quantity": 2,  # the Kubernetes quantity grammar, by the client library
-    "airflow_adaptive.failopen": 2,
-    "airflow_adaptive.console": 2,  # the commands' progress display
-    "airflow_adaptive.cli_args": 2,  # the commands' argument types, on core
-    "airflow_adaptive.config": 3,  # settings read once at the edge
-    "airflow_adaptive.provider_info": 3.5,  # the config section it declares
-    "airflow_adaptive.store": 4,  # observe and store
-    "airflow_adaptive.evaluation": 3.8,  # replay and synthetic task sets: evaluation, on core only
-    "airflow_adaptive.traces": 4,
-    "airflow_adaptive.evaluation.report": 4.5,  # replays trace files side by side
-    "airflow_adaptive.nodebench": 4,
-    "airflow_adaptive.kubernetes": 4,  # apply and observe, on pods and nodes
-    "airflow_adaptive.advisor": 5,  # the one orchestrator: store -> decide
-    "airflow_adaptive.simulation": 5,
-    "airflow_adaptive.locality": 5.5,
-    "airflow_adaptive.plots": 5.5,  # PNG reports of replays and simulations
-    "airflow_adaptive.priority": 5.5,
-    "airflow_adaptive.operators": 6,  # Airflow's entry points, thin
-    "airflow_adaptive.policy": 6,
-    "airflow_adaptive.plugin": 6,
-    "airflow_adaptive.example_dags": 7,
-    "airflow_adaptive.history_cli": 7,  # commands
-    "airflow_adaptive.nodes_cli": 7.5,  # opens the store as history_cli does
-    "airflow_adaptive.demo": 8,
-    "airflow_adaptive.simulation.cli": 8,
-    "airflow_adaptive.cli": 9,
+    "exceptions": 0,
+    "version": 0,
+    "core": 1,  # pure policy
+    "failopen": 2,
+    "console": 2,  # the commands' progress display
+    "cli_args": 2,  # the commands' argument types, on core
+    "nodebench": 2,  # node microbenchmarks
+    "traces": 2,  # trace files read into core types
+    "kubernetes": 3,  # apply and observe, on pods and nodes
+    "config": 4,  # settings read once at the edge
+    "provider_info": 5,  # the config section it declares
+    "store": 5,  # observe and store
+    "advice": 6,  # one attempt's advice by role: store -> decide
+    "advisor": 7,  # the roles together, and the pod's whole decision
+    "evaluation": 7,  # replay through the live decision
+    "weight_rule": 7,  # least-finished-first as Airflow's weight strategy
+    "shared_inputs": 8,
+    "simulation": 8,
+    "policy": 8,  # Airflow's entry points, thin
+    "operators": 9,
+    "plots": 9,  # PNG reports of replays and simulations
+    "history_cli": 9,  # commands
+    "plugin": 10,
+    "example_dags": 10,
+    "nodes_cli": 10,
+    "simulate_cli": 10,
+    "demo": 11,
+    "cli": 12,
+    "": 13,  # the package itself: its version, and a lazy re-export of LeastFinishedFirst (PEP 562)
 }
-LAZY_EXPORTS = {("airflow_adaptive", "airflow_adaptive.priority")}  # imported when asked for only
 
 
-def _layer(module: str) -> tuple[str, float]:
-    """The module's unit (its longest listed prefix) and that unit's layer."""
-    unit = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len)
+def _layer(module: str) -> tuple[str, int]:
+    """The module's unit (its first name inside the package) and that unit's layer."""
+    unit = module.split(".")[1] if "." in module else ""
     return unit, LAYERS[unit]
 
 
@@ -81,7 +82,7 @@ def _offences(module: str, imports: set[str]) -> list[str]:
     offences = []
     for target in sorted(imports):
         target_unit, target_layer = _layer(target)
-        if target_unit != unit and target_layer >= layer and (module, target) not in LAZY_EXPORTS:
+        if target_unit != unit and target_layer >= layer:
             offences.append(f"{module} ({layer}) imports {target} ({target_layer})")
     return offences
 
@@ -104,6 +105,12 @@ def test_the_layer_rule_reports_an_upward_import() -> None:
     )
     assert imports == {"airflow_adaptive.store.api", "airflow_adaptive.core", "airflow_adaptive.core.units"}
     assert _offences("airflow_adaptive.core.model", imports) == [
-        "airflow_adaptive.core.model (1) imports airflow_adaptive.store.api (4)"
+        "airflow_adaptive.core.model (1) imports airflow_adaptive.store.api (5)"
     ]
     assert _offences("airflow_adaptive.cli", imports) == []  # downward: allowed
+
+
+def test_the_layers_are_whole_numbers_over_every_unit() -> None:
+    units = {path.relative_to(PACKAGE).parts[0].removesuffix(".py") for path in PACKAGE.rglob("*.py")}
+    assert units - {"__init__"} == set(LAYERS) - {""}  # every unit has a layer, no stale names
+    assert all(isinstance(layer, int) for layer in LAYERS.values())

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
-from .model import MIB, Decision, MemoryRequest, Observation, PeakKind
+from .defaults import MAX_OOM_RATE
+from .model import Decision, MemoryRequest, Observation, PeakKind
 from .rollup import is_usable_sample
 from .sizing import Predictor, Sample, get_retry_policy, make_predictor
-from .sizing.adaptive import MAX_OOM_RATE
 from .sizing.base import PeakPrior
 from .sizing.retry import STRATEGY_RETRY, RetryPolicy, vpa_bump
-from .sizing.similar import Donor, borrowed_allocation
+from .sizing.similar import MIN_SIMILARITY, Donor, borrowed_allocation
 from .unfinished import Unfinished
-from .units import format_bytes
+from .units import MIB, format_bytes
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,12 @@ class SizingSettings:
     limit_to_request_ratio: float = 1.0
     max_oom_rate: float = MAX_OOM_RATE  # the OOM-kill budget of strategies that take one
     warm_starts: bool = True  # a cold family borrows a similar family's model (sizing/similar.py)
+    min_similarity: float = MIN_SIMILARITY  # of a donor family (sizing/similar.py)
+    guard_unfinished: bool = True  # a family's unfinished attempts may floor its first tries (unfinished.py)
+    # Refit a family's model after every recording while it has fewer than 20 samples, then each time
+    # its samples grew by this fraction (0: after every recording): bounds the cost of learning.
+    refit_growth: float = 0.05
+    params: Mapping[str, Any] = field(default_factory=dict)  # the strategy's own parameters (replay knobs)
     size_cpu: bool = False  # CPU requests from recorded cores busy (core/cpu.py)
     cpu_quantile: float = 0.9
     min_cpu_millicores: int = 100
@@ -77,6 +84,7 @@ def fresh_predictor(settings: SizingSettings) -> Predictor:
         cap_bytes=settings.cap_bytes,
         floor_bytes=settings.floor_bytes,
         max_oom_rate=settings.max_oom_rate,
+        **settings.params,
     )
 
 
@@ -146,7 +154,8 @@ def _predicted(
         if prior is not None:
             predictor.use_prior(prior)  # a restored model was fitted without one
         predicted = predictor.predict(input_size_bytes, user.request_bytes)
-        if predictor.guards_unfinished and unfinished and unfinished.outnumber(fitted.samples) and prior:
+        guarded = settings.guard_unfinished and predictor.guards_unfinished
+        if guarded and unfinished and unfinished.outnumber(fitted.samples) and prior:
             cold, cold_basis = _new_family_start(settings, user, input_size_bytes, prior)
             if cold is not None and cold > predicted:
                 predicted = cold
@@ -211,11 +220,11 @@ def decide_with(
         details.update(fitted.predictor.details())  # e.g. the rule chosen and its OOM budget
     if predicted is not None and fitted.donor is not None:
         details["borrowed_from"] = fitted.donor.family
-    if unfinished is not None and fitted.predictor.guards_unfinished:
+    if unfinished is not None and settings.guard_unfinished and fitted.predictor.guards_unfinished:
         details["unfinished_longer_than_mean"] = unfinished.longer_than_mean
     if previous_attempt is not None and previous_attempt.oom_killed:
         killed_at = _killed_at(previous_attempt, user)
-        # A borrowed model sized the first try only: the retry is the cold family's own, as in replay.
+        # A borrowed model sized the first try only: the retry is the cold family's own.
         own = fitted.predictor if fitted.donor is None else fresh_predictor(settings).fit([], prior)
         retry = _retry_rule(own, settings.retry_policy, input_size_bytes, user.request_bytes)
         return _escalate(

@@ -6,8 +6,6 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .units import GIB, MIB  # noqa: F401  (re-exported: callers import them from the model)
-
 
 class ExitReason(str, enum.Enum):
     """Why a container stopped, as Kubernetes reports it (plus what we infer)."""

@@ -62,6 +62,11 @@ class Running:
         if started_s is not None:
             del self._starts_s[bisect.bisect_left(self._starts_s, started_s)]
 
+    def count_between(self, after_s: float, before_s: float) -> int:
+        """Those that started in (``after_s``, ``before_s``), as the store counts its notes."""
+        first = bisect.bisect_right(self._starts_s, after_s)
+        return max(0, bisect.bisect_left(self._starts_s, before_s) - first)
+
     def longer_than(self, mean_runtime_s: float, now_s: float) -> Unfinished:
         """Those that have run longer than ``mean_runtime_s`` by ``now_s``, and not lost (as the store
         counts: started after ``now_s - STALE_AFTER_S`` and before ``now_s - mean_runtime_s``)."""

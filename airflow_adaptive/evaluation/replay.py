@@ -1,54 +1,33 @@
-"""Online replay of a trace through a sizing strategy, with the metrics of Witt and Phung.
+"""Online replay of a trace through the live memory decision, with the metrics of Witt and Phung.
 
-Tasks arrive in submission order (trace order without timestamps). A strategy
-sees only the instances of the same family that completed before the task
-started (``completed``) or every earlier instance (``sequential``). An
-allocation below the true peak is an OOM kill that costs
-allocation x runtime x time-to-failure, then the strategy's retry policy
-answers; nothing goes above the cap, and an instance killed at the cap never
-succeeds.
+Tasks arrive in submission order (trace order without timestamps). Each try is
+sized by the decision a pod gets (``evaluation/live.py``), from a store that
+holds the instances that completed before the task started (``completed``) or
+every earlier instance (``sequential``), and the tries of the task's own
+earlier OOM kills. An allocation below the true peak is an OOM kill that costs
+allocation x runtime x time-to-failure, is recorded as the operator records it,
+and the decision's retry answers; nothing goes above the cap, and an instance
+killed at the cap never succeeds.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-import numpy as np
-
-from airflow_adaptive.core.decide import warming_up
-from airflow_adaptive.core.learn import needs_refit
-from airflow_adaptive.core.sizing import Predictor, Sample, make_predictor
-from airflow_adaptive.core.sizing.adaptive import MAX_OOM_RATE
-from airflow_adaptive.core.sizing.base import MIB, PeakPrior, runtimes
-from airflow_adaptive.core.sizing.similar import (
-    MIN_SIMILARITY,
-    Identity,
-    as_identity,
-    borrowed_allocation,
-    pick_donor,
-)
-from airflow_adaptive.core.unfinished import Running
+from airflow_adaptive.core.decide import SizingSettings
+from airflow_adaptive.core.defaults import MAX_OOM_RATE
+from airflow_adaptive.core.model import Decision, MemoryRequest
+from airflow_adaptive.core.sizing.similar import MIN_SIMILARITY
+from airflow_adaptive.core.units import MIB
+from airflow_adaptive.evaluation.live import LiveSizing, Try, replay_settings
 from airflow_adaptive.exceptions import InvalidSettingError
+from airflow_adaptive.traces.runs import TaskRun
 
 GB_H = 1e9 * 3600.0  # byte-seconds in one GB-hour
 HISTORY_MODES = ("completed", "sequential")
-
-
-@dataclass(frozen=True)
-class TaskRun:
-    """One task instance of a trace, as the replay needs it."""
-
-    family: str
-    peak_bytes: int
-    wall_seconds: float
-    input_size_bytes: int | None = None
-    user_request_bytes: int | None = None
-    start_s: float | None = None  # when it started; None: trace order only
-    finish_s: float | None = None
-    image: str | None = None  # what it runs, where the trace says (warm starts compare families by it)
-    program: str | None = None
 
 
 @dataclass(frozen=True)
@@ -57,7 +36,7 @@ class ReplayConfig:
     time_to_failure: float = 1.0
     cap_bytes: int | None = None  # default: the largest peak rounded up to a power of two
     floor_bytes: int = MIB
-    # Refit a family's predictor after every completion while it has fewer than 20 samples, then each
+    # As the store refits: after every completion while a family has fewer than 20 samples, then each
     # time its history grew by this fraction (0: after every completion). Bounds replay cost on long traces.
     refit_growth: float = 0.05
     max_attempts: int = 64
@@ -127,147 +106,77 @@ def arrival_order(runs: Sequence[TaskRun]) -> list[int]:
     return list(range(len(runs)))
 
 
-class FamilySizer:
-    """One family's predictor and its samples; ``ready()`` refits only when the history grew enough."""
-
-    def __init__(self, predictor: Predictor, refit_growth: float, prior: PeakPrior | None = None) -> None:
-        self.predictor = predictor
-        self.prior = prior
-        self.samples: list[Sample] = []
-        self.fitted = -1
-        self.refit_growth = refit_growth
-        self.identity: Identity | None = None  # what the family's newest sample said it runs
-
-    def ready(self) -> Predictor:
-        n = len(self.samples)
-        if needs_refit(self.fitted, n, self.refit_growth):
-            self.predictor.fit(self.samples, self.prior)
-            self.fitted = n
-        return self.predictor
+def _allocation(decision: Decision, cap: int) -> dict[str, int | None]:
+    """What a pod with this decision may use: an unset limit (or request) is the whole node, the cap."""
+    limit = decision.memory_limit_bytes or decision.memory_request_bytes or cap
+    return {"request": decision.memory_request_bytes or limit, "limit": limit}
 
 
-class FamilyModels:
-    """Every family's predictor and samples, with what other families teach a cold one: the peaks
-    of their tasks (for a family that asks for no memory) and, with ``warm_starts``, a similar
-    family's model (``similar.py``), for strategies that borrow."""
+@dataclass
+class _Instance:
+    """A task instance being tried: its run and what its tries have been allocated so far."""
 
-    def __init__(
-        self,
-        factory: Callable[[], Predictor],
-        refit_growth: float,
-        *,
-        warm_starts: bool,
-        min_similarity: float = MIN_SIMILARITY,
-        min_observations: int = 1,
-        cap_bytes: int | None = None,
-        guard_unfinished: bool = True,
-    ) -> None:
-        self.factory = factory
-        self.guard_unfinished = guard_unfinished  # a family's unfinished tasks may floor its first tries
-        self.refit_growth = refit_growth
-        self.min_observations = min_observations
-        self.cap_bytes = cap_bytes  # what a task that asks for nothing may use while warming up
-        self.warm_starts = warm_starts
-        self.min_similarity = min_similarity
-        self.prior = PeakPrior()
-        self.sizers: dict[str, FamilySizer] = {}
-
-    def sizer(self, family: str) -> FamilySizer:
-        if family not in self.sizers:
-            self.sizers[family] = FamilySizer(self.factory(), self.refit_growth, self.prior)
-        return self.sizers[family]
-
-    def learn(self, known: Identity | str, sample: Sample) -> None:
-        family = as_identity(known)
-        sizer = self.sizer(family.family)
-        sizer.samples.append(sample)
-        if family.image or family.program:
-            sizer.identity = family
-        self.prior.add(sample.peak_memory_bytes)
-
-    def first_allocation(
-        self,
-        known: Identity | str,
-        input_size_bytes: int | None,
-        request_bytes: int | None,
-        running: Running | None = None,
-        now_s: float = 0.0,
-    ) -> tuple[int, Predictor]:
-        """The first try's allocation, and the family's predictor (which answers its retries).
-        ``running``: the family's unfinished tasks, at ``now_s``."""
-        family = as_identity(known)
-        own = self.sizer(family.family)
-        predictor = own.ready()
-        if warming_up(self.min_observations, len(own.samples)):
-            return request_bytes or self.cap_bytes or predictor.predict(), predictor  # the user's request
-        alone = running is None or not len(running)  # beside a running try, a borrowed guess waits
-        if not predictor.warm and predictor.borrows_when_cold and self.warm_starts and alone:
-            counts = ((sizer.identity or name, len(sizer.samples)) for name, sizer in self.sizers.items())
-            donor = pick_donor(family, counts, min_similarity=self.min_similarity)
-            if donor is not None:
-                borrowed = self.sizers[donor.family].ready()
-                return borrowed_allocation(borrowed, input_size_bytes, request_bytes), predictor
-        allocation = predictor.predict(input_size_bytes, request_bytes)
-        finished = getattr(predictor, "n_samples_", 0)
-        guarded = self.guard_unfinished and predictor.guards_unfinished
-        if guarded and predictor.warm and running is not None and len(running) > finished:
-            mean_s = float(np.mean(runtimes(own.samples[:finished])))
-            if running.longer_than(mean_s, now_s).outnumber(finished):
-                cold = self.factory().fit([], self.prior).predict(input_size_bytes, request_bytes)
-                allocation = max(allocation, cold)
-        return allocation, predictor
+    run: TaskRun
+    index: int
+    allocated_byte_s: float = 0.0
 
 
-def _attempts(
-    run: TaskRun, alloc: int, predictor: Predictor, cap: int, config: ReplayConfig, result: StrategyResult
-) -> bool:
-    """Try ``run`` from ``alloc`` until it fits, the cap is reached or attempts run out; add what it
-    cost to ``result``. An OOM-killed try costs its allocation for ``time_to_failure`` of the runtime."""
+def _one_try(
+    inst: _Instance, number: int, live: LiveSizing, cap: int, config: ReplayConfig, result: StrategyResult
+) -> bool | None:
+    """Try ``number`` of an instance, sized by the live decision at the live clock and noted as started.
+    True: it fitted; False: OOM-killed, to be tried again when the kill is recorded; None: killed at
+    the cap or out of attempts. A killed try costs its limit for ``time_to_failure`` of the runtime."""
+    run = inst.run
     t = max(run.wall_seconds, 1e-3)
-    ttf = config.time_to_failure
-    allocated_byte_s = 0.0
-    succeeded = False
-    for _ in range(config.max_attempts):
-        if alloc >= run.peak_bytes:
-            result.waste_byte_s += (alloc - run.peak_bytes) * t
-            allocated_byte_s += alloc * t
-            succeeded = True
-            break
-        result.waste_byte_s += alloc * t * ttf
-        allocated_byte_s += alloc * t * ttf
-        result.retries += 1
-        if alloc >= cap:
-            break
-        alloc = predictor.retry(alloc, run.input_size_bytes, run.user_request_bytes)
+    user = MemoryRequest(run.user_request_bytes, run.user_request_bytes)
+    attempt = Try(run.family, str(inst.index), number, user, run.input_size_bytes, run.image, run.program)
+    alloc = _allocation(live.decide(attempt), cap)
+    limit = int(alloc["limit"] or cap)
+    if number == 1:
+        result.first_allocations.append((run.family, limit, run.peak_bytes))
+    live.started(attempt)
+    if limit >= run.peak_bytes:
+        result.waste_byte_s += (limit - run.peak_bytes) * t
+        inst.allocated_byte_s += limit * t
+        live.ended(attempt, alloc, run.peak_bytes, t, run.finish_s if number == 1 else None)
+        _close(inst, True, cap, config, result)
+        return True
+    killed_s = t * config.time_to_failure
+    result.waste_byte_s += limit * killed_s
+    inst.allocated_byte_s += limit * killed_s
+    result.retries += 1
+    live.ended(attempt, alloc, None, killed_s, None)
+    if limit >= cap or number >= config.max_attempts:
+        _close(inst, False, cap, config, result)
+        return None
+    return False
+
+
+def _close(inst: _Instance, succeeded: bool, cap: int, config: ReplayConfig, result: StrategyResult) -> None:
+    run, t = inst.run, max(inst.run.wall_seconds, 1e-3)
     result.instances += 1
     result.used_byte_s += run.peak_bytes * t if succeeded else 0.0
     result.failed += not succeeded
-    result.whole_node_waste_byte_s += (cap - run.peak_bytes) * t if run.peak_bytes <= cap else cap * t * ttf
-    result.efficiency_sum += (
-        (run.peak_bytes * t / allocated_byte_s) if succeeded and allocated_byte_s else 0.0
-    )
-    return succeeded
+    whole_node = (cap - run.peak_bytes) * t if run.peak_bytes <= cap else cap * t * config.time_to_failure
+    result.whole_node_waste_byte_s += whole_node
+    used = run.peak_bytes * t / inst.allocated_byte_s if succeeded and inst.allocated_byte_s else 0.0
+    result.efficiency_sum += used
 
 
-def identity(run: TaskRun) -> Identity:
-    return Identity(run.family, run.image, run.program)
-
-
-def _family_models(strategy: str, config: ReplayConfig, cap: int, params: dict[str, object]) -> FamilyModels:
-    return FamilyModels(
-        lambda: make_predictor(
-            strategy,
-            cap_bytes=cap,
-            floor_bytes=config.floor_bytes,
-            max_oom_rate=config.max_oom_rate,
-            **params,
-        ),
-        config.refit_growth,
+def sizing_for(strategy: str, config: ReplayConfig, cap: int, params: dict[str, Any]) -> SizingSettings:
+    """The decision's settings that a replay under ``config`` stands for."""
+    return SizingSettings(
+        strategy=strategy,
+        min_observations=config.min_observations,
+        floor_bytes=config.floor_bytes,
+        cap_bytes=cap,
+        max_oom_rate=config.max_oom_rate,
         warm_starts=config.warm_starts,
         min_similarity=config.min_similarity,
-        min_observations=config.min_observations,
-        cap_bytes=cap,
         guard_unfinished=config.guard_unfinished,
+        refit_growth=config.refit_growth,
+        params=params,
     )
 
 
@@ -277,50 +186,35 @@ def replay(
     config: ReplayConfig = ReplayConfig(),
     *,
     imported: Sequence[TaskRun] = (),
-    **params: object,
+    journal: list[tuple[Any, ...]] | None = None,
+    **params: Any,
 ) -> StrategyResult:
     """Replay ``runs`` through the named strategy; deterministic for given runs and parameters.
     ``imported``: history of other families known before the replay starts (another workflow's
-    trace, say), which only cold starts draw on; their families should not occur in ``runs``."""
+    trace, say), which only cold starts draw on; their families should not occur in ``runs``.
+    ``journal``: filled with every store write and decision, in order (``evaluation/live.py``)."""
     cap = config.cap_bytes or default_cap_bytes(runs)
     result = StrategyResult(strategy)
     completed = config.history == "completed" and bool(runs) and all(r.start_s is not None for r in runs)
-    pending: list[tuple[float, int]] = []  # (finish time, run index) not yet visible to predictors
-
-    models = _family_models(strategy, config, cap, params)
-
-    def learn(run: TaskRun) -> None:
-        models.learn(identity(run), Sample(run.peak_bytes, run.input_size_bytes, run.wall_seconds))
-
-    for run in imported:
-        learn(run)
-    unfinished: dict[str, Running] = {}  # per family: tasks started and not yet learnt from
-    for index in arrival_order(runs):
-        run = runs[index]
-        now_s = run.start_s or 0.0
-        if completed:
-            while pending and pending[0][0] <= now_s:
-                done = heapq.heappop(pending)[1]
-                unfinished[runs[done].family].end(done)
-                learn(runs[done])
-        alloc, predictor = models.first_allocation(
-            identity(run),
-            run.input_size_bytes,
-            run.user_request_bytes,
-            unfinished.get(run.family),
-            now_s,
-        )
-        result.first_allocations.append((run.family, alloc, run.peak_bytes))
-        if not _attempts(run, alloc, predictor, cap, config, result):
-            continue
-        if completed:
-            finish = (
-                run.finish_s
-                if run.finish_s is not None
-                else (run.start_s or 0.0) + max(run.wall_seconds, 1e-3)
-            )
-            heapq.heappush(pending, (finish, index))
-            unfinished.setdefault(run.family, Running()).start(index, now_s)
-        else:
-            learn(run)
+    live = LiveSizing(
+        replay_settings(sizing_for(strategy, config, cap, params)), journal, completed=completed
+    )
+    live.imported(imported)
+    if not completed:  # every try of a task at once, in trace order
+        for index in arrival_order(runs):
+            inst, number = _Instance(runs[index], index), 1
+            while _one_try(inst, number, live, cap, config, result) is False:
+                number += 1
+        return result
+    tries = [(runs[i].start_s or 0.0, i, i, 1) for i in range(len(runs))]  # (when, order, index, number)
+    heapq.heapify(tries)
+    instances = {i: _Instance(run, i) for i, run in enumerate(runs)}
+    order = len(runs)
+    while tries:
+        when_s, _, index, number = heapq.heappop(tries)
+        live.advance(when_s)  # what finished by then is recorded first
+        if _one_try(instances[index], number, live, cap, config, result) is False:
+            order += 1  # the retry starts when the kill is recorded
+            killed_s = max(runs[index].wall_seconds, 1e-3) * config.time_to_failure
+            heapq.heappush(tries, (when_s + killed_s, order, index, number + 1))
     return result

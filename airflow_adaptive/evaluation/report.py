@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 
 from airflow_adaptive.core.sizing import ANCHORS, predictor_names
-from airflow_adaptive.evaluation.replay import ReplayConfig, TaskRun, replay
+from airflow_adaptive.evaluation.replay import ReplayConfig, replay
 from airflow_adaptive.traces.load import replay_input
+from airflow_adaptive.traces.runs import TaskRun
 
 DEFAULT_STRATEGY = "adaptive"
 BUDGETS = (0.005, 0.01, 0.02, 0.05, 0.10)  # OOM kills per task: the default strategy's sweep

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from airflow_adaptive.core.units import GB
-from airflow_adaptive.evaluation.replay import TaskRun
+from airflow_adaptive.traces.runs import TaskRun
 
 PHUNG_MACHINE_BYTES = 64 * GB
 PHUNG_TASKS = 2000

@@ -11,7 +11,7 @@ from airflow.providers.cncf.kubernetes.triggers.pod import KubernetesPodTrigger
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 from kubernetes.client import models as k8s
 
-from airflow_adaptive.advisor import Advisor, keep_user
+from airflow_adaptive.advisor import Advisor, PodAsk
 from airflow_adaptive.config import get_settings, settings_readable
 from airflow_adaptive.core.model import Decision, ExitReason, Observation, TaskKey, family_of_task
 from airflow_adaptive.core.units import format_bytes
@@ -31,19 +31,13 @@ from airflow_adaptive.kubernetes.pods import (
     memory_of,
     tool_of,
 )
-from airflow_adaptive.kubernetes.priority import priority_class_for
+from airflow_adaptive.kubernetes.priority_classes import priority_class_for
+from airflow_adaptive.kubernetes.sampling_trigger import SAMPLED_PEAK_KEY, SamplingPodTrigger
 from airflow_adaptive.kubernetes.staging import LOCALITY_ANNOTATION
-from airflow_adaptive.kubernetes.trigger import SAMPLED_PEAK_KEY, SamplingPodTrigger
-from airflow_adaptive.locality import declared_inputs, record_inputs, stage_inputs
-from airflow_adaptive.operators.trigger import NotingPodTrigger
+from airflow_adaptive.operators.noting_trigger import NotingPodTrigger
+from airflow_adaptive.shared_inputs import declared_inputs, record_inputs, stage_inputs
 
 LFF_WEIGHT_RULE = "airflow_adaptive.LeastFinishedFirst"
-
-
-def required_note(capabilities: frozenset[str]) -> str:
-    if not capabilities:
-        return ""
-    return f"; requires {', '.join(sorted(capabilities))} (required node affinity: Pending until a node offers it)"
 
 
 class AdaptiveOOMKilled(AirflowException):
@@ -113,6 +107,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         self.adaptive = adaptive
         self._adaptive_killed = False
         self._noted_key: TaskKey | None = None  # this attempt, noted as unfinished until recorded
+        self._advisor: Advisor | None = None
         # The policy leaves pods that carry this label to the operator.
         self.labels = {**(self.labels or {}), MANAGED_LABEL: "operator"}
         resources = self.container_resources
@@ -148,12 +143,12 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         container = find_container(pod, self.base_container_name)
         if container is not None:
             wrap_container(container)
-        advisor = Advisor(get_settings())  # one per pod: an unavailable store is waited for once
-        decision = self.decide(pod, context, dry_run=dry_run, advisor=advisor)
+        advisor = self.advisor()
+        decision = self.decide(pod, context, dry_run=dry_run)
         self.log.info("airflow-adaptive [%s] %s", decision.strategy, decision.explanation)
         key = task_key(context)
         if key is not None and not dry_run and self.adaptive:  # until recorded, it counts as unfinished
-            advisor.started(self.family, key)
+            advisor.recording.started(self.family, key)
             self._noted_key = key
         pod = apply_decision(pod, decision, self.family, self.base_container_name, managed_by="operator")
         self._stage_inputs(pod, advisor)
@@ -172,42 +167,35 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         self.log.info("airflow-adaptive %s", note)
         pod.metadata.annotations = {**(pod.metadata.annotations or {}), LOCALITY_ANNOTATION: note[:1000]}
 
-    def decide(
-        self, pod: k8s.V1Pod, context: Any, *, dry_run: bool = False, advisor: Advisor | None = None
-    ) -> Decision:
+    def advisor(self) -> Advisor:
+        """This attempt's advisor: one per attempt in this process (a deferred pod's trigger and
+        re-entry run in others), so an unavailable store is waited for once."""
+        if self._advisor is None:
+            self._advisor = Advisor(get_settings())
+        return self._advisor
+
+    def decide(self, pod: k8s.V1Pod, context: Any, *, dry_run: bool = False) -> Decision:
         container = find_container(pod, self.base_container_name)
-        user = memory_of(container.resources if container else None)
-        advisor = advisor or Advisor(get_settings())
-        if not self.adaptive:
-            decision = keep_user(user, "adaptive sizing is off for this task")
-        else:
-            image, program = self._tool()
-            decision = advisor.decide(
-                self.family,
-                user,
-                task_key(context),
-                input_size_bytes=self._input_size(),
-                cpu_limit_millicores=cpu_limit_of(container.resources if container else None),
-                image=image,
-                program=program,
-            )
-        placement = advisor.place(
-            self.family, self.required_capabilities, decision.memory_request_bytes, self._idle_nodes()
-        )
-        choice = advisor.priority(self.family, self.priority_weight)
-        priority_class, note = priority_class_for(
-            choice,
-            pod,
-            lambda: self.client.api_client,
-            enabled=advisor.settings.priority_classes and not dry_run,
-        )
-        return replace(
-            decision,
-            preferred_groups=placement.preferred_groups,
+        resources = container.resources if container else None
+        image, program = self._tool()
+        advisor = self.advisor()
+        ask = PodAsk(
+            self.family,
+            memory_of(resources),
+            task_key(context),
+            size_memory=self.adaptive,
+            input_size_bytes=self._input_size(),
+            cpu_limit_millicores=cpu_limit_of(resources),
+            image=image,
+            program=program,
             required_capabilities=self.required_capabilities,
-            placement=placement.explain() + required_note(self.required_capabilities),
-            priority_class=priority_class,
-            priority=choice.explain() + note if choice else "",
+            static_weight=self.priority_weight,
+            idle_nodes=self._idle_nodes(),
+        )
+        enabled = advisor.settings.priority_classes and not dry_run
+        return advisor.pod_decision(
+            ask,
+            lambda choice: priority_class_for(choice, pod, lambda: self.client.api_client, enabled=enabled),
         )
 
     def _idle_nodes(self) -> dict[int, int] | None:
@@ -236,7 +224,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         A deferrable pod is awaited in the triggerer, which notes it the same way (``defer``)."""
         super().await_pod_start(pod)
         if self._noted_key is not None:
-            Advisor(get_settings()).started(self.family, self._noted_key)
+            self.advisor().recording.started(self.family, self._noted_key)
 
     def await_pod_completion(self, pod: k8s.V1Pod) -> None:  # type: ignore[override]
         """Sample the metrics API while the pod runs when the command could not be wrapped."""
@@ -300,7 +288,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         if key is None:
             return None
         if remote_pod is None or self._adaptive_killed:  # no record: no longer unfinished either
-            Advisor(get_settings()).ended_unrecorded(key)
+            self.advisor().recording.ended_unrecorded(key)
             return None
         annotations = (remote_pod.metadata.annotations if remote_pod.metadata else None) or {}
         observation = observe_pod(
@@ -316,8 +304,8 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         observation = replace(
             observation, user_request_bytes=user.request_bytes if user else None, image=image, program=program
         )
-        advisor = Advisor(get_settings())  # its own: cleanup runs later, after a deferral in another process
-        advisor.record(observation)
+        advisor = self.advisor()
+        advisor.recording.record(observation)
         try:
             record_inputs(advisor, remote_pod, self.base_container_name, key.dag_id)
         except Exception as err:  # where inputs are cached is soft state: a later pod misses

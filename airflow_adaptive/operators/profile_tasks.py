@@ -56,7 +56,7 @@ def ensure_priority_classes(params: dict[str, Any]) -> list[str]:
 
     from kubernetes.client.exceptions import ApiException
 
-    from airflow_adaptive.kubernetes.priority import create_missing
+    from airflow_adaptive.kubernetes.priority_classes import create_missing
 
     if not params.get("create_priority_classes", True):
         return []

@@ -7,7 +7,7 @@ from __future__ import annotations
 from airflow.plugins_manager import AirflowPlugin
 
 from airflow_adaptive.plugin.app import create_app
-from airflow_adaptive.priority import LeastFinishedFirst
+from airflow_adaptive.weight_rule import LeastFinishedFirst
 
 PREFIX = "/adaptive"
 

@@ -82,8 +82,8 @@ def _date_range(start: date | None, end: date | None) -> tuple[date | None, date
 def create_app() -> FastAPI:
     from airflow.api_fastapi.core_api.security import requires_authenticated
 
-    from airflow_adaptive import __version__
     from airflow_adaptive.exceptions import HistoryUnavailableError
+    from airflow_adaptive.version import __version__
 
     app = FastAPI(
         title="airflow-adaptive", version=__version__, docs_url=None, redoc_url=None, openapi_url=None
@@ -113,9 +113,9 @@ def create_app() -> FastAPI:
 
 
 def _page_routes(app: APIRouter) -> None:
-    from airflow_adaptive import __version__
     from airflow_adaptive.exceptions import HistoryUnavailableError
     from airflow_adaptive.store.api import TotalsQuery
+    from airflow_adaptive.version import __version__
 
     @app.get("/health")
     def health(readable: Dags) -> dict[str, Any]:

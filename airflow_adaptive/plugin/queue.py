@@ -14,11 +14,11 @@ from typing import Any
 from sqlalchemy import select
 
 from airflow_adaptive.config import AdaptiveSettings
-from airflow_adaptive.core.priority import FamilyProgress, PriorityChoice, choose_priority
+from airflow_adaptive.core.lff import FamilyProgress, PriorityChoice, choose_priority
 from airflow_adaptive.exceptions import HistoryUnavailableError
 from airflow_adaptive.plugin.readable import history_hidden
-from airflow_adaptive.priority import static_weight, task_family_of
 from airflow_adaptive.store.api import HistoryStore
+from airflow_adaptive.weight_rule import static_weight, task_family_of
 
 PENDING = ("scheduled", "queued", "up_for_retry", "up_for_reschedule", "deferred")
 ACTIVE = (*PENDING, "running")

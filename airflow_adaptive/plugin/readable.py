@@ -37,7 +37,7 @@ def next_decision(
 ) -> Decision:
     """The family's next decision as this user may see it."""
     if dags is None:
-        return advisor.decide(task_family, request)
+        return advisor.memory.decide(task_family, request)
     try:
         readable = store.history(task_family, limit=settings.history_window, dag_ids=dags)
         return decide_memory(readable, request, settings.sizing)

@@ -15,13 +15,14 @@ from typing import Any
 from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.model import MemoryRequest, Observation, PeakKind
-from airflow_adaptive.core.nodes import summarize_groups
+from airflow_adaptive.core.node_groups import summarize_groups
 from airflow_adaptive.core.rollup import DayTotals
 from airflow_adaptive.core.sizing import predictor_names
-from airflow_adaptive.evaluation.replay import GB_H, ReplayConfig, TaskRun, replay
+from airflow_adaptive.evaluation.replay import GB_H, ReplayConfig, replay
 from airflow_adaptive.kubernetes.quantity import format_memory, parse_memory_bytes
 from airflow_adaptive.plugin.readable import hidden_note, history_hidden, next_decision
 from airflow_adaptive.store.api import HistoryStore, TotalsQuery
+from airflow_adaptive.traces.runs import TaskRun
 
 Dags = frozenset[str] | None
 WHATIF_TASKS = 300  # the newest completed attempts a what-if replays
@@ -81,10 +82,10 @@ def families_page(
     # each row decides for its newest attempt's request, as the family's own page does
     names = [row.task_family for row in found]
     requests = store.newest_requests(names, dag_ids=dags)
-    advisor.read_families(names)  # one read for the page, not one per row
+    advisor.session.read_families(names)  # one read for the page, not one per row
     rows = []
     for row in found:
-        state = advisor.family_state(row.task_family)
+        state = advisor.memory.family_state(row.task_family)
         peaks = state.rollup.peaks if state is not None and dags is None else None
         request = MemoryRequest(requests.get(row.task_family))
         decision = next_decision(store, settings, advisor, dags, row.task_family, request)
@@ -159,7 +160,9 @@ def family_detail(
     hidden = history_hidden(store, dags, task_family)
     # Labels rank the family's demands against every DAG's families: only for who may read them all.
     placement = (
-        advisor.place(task_family, frozenset(), decision.memory_request_bytes) if dags is None else None
+        advisor.placement.place(task_family, frozenset(), decision.memory_request_bytes)
+        if dags is None
+        else None
     )
     image, program = next(
         ((o.image, o.program) for o in reversed(history) if o.image or o.program), (None, None)
@@ -244,7 +247,7 @@ def nodes(
         advisor = Advisor(settings, lambda: store, refit_stale=False)
         busiest, _ = store.family_totals(TotalsQuery(), limit=top_families)
         for row in busiest:
-            placement = advisor.place(row.task_family, frozenset(), None)
+            placement = advisor.placement.place(row.task_family, frozenset(), None)
             if placement.preferred_groups:
                 labelled[placement.preferred_groups[0]].append(row.task_family)
     return {

@@ -20,7 +20,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 
-from airflow_adaptive.core.priority import FamilyProgress, lff_key
+from airflow_adaptive.core.lff import FamilyProgress, lff_key
 from airflow_adaptive.exceptions import InvalidSettingError
 
 from .workload import SimTask, Workload

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from airflow_adaptive.core.labels import TASK_FEATURES, FamilyDemand
-from airflow_adaptive.core.units import MIB
+from airflow_adaptive.core.units import GIB, MIB
 from airflow_adaptive.exceptions import SimulationInputError
 
-from .params import GIB, SimParams
+from .params import SimParams
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,11 +1,14 @@
-"""The history store's one interface: what every caller may ask, in core types only.
+"""The history store's interface, by role, in core types only.
 
-Two implementations: :class:`~airflow_adaptive.store.sql.SqlHistoryStore` (the
-provider's tables in Airflow's metadata database) and
-:class:`~airflow_adaptive.store.memory.InMemoryHistoryStore` (a test double with
-a fault switch). Every method raises :class:`HistoryUnavailableError` when the
-store cannot answer now, and :class:`HistoryRejectedError` when it refused
-this input for good; nothing else escapes for store trouble.
+:class:`HistoryStore` is every role together, as
+:class:`~airflow_adaptive.store.sql.SqlHistoryStore` (the provider's tables in
+Airflow's metadata database) implements it. A caller depends on the roles it
+uses: the memory decision and recording on :class:`SizingStore`, which
+:class:`~airflow_adaptive.store.process.ProcessHistoryStore` (history held in
+one process: the replay's, the simulator's and the what-if's) implements too.
+Every method raises :class:`HistoryUnavailableError` when the store cannot
+answer now, and :class:`HistoryRejectedError` when it refused this input for
+good; nothing else escapes for store trouble.
 """
 
 from __future__ import annotations
@@ -15,12 +18,12 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Protocol
 
+from airflow_adaptive.core.fitted_model import FittedModel
 from airflow_adaptive.core.grouping import Grouping, NodeProfile
-from airflow_adaptive.core.learn import FittedModel
+from airflow_adaptive.core.lff import FamilyProgress
 from airflow_adaptive.core.locality import CachedInput, InputState, InputUse
 from airflow_adaptive.core.model import Observation, TaskKey
-from airflow_adaptive.core.nodes import StoredNode
-from airflow_adaptive.core.priority import FamilyProgress
+from airflow_adaptive.core.node_groups import StoredNode
 from airflow_adaptive.core.rollup import DayTotals, Distributions, FamilyRollup
 from airflow_adaptive.core.sizing.similar import Identity
 
@@ -80,7 +83,9 @@ class PruneResult:
     dry_run: bool
 
 
-class HistoryStore(Protocol):
+class AttemptWrites(Protocol):
+    """Recording attempts, and noting the ones still running."""
+
     def record(self, observations: Sequence[Observation]) -> RecordResult:
         """Record attempts (idempotent on the attempt key) and learn from them, in one transaction."""
         ...
@@ -100,6 +105,10 @@ class HistoryStore(Protocol):
         """Remove an attempt's note when it ended without being recorded (killed, no pod)."""
         ...
 
+
+class SizingReads(Protocol):
+    """What a memory (and CPU) decision reads."""
+
     def count_unfinished(self, task_family: str, *, started_after: datetime, started_before: datetime) -> int:
         """The family's noted, unrecorded attempts that started in (``started_after``, ``started_before``)."""
         ...
@@ -113,22 +122,10 @@ class HistoryStore(Protocol):
         left out."""
         ...
 
-    def progress(self, task_family: str) -> FamilyProgress | None:
-        """The family's successful and failed attempts (two columns of its row, by primary key);
-        None for a family never recorded."""
-        ...
-
     def history(
         self, task_family: str, *, limit: int = 500, dag_ids: frozenset[str] | None = None
     ) -> list[Observation]:
         """The family's most recent attempts (of these DAGs only, when given), oldest first."""
-        ...
-
-    def newest_requests(
-        self, task_families: Sequence[str], *, dag_ids: frozenset[str] | None = None
-    ) -> dict[str, int | None]:
-        """Each family's newest attempt's user memory request (of these DAGs only, when given), in
-        one read for a page of families; None: no request, or no such attempt."""
         ...
 
     def attempt(self, key: TaskKey) -> Observation | None: ...
@@ -143,13 +140,37 @@ class HistoryStore(Protocol):
         """Store-wide peaks and families' mean demands and successes (one row)."""
         ...
 
-    def families(self, *, limit: int = 100, offset: int = 0) -> list[FamilyRollup]:
-        """Rollups, most attempts first."""
-        ...
-
     def donor_candidates(self, *, limit: int) -> list[tuple[Identity, int]]:
         """Families with attempts, most first: what each runs and its usable samples (a cold family's
         warm start compares them, core/sizing/similar.py); four columns, no models."""
+        ...
+
+    def nodes(self) -> list[StoredNode]:
+        """The profiled nodes (the largest bounds a CPU request; placement groups them)."""
+        ...
+
+
+class SizingStore(AttemptWrites, SizingReads, Protocol):
+    """What sizing and recording need: an in-process store is enough (the replay's)."""
+
+
+class ReportReads(Protocol):
+    """What the UI and the commands total and list."""
+
+    def progress(self, task_family: str) -> FamilyProgress | None:
+        """The family's successful and failed attempts (two columns of its row, by primary key);
+        None for a family never recorded."""
+        ...
+
+    def newest_requests(
+        self, task_families: Sequence[str], *, dag_ids: frozenset[str] | None = None
+    ) -> dict[str, int | None]:
+        """Each family's newest attempt's user memory request (of these DAGs only, when given), in
+        one read for a page of families; None: no request, or no such attempt."""
+        ...
+
+    def families(self, *, limit: int = 100, offset: int = 0) -> list[FamilyRollup]:
+        """Rollups, most attempts first."""
         ...
 
     def family_count(self) -> int: ...
@@ -174,11 +195,15 @@ class HistoryStore(Protocol):
         """A page of families with their totals over the matching DAGs and days, and how many match."""
         ...
 
-    def nodes(self) -> list[StoredNode]: ...
 
+class NodeWrites(Protocol):
     def save_nodes(self, profiles: Sequence[NodeProfile], grouping: Grouping) -> None:
         """Replace the node set: profiles with their group; nodes no longer present are removed."""
         ...
+
+
+class InputStore(Protocol):
+    """Declared inputs: their reads, sizes and staged copies."""
 
     def input_state(self, uris: Sequence[str], keys: Sequence[str]) -> InputState:
         """Earlier reads and known sizes of declared inputs (by URI), and the nodes holding staged
@@ -196,6 +221,8 @@ class HistoryStore(Protocol):
         """Staged copies by node, most recently used first (with ``dag_ids``: of inputs they read)."""
         ...
 
+
+class Maintenance(Protocol):
     def prune(
         self, *, keep_attempts: int, keep_days: float, now: datetime | None = None, dry_run: bool = False
     ) -> PruneResult:
@@ -207,3 +234,7 @@ class HistoryStore(Protocol):
         """Recompute every rollup, the distributions and (unless told not to) every model from the
         stored attempts; returns the number of families. Totals of pruned attempts are lost."""
         ...
+
+
+class HistoryStore(SizingStore, ReportReads, NodeWrites, InputStore, Maintenance, Protocol):
+    """Every role: the provider's tables (``store/sql.py``)."""

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from airflow_adaptive.core.cpu import cpu_history
 from airflow_adaptive.core.decide import SizingSettings, to_samples
-from airflow_adaptive.core.learn import fit_model, model_version, needs_refit
+from airflow_adaptive.core.fitted_model import fit_model, model_version, needs_refit
 from airflow_adaptive.core.model import Observation, TaskKey
 from airflow_adaptive.core.rollup import (
     DayKey,
@@ -89,7 +89,11 @@ def learn(
     sizing = learning.sizing
     model = state.model
     fresh = model is not None and model.version == model_version(sizing)
-    if fresh and model is not None and not needs_refit(model.family_samples, rollup.usable_samples):
+    if (
+        fresh
+        and model is not None
+        and not needs_refit(model.family_samples, rollup.usable_samples, sizing.refit_growth)
+    ):
         return None
     window, newest_id = tx.window(rollup.task_family, learning.history_window)
     samples = to_samples(window)

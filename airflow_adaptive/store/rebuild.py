@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Table, delete, inspect, select
 
 from airflow_adaptive.core.cpu import cpu_history
 from airflow_adaptive.core.decide import to_samples
-from airflow_adaptive.core.learn import fit_model
+from airflow_adaptive.core.fitted_model import fit_model
 from airflow_adaptive.core.model import Observation
 from airflow_adaptive.core.rollup import (
     DayKey,

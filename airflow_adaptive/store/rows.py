@@ -9,10 +9,10 @@ from datetime import datetime, timezone
 from operator import attrgetter
 from typing import Any
 
+from airflow_adaptive.core.fitted_model import FittedModel
 from airflow_adaptive.core.grouping import NodeProfile
-from airflow_adaptive.core.learn import FittedModel
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
-from airflow_adaptive.core.nodes import StoredNode
+from airflow_adaptive.core.node_groups import StoredNode
 from airflow_adaptive.core.rollup import DayKey, DayTotals, FamilyRollup
 from airflow_adaptive.core.sketch import LogHistogram
 from airflow_adaptive.store.api import FamilyState

@@ -20,11 +20,11 @@ from sqlalchemy import Connection, Engine, delete, func, or_, select, text
 from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 
 from airflow_adaptive.core.grouping import Grouping, NodeProfile
+from airflow_adaptive.core.lff import FamilyProgress
 from airflow_adaptive.core.locality import CachedInput, InputState, InputUse
 from airflow_adaptive.core.model import Observation, TaskKey
-from airflow_adaptive.core.nodes import StoredNode
+from airflow_adaptive.core.node_groups import StoredNode
 from airflow_adaptive.core.normalise import fit_key, fit_task_key
-from airflow_adaptive.core.priority import FamilyProgress
 from airflow_adaptive.core.retention import prune_cutoff
 from airflow_adaptive.core.rollup import DayTotals, Distributions, FamilyRollup
 from airflow_adaptive.core.sizing.similar import Identity

@@ -6,8 +6,8 @@ import os
 
 import pandas as pd
 
-from airflow_adaptive.core.model import MIB
 from airflow_adaptive.core.normalise import INT32
+from airflow_adaptive.core.units import MIB
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.common import (
     ImportResult,

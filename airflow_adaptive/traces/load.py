@@ -8,12 +8,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from airflow_adaptive.core.model import Observation
-from airflow_adaptive.evaluation.replay import TaskRun
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.cctools import DELIMITER, read_cctools
 from airflow_adaptive.traces.common import ImportResult
 from airflow_adaptive.traces.lotaru import read_lotaru
 from airflow_adaptive.traces.nextflow import iter_nextflow, read_nextflow
+from airflow_adaptive.traces.runs import TaskRun
 from airflow_adaptive.traces.source import first_line, readable_copy
 from airflow_adaptive.traces.wfformat import read_wfformat
 

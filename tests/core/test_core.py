@@ -9,18 +9,10 @@ from pathlib import Path
 import pytest
 
 from airflow_adaptive.core.decide import SizingSettings, decide_memory
-from airflow_adaptive.core.model import (
-    GIB,
-    MIB,
-    ExitReason,
-    MemoryRequest,
-    Observation,
-    PeakKind,
-    TaskKey,
-    Usage,
-)
+from airflow_adaptive.core.model import ExitReason, MemoryRequest, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.core.sizing import make_predictor, predictor_names
 from airflow_adaptive.core.telemetry import USAGE_PREFIX, parse_usage
+from airflow_adaptive.core.units import GIB, MIB
 from airflow_adaptive.exceptions import UnknownStrategyError
 
 CORE = Path(__file__).resolve().parents[2] / "airflow_adaptive" / "core"

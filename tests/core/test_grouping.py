@@ -204,8 +204,8 @@ def test_the_store_keeps_noise_and_groups_keeps_ids(engine: Any, tmp_path: Any, 
     import json
 
     from airflow_adaptive.cli import main
-    from airflow_adaptive.store.memory import InMemoryHistoryStore
     from tests.conftest import sql_store
+    from tests.memory_store import InMemoryHistoryStore
 
     profiles = [
         NodeProfile(p.node, p.benchmarks, noise={"cpu_events_per_s": 0.01})

@@ -4,27 +4,27 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
 
 from airflow_adaptive.core.decide import Fitted, SizingSettings, decide_with, fit_history, to_samples
-from airflow_adaptive.core.learn import FittedModel, fit_model, needs_refit, restore_predictor, staleness
-from airflow_adaptive.core.model import (
-    GIB,
-    MIB,
-    ExitReason,
-    MemoryRequest,
-    Observation,
-    PeakKind,
-    TaskKey,
-    Usage,
+from airflow_adaptive.core.fitted_model import (
+    FittedModel,
+    fit_model,
+    needs_refit,
+    restore_predictor,
+    staleness,
 )
+from airflow_adaptive.core.model import ExitReason, MemoryRequest, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.core.rollup import FamilyRollup, contribution
 from airflow_adaptive.core.sizing import make_predictor, predictor_names
 from airflow_adaptive.core.sketch import LogHistogram
-from airflow_adaptive.evaluation.replay import FamilySizer
+from airflow_adaptive.core.units import GIB, MIB
+from airflow_adaptive.store.learning import Learning
+from airflow_adaptive.store.process import ProcessHistoryStore
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
@@ -97,16 +97,20 @@ def test_resuming_from_a_stored_model_equals_fitting_from_scratch() -> None:
     assert resumed.state == scratch.state
 
 
-def test_refit_cadence_is_the_replays() -> None:
-    sizer = FamilySizer(make_predictor("pc95"), 0.05)
-    fits = []
-    for n in range(1, 200):
-        sizer.samples.append(to_samples(generated_history(0, 1, sized=False))[0])
-        before = sizer.fitted
-        sizer.ready()
-        fits.append(sizer.fitted != before)
-        assert fits[-1] == needs_refit(before, n)
-    assert all(fits[:19]) and sum(fits[19:]) < 60  # every attempt below 20, then each 5 % of growth
+def test_refit_cadence_follows_the_settings_growth() -> None:
+    for growth in (0.05, 0.0):
+        store = ProcessHistoryStore(Learning(SizingSettings(strategy="pc95", refit_growth=growth)))
+        fitted, fits = -1, []
+        for n, obs in enumerate(generated_history(0, 200, sized=False)):
+            usable = len(to_samples([obs]))
+            refitted = bool(store.record([replace(obs, key=replace(obs.key, run_id=f"x{n}"))]).refitted)
+            state = store.family("fam")
+            samples = state.rollup.usable_samples if state else 0
+            assert refitted == (usable > 0 and needs_refit(fitted, samples, growth))
+            fitted = samples if refitted else fitted
+            fits.append(refitted)
+        # every usable attempt below 20, then each 5 % of growth; at growth 0, every usable one
+        assert sum(fits[:19]) >= 17 and (sum(fits[19:]) < 60 if growth else sum(fits[19:]) > 150)
 
 
 def test_staleness_says_why() -> None:

@@ -24,16 +24,16 @@ from airflow_adaptive.core.locality import (
     preferred_nodes,
     size_class,
 )
-from airflow_adaptive.core.units import GB
+from airflow_adaptive.core.units import GB, GIB
 from airflow_adaptive.exceptions import SimulationInputError
 from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
 from airflow_adaptive.simulation.cluster import preset
 from airflow_adaptive.simulation.engine import Simulation
-from airflow_adaptive.simulation.params import DEFAULT_PARAMS, GIB, SimParams
+from airflow_adaptive.simulation.params import DEFAULT_PARAMS, SimParams
 from airflow_adaptive.simulation.shared import shared_input_workload
 from airflow_adaptive.simulation.sources import load_workload
-from airflow_adaptive.store.memory import InMemoryHistoryStore
 from tests.conftest import sql_store
+from tests.memory_store import InMemoryHistoryStore
 
 
 def test_size_classes_follow_the_paper_thresholds() -> None:

@@ -16,9 +16,8 @@ import pytest
 import yaml
 from kubernetes.client import models as k8s
 
-from airflow_adaptive import priority as lff
-from airflow_adaptive.core.model import GIB, ExitReason
-from airflow_adaptive.core.priority import (
+from airflow_adaptive import weight_rule as lff
+from airflow_adaptive.core.lff import (
     LFF_SPAN,
     PRIORITY_CLASSES,
     FamilyProgress,
@@ -26,16 +25,18 @@ from airflow_adaptive.core.priority import (
     lff_key,
     lff_weight,
 )
+from airflow_adaptive.core.model import ExitReason
 from airflow_adaptive.core.sketch import LogHistogram
-from airflow_adaptive.kubernetes import priority as classes
+from airflow_adaptive.core.units import GIB
+from airflow_adaptive.kubernetes import priority_classes as classes
 from airflow_adaptive.simulation.cluster import Cluster
 from airflow_adaptive.simulation.engine import Simulation
 from airflow_adaptive.simulation.queues import path_to_end
 from airflow_adaptive.simulation.workload import Workload
-from airflow_adaptive.store.memory import InMemoryHistoryStore
 from tests.conftest import sql_store
 from tests.factories import PLAIN, attempt, node, task
 from tests.fake_kubernetes import FakeKubernetesApi
+from tests.memory_store import InMemoryHistoryStore
 
 
 # --- the pure ordering ------------------------------------------------------------------------

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from airflow_adaptive.core.decide import SizingSettings, decide_memory
-from airflow_adaptive.core.model import GIB, MIB, ExitReason, MemoryRequest, Observation, TaskKey, Usage
+from airflow_adaptive.core.model import ExitReason, MemoryRequest, Observation, TaskKey, Usage
 from airflow_adaptive.core.sizing import Sample, make_predictor
 from airflow_adaptive.core.sizing.retry import vpa_bump
-from airflow_adaptive.core.units import format_bytes
+from airflow_adaptive.core.units import GIB, MIB, format_bytes
 
 BIMODAL = [Sample((2 if i % 2 else 10) * GIB, wall_seconds=60.0) for i in range(40)]
 

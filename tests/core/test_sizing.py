@@ -12,9 +12,11 @@ from hypothesis import strategies as st
 
 from airflow_adaptive.core.sizing import ANCHORS, base, make_predictor, predictor_names
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
-from airflow_adaptive.core.sizing.base import GIB, MIB, PeakPrior, Sample, prefix_quantiles
-from airflow_adaptive.evaluation.replay import ReplayConfig, TaskRun, default_cap_bytes, replay
+from airflow_adaptive.core.sizing.base import PeakPrior, Sample, prefix_quantiles
+from airflow_adaptive.core.units import GIB, MIB
+from airflow_adaptive.evaluation.replay import ReplayConfig, default_cap_bytes, replay
 from airflow_adaptive.exceptions import InvalidSettingError
+from airflow_adaptive.traces.runs import TaskRun
 
 CAP = 64 * GIB
 

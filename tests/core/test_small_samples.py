@@ -12,12 +12,14 @@ import pytest
 from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.decide import SizingSettings, decide_memory
-from airflow_adaptive.core.model import GIB, MemoryRequest
+from airflow_adaptive.core.model import MemoryRequest
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
 from airflow_adaptive.core.sizing.base import PeakPrior, Sample
 from airflow_adaptive.core.sizing.state import fitted_state, restore_state
-from airflow_adaptive.evaluation.replay import ReplayConfig, TaskRun, replay
+from airflow_adaptive.core.units import GIB
+from airflow_adaptive.evaluation.replay import ReplayConfig, replay
 from airflow_adaptive.store.api import HistoryStore
+from airflow_adaptive.traces.runs import TaskRun
 from tests.core.test_core import obs
 from tests.factories import attempt
 
@@ -89,7 +91,7 @@ def test_the_advisor_reads_other_families_for_a_family_that_asks_for_nothing(sto
     store.record([attempt(100 + n, family="f", peak=p) for n, p in enumerate((GIB, 2 * GIB, 4 * GIB))])
     settings = get_settings()
     capped = replace(settings, sizing=replace(settings.sizing, cap_bytes=64 * GIB))
-    decision = Advisor(capped, lambda: store).decide("f", MemoryRequest(None, None))
+    decision = Advisor(capped, lambda: store).memory.decide("f", MemoryRequest(None, None))
     # what other families' tasks used at the budget's quantile (their histogram's bin) + 10 %, not 21.6 GiB
     assert decision.memory_request_bytes == pytest.approx(8 * GIB * 1.1, rel=0.05)
 

@@ -11,12 +11,14 @@ import pytest
 from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.decide import Fitted, SizingSettings, decide_memory, decide_with, fresh_predictor
-from airflow_adaptive.core.model import GIB, MIB, MemoryRequest
+from airflow_adaptive.core.model import MemoryRequest
 from airflow_adaptive.core.sizing.base import PeakPrior, Sample
 from airflow_adaptive.core.sizing.similar import Donor
-from airflow_adaptive.evaluation.replay import ReplayConfig, TaskRun, replay
+from airflow_adaptive.core.units import GIB, MIB
+from airflow_adaptive.evaluation.replay import ReplayConfig, replay
 from airflow_adaptive.exceptions import InvalidSettingError
 from airflow_adaptive.store.api import HistoryStore
+from airflow_adaptive.traces.runs import TaskRun
 from tests.core.test_core import obs
 from tests.factories import attempt
 
@@ -60,13 +62,13 @@ def test_the_advisor_keeps_the_request_until_the_family_has_enough_history(store
     store.record([attempt(n, family="chipseq.fastqc", peak=1 * GIB, run=f"c{n}") for n in range(2)])
     settings = get_settings()
     warm_up = replace(settings, sizing=replace(settings.sizing, min_observations=3))
-    default = Advisor(settings, lambda: store).decide("atacseq.fastqc", USER)
+    default = Advisor(settings, lambda: store).memory.decide("atacseq.fastqc", USER)
     assert default.details["borrowed_from"] == "rnaseq.fastqc"  # by default a similar family's model
     for family in ("atacseq.fastqc", "chipseq.fastqc"):  # no history, and 2 finished tasks of 3
-        kept = Advisor(warm_up, lambda: store).decide(family, USER)
+        kept = Advisor(warm_up, lambda: store).memory.decide(family, USER)
         assert (kept.memory_request_bytes, kept.adaptive) == (8 * GIB, False)
         assert "borrowed_from" not in kept.details and "fewer than 3" in kept.explanation
-    sized = Advisor(warm_up, lambda: store).decide("rnaseq.fastqc", USER)
+    sized = Advisor(warm_up, lambda: store).memory.decide("rnaseq.fastqc", USER)
     assert sized.adaptive and sized.memory_request_bytes == 2 * GIB
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from airflow_adaptive.core.grouping import NodeProfile, group_nodes
 from airflow_adaptive.core.locality import InputUse, content_key
-from airflow_adaptive.core.model import GIB
+from airflow_adaptive.core.units import GIB
 from airflow_adaptive.demo import generated_history
 from tests.conftest import sql_store
 from tests.edges.browser_kit import CHROMIUM, DRIVER, free_port

@@ -134,9 +134,10 @@ def test_an_unknown_strategy_where_a_pod_is_at_stake_fails_open_and_warns_once(
 ) -> None:
     from airflow_adaptive.advisor import Advisor
     from airflow_adaptive.config import get_settings
-    from airflow_adaptive.core.model import GIB, MemoryRequest
-    from airflow_adaptive.store.memory import InMemoryHistoryStore
+    from airflow_adaptive.core.model import MemoryRequest
+    from airflow_adaptive.core.units import GIB
     from tests.factories import attempt
+    from tests.memory_store import InMemoryHistoryStore
 
     monkeypatch.setenv("AIRFLOW__ADAPTIVE__STRATEGY", "adaptve")
     get_settings.cache_clear()
@@ -144,7 +145,8 @@ def test_an_unknown_strategy_where_a_pod_is_at_stake_fails_open_and_warns_once(
     store.record([attempt(n, peak=GIB) for n in range(5)])
     with caplog.at_level(logging.WARNING):
         pods = [
-            Advisor(get_settings(), lambda: store).decide("f", MemoryRequest(2 * GIB, 2 * GIB)) for _ in "ab"
+            Advisor(get_settings(), lambda: store).memory.decide("f", MemoryRequest(2 * GIB, 2 * GIB))
+            for _ in "ab"
         ]
     for decision in pods:
         assert (decision.memory_request_bytes, decision.adaptive) == (2 * GIB, False)

@@ -19,16 +19,17 @@ from kubernetes.client import models as k8s
 from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.locality import InputUse
-from airflow_adaptive.core.model import GIB, MemoryRequest
+from airflow_adaptive.core.model import MemoryRequest
+from airflow_adaptive.core.units import GIB
 from airflow_adaptive.exceptions import HistoryUnavailableError, InvalidQuantityError
 from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
 from airflow_adaptive.store import access
 from airflow_adaptive.store.access import open_store
-from airflow_adaptive.store.memory import InMemoryHistoryStore
 from airflow_adaptive.store.spool import Spool
 from airflow_adaptive.store.sql import SqlHistoryStore
 from tests.conftest import DB_URL, sql_store
 from tests.factories import T0, attempt
+from tests.memory_store import InMemoryHistoryStore
 
 USER = MemoryRequest(2 * GIB, 2 * GIB)
 
@@ -50,8 +51,8 @@ def test_store_down_keeps_the_users_request_and_warns_once(
 ) -> None:
     store = factory()
     with caplog.at_level(logging.WARNING):
-        first = Advisor(get_settings(), lambda: store).decide("f", USER)
-        second = Advisor(get_settings(), lambda: store).decide("f", USER)
+        first = Advisor(get_settings(), lambda: store).memory.decide("f", USER)
+        second = Advisor(get_settings(), lambda: store).memory.decide("f", USER)
     for decision in (first, second):
         assert (decision.memory_request_bytes, decision.adaptive, decision.strategy) == (
             2 * GIB,
@@ -66,9 +67,9 @@ def test_an_unavailable_store_is_asked_once_per_pod() -> None:
     """decide, then place, then the previous try: one wait for a store that does not answer."""
     store = down_store()
     advisor = Advisor(get_settings(), lambda: store)
-    advisor.decide("f", USER)
-    placement = advisor.place("f", frozenset(), 2 * GIB)
-    assert advisor.previous_try(attempt(1, try_number=2).key) is None
+    advisor.memory.decide("f", USER)
+    placement = advisor.placement.place("f", frozenset(), 2 * GIB)
+    assert advisor.memory.previous_try(attempt(1, try_number=2).key) is None
     assert store.calls == 1
     assert "node groups unavailable" in placement.explain()
 
@@ -77,7 +78,7 @@ def test_a_slow_store_still_answers() -> None:
     store = InMemoryHistoryStore()
     store.record([attempt(n, peak=GIB) for n in range(5)])
     store.faults.slow_seconds = 0.05
-    decision = Advisor(get_settings(), lambda: store).decide("f", USER)
+    decision = Advisor(get_settings(), lambda: store).memory.decide("f", USER)
     assert decision.adaptive and decision.memory_request_bytes is not None
     assert decision.memory_request_bytes < 2 * GIB
 
@@ -85,24 +86,24 @@ def test_a_slow_store_still_answers() -> None:
 def test_a_corrupt_stored_model_is_refitted_and_says_so() -> None:
     store = InMemoryHistoryStore()
     store.record([attempt(n, peak=GIB) for n in range(5)])
-    healthy = Advisor(get_settings(), lambda: store).decide("f", USER)
+    healthy = Advisor(get_settings(), lambda: store).memory.decide("f", USER)
     store.faults.corrupt_models = True
-    refitted = Advisor(get_settings(), lambda: store).decide("f", USER)
+    refitted = Advisor(get_settings(), lambda: store).memory.decide("f", USER)
     assert refitted.memory_request_bytes == healthy.memory_request_bytes
     assert "refitted now: stored model unreadable" in refitted.explanation
     assert "refitted" not in healthy.explanation
 
 
 def test_a_failing_predictor_fails_open(monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_adaptive import advisor as advisor_module
+    from airflow_adaptive.advice import memory as memory_advice
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise OverflowError("cannot convert float infinity to integer")
 
     store = InMemoryHistoryStore()
     store.record([attempt(n, peak=GIB) for n in range(5)])
-    monkeypatch.setattr(advisor_module, "decide_with", broken)
-    decision = Advisor(get_settings(), lambda: store).decide("f", USER)
+    monkeypatch.setattr(memory_advice, "decide_with", broken)
+    decision = Advisor(get_settings(), lambda: store).memory.decide("f", USER)
     assert (
         decision.memory_request_bytes == 2 * GIB and "decision failed (OverflowError)" in decision.explanation
     )
@@ -112,7 +113,7 @@ def test_missing_connection_without_orm_is_unavailable(monkeypatch: pytest.Monke
     monkeypatch.setattr(access, "airflow_engine", lambda: None)
     with pytest.raises(HistoryUnavailableError, match="adaptive_history_default"):
         open_store(get_settings())
-    decision = Advisor(get_settings()).decide("f", USER)
+    decision = Advisor(get_settings()).memory.decide("f", USER)
     assert decision.memory_request_bytes == 2 * GIB and not decision.adaptive
 
 
@@ -163,10 +164,12 @@ def _empty_spool() -> Spool:
 def test_unrecorded_attempts_are_spooled_and_written_later(kind: str, engine: Any) -> None:
     spool = _empty_spool()
     store = InMemoryHistoryStore() if kind == "in-memory" else sql_store(engine)
-    assert Advisor(get_settings(), down_store).record(attempt(1)) is False
-    assert Advisor(get_settings(), down_store).record(attempt(1)) is False  # spooled twice: same key
+    assert Advisor(get_settings(), down_store).recording.record(attempt(1)) is False
+    assert (
+        Advisor(get_settings(), down_store).recording.record(attempt(1)) is False
+    )  # spooled twice: same key
     assert len(spool.pending()) == 2
-    assert Advisor(get_settings(), lambda: store).record(attempt(2)) is True
+    assert Advisor(get_settings(), lambda: store).recording.record(attempt(2)) is True
     assert spool.pending() == []
     assert sorted(o.key.run_id for o in store.history("f")) == ["run1", "run2"]
     assert store.family("f").rollup.attempts == 2  # type: ignore[union-attr]
@@ -176,10 +179,10 @@ def test_a_poison_attempt_is_quarantined_and_the_rest_drain(engine: Any) -> None
     """An attempt the database refuses for good never blocks the spooled ones behind it."""
     spool = _empty_spool()
     poison = attempt(1, try_number=2**70)  # part of the key, beyond any integer column: refused
-    Advisor(get_settings(), down_store).record(poison)
-    Advisor(get_settings(), down_store).record(attempt(2))
+    Advisor(get_settings(), down_store).recording.record(poison)
+    Advisor(get_settings(), down_store).recording.record(attempt(2))
     store = sql_store(engine)
-    assert Advisor(get_settings(), lambda: store).record(attempt(3)) is True
+    assert Advisor(get_settings(), lambda: store).recording.record(attempt(3)) is True
     assert sorted(o.key.run_id for o in store.history("f")) == ["run2", "run3"]
     assert spool.pending() == [] and spool.quarantined() == 1
     reason = next((spool.folder / "quarantine").glob("*.reason")).read_text()
@@ -191,7 +194,7 @@ def test_unknown_strategy_in_config_fails_open(monkeypatch: pytest.MonkeyPatch, 
     get_settings.cache_clear()
     store = InMemoryHistoryStore()
     store.record([attempt(n, peak=GIB) for n in range(5)])
-    decision = Advisor(get_settings(), lambda: store).decide("f", USER)
+    decision = Advisor(get_settings(), lambda: store).memory.decide("f", USER)
     assert decision.memory_request_bytes == 2 * GIB and "no-such-strategy" in decision.explanation
 
 
@@ -275,8 +278,10 @@ def test_least_privilege_role_from_the_readme_can_record_and_read(engine: Any) -
     repo.record_inputs("node-a", [], ["k1"])  # an eviction deletes
     assert [o.usage.peak_memory_bytes for o in repo.history("f")] == [2 * GIB, GIB, GIB]
     assert repo.family("f").rollup.attempts == 3  # type: ignore[union-attr]
-    Advisor(get_settings(), lambda: repo).place("f", frozenset(), GIB)  # reads nodes
-    assert Advisor(get_settings(), lambda: repo).decide("f", MemoryRequest(GIB, GIB)).adaptive  # counts notes
+    Advisor(get_settings(), lambda: repo).placement.place("f", frozenset(), GIB)  # reads nodes
+    assert (
+        Advisor(get_settings(), lambda: repo).memory.decide("f", MemoryRequest(GIB, GIB)).adaptive
+    )  # counts notes
     role_engine.dispose()
     with engine.begin() as conn:
         conn.execute(text("DROP OWNED BY airflow_adaptive_test"))

@@ -287,7 +287,29 @@ def test_a_killed_task_records_nothing(engine: Any) -> None:
     finished = k8s.V1Pod(metadata=k8s.V1ObjectMeta(name="p"), status=k8s.V1PodStatus(phase="Succeeded"))
     assert op._record(finished, context) is not None  # recorded while not killed
     op.on_kill()
-    Advisor(get_settings()).started("f", task_key(context))  # type: ignore[arg-type]
+    Advisor(get_settings()).recording.started("f", task_key(context))  # type: ignore[arg-type]
     assert unfinished(engine) == 1
     assert op._record(finished, context) is None
     assert unfinished(engine) == 0  # nor counted as unfinished any longer
+
+
+@pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
+def test_an_attempt_builds_one_advisor_per_process(
+    airflow_home: Path, tmp_path: Path, engine: Any, deferrable: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_adaptive.advisor import Advisor
+
+    built: list[Advisor] = []
+    original = Advisor.__init__
+
+    def counting(self: Advisor, *args: Any, **kwargs: Any) -> None:
+        built.append(self)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Advisor, "__init__", counting)
+    with FakeKubernetesApi(tmp_path, lambda pod: 100 * MIB) as api:
+        dr = run_dag(airflow_home, api, f"e2e_one_{int(deferrable)}", deferrable=deferrable)
+    assert dr.state == "success" and len(stored(engine, "e2e.work")) == 1
+    # sync: decide, note, record through one; deferrable: the worker that defers, the triggerer that
+    # notes the start, the worker that resumes and records (three processes in a deployment)
+    assert len(built) == (3 if deferrable else 1)

@@ -1,13 +1,18 @@
-"""Registration with Airflow: provider, plugin (with auth), policy entry point, example DAG."""
+"""Registration with Airflow: provider, plugin (with auth), policy entry point, example DAG; the lean
+install: SimPy and matplotlib only with the ``research`` extra, and the CLI without them."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import zipfile
+from email.parser import Parser
 from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,3 +100,107 @@ def test_readme_configuration_reference_is_the_generated_one(capsys: pytest.Capt
 
     assert main(["config-reference"]) == 0
     assert capsys.readouterr().out.strip() in (ROOT / "README.md").read_text()
+
+
+# -- the lean install: the research extra ------------------------------------------------------
+RESEARCH = {"simpy", "matplotlib"}
+
+
+@pytest.fixture(scope="module")
+def requires_dist(tmp_path_factory: pytest.TempPathFactory) -> list[Requirement]:
+    """The Requires-Dist of a wheel built from a copy of the sources (a build in the checkout would
+    leave build/ and egg-info behind): what pip reads, unlike pyproject.toml's intent."""
+    src = tmp_path_factory.mktemp("src")
+    shutil.copy(ROOT / "pyproject.toml", src)
+    shutil.copy(ROOT / "README.md", src)
+    shutil.copytree(
+        ROOT / "airflow_adaptive", src / "airflow_adaptive", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    out = tmp_path_factory.mktemp("wheel")
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (wheel,) = out.glob("airflow_adaptive-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        metadata = Parser().parsestr(archive.read(name).decode())
+    return [Requirement(line) for line in metadata.get_all("Requires-Dist", [])]
+
+
+def _needed_with(requires: list[Requirement], extra: str) -> set[str]:
+    """The distributions pip installs for ``airflow-adaptive[extra]`` ("": the base install), one level."""
+    return {r.name.lower() for r in requires if r.marker is None or r.marker.evaluate({"extra": extra})}
+
+
+def test_simpy_and_matplotlib_come_only_with_the_research_extra(requires_dist: list[Requirement]) -> None:
+    base = _needed_with(requires_dist, "")
+    assert "apache-airflow" in base and not RESEARCH & base  # scheduler, workers, api-server
+    for extra in ("postgres", "test"):
+        assert not RESEARCH & _needed_with(requires_dist, extra), extra
+    assert _needed_with(requires_dist, "research") >= RESEARCH
+    (dev,) = [
+        r
+        for r in requires_dist
+        if r.name == "airflow-adaptive" and r.marker is not None and r.marker.evaluate({"extra": "dev"})
+    ]
+    assert {"research", "test", "postgres"} <= dev.extras  # ./dev.sh installs .[dev]
+
+
+LEAN = """
+import sys
+from importlib.abc import MetaPathFinder
+
+MISSING = set(sys.argv.pop(1).split(","))
+
+class Lean(MetaPathFinder):  # as if pip had not installed these distributions
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in MISSING:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, Lean())
+"""
+
+
+def lean(missing: str, code: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``code`` in a fresh interpreter where the comma-separated ``missing`` modules cannot be imported."""
+    return subprocess.run(
+        [sys.executable, "-c", LEAN + code, missing, *argv], capture_output=True, text=True, timeout=300
+    )
+
+
+def test_without_the_extra_the_components_and_the_cli_still_import() -> None:
+    code = (
+        "import airflow_adaptive.cli, airflow_adaptive.policy, airflow_adaptive.operators.pod\n"
+        "import airflow_adaptive.plugin\n"
+        "from airflow_adaptive.cli import main\n"
+        "main(['--help'])\n"
+    )
+    done = lean("simpy,matplotlib", code)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "simulate" in done.stdout
+
+
+SIMULATE = ["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:20"]
+
+
+@pytest.mark.parametrize(
+    ("missing", "argv", "names"),
+    [
+        ("simpy,matplotlib", SIMULATE, "the simulator needs the research extra (No module named 'simpy')"),
+        ("matplotlib", [*SIMULATE, "--plot", "PLOTS"], "simulate --plot needs the research extra"),
+        ("matplotlib", ["replay", "NO_TRACE", "--plot", "PLOTS"], "replay --plot needs the research extra"),
+    ],
+    ids=["simulate", "simulate --plot", "replay --plot"],
+)
+def test_a_command_that_needs_the_extra_is_one_line_without_it(
+    missing: str, argv: list[str], names: str, tmp_path: Path
+) -> None:
+    argv = [a.replace("PLOTS", str(tmp_path / "plots")).replace("NO_TRACE", str(tmp_path)) for a in argv]
+    done = lean(missing, "from airflow_adaptive.cli import main\nraise SystemExit(main())", *argv)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"airflow-adaptive: error: {names}")
+    assert line.endswith(": pip install 'airflow-adaptive[research]'")
+    assert not (tmp_path / "plots").exists()  # stopped before any work

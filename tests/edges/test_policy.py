@@ -13,7 +13,8 @@ from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperato
 from airflow.providers.cncf.kubernetes.pod_generator import PodGenerator, make_safe_label_value
 from kubernetes.client import models as k8s
 
-from airflow_adaptive.core.model import GIB, ExitReason, PeakKind, TaskKey, Usage
+from airflow_adaptive.core.model import ExitReason, PeakKind, TaskKey, Usage
+from airflow_adaptive.core.units import GIB
 from airflow_adaptive.kubernetes.pods import DECISION_ANNOTATION, FAMILY_LABEL, OPT_OUT_LABEL
 from airflow_adaptive.policy import pod_mutation_hook
 from tests.conftest import sql_store, validate_pod
@@ -139,7 +140,7 @@ def test_kubernetes_executor_worker_pod(engine: Any, mutate_all: None) -> None:
 def test_executor_pod_gets_the_priority_class_the_cluster_has(
     engine: Any, mutate_all: None, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from airflow_adaptive.kubernetes import priority as classes
+    from airflow_adaptive.kubernetes import priority_classes as classes
     from airflow_adaptive.kubernetes.pods import PRIORITY_ANNOTATION
     from tests.fake_kubernetes import FakeKubernetesApi
 

@@ -9,9 +9,9 @@ from typing import Any
 
 from sqlalchemy import select, text
 
-from airflow_adaptive import priority as lff
+from airflow_adaptive import weight_rule as lff
 from airflow_adaptive.core.units import MIB
-from airflow_adaptive.kubernetes import priority as classes
+from airflow_adaptive.kubernetes import priority_classes as classes
 from airflow_adaptive.kubernetes.pods import PRIORITY_ANNOTATION
 from tests.conftest import validate_pod
 from tests.fake_kubernetes import FakeKubernetesApi

@@ -12,7 +12,7 @@ from kubernetes.client import models as k8s
 from sqlalchemy import Engine, create_engine, event, text
 
 from airflow_adaptive.config import get_settings
-from airflow_adaptive.core.model import GIB
+from airflow_adaptive.core.units import GIB
 from airflow_adaptive.exceptions import HistoryUnavailableError
 from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
 from airflow_adaptive.store import access

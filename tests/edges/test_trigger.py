@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from airflow_adaptive.failopen import forget_warnings
-from airflow_adaptive.operators.trigger import NotingPodTrigger, note_running
+from airflow_adaptive.operators.noting_trigger import NotingPodTrigger, note_running
 
 NOTED = {
     "key": {"dag_id": "d", "task_id": "t", "run_id": "r", "map_index": -1, "try_number": 1},
@@ -24,7 +24,7 @@ def trigger(**kw: Any) -> NotingPodTrigger:
 def test_what_the_triggerer_rebuilds_it_from_keeps_the_note_and_the_sampling() -> None:
     path, kwargs = trigger(sample_interval_seconds=None, noted_attempt=NOTED).serialize()
     rebuilt = NotingPodTrigger(**kwargs)
-    assert path == "airflow_adaptive.operators.trigger.NotingPodTrigger"
+    assert path == "airflow_adaptive.operators.noting_trigger.NotingPodTrigger"
     assert (rebuilt.sample_interval_seconds, rebuilt.noted_attempt) == (None, NOTED)
 
 

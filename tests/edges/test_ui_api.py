@@ -9,14 +9,15 @@ from typing import Any
 import pytest
 
 from airflow_adaptive.config import get_settings
-from airflow_adaptive.core.model import GIB, ExitReason, TaskKey
+from airflow_adaptive.core.model import ExitReason, TaskKey
 from airflow_adaptive.core.sizing import predictor_names
+from airflow_adaptive.core.units import GIB
 from airflow_adaptive.demo import generated_history
 from airflow_adaptive.plugin import views
 from airflow_adaptive.store.api import TotalsQuery
-from airflow_adaptive.store.memory import InMemoryHistoryStore
 from tests.conftest import sql_store
 from tests.factories import attempt
+from tests.memory_store import InMemoryHistoryStore
 
 PAGES = ("/adaptive/ui", "/adaptive/static/app.js", "/adaptive/api/overview", "/adaptive/api/families",
          "/adaptive/api/family?name=genomics.align", "/adaptive/api/family/whatif?name=genomics.align",

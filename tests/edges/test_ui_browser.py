@@ -9,9 +9,8 @@ import os
 from pathlib import Path
 from typing import Any, cast
 
-from airflow_adaptive.core.model import GIB
 from airflow_adaptive.core.sizing import predictor_names
-from airflow_adaptive.core.units import format_bytes
+from airflow_adaptive.core.units import GIB, format_bytes
 from airflow_adaptive.store.api import TotalsQuery
 from tests.conftest import sql_store
 from tests.edges.browser_kit import BROWSER_MARKS, Walk, log_in_and_open_the_page, wait_for

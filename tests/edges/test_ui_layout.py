@@ -7,7 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from airflow_adaptive.core.model import GIB, PeakKind, TaskKey, Usage
+from airflow_adaptive.core.model import PeakKind, TaskKey, Usage
+from airflow_adaptive.core.units import GIB
 from airflow_adaptive.demo import generated_history
 from tests.conftest import sql_store
 from tests.edges.browser_kit import BROWSER_MARKS, Walk, log_in_and_open_the_page

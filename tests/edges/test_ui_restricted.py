@@ -16,7 +16,8 @@ import pytest
 
 from airflow_adaptive.core.grouping import NodeProfile, group_nodes
 from airflow_adaptive.core.locality import InputUse, content_key
-from airflow_adaptive.core.model import GIB, MIB, TaskKey
+from airflow_adaptive.core.model import TaskKey
+from airflow_adaptive.core.units import GIB, MIB
 from tests.conftest import sql_store
 from tests.factories import attempt
 from tests.scheduling import load_dag, mark_scheduled, new_run, serialise_dag_folder

@@ -29,8 +29,8 @@ from airflow_adaptive.kubernetes.pods import (
 from airflow_adaptive.kubernetes.quantity import parse_cpu_millicores, parse_memory_bytes
 from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
 from airflow_adaptive.policy import mutate
-from airflow_adaptive.store.memory import InMemoryHistoryStore
 from tests.conftest import validate_pod
+from tests.memory_store import InMemoryHistoryStore
 
 # Per test. Building an operator pod costs KPO about 0.1 s, so CI runs 300 of each; the 10,000-pod
 # run of the issue is ADAPTIVE_PROPERTY_EXAMPLES=5000 (operator and policy pods, 5,000 each).

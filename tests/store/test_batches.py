@@ -13,16 +13,17 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from airflow_adaptive.core.decide import SizingSettings
-from airflow_adaptive.core.model import GIB, Observation
+from airflow_adaptive.core.model import Observation
+from airflow_adaptive.core.units import GIB
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.store.api import HistoryStore
 from airflow_adaptive.store.learning import Learning
-from airflow_adaptive.store.memory import InMemoryHistoryStore
 from airflow_adaptive.store.sql import SqlHistoryStore
 from airflow_adaptive.store.sql_transaction import SqlTransaction
 from airflow_adaptive.store.tables import task_attempt
 from tests.conftest import DB_KIND
 from tests.factories import T0, attempt
+from tests.memory_store import InMemoryHistoryStore
 
 
 def keyed(n: int, peak: int, run: str = "import") -> Observation:

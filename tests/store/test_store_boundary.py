@@ -19,16 +19,17 @@ from sqlalchemy import create_engine, event, insert, update
 from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.decide import SizingSettings
-from airflow_adaptive.core.model import GIB, MIB, ExitReason, MemoryRequest, Observation
+from airflow_adaptive.core.model import ExitReason, MemoryRequest, Observation
+from airflow_adaptive.core.units import GIB, MIB
 from airflow_adaptive.plugin.views import families_page
 from airflow_adaptive.store.api import HistoryStore, TotalsQuery
 from airflow_adaptive.store.learning import Learning
-from airflow_adaptive.store.memory import InMemoryHistoryStore
 from airflow_adaptive.store.rows import attempt_values
 from airflow_adaptive.store.sql import SqlHistoryStore
 from airflow_adaptive.store.tables import aggregate, task_attempt
 from tests.conftest import DB_KIND, DB_URL, sql_store
 from tests.factories import T0, alembic_config, attempt
+from tests.memory_store import InMemoryHistoryStore
 
 USER = MemoryRequest(8 * GIB, 8 * GIB)
 
@@ -78,7 +79,7 @@ def test_a_warm_decision_reads_one_row_and_one_count_and_never_refits(engine: An
 
     event.listen(engine, "before_cursor_execute", seen)
     try:
-        decision = Advisor(get_settings(), lambda: store).decide("f", USER)
+        decision = Advisor(get_settings(), lambda: store).memory.decide("f", USER)
     finally:
         event.remove(engine, "before_cursor_execute", seen)
     assert len(statements) == 2 and "FROM adaptive_family \nWHERE" in statements[0]
@@ -103,10 +104,10 @@ def test_a_new_family_with_a_request_reads_no_store_wide_row(engine: Any) -> Non
 
     event.listen(engine, "before_cursor_execute", seen)
     try:
-        asked = Advisor(get_settings(), lambda: store).decide("new", USER)
+        asked = Advisor(get_settings(), lambda: store).memory.decide("new", USER)
         read_with_request = [s for s in statements if "adaptive_aggregate" in s]
         statements.clear()
-        Advisor(get_settings(), lambda: store).decide("new", MemoryRequest())
+        Advisor(get_settings(), lambda: store).memory.decide("new", MemoryRequest())
     finally:
         event.remove(engine, "before_cursor_execute", seen)
     assert asked.memory_request_bytes == 8 * GIB and read_with_request == []
@@ -150,22 +151,22 @@ def test_families_named_are_each_familys_row_in_one_read(store: HistoryStore) ->
     long_name = "x" * 1000  # stored shortened (fit_key): an advisor reading it by its full name finds it
     store.record([attempt(20, family=long_name)])
     advisor = Advisor(get_settings(), lambda: store)
-    advisor.read_families([long_name])
-    assert advisor.family_state(long_name) == store.family(long_name) is not None
+    advisor.session.read_families([long_name])
+    assert advisor.memory.family_state(long_name) == store.family(long_name) is not None
 
 
 def test_a_retry_reads_the_previous_try_by_key(store: HistoryStore) -> None:
     store.record([attempt(n, peak=GIB) for n in range(10)])
     killed = replace(attempt(99, peak=0, run="oom"), exit_reason=ExitReason.OOM_KILLED)
     store.record([replace(killed, memory_limit_bytes=3 * GIB)])
-    retry = Advisor(get_settings(), lambda: store).decide("f", USER, replace(killed.key, try_number=2))
+    retry = Advisor(get_settings(), lambda: store).memory.decide("f", USER, replace(killed.key, try_number=2))
     assert retry.memory_request_bytes == 6 * GIB and "OOM-killed at 3 GiB" in retry.explanation
 
 
 def test_another_strategy_in_config_refits_and_says_why(store: HistoryStore) -> None:
     store.record([attempt(n, peak=(n % 5 + 1) * GIB) for n in range(30)])
     settings = replace(get_settings(), sizing=SizingSettings(strategy="pc95"))
-    decision = Advisor(settings, lambda: store).decide("f", USER)
+    decision = Advisor(settings, lambda: store).memory.decide("f", USER)
     assert decision.strategy == "pc95"
     assert "refitted now: stored model was fitted by 'adaptive'" in decision.explanation
 
@@ -175,7 +176,7 @@ def test_a_cold_family_starts_at_its_request_whatever_other_families_used(store:
     batch of kills, so other families' thrift does not shrink it."""
     used = [replace(attempt(n, family=f"g{n}", peak=GIB), memory_request_bytes=4 * GIB) for n in range(30)]
     store.record(used)
-    decision = Advisor(get_settings(), lambda: store).decide("new", USER)
+    decision = Advisor(get_settings(), lambda: store).memory.decide("new", USER)
     assert (
         "no history yet (the family's first tasks all start from this one decision)" in decision.explanation
     )
@@ -187,12 +188,14 @@ def test_a_cold_family_without_a_request_starts_from_other_families_peaks(store:
     OOM budget) + 10 %, then doubling if killed."""
     store.record([attempt(n, family=f"g{n % 3}", peak=(n % 10 + 1) * 50 * MIB) for n in range(30)])
     nothing = MemoryRequest()
-    decision = Advisor(get_settings(), lambda: store).decide("new", nothing)
+    decision = Advisor(get_settings(), lambda: store).memory.decide("new", nothing)
     assert "no history and no request: P99 of the peaks" in decision.explanation
     assert decision.memory_request_bytes == pytest.approx(500 * MIB * 1.1, rel=0.02)  # P99 of 50..500 MiB
     killed = replace(attempt(99, family="new", peak=0, run="oom"), exit_reason=ExitReason.OOM_KILLED)
     store.record([replace(killed, memory_limit_bytes=decision.memory_limit_bytes)])
-    retry = Advisor(get_settings(), lambda: store).decide("new", nothing, replace(killed.key, try_number=2))
+    retry = Advisor(get_settings(), lambda: store).memory.decide(
+        "new", nothing, replace(killed.key, try_number=2)
+    )
     assert retry.memory_request_bytes == 2 * decision.memory_limit_bytes  # type: ignore[operator]
 
 
@@ -248,7 +251,7 @@ def test_migration_builds_rollups_from_existing_attempts(tmp_path: Path) -> None
         command.upgrade(config, "head")
         state = SqlHistoryStore(migrated).family("f")
         assert state is not None and state.rollup.attempts == 12 and state.model is None
-        decision = Advisor(get_settings(), lambda: SqlHistoryStore(migrated)).decide("f", USER)
+        decision = Advisor(get_settings(), lambda: SqlHistoryStore(migrated)).memory.decide("f", USER)
         assert "refitted now: no stored model" in decision.explanation
         # 0007: the store-wide peaks, from the families' peak histograms, where a store has none yet
         without_peaks = {**SqlHistoryStore(migrated).distributions().to_json(), "peaks": {}}

@@ -11,12 +11,13 @@ import pytest
 
 from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
-from airflow_adaptive.core.model import GIB, MemoryRequest, Observation, TaskKey, Usage
+from airflow_adaptive.core.model import MemoryRequest, Observation, TaskKey, Usage
+from airflow_adaptive.core.units import GIB
 from airflow_adaptive.exceptions import HistoryUnavailableError
 from airflow_adaptive.failopen import forget_warnings
 from airflow_adaptive.store.api import HistoryStore
-from airflow_adaptive.store.memory import InMemoryHistoryStore
 from tests.factories import attempt
+from tests.memory_store import InMemoryHistoryStore
 
 NOW = datetime.now(timezone.utc)
 USER = MemoryRequest(8 * GIB, 8 * GIB)
@@ -98,7 +99,7 @@ def scatter(store: HistoryStore, running: int) -> Advisor:
 
 
 def test_a_scatter_sized_by_its_first_finisher_starts_as_a_new_family(store: HistoryStore) -> None:
-    decision = scatter(store, running=5).decide("f", USER)
+    decision = scatter(store, running=5).memory.decide("f", USER)
     assert decision.memory_request_bytes == 8 * GIB  # as a new family: its request
     assert (
         "but 5 unfinished attempts have run longer than the finished one took (1 min)" in decision.explanation
@@ -108,7 +109,7 @@ def test_a_scatter_sized_by_its_first_finisher_starts_as_a_new_family(store: His
 
 
 def test_unfinished_attempts_that_do_not_outnumber_change_nothing(store: HistoryStore) -> None:
-    decision = scatter(store, running=1).decide("f", USER)
+    decision = scatter(store, running=1).memory.decide("f", USER)
     assert decision.memory_request_bytes == pytest.approx(1.15 * GIB, rel=0.01)  # P95 + 15 %
     assert "unfinished" not in decision.explanation
 
@@ -116,7 +117,7 @@ def test_unfinished_attempts_that_do_not_outnumber_change_nothing(store: History
 def test_an_anchor_strategy_is_never_floored(store: HistoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW__ADAPTIVE__STRATEGY", "pc95")
     get_settings.cache_clear()
-    decision = scatter(store, running=5).decide("f", USER)
+    decision = scatter(store, running=5).memory.decide("f", USER)
     assert decision.memory_request_bytes == GIB and "unfinished" not in decision.explanation
 
 
@@ -133,8 +134,8 @@ class _Silent(InMemoryHistoryStore):
 def test_an_error_without_a_message_is_logged_by_its_type(caplog: pytest.LogCaptureFixture) -> None:
     forget_warnings()
     advisor = Advisor(get_settings(), _Silent)
-    advisor.started("f", key(0))
-    advisor.ended_unrecorded(key(0))
+    advisor.recording.started("f", key(0))
+    advisor.recording.ended_unrecorded(key(0))
     logged = [r.getMessage() for r in caplog.records]
     assert any("attempt not noted as started: HistoryUnavailableError" in m for m in logged)
     assert any("unrecorded attempt not cleared: HistoryUnavailableError" in m for m in logged)
@@ -145,6 +146,6 @@ def test_noting_a_start_never_raises(caplog: pytest.LogCaptureFixture) -> None:
     down.faults.down = True
     forget_warnings()
     advisor = Advisor(get_settings(), lambda: down)
-    advisor.started("f", key(0))
-    advisor.started("f", key(1))
+    advisor.recording.started("f", key(0))
+    advisor.recording.started("f", key(1))
     assert sum("attempt not noted as started" in r.getMessage() for r in caplog.records) == 1

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from airflow_adaptive.cli import main
-from airflow_adaptive.core.model import MIB, ExitReason
+from airflow_adaptive.core.model import ExitReason
+from airflow_adaptive.core.units import MIB
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.load import detect_format, expand_paths, read_trace, task_runs
 from tests.conftest import EXAMPLES, SHARED_DATA

@@ -39,6 +39,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from scipy.stats import t as student_t
 
+from ..defaults import MAX_OOM_RATE
 from ..units import format_bytes
 from .base import (
     ColdStart,
@@ -55,7 +56,6 @@ from .lines import PI_QUANTILES, SIZE_MODELS, Line, line_at, line_bound
 from .retry import double, vpa_bump
 from .small_samples import lognormal_bound
 
-MAX_OOM_RATE = 0.02  # the default OOM-kill budget, kills per task
 TARGET_FRACTION = 0.5  # of the budget: what rules aim at (benchmarks/sizing.py chooses it out of sample)
 MIN_PEAKS_ABOVE = 3  # peaks above a killed limit before the retry is chosen among candidates
 RETRY_QUANTILES = (0.5, 0.9, 1.0)  # of the peaks above a killed limit: retry candidates

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .base import GIB, Predictor, Sample, register_predictor
+from ..units import GIB
+from .base import Predictor, Sample, register_predictor
 
 
 class UserEstimate(Predictor):

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..units import format_bytes
-from .base import MIB, Predictor, Sample, WithMargin, peaks, register_predictor
+from ..units import MIB, format_bytes
+from .base import Predictor, Sample, WithMargin, peaks, register_predictor
 from .retry import vpa_bump
 
 

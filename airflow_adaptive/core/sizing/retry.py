@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..model import MIB
 from ..registry import Registry
+from ..units import MIB
 
 RetryPolicy = Callable[[int], int]
 """Maps the limit at which a try was OOM-killed (bytes) to the next try's memory."""

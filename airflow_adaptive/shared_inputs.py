@@ -86,7 +86,7 @@ def stage_inputs(pod: k8s.V1Pod, container_name: str | None, declared: Sequence[
             pod, container_name, declared, plan_staging([], {}), cache_root="", budget_bytes=0, image=""
         )
         return "inputs: staging is off ([adaptive] cache_root is empty)"
-    state = advisor.input_state([i.uri for i in declared], [])
+    state = advisor.inputs.input_state([i.uri for i in declared], [])
     sized = with_sizes(declared, dict(state.sizes), advisor.settings.store_timeout_seconds)
     plan = plan_staging(
         sized, state.reads, small_below=settings.small_below_bytes, big_from=settings.big_from_bytes
@@ -95,9 +95,11 @@ def stage_inputs(pod: k8s.V1Pod, container_name: str | None, declared: Sequence[
                   budget_bytes=settings.budget_bytes, image=settings.image)  # fmt: skip
     if not plan.staged:
         return f"inputs: {plan.explain()}"
-    holders = advisor.input_state([], [i.key for i in plan.staged]).holders
+    holders = advisor.inputs.input_state([], [i.key for i in plan.staged]).holders
     local = local_bytes_by_node([(i.key, i.size_bytes or 0) for i in plan.staged], holders)
-    weighted = preferred_nodes(local, settings.shared_read_bytes_per_s, advisor.mean_runtime_s(task_family))
+    weighted = preferred_nodes(
+        local, settings.shared_read_bytes_per_s, advisor.placement.mean_runtime_s(task_family)
+    )
     prefer(pod, HOSTNAME_LABEL, weighted)
     where = ", ".join(f"{node} holds {format_bytes(local[node])} (weight {w})" for node, w in weighted)
     return f"inputs: {plan.explain()}; " + (where or "no node holds them yet")
@@ -117,4 +119,4 @@ def record_inputs(
     staged = [item for item, was_staged in listed if was_staged]
     uses = uses_after(staged, [item for item, _ in listed], report)
     node = remote_pod.spec.node_name if remote_pod.spec else None
-    advisor.record_inputs(node, uses, report.evicted if report else (), dag_id)
+    advisor.inputs.record_inputs(node, uses, report.evicted if report else (), dag_id)

@@ -21,8 +21,8 @@ from typing import Any
 
 from airflow.task.priority_strategy import PriorityWeightStrategy
 
+from airflow_adaptive.core.lff import FamilyProgress, lff_weight
 from airflow_adaptive.core.model import family_of_task
-from airflow_adaptive.core.priority import FamilyProgress, lff_weight
 from airflow_adaptive.failopen import warn_once
 
 CACHE_SECONDS = 5.0  # a few scheduling loops; twice per task instance and per mapped index hit it

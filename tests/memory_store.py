@@ -1,9 +1,11 @@
-"""A complete history store in memory: a test double for unit tests, with a fault switch.
+"""A complete history store in memory, for unit tests: the process store with every other role and a
+fault switch.
 
-It runs the same recording and learning code as the SQL store (``record_batches_in``), so rollups,
-distributions and models behave alike. ``faults`` makes it misbehave on purpose: ``down`` (every
-call is unavailable), ``slow_seconds`` (every call waits first), ``corrupt_models`` (stored models
-are unreadable documents, as after a manual edit).
+It is :class:`~airflow_adaptive.store.process.ProcessHistoryStore` (the same recording and learning
+code as the SQL store), plus the UI's totals, nodes, inputs and maintenance, one lock, a transaction
+that rolls back, and ``faults``: ``down`` (every call is unavailable), ``slow_seconds`` (every call
+waits first), ``corrupt_models`` (stored models are unreadable documents, as after a manual edit).
+``calls`` counts round trips.
 """
 
 from __future__ import annotations
@@ -17,14 +19,13 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from airflow_adaptive.core.grouping import Grouping, NodeProfile
+from airflow_adaptive.core.lff import FamilyProgress
 from airflow_adaptive.core.locality import CachedInput, InputState, InputUse
 from airflow_adaptive.core.model import Observation, TaskKey
-from airflow_adaptive.core.nodes import StoredNode
-from airflow_adaptive.core.normalise import fit_key, fit_task_key, without_nul
-from airflow_adaptive.core.priority import FamilyProgress
+from airflow_adaptive.core.node_groups import StoredNode
+from airflow_adaptive.core.normalise import fit_key, without_nul
 from airflow_adaptive.core.retention import prune_cutoff
-from airflow_adaptive.core.rollup import DayKey, DayTotals, Distributions, FamilyRollup
-from airflow_adaptive.core.sizing.similar import Identity
+from airflow_adaptive.core.rollup import DayKey, DayTotals
 from airflow_adaptive.core.unfinished import STALE_AFTER_S
 from airflow_adaptive.exceptions import HistoryUnavailableError, InvalidSettingError
 from airflow_adaptive.store.api import (
@@ -35,11 +36,10 @@ from airflow_adaptive.store.api import (
     RecordResult,
     TotalsQuery,
 )
-from airflow_adaptive.store.learning import DEFAULT_LEARNING, Learning, Transaction
+from airflow_adaptive.store.learning import DEFAULT_LEARNING, Learning
+from airflow_adaptive.store.process import EPOCH as _EPOCH
+from airflow_adaptive.store.process import ProcessHistoryStore
 from airflow_adaptive.store.rebuild import rebuild_states
-from airflow_adaptive.store.recording import record_batches_in
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 @dataclass
@@ -49,71 +49,16 @@ class Faults:
     corrupt_models: bool = False
 
 
-class _MemoryTransaction(Transaction):
-    def __init__(self, store: InMemoryHistoryStore) -> None:
-        self.store = store
-
-    def lock_families(self, names: Sequence[str]) -> dict[str, FamilyState]:
-        for name in names:
-            self.store._families.setdefault(name, FamilyState(FamilyRollup(name)))
-        return {name: self.store._families[name] for name in names}
-
-    def existing(self, keys: Sequence[TaskKey]) -> dict[TaskKey, Observation]:
-        return {k: self.store._attempts[k][1] for k in keys if k in self.store._attempts}
-
-    def stored_runs(self, runs: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
-        stored = {(k.dag_id, k.run_id) for k in self.store._attempts}
-        return {run for run in runs if run in stored}
-
-    def upsert(self, observations: Sequence[Observation], *, all_new: bool = False) -> None:
-        for obs in observations:
-            if obs.finished_at is None:
-                obs = replace(obs, finished_at=datetime.now(timezone.utc))
-            known = self.store._attempts.get(obs.key)
-            if known is None:
-                self.store._next_id += 1
-            self.store._attempts[obs.key] = (known[0] if known else self.store._next_id, obs)
-
-    def forget_unfinished(self, keys: Sequence[TaskKey]) -> None:
-        for key in keys:
-            self.store._unfinished.pop(key, None)
-
-    def window(self, task_family: str, limit: int) -> tuple[list[Observation], int | None]:
-        found = self.store._window(task_family, limit)
-        return [obs for _, obs in found], max((i for i, _ in found), default=None)
-
-    def save_families(self, states: Sequence[FamilyState], *, refitted: bool) -> None:
-        for state in states:
-            self.store._families[state.rollup.task_family] = state
-
-    def add_days(self, totals: dict[DayKey, DayTotals]) -> None:
-        for key, delta in totals.items():
-            self.store._days[key] = self.store._days.get(key, DayTotals()).plus(delta)
-
-    def lock_distributions(self) -> Distributions:
-        return copy.deepcopy(self.store._distributions)
-
-    def save_distributions(self, distributions: Distributions) -> None:
-        self.store._distributions = distributions
-
-
-class InMemoryHistoryStore:
+class InMemoryHistoryStore(ProcessHistoryStore):
     """:class:`~airflow_adaptive.store.api.HistoryStore` in dictionaries (a test double)."""
 
     def __init__(self, learning: Learning = DEFAULT_LEARNING) -> None:
-        self.learning = learning
+        super().__init__(learning)
         self.faults = Faults()
         self._lock = threading.RLock()
-        self._attempts: dict[TaskKey, tuple[int, Observation]] = {}
-        self._families: dict[str, FamilyState] = {}
-        self._distributions = Distributions()
-        self._nodes: dict[str, StoredNode] = {}
         self._inputs: dict[str, tuple[int, int | None]] = {}  # uri -> reads, size
         self._cached: dict[tuple[str, str], CachedInput] = {}  # (node, content key) -> copy
         self._input_dags: dict[str, set[str]] = {}  # uri -> DAGs that read it
-        self._days: dict[DayKey, DayTotals] = {}
-        self._unfinished: dict[TaskKey, tuple[str, datetime]] = {}  # key -> family, started at
-        self._next_id = 0
         self.calls = 0  # store round trips, for tests that count them
 
     def _enter(self) -> None:
@@ -123,89 +68,49 @@ class InMemoryHistoryStore:
         if self.faults.down:
             raise HistoryUnavailableError("history store unavailable: the in-memory store is switched off")
 
-    def _window(self, task_family: str, limit: int) -> list[tuple[int, Observation]]:
-        mine = [(i, o) for i, o in self._attempts.values() if o.task_family == task_family]
-        mine.sort(key=lambda item: (item[1].finished_at or _EPOCH, item[0]))
-        return mine[-limit:] if limit > 0 else []
-
-    def record(self, observations: Sequence[Observation]) -> RecordResult:
-        return self.record_batches([observations])
-
     def record_batches(self, batches: Iterable[Sequence[Observation]]) -> RecordResult:
         with self._lock:
-            self._enter()
-            snapshot = (
-                dict(self._attempts),
-                dict(self._families),
-                self._distributions,
-                self._next_id,
-                dict(self._days),
-                dict(self._unfinished),
-            )
-            try:
-                return record_batches_in(_MemoryTransaction(self), batches, self.learning)
-            except BaseException:  # one transaction: all or nothing
+            snapshot = copy.deepcopy(
                 (
                     self._attempts,
+                    self._ordered,
                     self._families,
                     self._distributions,
                     self._next_id,
                     self._days,
                     self._unfinished,
+                    self._running,
+                )
+            )
+            try:
+                return super().record_batches(batches)
+            except BaseException:  # one transaction: all or nothing
+                (
+                    self._attempts,
+                    self._ordered,
+                    self._families,
+                    self._distributions,
+                    self._next_id,
+                    self._days,
+                    self._unfinished,
+                    self._running,
                 ) = snapshot
                 raise
 
-    def mark_unfinished(self, key: TaskKey, task_family: str, started_at: datetime) -> None:
-        key = fit_task_key(key)
-        with self._lock:
-            self._enter()
-            for earlier in range(1, key.try_number):
-                self._unfinished.pop(replace(key, try_number=earlier), None)
-            self._unfinished[key] = (fit_key(task_family), started_at)
-
-    def unmark_unfinished(self, key: TaskKey) -> None:
-        with self._lock:
-            self._enter()
-            self._unfinished.pop(fit_task_key(key), None)
-
-    def count_unfinished(self, task_family: str, *, started_after: datetime, started_before: datetime) -> int:
-        task_family = fit_key(task_family)
-        with self._lock:
-            self._enter()
-            return sum(
-                1
-                for family, started in self._unfinished.values()
-                if family == task_family and started_after < started < started_before
-            )
-
     def family(self, task_family: str) -> FamilyState | None:
-        task_family = fit_key(task_family)
         with self._lock:
-            self._enter()
-            state = self._families.get(task_family)
-        if state is None or not state.rollup.attempts:
-            return None
-        if self.faults.corrupt_models and state.model is not None:
+            state = super().family(task_family)
+        if self.faults.corrupt_models and state is not None and state.model is not None:
             bad = replace(state.model, state={"learnt": {"not a fitted attribute": 1}})
             return replace(state, model=bad)
         return state
 
-    def families_named(self, task_families: Sequence[str]) -> dict[str, FamilyState]:
-        found = {fit_key(name): self.family(name) for name in task_families}
-        return {name: state for name, state in found.items() if state is not None}
+    def distributions(self) -> Any:
+        return copy.deepcopy(super().distributions())
 
     def progress(self, task_family: str) -> FamilyProgress | None:
         state = self.family(task_family)
         return FamilyProgress.of(state.rollup.attempts, state.rollup.completed) if state else None
-
-    def history(
-        self, task_family: str, *, limit: int = 500, dag_ids: frozenset[str] | None = None
-    ) -> list[Observation]:
-        task_family = fit_key(task_family)
-        with self._lock:
-            self._enter()
-            found = [obs for _, obs in self._window(task_family, len(self._attempts))]
-        return [o for o in found if dag_ids is None or o.key.dag_id in dag_ids][-limit:] if limit > 0 else []
 
     def newest_requests(
         self, task_families: Sequence[str], *, dag_ids: frozenset[str] | None = None
@@ -269,52 +174,8 @@ class InMemoryHistoryStore:
         ordered = sorted(sorted(by_family.values(), key=lambda f: f.task_family), key=key, reverse=descending)
         return ordered[offset : offset + limit], len(ordered)
 
-    def attempt(self, key: TaskKey) -> Observation | None:
-        key = fit_task_key(key)
-        with self._lock:
-            self._enter()
-            found = self._attempts.get(key)
-        return found[1] if found else None
-
-    def attempts_for_try(
-        self, dag_id: str, task_id: str, try_number: int, *, limit: int = 200
-    ) -> list[Observation]:
-        dag_id, task_id = fit_key(dag_id), fit_key(task_id)
-        with self._lock:
-            self._enter()
-            found = [
-                o
-                for _, o in self._attempts.values()
-                if (o.key.dag_id, o.key.task_id, o.key.try_number) == (dag_id, task_id, try_number)
-            ]
-        found.sort(key=lambda o: o.finished_at or _EPOCH, reverse=True)
-        return found[:limit]
-
-    def distributions(self) -> Distributions:
-        with self._lock:
-            self._enter()
-            return copy.deepcopy(self._distributions)
-
-    def families(self, *, limit: int = 100, offset: int = 0) -> list[FamilyRollup]:
-        with self._lock:
-            self._enter()
-            rollups = [s.rollup for s in self._families.values() if s.rollup.attempts]
-        rollups.sort(key=lambda r: (-r.attempts, r.task_family))
-        return rollups[offset : offset + limit]
-
-    def donor_candidates(self, *, limit: int) -> list[tuple[Identity, int]]:
-        return [
-            (Identity(r.task_family, r.image, r.program), r.usable_samples)
-            for r in self.families(limit=limit)
-        ]
-
     def family_count(self) -> int:
         return len(self.families(limit=10**9))
-
-    def nodes(self) -> list[StoredNode]:
-        with self._lock:
-            self._enter()
-            return [self._nodes[n] for n in sorted(self._nodes)]
 
     def save_nodes(self, profiles: Sequence[NodeProfile], grouping: Grouping) -> None:
         now = datetime.now(timezone.utc)
@@ -380,9 +241,12 @@ class InMemoryHistoryStore:
             families = len({self._attempts[k][1].task_family for k in doomed})
             if not dry_run:
                 for key in doomed:
-                    del self._attempts[key]
+                    attempt_id, obs = self._attempts.pop(key)
+                    self._ordered[obs.task_family].remove((obs.finished_at or _EPOCH, attempt_id, key))
                 lost = (now or datetime.now(timezone.utc)) - timedelta(seconds=STALE_AFTER_S)
-                self._unfinished = {k: v for k, v in self._unfinished.items() if v[1] > lost}
+                for key, (_, started) in list(self._unfinished.items()):
+                    if started <= lost:
+                        self._unmark(key)
         return PruneResult(len(doomed), families, dry_run)
 
     def rebuild(self, *, fit_models: bool = True) -> int:

@@ -11,7 +11,7 @@ from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.model import TaskKey
 from airflow_adaptive.failopen import warn_once
-from airflow_adaptive.kubernetes.trigger import SamplingPodTrigger
+from airflow_adaptive.kubernetes.sampling_trigger import SamplingPodTrigger
 
 
 class NotingPodTrigger(SamplingPodTrigger):
@@ -35,6 +35,8 @@ class NotingPodTrigger(SamplingPodTrigger):
 def note_running(noted_attempt: dict[str, Any]) -> None:
     """Note the attempt as started now; never raises (the pod runs whatever happens here)."""
     try:
-        Advisor(get_settings()).started(str(noted_attempt["family"]), TaskKey(**noted_attempt["key"]))
+        Advisor(get_settings()).recording.started(
+            str(noted_attempt["family"]), TaskKey(**noted_attempt["key"])
+        )
     except Exception as err:  # a bad setting or a bug: the note keeps its creation time
         warn_once(f"attempt not noted as running ({type(err).__name__})", "it counts from its pod's creation")

@@ -19,11 +19,12 @@ from .decide import SizingSettings, fresh_predictor
 from .sizing import Predictor, Sample
 from .sizing.state import STATE_FORMAT, fitted_state, restore_state
 
-REFIT_ALWAYS_BELOW = 20  # samples: small families refit after every attempt
-REFIT_GROWTH = 0.05  # then each time the family's samples grew by 5 %
+REFIT_ALWAYS_BELOW = (
+    20  # samples: small families refit after every attempt (then SizingSettings.refit_growth)
+)
 
 
-def needs_refit(fitted_samples: int, samples_now: int, growth: float = REFIT_GROWTH) -> bool:
+def needs_refit(fitted_samples: int, samples_now: int, growth: float) -> bool:
     """Whether a model fitted on ``fitted_samples`` should be refitted now (-1: never fitted)."""
     if samples_now == fitted_samples:
         return False
@@ -38,9 +39,10 @@ def needs_refit(fitted_samples: int, samples_now: int, growth: float = REFIT_GRO
 
 def model_version(settings: SizingSettings) -> str:
     """What a stored model depends on besides the history: strategy, bounds, OOM budget, encoding."""
+    params = "".join(f";{name}={value!r}" for name, value in sorted(settings.params.items()))
     return (
         f"{settings.strategy};floor={settings.floor_bytes};cap={settings.cap_bytes};"
-        f"oom={settings.max_oom_rate:g};cpu={settings.cpu_quantile:g};format={STATE_FORMAT}"
+        f"oom={settings.max_oom_rate:g};cpu={settings.cpu_quantile:g};format={STATE_FORMAT}{params}"
     )
 
 
@@ -95,7 +97,7 @@ def staleness(model: FittedModel | None, settings: SizingSettings, family_sample
         return "no stored model"
     if model.version != model_version(settings):
         return f"stored model was fitted by {model.version.split(';')[0]!r} or other settings"
-    if needs_refit(model.family_samples, family_samples):
+    if needs_refit(model.family_samples, family_samples, settings.refit_growth):
         return f"stored model saw {model.family_samples} of {family_samples} samples"
     return None
 

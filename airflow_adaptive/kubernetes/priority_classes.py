@@ -16,7 +16,7 @@ from typing import Any
 
 from kubernetes.client import models as k8s
 
-from airflow_adaptive.core.priority import PRIORITY_CLASSES, PriorityChoice
+from airflow_adaptive.core.lff import PRIORITY_CLASSES, PriorityChoice
 from airflow_adaptive.failopen import warn_once
 from airflow_adaptive.kubernetes.pods import PREFIX, has_own_priority
 

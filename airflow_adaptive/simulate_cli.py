@@ -6,8 +6,13 @@ import argparse
 import sys
 from typing import Any, TextIO
 
+from airflow_adaptive.cli_args import require_research
+
 
 def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
+    require_research("the simulator", "simpy")  # before the imports below reach the engine
+    if args.plot:
+        require_research("simulate --plot", "matplotlib")
     from airflow_adaptive.console import progress as progress_display
     from airflow_adaptive.exceptions import SimulationInputError
     from airflow_adaptive.simulation.cluster import load_cluster

@@ -1,0 +1,78 @@
+"""Where and in which order an attempt runs: its node groups (Tarema) and its least-finished-first rank."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from airflow_adaptive.advice.session import StoreSession
+from airflow_adaptive.config import AdaptiveSettings
+from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, labels_from_distributions
+from airflow_adaptive.core.lff import FamilyProgress, PriorityChoice, choose_priority
+from airflow_adaptive.core.node_groups import summarize_groups
+from airflow_adaptive.core.placement import GroupView, PlacementEngine, PlacementResult, TaskDemandView
+from airflow_adaptive.exceptions import HistoryUnavailableError
+from airflow_adaptive.store.api import SizingStore
+
+
+class PlacementAdvice:
+    def __init__(self, settings: AdaptiveSettings, session: StoreSession[SizingStore]) -> None:
+        self.settings = settings
+        self.session = session
+
+    def priority(self, task_family: str, static_weight: int = 0) -> PriorityChoice | None:
+        """The family's least-finished-first rank (None when the store is unavailable)."""
+        try:
+            state = self.session.family(task_family)
+            successes = self.session.distributions().successes
+        except HistoryUnavailableError as err:
+            self.session.unavailable(err)
+            return None
+        progress = FamilyProgress.of(state.rollup.attempts, state.rollup.completed) if state else None
+        return choose_priority(
+            progress or FamilyProgress(0, 0), successes, self.settings.lff_failures, static_weight
+        )
+
+    def place(
+        self,
+        task_family: str,
+        required_capabilities: frozenset[str],
+        memory_request_bytes: int | None,
+        idle_nodes: Mapping[int, int] | None = None,
+    ) -> PlacementResult:
+        """Preferred node groups for the family (no preference when groups or history are unavailable)."""
+        task = TaskDemandView(task_family, None, memory_request_bytes, required_capabilities)
+        try:
+            groups = summarize_groups(self.session.nodes())
+            if not groups:
+                return PlacementResult((), (), False, ("no node groups profiled yet",))
+            state = self.session.family(task_family)
+            demand = self.session.distributions().demand
+        except HistoryUnavailableError as err:
+            self.session.unavailable(err)
+            return PlacementResult((), (), False, ("node groups unavailable",))
+        capacities = feature_capacities(
+            [GroupCapacity(g.task_ranks, g.cores, g.memory_bytes, len(g.members)) for g in groups]
+        )
+        labels = labels_from_distributions(state.rollup.demand() if state else None, demand, capacities)
+        views = [
+            GroupView(
+                g.id,
+                g.task_ranks,
+                g.capabilities,
+                g.largest_memory_bytes,
+                g.members,
+                idle_nodes=(idle_nodes or {}).get(g.id, 0),
+            )
+            for g in groups
+        ]
+        return PlacementEngine().place(replace(task, labels=labels), views)
+
+    def mean_runtime_s(self, task_family: str) -> float | None:
+        """The family's mean recorded runtime; None when unknown or the store is unavailable."""
+        try:
+            state = self.session.family(task_family)
+        except HistoryUnavailableError as err:
+            self.session.unavailable(err)
+            return None
+        return state.rollup.mean_wall_seconds if state else None

@@ -1,0 +1,4 @@
+"""The provider's defaults that more than one layer reads: one home, so settings, the decision, the
+strategies and the replay cannot drift apart. (Units live in ``units.py``.)"""
+
+MAX_OOM_RATE = 0.02  # the default OOM-kill budget of strategies that take one, kills per task

@@ -1,0 +1,78 @@
+"""Import cost of what each Airflow component loads: the policy (scheduler, workers), the operator
+(DAG parsing, workers), the plugin (api-server), and the CLI; and which heavy libraries each pulls in.
+
+    python benchmarks/imports.py [--repeats 5]
+
+Each import runs in a fresh interpreter (nothing cached in ``sys.modules``), timed inside it around
+the ``import`` alone, so interpreter start-up is not counted; best and median of the repeats (the
+first run also pays for cold files and Airflow writing its config into a scratch AIRFLOW_HOME).
+Prints a Markdown table. Measured in this run; nothing stored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+MODULES = {
+    # Not a floor without the provider: Airflow's settings load the `airflow.policy` entry point.
+    "airflow": "Airflow (with its policy entry point)",
+    "airflow_adaptive.policy": "policy",
+    "airflow_adaptive.operators.pod": "operator",
+    "airflow_adaptive.plugin": "plugin",
+    "airflow_adaptive.cli": "CLI",
+}
+HEAVY = ("simpy", "matplotlib", "sklearn", "pandas", "statsmodels")
+PROBE = """
+import json, sys, time
+started = time.perf_counter()
+import {module}
+took = time.perf_counter() - started
+print(json.dumps([took, [name for name in {heavy!r} if name in sys.modules]]))
+"""
+
+
+def measure(module: str, env: dict[str, str]) -> tuple[float, list[str]]:
+    """Seconds the import took in a fresh interpreter, and the heavy libraries it left loaded."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(module=module, heavy=HEAVY)],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    if done.returncode != 0:  # the import's own last line, not this script's traceback
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SystemExit(f"imports.py: error: import {module} failed: {last}")
+    took, loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    return float(took), list(loaded)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="adaptive-import-bench-") as home:
+        # A scratch Airflow home: importing Airflow writes a default config where AIRFLOW_HOME points.
+        env = dict(os.environ, AIRFLOW_HOME=home, AIRFLOW__CORE__LOAD_EXAMPLES="False")
+        print(f"Python {sys.version.split()[0]}, {args.repeats} fresh interpreters per module\n")
+        print("| component | module | best ms | median ms | " + " | ".join(HEAVY) + " |")
+        print("|---|---|---:|---:|" + ":---:|" * len(HEAVY))
+        for module, component in MODULES.items():
+            runs = [measure(module, env) for _ in range(args.repeats)]
+            times = [took * 1000 for took, _ in runs]
+            loaded = set(runs[-1][1])
+            marks = " | ".join("yes" if name in loaded else "no" for name in HEAVY)
+            print(
+                f"| {component} | `{module}` | {min(times):.0f} | {statistics.median(times):.0f} | {marks} |",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
