@@ -256,7 +256,7 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_config_reference(args: argparse.Namespace, out: TextIO) -> int:
-    from airflow_adaptive.config import OPTIONS, SECTION
+    from airflow_adaptive.options import OPTIONS, SECTION
 
     print(f"| `[{SECTION}]` option | type | default | meaning |\n|---|---|---|---|", file=out)
     for name, (kind, default, description) in OPTIONS.items():

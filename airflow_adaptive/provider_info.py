@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_adaptive.config import provider_config
+from airflow_adaptive.options import provider_config
 from airflow_adaptive.version import __version__
 
 

@@ -22,8 +22,9 @@ LAYERS = {
     "nodebench": 2,  # node microbenchmarks
     "traces": 2,  # trace files read into core types
     "kubernetes": 3,  # apply and observe, on pods and nodes
+    "options": 3,  # the config section as declared (Airflow imports it with itself: nothing heavy)
     "config": 4,  # settings read once at the edge
-    "provider_info": 5,  # the config section it declares
+    "provider_info": 4,  # the provider info Airflow reads while it imports itself
     "store": 5,  # observe and store
     "advice": 6,  # one attempt's advice by role: store -> decide
     "advisor": 7,  # the roles together, and the pod's whole decision

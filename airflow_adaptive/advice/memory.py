@@ -131,7 +131,7 @@ class MemoryAdvice:
         fitted = self._fitted(task_family, state)
         if (
             fitted.samples == 0
-            and fitted.predictor.borrows_when_cold
+            and fitted.predictor.tags().borrows_when_cold
             and sizing.warm_starts
             and not warming_up(sizing.min_observations, 0)  # it keeps the request
             and not self._running(task_family)  # beside a running try, a borrowed guess waits
@@ -145,6 +145,8 @@ class MemoryAdvice:
         )
         everyone = self.session.distributions() if needs_prior else None
         prior = HistogramPeakPrior(everyone.peaks) if everyone else None
+        if prior is not None and fitted.predictor.warm and fitted.donor is None:
+            fitted.predictor.use_prior(prior)  # restored from the store, fitted without one
         return decide_with(
             fitted,
             user,
@@ -189,7 +191,7 @@ class MemoryAdvice:
         """The family's unfinished attempts that have run longer than its finished ones took on
         average, for a strategy that guards against them (None: nothing to compare with)."""
         mean_s = state.rollup.mean_wall_seconds if state else None
-        guarded = self.settings.sizing.guard_unfinished and fitted.predictor.guards_unfinished
+        guarded = self.settings.sizing.guard_unfinished and fitted.predictor.tags().guards_unfinished
         if mean_s is None or not fitted.samples or not guarded:
             return None
         return Unfinished(self._count_unfinished(task_family, longer_than_s=mean_s), mean_s)

@@ -88,12 +88,15 @@ def fresh_predictor(settings: SizingSettings) -> Predictor:
     )
 
 
-def fit_history(history: Sequence[Observation], settings: SizingSettings) -> Fitted:
-    """The configured predictor fitted on ``history`` (left cold below ``min_observations``)."""
+def fit_history(
+    history: Sequence[Observation], settings: SizingSettings, prior: PeakPrior | None = None
+) -> Fitted:
+    """The configured predictor fitted on ``history`` (left cold below ``min_observations``), reading
+    ``prior`` (what other families used) where the strategy does."""
     samples = to_samples(history)
     predictor = fresh_predictor(settings)
     if len(samples) >= settings.min_observations:
-        predictor.fit(samples)
+        predictor.fit(samples, prior)
     return Fitted(predictor, len(samples), sum(s.lower_bound for s in samples))
 
 
@@ -109,7 +112,7 @@ def decide_memory(
 ) -> Decision:
     """Decide request and limit for the next attempt of a task family, fitting on ``history``."""
     return decide_with(
-        fit_history(history, settings),
+        fit_history(history, settings, prior),
         user,
         settings,
         previous_attempt=previous_attempt,
@@ -151,10 +154,8 @@ def _predicted(
                 f" ({fitted.lower_bound_samples} of {fitted.samples} peaks are lower bounds: "
                 "sampled or OOM-killed)"
             )
-        if prior is not None:
-            predictor.use_prior(prior)  # a restored model was fitted without one
         predicted = predictor.predict(input_size_bytes, user.request_bytes)
-        guarded = settings.guard_unfinished and predictor.guards_unfinished
+        guarded = settings.guard_unfinished and predictor.tags().guards_unfinished
         if guarded and unfinished and unfinished.outnumber(fitted.samples) and prior:
             cold, cold_basis = _new_family_start(settings, user, input_size_bytes, prior)
             if cold is not None and cold > predicted:
@@ -220,7 +221,7 @@ def decide_with(
         details.update(fitted.predictor.details())  # e.g. the rule chosen and its OOM budget
     if predicted is not None and fitted.donor is not None:
         details["borrowed_from"] = fitted.donor.family
-    if unfinished is not None and settings.guard_unfinished and fitted.predictor.guards_unfinished:
+    if unfinished is not None and settings.guard_unfinished and fitted.predictor.tags().guards_unfinished:
         details["unfinished_longer_than_mean"] = unfinished.longer_than_mean
     if previous_attempt is not None and previous_attempt.oom_killed:
         killed_at = _killed_at(previous_attempt, user)

@@ -18,7 +18,7 @@ from typing import Any
 
 from airflow_adaptive.advice.memory import MemoryAdvice
 from airflow_adaptive.advice.session import StoreSession
-from airflow_adaptive.config import OPTIONS, AdaptiveSettings
+from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.model import (
     Decision,
@@ -29,6 +29,7 @@ from airflow_adaptive.core.model import (
     TaskKey,
     Usage,
 )
+from airflow_adaptive.options import OPTIONS
 from airflow_adaptive.store.learning import Learning
 from airflow_adaptive.store.process import EPOCH, ProcessHistoryStore
 from airflow_adaptive.traces.runs import TaskRun

@@ -126,7 +126,7 @@ def test_demo_shows_a_valid_adaptive_pod_for_every_task(capsys: pytest.CaptureFi
 
 
 def test_config_reference_lists_every_option(capsys: pytest.CaptureFixture[str]) -> None:
-    from airflow_adaptive.config import OPTIONS
+    from airflow_adaptive.options import OPTIONS
 
     assert main(["config-reference"]) == 0
     out = capsys.readouterr().out

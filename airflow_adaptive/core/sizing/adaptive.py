@@ -45,6 +45,7 @@ from .base import (
     ColdStart,
     Predictor,
     Sample,
+    Tags,
     peaks,
     prefix_quantiles,
     register_predictor,
@@ -64,8 +65,10 @@ RETRY_QUANTILES = (0.5, 0.9, 1.0)  # of the peaks above a killed limit: retry ca
 class AdaptivePredictor(Predictor):
     name = "adaptive"
     min_samples = 1
-    borrows_when_cold = True
-    guards_unfinished = True
+
+    def tags(self) -> Tags:
+        return Tags(borrows_when_cold=True, guards_unfinished=True)
+
     scores_: np.ndarray
     bound_: float  # the small-sample prediction bound, bytes (0: enough peaks)
     kills_: np.ndarray
@@ -393,4 +396,4 @@ class AdaptivePredictor(Predictor):
         return said
 
 
-register_predictor("adaptive")(AdaptivePredictor)
+register_predictor("adaptive", takes=("max_oom_rate",))(AdaptivePredictor)

@@ -42,15 +42,25 @@ P = TypeVar("P", bound="Predictor")
 W = TypeVar("W", bound="Wrapper")
 
 
+@dataclass(frozen=True)
+class Tags:
+    """What a strategy does beyond predicting and retrying, in one object (scikit-learn's
+    ``__sklearn_tags__``): what the decision around it may rely on."""
+
+    borrows_when_cold: bool = False  # while cold, a similar family's model may size it (similar.py)
+    # floored at a cold start while the family's unfinished attempts outnumber its finished (unfinished.py)
+    guards_unfinished: bool = False
+
+
 class Predictor(ABC):
     """Predicts the memory (bytes) an attempt of a task family needs."""
 
     name: str = ""
     min_samples: int = 1
     default_bytes: int = GIB
-    borrows_when_cold: bool = False  # while cold, a similar family's model may size it (similar.py)
-    # floored at a cold start while the family's unfinished attempts outnumber its finished (unfinished.py)
-    guards_unfinished: bool = False
+
+    def tags(self) -> Tags:
+        return Tags()
 
     def get_params(self) -> dict[str, Any]:
         sig = inspect.signature(type(self).__init__)
@@ -238,13 +248,8 @@ class Wrapper(Predictor):
     def min_samples(self) -> int:  # type: ignore[override]
         return self.inner.min_samples
 
-    @property
-    def borrows_when_cold(self) -> bool:  # type: ignore[override]
-        return self.inner.borrows_when_cold
-
-    @property
-    def guards_unfinished(self) -> bool:  # type: ignore[override]
-        return self.inner.guards_unfinished
+    def tags(self) -> Tags:
+        return self.inner.tags()
 
     def fit(self: W, samples: Sequence[Sample], prior: PeakPrior | None = None) -> W:
         self.inner.fit(samples, prior)
@@ -317,15 +322,28 @@ class WithBounds(Wrapper):
 
 
 F = TypeVar("F", bound=Callable[..., Predictor])
-PREDICTORS: Registry[Callable[..., Predictor]] = Registry("sizing strategy")
+BOUNDS = ("cap_bytes", "max_oom_rate")  # what a factory may declare it takes (``register_predictor``)
+
+
+@dataclass(frozen=True)
+class Registered:
+    factory: Callable[..., Predictor]
+    takes: frozenset[str]  # of BOUNDS
+
+
+PREDICTORS: Registry[Registered] = Registry("sizing strategy")
 ANCHORS: list[str] = []  # the published strategies our default is measured against
 
 
-def register_predictor(name: str, *, anchor: bool = False) -> Callable[[F], F]:
-    """Register a predictor factory under a stable name used in config, CLI and UI."""
+def register_predictor(name: str, *, anchor: bool = False, takes: Sequence[str] = ()) -> Callable[[F], F]:
+    """Register a predictor factory under a stable name used in config, CLI and UI; ``takes``: which
+    of the decision's bounds it is built with (the largest allocatable memory, the OOM-kill budget)."""
+    unknown = set(takes) - set(BOUNDS)
+    if unknown:
+        raise ValueError(f"{name}: unknown bounds {sorted(unknown)}; known: {BOUNDS}")
 
     def add(factory: F) -> F:
-        PREDICTORS.register(name, factory)
+        PREDICTORS.register(name, Registered(factory, frozenset(takes)))
         if anchor:
             ANCHORS.append(name)
         return factory
@@ -345,11 +363,10 @@ def make_predictor(
     max_oom_rate: float | None = None,
     **params: Any,
 ) -> Predictor:
-    """The named predictor, bounded to [floor, cap]; factories that take ``cap_bytes`` or an
-    OOM-kill budget (``max_oom_rate``) get them too."""
-    factory = PREDICTORS.get(name)
-    takes = inspect.signature(factory).parameters
+    """The named predictor, bounded to [floor, cap]; factories registered as taking ``cap_bytes`` or
+    an OOM-kill budget (``max_oom_rate``) get them too."""
+    registered = PREDICTORS.get(name)
     for key, value in (("cap_bytes", cap_bytes), ("max_oom_rate", max_oom_rate)):
-        if value is not None and key in takes:
+        if value is not None and key in registered.takes:
             params[key] = value
-    return WithBounds(factory(**params), floor_bytes, cap_bytes)
+    return WithBounds(registered.factory(**params), floor_bytes, cap_bytes)

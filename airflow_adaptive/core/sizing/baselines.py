@@ -55,5 +55,5 @@ class Doubling(Predictor):
 
 
 register_predictor("user")(UserEstimate)
-register_predictor("whole-node")(WholeNode)
-register_predictor("doubling", anchor=True)(Doubling)
+register_predictor("whole-node", takes=("cap_bytes",))(WholeNode)
+register_predictor("doubling", anchor=True, takes=("cap_bytes",))(Doubling)

@@ -217,7 +217,7 @@ class ExhaustiveBuckets(_DrawnBuckets):
         self._set_buckets(y, w, best[1])
 
 
-register_predictor("quantized-buckets", anchor=True)(QuantizedBuckets)
-register_predictor("kmeans-buckets", anchor=True)(KMeansBuckets)
-register_predictor("greedy-buckets", anchor=True)(GreedyBuckets)
-register_predictor("exhaustive-buckets", anchor=True)(ExhaustiveBuckets)
+register_predictor("quantized-buckets", anchor=True, takes=("cap_bytes",))(QuantizedBuckets)
+register_predictor("kmeans-buckets", anchor=True, takes=("cap_bytes",))(KMeansBuckets)
+register_predictor("greedy-buckets", anchor=True, takes=("cap_bytes",))(GreedyBuckets)
+register_predictor("exhaustive-buckets", anchor=True, takes=("cap_bytes",))(ExhaustiveBuckets)

@@ -67,5 +67,5 @@ class MaxThroughput(_TwoStep):
         return -throughput
 
 
-register_predictor("tovar-min-waste", anchor=True)(MinWaste)
-register_predictor("tovar-max-throughput", anchor=True)(MaxThroughput)
+register_predictor("tovar-min-waste", anchor=True, takes=("cap_bytes",))(MinWaste)
+register_predictor("tovar-max-throughput", anchor=True, takes=("cap_bytes",))(MaxThroughput)
