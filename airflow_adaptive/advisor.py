@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from airflow_adaptive.advice.cached_inputs import InputAdvice
-from airflow_adaptive.advice.memory import MemoryAdvice, keep_user
-from airflow_adaptive.advice.placement import PlacementAdvice
-from airflow_adaptive.advice.recording import RecordingAdvice
+from airflow_adaptive.advice.input_advice import InputAdvice
+from airflow_adaptive.advice.memory_advice import MemoryAdvice, keep_user
+from airflow_adaptive.advice.placement_advice import PlacementAdvice
+from airflow_adaptive.advice.recording_advice import RecordingAdvice
 from airflow_adaptive.advice.session import Clock, StoreSession, utc_now
 from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.lff import PriorityChoice

@@ -49,15 +49,16 @@ def static_weight(task: Any) -> int:
 def _read(task_family: str) -> FamilyProgress | None:
     from airflow import settings
 
+    from airflow_adaptive.advisor import Advisor
     from airflow_adaptive.config import get_settings
-    from airflow_adaptive.store.access import open_store
     from airflow_adaptive.store.sql import SqlHistoryStore
 
     make_session: Any = settings.Session  # None until Airflow configured its ORM: raises, fails open
     session = make_session()
     if session.in_transaction():  # the scheduler's: read inside it, never commit
-        return SqlHistoryStore.reading_through(session.connection()).progress(task_family)
-    return open_store(get_settings()).progress(task_family)
+        scheduler = SqlHistoryStore.reading_through(session.connection())
+        return Advisor(get_settings(), lambda: scheduler).placement.progress(task_family)
+    return Advisor(get_settings()).placement.progress(task_family)
 
 
 def family_progress(task_family: str) -> FamilyProgress | None:

@@ -19,7 +19,6 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from airflow_adaptive.core.grouping import Grouping, NodeProfile
-from airflow_adaptive.core.lff import FamilyProgress
 from airflow_adaptive.core.locality import CachedInput, InputState, InputUse
 from airflow_adaptive.core.model import Observation, TaskKey
 from airflow_adaptive.core.node_groups import StoredNode
@@ -107,10 +106,6 @@ class InMemoryHistoryStore(ProcessHistoryStore):
 
     def distributions(self) -> Any:
         return copy.deepcopy(super().distributions())
-
-    def progress(self, task_family: str) -> FamilyProgress | None:
-        state = self.family(task_family)
-        return FamilyProgress.of(state.rollup.attempts, state.rollup.completed) if state else None
 
     def newest_requests(
         self, task_families: Sequence[str], *, dag_ids: frozenset[str] | None = None

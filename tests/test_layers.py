@@ -29,7 +29,7 @@ LAYERS = {
     "advice": 6,  # one attempt's advice by role: store -> decide
     "advisor": 7,  # the roles together, and the pod's whole decision
     "evaluation": 7,  # replay through the live decision
-    "weight_rule": 7,  # least-finished-first as Airflow's weight strategy
+    "weight_rule": 8,  # least-finished-first as Airflow's weight strategy
     "shared_inputs": 8,
     "simulation": 8,
     "policy": 8,  # Airflow's entry points, thin

@@ -2,7 +2,7 @@
 
 :class:`LiveSizing` keeps a :class:`~airflow_adaptive.store.process.ProcessHistoryStore` and a
 simulated clock. Each replayed try is sized by the memory decision of an attempt's advisor
-(:class:`~airflow_adaptive.advice.memory.MemoryAdvice`, the operator's and the hook's), noted as started and recorded through the store's
+(:class:`~airflow_adaptive.advice.memory_advice.MemoryAdvice`, the operator's and the hook's), noted as started and recorded through the store's
 recording and learning code, so every figure the replay, the simulator and the what-if print is
 measured on the code that sizes pods. ``journal``, when given, lists every store write and decision
 in order, so a test can repeat them against the SQL store.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from airflow_adaptive.advice.memory import MemoryAdvice
+from airflow_adaptive.advice.memory_advice import MemoryAdvice
 from airflow_adaptive.advice.session import StoreSession
 from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.decide import SizingSettings

@@ -145,6 +145,11 @@ class SizingReads(Protocol):
         warm start compares them, core/sizing/similar.py); four columns, no models."""
         ...
 
+    def progress(self, task_family: str) -> FamilyProgress | None:
+        """The family's successful and failed attempts (two columns of its row, by primary key);
+        None for a family never recorded."""
+        ...
+
     def nodes(self) -> list[StoredNode]:
         """The profiled nodes (the largest bounds a CPU request; placement groups them)."""
         ...
@@ -156,11 +161,6 @@ class SizingStore(AttemptWrites, SizingReads, Protocol):
 
 class ReportReads(Protocol):
     """What the UI and the commands total and list."""
-
-    def progress(self, task_family: str) -> FamilyProgress | None:
-        """The family's successful and failed attempts (two columns of its row, by primary key);
-        None for a family never recorded."""
-        ...
 
     def newest_requests(
         self, task_families: Sequence[str], *, dag_ids: frozenset[str] | None = None

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 
+from airflow_adaptive.core.lff import FamilyProgress
 from airflow_adaptive.core.model import Observation, TaskKey
 from airflow_adaptive.core.node_groups import StoredNode
 from airflow_adaptive.core.normalise import fit_key, fit_task_key
@@ -150,6 +151,10 @@ class ProcessHistoryStore:
         self._enter()
         state = self._families.get(fit_key(task_family))
         return state if state is not None and state.rollup.attempts else None
+
+    def progress(self, task_family: str) -> FamilyProgress | None:
+        state = self.family(task_family)
+        return FamilyProgress.of(state.rollup.attempts, state.rollup.completed) if state else None
 
     def families_named(self, task_families: Sequence[str]) -> dict[str, FamilyState]:
         found = {fit_key(name): self.family(name) for name in task_families}

@@ -95,7 +95,7 @@ def test_a_corrupt_stored_model_is_refitted_and_says_so() -> None:
 
 
 def test_a_failing_predictor_fails_open(monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_adaptive.advice import memory as memory_advice
+    from airflow_adaptive.advice import memory_advice as memory_advice
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise OverflowError("cannot convert float infinity to integer")

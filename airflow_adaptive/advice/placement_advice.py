@@ -20,6 +20,11 @@ class PlacementAdvice:
         self.settings = settings
         self.session = session
 
+    def progress(self, task_family: str) -> FamilyProgress | None:
+        """The family's successes and failures, for Airflow's queue weight (``weight_rule.py``): two
+        columns of its row; raises HistoryUnavailableError (the weight strategy falls back itself)."""
+        return self.session.store().progress(task_family)
+
     def priority(self, task_family: str, static_weight: int = 0) -> PriorityChoice | None:
         """The family's least-finished-first rank (None when the store is unavailable)."""
         try:
