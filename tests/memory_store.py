@@ -67,33 +67,25 @@ class InMemoryHistoryStore(ProcessHistoryStore):
         if self.faults.down:
             raise HistoryUnavailableError("history store unavailable: the in-memory store is switched off")
 
+    _STATE = (
+        "_attempts",
+        "_ordered",
+        "_families",
+        "_distributions",
+        "_next_id",
+        "_days",
+        "_unfinished",
+        "_running",
+    )
+
     def record_batches(self, batches: Iterable[Sequence[Observation]]) -> RecordResult:
         with self._lock:
-            snapshot = copy.deepcopy(
-                (
-                    self._attempts,
-                    self._ordered,
-                    self._families,
-                    self._distributions,
-                    self._next_id,
-                    self._days,
-                    self._unfinished,
-                    self._running,
-                )
-            )
+            snapshot = copy.deepcopy({name: getattr(self, name) for name in self._STATE})
             try:
                 return super().record_batches(batches)
             except BaseException:  # one transaction: all or nothing
-                (
-                    self._attempts,
-                    self._ordered,
-                    self._families,
-                    self._distributions,
-                    self._next_id,
-                    self._days,
-                    self._unfinished,
-                    self._running,
-                ) = snapshot
+                for name, value in snapshot.items():
+                    setattr(self, name, value)
                 raise
 
     def family(self, task_family: str) -> FamilyState | None:

@@ -21,8 +21,12 @@ class PlacementAdvice:
         self.session = session
 
     def progress(self, task_family: str) -> FamilyProgress | None:
-        """The family's successes and failures, for Airflow's queue weight (``weight_rule.py``): two
-        columns of its row; raises HistoryUnavailableError (the weight strategy falls back itself)."""
+        """The family's successes and failures, for Airflow's queue weight (``weight_rule.py``): from
+        its row when this session read it (a page of families), else two columns of it; raises
+        HistoryUnavailableError (the weight strategy falls back itself)."""
+        if self.session.has_read(task_family):
+            state = self.session.family(task_family)
+            return FamilyProgress.of(state.rollup.attempts, state.rollup.completed) if state else None
         return self.session.store().progress(task_family)
 
     def priority(self, task_family: str, static_weight: int = 0) -> PriorityChoice | None:

@@ -69,6 +69,9 @@ class StoreSession(Generic[S]):
             self._families[task_family] = self.store().family(task_family)
         return self._families[task_family]
 
+    def has_read(self, task_family: str) -> bool:
+        return task_family in self._families
+
     def read_families(self, task_families: Sequence[str]) -> None:
         """Read a page of families' rows in one query, for the decisions that follow."""
         found = self.store().families_named(task_families)  # keyed as stored (fit_key)

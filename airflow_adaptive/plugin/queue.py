@@ -13,8 +13,9 @@ from typing import Any
 
 from sqlalchemy import select
 
+from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import AdaptiveSettings
-from airflow_adaptive.core.lff import FamilyProgress, PriorityChoice, choose_priority
+from airflow_adaptive.core.lff import FamilyProgress, PriorityChoice
 from airflow_adaptive.exceptions import HistoryUnavailableError
 from airflow_adaptive.plugin.readable import history_hidden
 from airflow_adaptive.store.api import HistoryStore
@@ -68,16 +69,18 @@ def queue_view(
     note = ""
     choices: dict[tuple[str, str], PriorityChoice] = {}
     counts: dict[tuple[str, str], FamilyProgress] = {}
+    advisor = Advisor(settings, open_store)  # one for the page: the store is opened and read once
     try:
-        store = open_store()
-        progress = {f: store.progress(f) or FamilyProgress(0, 0) for f in set(families.values())}
-        hidden = {f for f in set(families.values()) if history_hidden(store, dags, f)}
+        names = sorted(set(families.values()))
+        advisor.session.read_families(names)  # one read for the page's families
+        progress = {f: advisor.placement.progress(f) or FamilyProgress(0, 0) for f in names}
+        hidden = {f for f in names if history_hidden(advisor.session.store(), dags, f)}
         counts = {key: progress[f] for key, f in families.items() if f not in hidden}
         if dags is None:  # a rank compares with every DAG's families: only for who may read them all
-            successes = store.distributions().successes
             for key, family in families.items():
-                weight = static_weight(tasks[key])
-                choices[key] = choose_priority(progress[family], successes, settings.lff_failures, weight)
+                choice = advisor.placement.priority(family, static_weight(tasks[key]))
+                if choice is not None:
+                    choices[key] = choice
         else:
             note = RESTRICTED + (f"; {HIDDEN_COUNTS}" if hidden else "")
     except HistoryUnavailableError as err:
