@@ -25,13 +25,10 @@ from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.grouping import task_feature_ranks
 from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, task_labels
 from airflow_adaptive.core.lff import class_tier
-from airflow_adaptive.core.model import MemoryRequest
 from airflow_adaptive.core.placement import PLACEMENT_POLICIES, GroupView, TaskDemandView, engine_for
 from airflow_adaptive.core.sketch import LogHistogram
-from airflow_adaptive.evaluation.live import LiveSizing, Try, observation_of, replay_settings
 from airflow_adaptive.evaluation.replay import GB_H
 from airflow_adaptive.exceptions import InvalidSettingError
-from airflow_adaptive.traces.runs import TaskRun
 
 from .bounds import runtime_on
 from .cluster import Cluster, SimNode
@@ -40,6 +37,7 @@ from .node_rules import node_rules
 from .params import DEFAULT_PARAMS, SIZINGS, SimParams
 from .queues import PendingQueue
 from .results import RunResult, Span
+from .sizing import SimSizing
 from .storage import SharedStorage
 from .workload import FamilyStats, SimTask, Workload, dominant_features, family_demands
 
@@ -158,9 +156,8 @@ class Simulation:
     def _history(self, prior_run: bool) -> None:
         self.successes: dict[str, int] = {}  # per family, as the store counts them (LFF's key)
         self.success_counts = LogHistogram()  # every family's successes, as the store keeps them
-        # the provider's decision on a store of this process: what finished (online) or the prior run
-        sizing = replace(SIZING, strategy=self.strategy, cap_bytes=self.cap_bytes)
-        self.live = LiveSizing(replay_settings(sizing), completed=False)
+        sizing = replace(SIZING, strategy=self.strategy)
+        self.sizer = SimSizing(self.tasks, sizing, self.cap_bytes, online=not prior_run)
         self.stats = FamilyStats()
         self._labels: dict[str, dict[str, int] | None] = {}
         self._learned = 0
@@ -169,9 +166,6 @@ class Simulation:
             for t in self.tasks:
                 self._count(t.family, 1)
                 self._learn(t, t.runtime_s)
-            self.live.imported(
-                [TaskRun(t.family, t.peak_memory_bytes, t.runtime_s, t.input_size_bytes) for t in self.tasks]
-            )
 
     def _count(self, family: str, successes: int) -> None:
         """The store's view for least-finished-first: a family counted from its first attempt on."""
@@ -180,11 +174,6 @@ class Simulation:
             self.success_counts.add(before, -1)
         self.successes[family] = (before or 0) + successes
         self.success_counts.add(self.successes[family])
-
-    def _try(self, task_index: int, number: int) -> Try:
-        t = self.tasks[task_index]
-        user = MemoryRequest(t.request_memory_bytes, t.request_memory_bytes)
-        return Try(t.family, str(task_index), number, user, t.input_size_bytes)
 
     def _learn(self, t: SimTask, runtime_s: float) -> None:
         """What the simulator's own statistics (labels, SJFN, CPU) learn from a finished task."""
@@ -317,8 +306,7 @@ class Simulation:
             self._idle[node.group] -= 1
         node.running[aid] = (dominant, task.cpu_cores_used)
         now = self.env.now
-        self.live.advance(now + p.pod_startup_s)
-        self.live.started(self._try(attempt.task, attempt.number))  # noted again: running
+        self.sizer.started(attempt.task, attempt.number, now + p.pod_startup_s)  # noted again: running
         self._waits += now - attempt.ready_s
         self.result.attempts += 1
         duration = p.pod_startup_s + read.seconds + ran
@@ -345,43 +333,24 @@ class Simulation:
             self._idle[node.group] += 1
         self.result.makespan_s = max(self.result.makespan_s, self.env.now)
         self._count(task.family, 0 if oom else 1)
-        self.live.advance(self.env.now)
-        tried = self._try(attempt.task, attempt.number)
-        allocation = {"request": attempt.memory_bytes, "limit": attempt.memory_bytes}
         if oom:
             self.result.oom_kills += 1
             self.result.waste_gb_h += attempt.memory_bytes * ran_s / GB_H
             if attempt.memory_bytes >= self.cap_bytes or attempt.number >= self.params.max_attempts:
                 self.result.failed += 1
-                self.live.store.unmark_unfinished(tried.key)
-            else:  # recorded as the operator records a kill (the previous try the retry reads)
-                killed = observation_of(
-                    tried, allocation, peak_bytes=None, wall_seconds=ran_s, finished_at=self.live.now()
+                self.sizer.given_up(attempt.task, attempt.number)
+            else:
+                retry = self.sizer.retry(
+                    attempt.task, attempt.number, attempt.memory_bytes, ran_s, self.env.now
                 )
-                online = self.params.history == "online"
-                if online:
-                    self.live.record([killed])
-                decision = self.live.decide(
-                    self._try(attempt.task, attempt.number + 1), None if online else killed
-                )
-                retry = decision.memory_limit_bytes or self.cap_bytes
-                self._submit(attempt.task, attempt.number + 1, min(retry, self.cap_bytes), attempt.cores)
+                self._submit(attempt.task, attempt.number + 1, retry, attempt.cores)
         else:
             self.result.succeeded += 1
             self.result.waste_gb_h += (attempt.memory_bytes - task.peak_memory_bytes) * ran_s / GB_H
             self.result.used_gb_h += task.peak_memory_bytes * ran_s / GB_H
             if self.params.history == "online":
                 self._learn(task, ran_s)
-                done = observation_of(
-                    tried,
-                    allocation,
-                    peak_bytes=task.peak_memory_bytes,
-                    wall_seconds=ran_s,
-                    finished_at=self.live.now(),
-                )
-                self.live.record([done])
-            else:
-                self.live.store.unmark_unfinished(tried.key)
+            self.sizer.ended(attempt.task, attempt.number, attempt.memory_bytes, ran_s, self.env.now)
             for child in self.children[attempt.task]:
                 self.waiting_on[child] -= 1
                 if self.waiting_on[child] == 0:
@@ -390,10 +359,7 @@ class Simulation:
 
     def _submit_first(self, task_index: int) -> None:
         task = self.tasks[task_index]
-        self.live.advance(self.env.now)
-        first = self._try(task_index, 1)
-        alloc = self.live.decide(first).memory_limit_bytes or self.cap_bytes
-        self.live.started(first)  # as the operator notes it
+        alloc = self.sizer.first(task_index, self.env.now)
         cores = self.cpu.request_cores(task) if self.cpu else task.request_cores
         self._submit(task_index, 1, max(SIZING.floor_bytes, min(int(alloc), self.cap_bytes)), cores)
 
