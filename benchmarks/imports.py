@@ -26,6 +26,8 @@ import tempfile
 MODULES = {
     # Not a floor without the provider: Airflow's settings load the `airflow.policy` entry point.
     "airflow": "Airflow (with its policy entry point)",
+    # What every Airflow process does once it reads an [adaptive] option (the provider's config section).
+    "airflow; from airflow.configuration import conf; conf.get('adaptive', 'strategy')": "Airflow reading [adaptive]",
     "airflow_adaptive.policy": "policy",
     "airflow_adaptive.operators.pod": "operator",
     "airflow_adaptive.plugin": "plugin",

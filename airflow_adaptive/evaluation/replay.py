@@ -107,9 +107,11 @@ def arrival_order(runs: Sequence[TaskRun]) -> list[int]:
 
 
 def _allocation(decision: Decision, cap: int) -> dict[str, int | None]:
-    """What a pod with this decision may use: an unset limit (or request) is the whole node, the cap."""
-    limit = decision.memory_limit_bytes or decision.memory_request_bytes or cap
-    return {"request": decision.memory_request_bytes or limit, "limit": limit}
+    """What a pod with this decision may use: an unset limit (or request) is the whole node, and
+    nothing goes above it (the cap is the trace's largest node: a larger request kept as the user
+    asked would run on no node)."""
+    limit = min(decision.memory_limit_bytes or decision.memory_request_bytes or cap, cap)
+    return {"request": min(decision.memory_request_bytes or limit, limit), "limit": limit}
 
 
 @dataclass
