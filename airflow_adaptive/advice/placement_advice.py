@@ -26,7 +26,7 @@ class PlacementAdvice:
         HistoryUnavailableError (the weight strategy falls back itself)."""
         if self.session.has_read(task_family):
             state = self.session.family(task_family)
-            return FamilyProgress.of(state.rollup.attempts, state.rollup.completed) if state else None
+            return state.progress if state else None
         return self.session.store().progress(task_family)
 
     def priority(self, task_family: str, static_weight: int = 0) -> PriorityChoice | None:
@@ -37,7 +37,7 @@ class PlacementAdvice:
         except HistoryUnavailableError as err:
             self.session.unavailable(err)
             return None
-        progress = FamilyProgress.of(state.rollup.attempts, state.rollup.completed) if state else None
+        progress = state.progress if state else None
         return choose_priority(
             progress or FamilyProgress(0, 0), successes, self.settings.lff_failures, static_weight
         )

@@ -107,7 +107,7 @@ class LiveSizing:
             )
 
     def advance(self, now_s: float) -> None:
-        """Move the clock to ``now_s``, recording every success that finished by then."""
+        """Move the clock to ``now_s``, recording every try that ended by then."""
         self.now_s = max(self.now_s, now_s)
         while self._running and self._running[0][0] <= self.now_s:
             self.record([heapq.heappop(self._running)[2]])

@@ -57,15 +57,8 @@ class SimSizing:
         if not self.online:
             self.live.store.unmark_unfinished(tried.key)
             return
-        peak = self.tasks[task_index].peak_memory_bytes
         allocation = {"request": memory_bytes, "limit": memory_bytes}
-        self.live.record(
-            [
-                observation_of(
-                    tried, allocation, peak_bytes=peak, wall_seconds=ran_s, finished_at=self.live.now()
-                )
-            ]
-        )
+        self.live.ended(tried, allocation, self.tasks[task_index].peak_memory_bytes, ran_s, None)
 
     def given_up(self, task_index: int, number: int) -> None:
         """A try killed at the cap or the last attempt: the task ends unrecorded."""

@@ -35,6 +35,11 @@ class FamilyState:
     rollup: FamilyRollup
     model: FittedModel | None = None
 
+    @property
+    def progress(self) -> FamilyProgress:
+        """Its successful and failed attempts (least-finished-first's keys)."""
+        return FamilyProgress.of(self.rollup.attempts, self.rollup.completed)
+
 
 FAMILY_SORTS = (
     "task_family",

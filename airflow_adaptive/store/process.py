@@ -154,7 +154,7 @@ class ProcessHistoryStore:
 
     def progress(self, task_family: str) -> FamilyProgress | None:
         state = self.family(task_family)
-        return FamilyProgress.of(state.rollup.attempts, state.rollup.completed) if state else None
+        return state.progress if state else None
 
     def families_named(self, task_families: Sequence[str]) -> dict[str, FamilyState]:
         found = {fit_key(name): self.family(name) for name in task_families}
