@@ -9,6 +9,7 @@ from typing import Any
 from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.lff import check_failure_mode
 from airflow_adaptive.core.locality import BIG_FROM_BYTES, SMALL_BELOW_BYTES
+from airflow_adaptive.core.modes import FamilyRule, Mode, parse_family_rules, parse_mode
 from airflow_adaptive.core.retention import DAYS_RULE, check_keep_days
 from airflow_adaptive.core.sizing import RETRY_POLICIES
 from airflow_adaptive.core.sizing.base import PREDICTORS
@@ -39,7 +40,7 @@ class AdaptiveSettings:
     history_window: int
     retention_attempts: int
     retention_days: float
-    mutate_all_pods: bool
+    mode: Mode  # of pods the operator did not build
     placement_live_load: bool
     lff_failures: str
     priority_classes: bool
@@ -48,6 +49,7 @@ class AdaptiveSettings:
     sizing: SizingSettings
     staging: StagingSettings = field(default_factory=StagingSettings)
     placement_live_load_ttl_seconds: float = 10.0
+    family_modes: tuple[FamilyRule, ...] = ()
 
 
 def _raw(name: str) -> str:
@@ -128,6 +130,13 @@ def _failure_mode() -> str:
         raise InvalidConfigError(f"[{SECTION}] lff_failures: {err}") from None
 
 
+def _mode() -> Mode:
+    mode = parse_mode(_raw("mode"), f"[{SECTION}] mode")
+    if mode is Mode.OFF and _flag("mutate_all_pods"):  # the option mode replaced
+        return Mode.ENFORCE
+    return mode
+
+
 def _spool_dir() -> str:
     import os
 
@@ -174,7 +183,7 @@ def load_settings() -> AdaptiveSettings:
         history_window=_number("history_window", int),
         retention_attempts=_count("retention_attempts"),
         retention_days=_days("retention_days"),
-        mutate_all_pods=_flag("mutate_all_pods"),
+        mode=_mode(),
         placement_live_load=_flag("placement_live_load"),
         lff_failures=_failure_mode(),
         priority_classes=_flag("priority_classes"),
@@ -183,6 +192,7 @@ def load_settings() -> AdaptiveSettings:
         sizing=_sizing(),
         staging=_staging(),
         placement_live_load_ttl_seconds=_not_negative("placement_live_load_ttl_seconds"),
+        family_modes=parse_family_rules(_raw("family_modes"), f"[{SECTION}] family_modes"),
     )
 
 

@@ -89,10 +89,26 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "1.0",
         "Memory limit as a multiple of the decided request (1.0: limit = request, no overcommit).",
     ),
+    "mode": (
+        "string",
+        "off",
+        "How far the provider goes with pods it did not build (plain KubernetesPodOperator tasks, "
+        "KubernetesExecutor workers): ``off`` (left alone), ``observe`` (the command wrapped and the attempt "
+        "recorded; the pod keeps the user's resources, its annotation says what would have been decided), "
+        "``recommend`` (as observe, and the recommendation shown in the UI and by ``decide``) or ``enforce`` "
+        "(sized and placed). A DAG tag ``adaptive:<mode>`` and ``family_modes`` override it.",
+    ),
+    "family_modes": (
+        "string",
+        "",
+        "Modes per task family, the most specific setting: ``pattern=mode`` items, comma-separated, with "
+        "shell-style patterns (``etl.*=enforce, genomics.align=observe``); the first match wins. It also "
+        "overrides the operator's pods (``*=observe`` rolls every pod back to the user's resources).",
+    ),
     "mutate_all_pods": (
         "boolean",
         "False",
-        "Let the pod-mutation policy size every pod that carries Airflow's labels, not only the operator's.",
+        "Deprecated: ``True`` is read as ``mode = enforce`` while ``mode`` is ``off``.",
     ),
     "placement_live_load": (
         "boolean",

@@ -1,8 +1,12 @@
-"""``pod_mutation_hook`` for pods the operator did not build (plain KPO, KubernetesExecutor workers).
+"""Airflow's cluster policies (the ``airflow.policy`` entry point), for pods the operator did not build.
 
-Registered through the ``airflow.policy`` entry point. Off unless
-``[adaptive] mutate_all_pods`` is true; a pod labelled
-``adaptive.airflow.io/opt-out: "true"`` is never changed. It never raises.
+``pod_mutation_hook``: plain KubernetesPodOperator pods and KubernetesExecutor worker pods get
+their mode (``[adaptive] mode``, off by default; a DAG tag ``adaptive:<mode>``;
+``[adaptive] family_modes``), their command wrapped, and the decision applied as far as the mode
+goes. A pod labelled ``adaptive.airflow.io/opt-out: "true"`` is never changed. It never raises.
+
+``task_policy``: every KubernetesPodOperator task gets the recording callback
+(operators/callback.py); a DAG's ``adaptive:<mode>`` tag is stamped on its tasks' pods.
 """
 
 from __future__ import annotations
@@ -16,44 +20,17 @@ from airflow.policies import hookimpl
 if TYPE_CHECKING:
     from kubernetes.client import models as k8s
 
-    from airflow_adaptive.core.model import TaskKey
-
 # Airflow loads this module while it initialises itself: everything else is imported lazily.
 log = logging.getLogger(__name__)
 BASE_CONTAINER = "base"
-
-
-def airflow_task_of(pod: k8s.V1Pod) -> tuple[str, TaskKey, bool] | None:
-    """(task family, key, run_id_is_label) of a pod Airflow made, or None for other pods.
-
-    Executor pods carry the raw ids in annotations; KPO pods only sanitised labels.
-    """
-    from airflow_adaptive.core.model import TaskKey
-    from airflow_adaptive.kubernetes.pods import FAMILY_ANNOTATION
-
-    meta = pod.metadata
-    labels = (meta.labels if meta else None) or {}
-    annotations = (meta.annotations if meta else None) or {}
-    source = annotations if "dag_id" in annotations and "task_id" in annotations else labels
-    if "dag_id" not in source or "task_id" not in source:
-        return None
-    try:
-        try_number = int(source.get("try_number") or labels.get("try_number") or 1)
-        map_index = int(source.get("map_index") or labels.get("map_index") or -1)
-    except ValueError:
-        return None
-    run_id = source.get("run_id") or labels.get("run_id") or ""
-    key = TaskKey(source["dag_id"], source["task_id"], run_id, map_index, try_number)
-    family = annotations.get(FAMILY_ANNOTATION) or key.default_family
-    return family, key, source is labels
 
 
 def mutate(pod: k8s.V1Pod) -> None:
     from airflow.providers.cncf.kubernetes.pod_generator import make_safe_label_value
 
     from airflow_adaptive.advisor import Advisor, PodAsk
+    from airflow_adaptive.attempt import airflow_task_of, pod_mode, prepare_pod, stamped_dag_mode
     from airflow_adaptive.config import get_settings
-    from airflow_adaptive.kubernetes.apply import apply_decision
     from airflow_adaptive.kubernetes.pods import (
         MANAGED_LABEL,
         OPT_OUT_LABEL,
@@ -63,10 +40,9 @@ def mutate(pod: k8s.V1Pod) -> None:
         tool_of,
     )
     from airflow_adaptive.kubernetes.priority_classes import priority_class_for
+    from airflow_adaptive.observer.loop import keep_for_observer
 
     settings = get_settings()
-    if not settings.mutate_all_pods:
-        return
     labels = (pod.metadata.labels if pod.metadata else None) or {}
     if labels.get(OPT_OUT_LABEL, "").lower() == "true" or MANAGED_LABEL in labels:
         return
@@ -74,6 +50,9 @@ def mutate(pod: k8s.V1Pod) -> None:
     if found is None:
         return
     family, key, run_id_is_label = found
+    choice = pod_mode(settings, family, dag=stamped_dag_mode(pod), task=None, operator=False)
+    if not choice.mode.records:
+        return
     container = find_container(pod, BASE_CONTAINER)
     resources = container.resources if container else None
     user = memory_of(resources, what=f"pod {pod.metadata.name} memory")
@@ -92,10 +71,72 @@ def mutate(pod: k8s.V1Pod) -> None:
         program=program,
     )
     enabled = settings.priority_classes
-    decision = advisor.pod_decision(
-        ask, lambda choice: priority_class_for(choice, pod, _api_client, enabled=enabled)
+    worker = not run_id_is_label  # a KubernetesExecutor worker: its ids are in annotations
+    decision = prepare_pod(
+        pod,
+        BASE_CONTAINER,
+        choice,
+        ask,
+        advisor,
+        lambda choice: priority_class_for(choice, pod, _api_client, enabled=enabled),
+        managed_by="policy",
+        entrypoint_runs_args=worker,
     )
-    apply_decision(pod, decision, family, BASE_CONTAINER, managed_by="policy")
+    log.info("airflow-adaptive [%s, %s] %s", choice.note(), decision.strategy, decision.explanation)
+    if worker:  # the observer records it; until then it counts as unfinished
+        advisor.recording.started(family, key)
+        keep_for_observer(pod, _api_client)
+
+
+def stamp(task: Any) -> None:
+    """Give a plain KubernetesPodOperator task the recording callback (its worker pod, if the
+    KubernetesExecutor runs it, is left alone: it only waits), and stamp the DAG's mode tag."""
+    from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+
+    from airflow_adaptive.core.modes import dag_mode
+    from airflow_adaptive.kubernetes.pods import DAG_MODE_ANNOTATION, OPT_OUT_LABEL
+    from airflow_adaptive.operators.callback import AdaptivePodCallback
+    from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
+
+    dag = getattr(task, "dag", None)
+    mode = dag_mode(getattr(dag, "tags", None)) if dag is not None else None
+    annotations = {DAG_MODE_ANNOTATION: mode.value} if mode is not None else {}
+    if isinstance(task, AdaptiveKubernetesPodOperator):
+        return  # it reads its DAG's tag itself
+    if isinstance(task, KubernetesPodOperator):
+        if AdaptivePodCallback not in task.callbacks:
+            task.callbacks = [*task.callbacks, AdaptivePodCallback]
+        task.annotations = {**(task.annotations or {}), **annotations}
+        _override_worker(task, {OPT_OUT_LABEL: "true"}, {})
+    elif annotations:
+        _override_worker(task, {}, annotations)
+
+
+def _override_worker(task: Any, labels: dict[str, str], annotations: dict[str, str]) -> None:
+    """Add labels and annotations to the task's KubernetesExecutor worker pod (its pod_override)."""
+    from kubernetes.client import models as k8s
+
+    config = dict(task.executor_config or {})
+    pod = copy.deepcopy(config.get("pod_override")) or k8s.V1Pod()
+    pod.metadata = pod.metadata or k8s.V1ObjectMeta()
+    pod.metadata.labels = {**(pod.metadata.labels or {}), **labels}
+    pod.metadata.annotations = {**(pod.metadata.annotations or {}), **annotations}
+    config["pod_override"] = pod
+    task.executor_config = config
+
+
+@hookimpl
+def task_policy(task: Any) -> None:
+    """Stamp the task (above); a failure leaves it as it was, logged once."""
+    try:
+        stamp(task)
+    except Exception as err:
+        from airflow_adaptive.failopen import first_line, warn_once
+
+        warn_once(
+            f"task policy not applied to {getattr(task, 'task_id', '?')!r}: {first_line(err)}",
+            "its pods are left to the pod-mutation hook",
+        )
 
 
 def _api_client() -> Any:

@@ -31,6 +31,7 @@ from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.grouping import NodeProfile, group_nodes
 from airflow_adaptive.core.model import ExitReason, MemoryRequest, Observation, PeakKind, TaskKey, Usage
+from airflow_adaptive.core.modes import Mode
 from airflow_adaptive.core.units import GIB
 from airflow_adaptive.store.learning import Learning
 from airflow_adaptive.store.sql import SqlHistoryStore
@@ -84,7 +85,7 @@ def settings(spool: str) -> AdaptiveSettings:
         history_window=500,
         retention_attempts=5000,
         retention_days=0.0,
-        mutate_all_pods=False,
+        mode=Mode.OFF,
         placement_live_load=False,
         lff_failures="persevere",
         priority_classes=True,

@@ -1,7 +1,8 @@
 """FakeKubernetesApi: a test double of the Kubernetes API server, for end-to-end operator tests.
 
 It speaks just enough of the core/v1 pods API (create, read, list with label
-selectors, log, patch, delete, events), nodes, metrics.k8s.io and
+selectors, log, merge and JSON patch, delete, which waits for finalizers as the API
+server does, events), coordination.k8s.io Leases (optimistic concurrency), nodes, metrics.k8s.io and
 scheduling.k8s.io PriorityClasses (list, create; a pod naming a missing class is
 refused with 403 as the Priority admission plugin does) for
 KubernetesPodOperator, its trigger and our sampler. Instead of a kubelet it
@@ -57,6 +58,8 @@ class FakeKubernetesApi:
         self.nodes: dict[str, dict[str, Any]] = {}  # name -> V1Node JSON
         self.node_patches: list[tuple[str, dict[str, Any]]] = []
         self.priority_classes: dict[str, dict[str, Any]] = {}  # name -> PriorityClass JSON
+        self.leases: dict[tuple[str, str], dict[str, Any]] = {}  # (namespace, name) -> Lease JSON
+        self.deletions: list[str] = []  # pod names, as DELETE was asked
         self._reads: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(self))

@@ -17,6 +17,20 @@ def now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _json_patch(pod: dict[str, Any], operations: list[dict[str, Any]]) -> bool:
+    """RFC 6902 test, add and replace on ``/metadata/...`` paths; False when a test fails."""
+    for op in operations:
+        *parents, last = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].strip("/").split("/")]
+        target = pod
+        for part in parents:
+            target = target.setdefault(part, {})
+        if op["op"] == "test" and target.get(last) != op["value"]:
+            return False
+        if op["op"] in ("add", "replace"):
+            target[last] = op["value"]
+    return True
+
+
 def _selector_matches(selector: str, labels: dict[str, str]) -> bool:
     for term in filter(None, (t.strip() for t in selector.split(","))):
         if "!=" in term:
@@ -80,6 +94,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._list_all(query.get("fieldSelector", ""))
         if parts[:4] == ["apis", "scheduling.k8s.io", "v1", "priorityclasses"]:
             return self._priority_class(method, query.get("labelSelector", ""))
+        if parts[:4] == ["apis", "coordination.k8s.io", "v1", "namespaces"] and len(parts) >= 6:
+            return self._lease(method, parts[4], parts[6] if len(parts) > 6 else None)
         if parts[:3] == ["api", "v1", "nodes"]:
             return self._node(method, parts[3] if len(parts) > 3 else None)
         if parts[:3] != ["api", "v1", "namespaces"] or len(parts) < 5:
@@ -105,18 +121,52 @@ class Handler(BaseHTTPRequestHandler):
         if method == "GET":
             return self._send(200, self._read(key, pod))
         if method == "PATCH":
-            patch = self._body()
+            return self._patch(key, pod)
+        if method == "DELETE":
             with self.api._lock:
-                self.api.patches.append((name or "", patch))
+                self.api.deletions.append(key[1])
+                if pod["metadata"].get("finalizers"):  # deleted once every finalizer is removed
+                    pod["metadata"]["deletionTimestamp"] = now()
+                else:
+                    self.api.pods.pop(key, None)
+            return self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+        return self._not_found()
+
+    def _patch(self, key: tuple[str, str], pod: dict[str, Any]) -> None:
+        """A merge patch of labels, or a JSON patch (test, add, replace) of the metadata."""
+        patch = self._body()
+        with self.api._lock:
+            self.api.patches.append((key[1], patch))
+            if isinstance(patch, dict):
                 pod["metadata"].setdefault("labels", {}).update(
                     (patch.get("metadata") or {}).get("labels") or {}
                 )
-            return self._send(200, pod)
-        if method == "DELETE":
-            with self.api._lock:
+            elif not _json_patch(pod, patch):
+                return self._send(422, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                        "reason": "Invalid", "code": 422, "message": "test failed"})  # fmt: skip
+            if pod["metadata"].get("deletionTimestamp") and not pod["metadata"].get("finalizers"):
                 self.api.pods.pop(key, None)
-            return self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
-        return self._not_found()
+        return self._send(200, pod)
+
+    def _lease(self, method: str, namespace: str, name: str | None) -> None:
+        """coordination.k8s.io Leases: read, create, replace with optimistic concurrency."""
+        with self.api._lock:
+            lease = self.api.leases.get((namespace, name or ""))
+            if method == "GET":
+                return self._send(200, lease) if lease else self._not_found()
+            body = self._body()
+            key = (namespace, body["metadata"]["name"])
+            stale = (
+                lease is None
+                or body["metadata"].get("resourceVersion") != lease["metadata"]["resourceVersion"]
+            )
+            if (method == "POST" and key in self.api.leases) or (method == "PUT" and stale):
+                return self._send(409, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                        "reason": "Conflict", "code": 409})  # fmt: skip
+            version = int((lease or {"metadata": {"resourceVersion": "0"}})["metadata"]["resourceVersion"])
+            body["metadata"]["resourceVersion"] = str(version + 1)
+            self.api.leases[key] = body
+        return self._send(201 if method == "POST" else 200, body)
 
     def _node(self, method: str, name: str | None) -> None:
         if name is None and method == "GET":
@@ -229,6 +279,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_PATCH(self) -> None:
         self._route("PATCH")
+
+    def do_PUT(self) -> None:
+        self._route("PUT")
 
     def do_DELETE(self) -> None:
         self._route("DELETE")

@@ -32,13 +32,16 @@ LAYERS = {
     "weight_rule": 8,  # least-finished-first as Airflow's weight strategy
     "shared_inputs": 8,
     "simulation": 8,
-    "policy": 8,  # Airflow's entry points, thin
+    "attempt": 8,  # one attempt's pod, whoever built it: mode, wrap, decide, apply, record
     "operators": 9,
+    "observer": 9,  # records ended pods the operator does not watch (KubernetesExecutor workers)
+    "policy": 10,  # Airflow's entry points, thin
     "plots": 9,  # PNG reports of replays and simulations
     "history_cli": 9,  # commands
     "plugin": 10,
     "example_dags": 10,
     "nodes_cli": 10,
+    "observe_cli": 10,
     "simulate_cli": 10,
     "demo": 11,
     "cli": 12,

@@ -29,6 +29,7 @@ from airflow_adaptive.core.model import (
     TaskKey,
     Usage,
 )
+from airflow_adaptive.core.modes import Mode
 from airflow_adaptive.options import OPTIONS
 from airflow_adaptive.store.learning import Learning
 from airflow_adaptive.store.process import EPOCH, ProcessHistoryStore
@@ -47,7 +48,7 @@ def replay_settings(sizing: SizingSettings, history_window: int | None = None) -
         history_window=window,
         retention_attempts=0,
         retention_days=0.0,
-        mutate_all_pods=False,
+        mode=Mode.OFF,
         placement_live_load=False,
         lff_failures=OPTIONS["lff_failures"][1],
         priority_classes=False,

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from kubernetes.client import models as k8s
 
 from airflow_adaptive.core.model import Decision
+from airflow_adaptive.core.modes import ModeChoice
 from airflow_adaptive.core.placement import group_weight
 from airflow_adaptive.kubernetes.pods import (
     DECISION_ANNOTATION,
@@ -15,16 +16,24 @@ from airflow_adaptive.kubernetes.pods import (
     FAMILY_LABEL,
     GROUP_LABEL,
     MANAGED_LABEL,
+    MODE_ANNOTATION,
+    MODE_LABEL,
     PLACEMENT_ANNOTATION,
     PRIORITY_ANNOTATION,
     STRATEGY_ANNOTATION,
     STRATEGY_LABEL,
+    USER_MEMORY_ANNOTATION,
     capability_label,
     find_container,
     has_own_priority,
     label_value,
+    user_memory_note,
 )
 from airflow_adaptive.kubernetes.quantity import format_memory
+
+
+def _cut(text: str, max_chars: int = 1000) -> str:
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
 
 
 def node_affinity_of(pod: k8s.V1Pod) -> k8s.V1NodeAffinity:
@@ -72,9 +81,16 @@ def apply_placement(pod: k8s.V1Pod, decision: Decision) -> None:
 
 
 def apply_decision(
-    pod: k8s.V1Pod, decision: Decision, task_family: str, container_name: str | None, *, managed_by: str
+    pod: k8s.V1Pod,
+    decision: Decision,
+    task_family: str,
+    container_name: str | None,
+    *,
+    managed_by: str,
+    choice: ModeChoice | None = None,
 ) -> k8s.V1Pod:
-    """Write the decision into the pod: resources, our labels, a decision annotation.
+    """Write the decision into the pod as far as the mode goes (None: enforce): our labels and
+    annotations always, resources, node affinity and priority class only when enforced.
 
     Airflow's own labels are never touched; our label values are made valid.
     """
@@ -82,11 +98,23 @@ def apply_decision(
     pod.metadata = metadata
     metadata.labels = dict(metadata.labels or {})
     metadata.annotations = dict(metadata.annotations or {})
+    container = find_container(pod, container_name)
+    user = (container.resources if container else None) or k8s.V1ResourceRequirements()
+    enforced = choice is None or choice.mode.enforces
+    strategy = decision.strategy if enforced else "user"  # what the pod runs with
     metadata.labels[FAMILY_LABEL] = label_value(task_family)
-    metadata.labels[STRATEGY_LABEL] = label_value(decision.strategy)
+    metadata.labels[STRATEGY_LABEL] = label_value(strategy)
     metadata.labels[MANAGED_LABEL] = managed_by
     metadata.annotations[FAMILY_ANNOTATION] = task_family
-    metadata.annotations[STRATEGY_ANNOTATION] = decision.strategy
+    metadata.annotations[STRATEGY_ANNOTATION] = strategy
+    metadata.annotations.setdefault(USER_MEMORY_ANNOTATION, user_memory_note(user))
+    if choice is not None:
+        metadata.labels[MODE_LABEL] = choice.mode.value
+        metadata.annotations[MODE_ANNOTATION] = choice.note()
+    if not enforced:
+        would = f"{decision.strategy}: {decision.explanation}"
+        metadata.annotations[DECISION_ANNOTATION] = _cut(f"keeps the user's resources; would give {would}")
+        return pod
     metadata.annotations[DECISION_ANNOTATION] = decision.summary(max_chars=1000)
     if decision.placement:
         metadata.annotations[PLACEMENT_ANNOTATION] = decision.placement[:1000]
@@ -95,7 +123,6 @@ def apply_decision(
     if decision.priority_class and pod.spec and not has_own_priority(pod):
         pod.spec.priority_class_name = decision.priority_class
     apply_placement(pod, decision)
-    container = find_container(pod, container_name)
     if container is None or not decision.adaptive:
         return pod
     resources = container.resources or k8s.V1ResourceRequirements()

@@ -78,14 +78,36 @@ def is_wrapped(command: Sequence[str] | None) -> bool:
     return bool(command) and len(command or []) >= 4 and command[3] == WRAPPER_NAME  # type: ignore[index]
 
 
-def wrap_container(container: k8s.V1Container) -> bool:
+def container_wrapped(container: k8s.V1Container) -> bool:
+    return is_wrapped(container.command) or is_wrapped(container.args)
+
+
+def unwrapped(container: k8s.V1Container) -> tuple[list[str], list[str]]:
+    """The user's own command and arguments of a container the wrapper may run."""
+    for words in (container.command, container.args):
+        if is_wrapped(words):
+            return list(words[4:]), []
+    return list(container.command or []), list(container.args or [])
+
+
+def wrap_container(container: k8s.V1Container, *, entrypoint_runs_args: bool = False) -> bool:
     """Run the container's command under the wrapper (once), telling it where the termination
     message goes; False, and nothing changed, when there is no command (the image's entrypoint
-    runs: the metrics API is sampled instead)."""
-    if not container.command or is_wrapped(container.command):
-        return bool(container.command)
-    container.command = wrap_command(container.command, container.args or [])
-    container.args = None
+    runs: the metrics API is sampled instead).
+
+    ``entrypoint_runs_args``: a container with arguments only runs them through an entrypoint that
+    runs ``bash …`` arguments as given (Airflow's image does: its worker pods have no command), so
+    the wrapper goes into the arguments and the entrypoint stays.
+    """
+    if container_wrapped(container):
+        return True
+    if container.command:
+        container.command = wrap_command(container.command, container.args or [])
+        container.args = None
+    elif entrypoint_runs_args and container.args:
+        container.args = ["bash", *wrap_command([], container.args)[1:]]
+    else:
+        return False
     if container.termination_message_path:
         env = list(container.env or [])
         env.append(k8s.V1EnvVar(name=TERMINATION_FILE_ENV, value=container.termination_message_path))

@@ -4,6 +4,7 @@ values, and the user's resources read off a container."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Sequence
 
@@ -26,6 +27,11 @@ DECISION_ANNOTATION = f"{PREFIX}/decision"
 PLACEMENT_ANNOTATION = f"{PREFIX}/placement"
 PRIORITY_ANNOTATION = f"{PREFIX}/priority"
 GROUP_LABEL = f"{PREFIX}/group"
+MODE_LABEL = f"{PREFIX}/mode"  # how far the provider went with the pod (core/modes.py)
+MODE_ANNOTATION = f"{PREFIX}/mode"  # the mode and what set it
+DAG_MODE_ANNOTATION = f"{PREFIX}/dag-mode"  # the DAG's tag's mode, stamped on its tasks by the task policy
+USER_MEMORY_ANNOTATION = f"{PREFIX}/user-memory"  # the user's memory resources, as asked (JSON)
+RECORD_FINALIZER = f"{PREFIX}/record"  # kept until the observer has recorded the ended pod
 CAPABILITY_PREFIX = "capability.adaptive.airflow.io/"
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
@@ -107,3 +113,23 @@ def cpu_limit_of(resources: k8s.V1ResourceRequirements | dict | None) -> int | N
         return parse_cpu_millicores(value) if value is not None else None
     except InvalidQuantityError:
         return None  # the API server refuses the pod for it; the request then stays the user's
+
+
+def user_memory_note(resources: k8s.V1ResourceRequirements) -> str:
+    """The user's memory request and limit as asked, for the pod's annotation (JSON)."""
+    parts = {"requests": resources.requests, "limits": resources.limits}
+    return json.dumps({part: {"memory": v["memory"]} for part, v in parts.items() if v and "memory" in v})
+
+
+def user_memory_of(pod: k8s.V1Pod, container_name: str | None) -> MemoryRequest:
+    """The user's memory: the annotation written when the pod was decided, else the pod's own."""
+    note = ((pod.metadata.annotations if pod.metadata else None) or {}).get(USER_MEMORY_ANNOTATION)
+    try:
+        return memory_of(json.loads(note)) if note else _own_memory(pod, container_name)
+    except (ValueError, TypeError, AttributeError):  # someone edited it: the pod's own then
+        return _own_memory(pod, container_name)
+
+
+def _own_memory(pod: k8s.V1Pod, container_name: str | None) -> MemoryRequest:
+    container = find_container(pod, container_name)
+    return memory_of(container.resources if container else None)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any, NoReturn
 
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
@@ -12,18 +12,17 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 from kubernetes.client import models as k8s
 
 from airflow_adaptive.advisor import Advisor, PodAsk
+from airflow_adaptive.attempt import pod_mode, prepare_pod, record_final_pod, recorded_mode, task_key
 from airflow_adaptive.config import get_settings, settings_readable
 from airflow_adaptive.core.model import Decision, ExitReason, Observation, TaskKey, family_of_task
+from airflow_adaptive.core.modes import Mode, ModeChoice, dag_mode, parse_mode
 from airflow_adaptive.core.units import format_bytes
 from airflow_adaptive.exceptions import InvalidQuantityError
 from airflow_adaptive.failopen import warn_once
-from airflow_adaptive.kubernetes.apply import apply_decision
-from airflow_adaptive.kubernetes.command_wrapper import is_wrapped, wrap_container
+from airflow_adaptive.kubernetes.command_wrapper import container_wrapped
 from airflow_adaptive.kubernetes.live_load import live_load_path, shared_idle_nodes
 from airflow_adaptive.kubernetes.metrics import PeakSampler
-from airflow_adaptive.kubernetes.observe import observe_pod
 from airflow_adaptive.kubernetes.pods import (
-    FAMILY_ANNOTATION,
     MANAGED_LABEL,
     capability_label,
     cpu_limit_of,
@@ -48,14 +47,6 @@ class AdaptiveMemoryCapReached(AirflowFailException):
     """The task was OOM-killed at the largest allocatable memory; retrying cannot help."""
 
 
-def task_key(context: Any) -> TaskKey | None:
-    ti = (context or {}).get("ti")
-    if ti is None:
-        return None
-    map_index = getattr(ti, "map_index", -1)
-    return TaskKey(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else map_index, ti.try_number)
-
-
 class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
     """A KubernetesPodOperator whose memory comes from the history of its task family.
 
@@ -66,7 +57,9 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
     Unless ``weight_rule`` is given (here or in ``default_args``), the task is ordered
     least-finished-first (``airflow_adaptive.LeastFinishedFirst``).
     :param input_size_bytes: declared input size of this attempt, for size-aware strategies. (templated)
-    :param adaptive: set False to record history without changing resources.
+    :param adaptive: set False to record history without changing resources (``mode="observe"``).
+    :param mode: ``enforce`` (the default), ``recommend``, ``observe`` or ``off`` (core/modes.py); a DAG
+        tag ``adaptive:<mode>`` and ``[adaptive] family_modes`` override it.
     :param required_capabilities: node capabilities the task cannot run without (e.g. ``{"gpu", "avx512"}``):
         a required node affinity. Until such a node exists the pod stays Pending; in deferrable mode the
         worker slot is free meanwhile.
@@ -90,6 +83,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         task_family: str | None = None,
         input_size_bytes: int | str | None = None,
         adaptive: bool = True,
+        mode: str | None = None,
         required_capabilities: Iterable[str] | None = None,
         shared_inputs: Iterable[Any] | None = None,
         **kwargs: Any,
@@ -105,6 +99,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         self.shared_inputs = list(shared_inputs or [])
         self.input_size_bytes = input_size_bytes
         self.adaptive = adaptive
+        self.mode = parse_mode(mode, f"task {self.task_id!r}: mode") if mode is not None else None
         self._adaptive_killed = False
         self._noted_key: TaskKey | None = None  # this attempt, noted as unfinished until recorded
         self._advisor: Advisor | None = None
@@ -140,19 +135,27 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         pod = super().build_pod_request_obj(context, dry_run=dry_run)
         if not settings_readable():
             return pod  # the user's pod as asked, unwrapped, recorded by no one
-        container = find_container(pod, self.base_container_name)
-        if container is not None:
-            wrap_container(container)
         advisor = self.advisor()
-        decision = self.decide(pod, context, dry_run=dry_run)
-        self.log.info("airflow-adaptive [%s] %s", decision.strategy, decision.explanation)
+        choice = self.mode_of(context)
+        if not choice.mode.records:
+            self.log.info("airflow-adaptive: mode %s: the pod is left as asked", choice.note())
+            return pod
+        decision = self.decide(pod, context, choice, dry_run=dry_run)
+        self.log.info("airflow-adaptive [%s, %s] %s", choice.note(), decision.strategy, decision.explanation)
         key = task_key(context)
-        if key is not None and not dry_run and self.adaptive:  # until recorded, it counts as unfinished
+        if key is not None and not dry_run:  # until recorded, it counts as unfinished
             advisor.recording.started(self.family, key)
             self._noted_key = key
-        pod = apply_decision(pod, decision, self.family, self.base_container_name, managed_by="operator")
-        self._stage_inputs(pod, advisor)
+        if choice.mode.enforces:
+            self._stage_inputs(pod, advisor)
         return pod
+
+    def mode_of(self, context: Any) -> ModeChoice:
+        """This attempt's mode: the family's rule, the DAG's tag, the task's own, else enforce."""
+        dag = (context or {}).get("dag") if context else None
+        task: Mode | None = Mode.OBSERVE if not self.adaptive else self.mode
+        tags = getattr(dag, "tags", None) if dag is not None else None
+        return pod_mode(get_settings(), self.family, dag=dag_mode(tags), task=task, operator=True)
 
     def _stage_inputs(self, pod: k8s.V1Pod, advisor: Advisor) -> None:
         """Declared inputs: staged on the node when shared and big enough; never stops the pod."""
@@ -174,7 +177,8 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
             self._advisor = Advisor(get_settings())
         return self._advisor
 
-    def decide(self, pod: k8s.V1Pod, context: Any, *, dry_run: bool = False) -> Decision:
+    def decide(self, pod: k8s.V1Pod, context: Any, choice: ModeChoice, *, dry_run: bool = False) -> Decision:
+        """Wrap, decide and apply through the path every pod kind takes (attempt.prepare_pod)."""
         container = find_container(pod, self.base_container_name)
         resources = container.resources if container else None
         image, program = self._tool()
@@ -183,19 +187,23 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
             self.family,
             memory_of(resources),
             task_key(context),
-            size_memory=self.adaptive,
             input_size_bytes=self._input_size(),
             cpu_limit_millicores=cpu_limit_of(resources),
             image=image,
             program=program,
             required_capabilities=self.required_capabilities,
             static_weight=self.priority_weight,
-            idle_nodes=self._idle_nodes(),
+            idle_nodes=self._idle_nodes() if choice.mode.enforces else None,
         )
         enabled = advisor.settings.priority_classes and not dry_run
-        return advisor.pod_decision(
+        return prepare_pod(
+            pod,
+            self.base_container_name,
+            choice,
             ask,
+            advisor,
             lambda choice: priority_class_for(choice, pod, lambda: self.client.api_client, enabled=enabled),
+            managed_by="operator",
         )
 
     def _idle_nodes(self) -> dict[int, int] | None:
@@ -216,7 +224,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
     def _command_wrapped(self) -> bool:
         pod = self.pod_request_obj or self.pod
         container = find_container(pod, self.base_container_name) if pod is not None else None
-        return bool(container is not None and is_wrapped(container.command))
+        return bool(container is not None and container_wrapped(container))
 
     def await_pod_start(self, pod: k8s.V1Pod) -> None:
         """Then the attempt's note starts again, now: time spent Pending (a full cluster, an image
@@ -228,7 +236,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
 
     def await_pod_completion(self, pod: k8s.V1Pod) -> None:  # type: ignore[override]
         """Sample the metrics API while the pod runs when the command could not be wrapped."""
-        if self._command_wrapped() or not settings_readable():
+        if self._command_wrapped() or not settings_readable() or recorded_mode(pod) is None:
             return super().await_pod_completion(pod)
         sampler = PeakSampler(
             self.client.api_client,
@@ -287,25 +295,19 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         key = task_key(context)
         if key is None:
             return None
-        if remote_pod is None or self._adaptive_killed:  # no record: no longer unfinished either
-            self.advisor().recording.ended_unrecorded(key)
+        if remote_pod is None or self._adaptive_killed or not (recorded_mode(remote_pod) or Mode.OFF).records:
+            self.advisor().recording.ended_unrecorded(key)  # no record: no longer unfinished either
             return None
-        annotations = (remote_pod.metadata.annotations if remote_pod.metadata else None) or {}
-        observation = observe_pod(
+        advisor = self.advisor()
+        observation = record_final_pod(
+            advisor,
             remote_pod,
             self.base_container_name,
             key,
-            annotations.get(FAMILY_ANNOTATION, self.family),
+            self.family,
             input_size_bytes=self._input_size(),
             sampled_peak_bytes=getattr(self, "_sampled_peak_bytes", None),
         )
-        user = memory_of(self.container_resources) if self.container_resources is not None else None
-        image, program = self._tool()
-        observation = replace(
-            observation, user_request_bytes=user.request_bytes if user else None, image=image, program=program
-        )
-        advisor = self.advisor()
-        advisor.recording.record(observation)
         try:
             record_inputs(advisor, remote_pod, self.base_container_name, key.dag_id)
         except Exception as err:  # where inputs are cached is soft state: a later pod misses

@@ -279,12 +279,17 @@ def test_a_killed_task_records_nothing(engine: Any) -> None:
     from kubernetes.client import models as k8s
 
     from airflow_adaptive.advisor import Advisor
+    from airflow_adaptive.attempt import task_key
     from airflow_adaptive.config import get_settings
-    from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator, task_key
+    from airflow_adaptive.kubernetes.pods import MODE_LABEL
+    from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
 
     op = AdaptiveKubernetesPodOperator(task_id="t", image="busybox", on_kill_action="keep_pod")
     context = {"ti": SimpleNamespace(dag_id="d", task_id="t", run_id="r", map_index=-1, try_number=1)}
-    finished = k8s.V1Pod(metadata=k8s.V1ObjectMeta(name="p"), status=k8s.V1PodStatus(phase="Succeeded"))
+    finished = k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(name="p", labels={MODE_LABEL: "enforce"}),
+        status=k8s.V1PodStatus(phase="Succeeded"),
+    )
     assert op._record(finished, context) is not None  # recorded while not killed
     op.on_kill()
     Advisor(get_settings()).recording.started("f", task_key(context))  # type: ignore[arg-type]

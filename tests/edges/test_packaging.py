@@ -34,7 +34,7 @@ def test_provider_config_defaults_reach_airflow_conf() -> None:
     from airflow.configuration import conf
 
     assert conf.get("adaptive", "history_conn_id") == "adaptive_history_default"
-    assert conf.getboolean("adaptive", "mutate_all_pods") is False
+    assert conf.get("adaptive", "mode") == "off"
 
 
 def test_policy_entry_point_is_loaded() -> None:

@@ -29,7 +29,7 @@ SIZED = "1680Mi"
 
 @pytest.fixture
 def mutate_all(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AIRFLOW__ADAPTIVE__MUTATE_ALL_PODS", "True")
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__MODE", "enforce")
 
 
 def history(engine: Any, family: str = "etl.load", n: int = 5) -> None:

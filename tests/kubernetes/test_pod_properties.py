@@ -19,6 +19,7 @@ from airflow_adaptive import advisor as advisor_module
 from airflow_adaptive.config import AdaptiveSettings, get_settings
 from airflow_adaptive.core.grouping import NodeProfile, group_nodes
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
+from airflow_adaptive.core.modes import Mode
 from airflow_adaptive.core.sizing import predictor_names
 from airflow_adaptive.kubernetes.pods import (
     DECISION_ANNOTATION,
@@ -107,7 +108,7 @@ affinities = st.none() | st.builds(
 
 def settings_for(strategy: str, size_cpu: bool = False) -> AdaptiveSettings:
     base = get_settings()
-    return replace(base, mutate_all_pods=True, priority_classes=False,
+    return replace(base, mode=Mode.ENFORCE, priority_classes=False,
                    sizing=replace(base.sizing, strategy=strategy, size_cpu=size_cpu))  # fmt: skip
 
 

@@ -1,0 +1,154 @@
+"""One attempt's pod, whoever built it (the operator, the pod-mutation hook for a plain
+KubernetesPodOperator or a KubernetesExecutor worker): its mode chosen, its command wrapped, its
+decision applied as far as the mode goes, and its final state recorded. One way to observe and
+record, so that every pod kind learns the same fields."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from kubernetes.client import models as k8s
+
+from airflow_adaptive.advisor import Advisor, ClassOf, PodAsk
+from airflow_adaptive.config import AdaptiveSettings
+from airflow_adaptive.core.model import Decision, Observation, TaskKey
+from airflow_adaptive.core.modes import Mode, ModeChoice, choose_mode, parse_mode
+from airflow_adaptive.exceptions import InvalidConfigError
+from airflow_adaptive.failopen import warn_once
+from airflow_adaptive.kubernetes.apply import apply_decision
+from airflow_adaptive.kubernetes.command_wrapper import unwrapped, wrap_container
+from airflow_adaptive.kubernetes.observe import observe_pod
+from airflow_adaptive.kubernetes.pods import (
+    DAG_MODE_ANNOTATION,
+    FAMILY_ANNOTATION,
+    MODE_LABEL,
+    find_container,
+    tool_of,
+    user_memory_of,
+)
+
+
+def task_key(context: Any) -> TaskKey | None:
+    """The attempt of a task's execution context (None outside one)."""
+    ti = (context or {}).get("ti")
+    if ti is None:
+        return None
+    map_index = getattr(ti, "map_index", -1)
+    return TaskKey(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else map_index, ti.try_number)
+
+
+def airflow_task_of(pod: k8s.V1Pod) -> tuple[str, TaskKey, bool] | None:
+    """(task family, key, run_id_is_label) of a pod Airflow made, or None for other pods.
+
+    Executor pods carry the raw ids in annotations; KPO pods only sanitised labels.
+    """
+    meta = pod.metadata
+    labels = (meta.labels if meta else None) or {}
+    annotations = (meta.annotations if meta else None) or {}
+    source = annotations if "dag_id" in annotations and "task_id" in annotations else labels
+    if "dag_id" not in source or "task_id" not in source:
+        return None
+    try:
+        try_number = int(source.get("try_number") or labels.get("try_number") or 1)
+        map_index = int(source.get("map_index") or labels.get("map_index") or -1)
+    except ValueError:
+        return None
+    run_id = source.get("run_id") or labels.get("run_id") or ""
+    key = TaskKey(source["dag_id"], source["task_id"], run_id, map_index, try_number)
+    family = annotations.get(FAMILY_ANNOTATION) or key.default_family
+    return family, key, source is labels
+
+
+def stamped_dag_mode(pod: k8s.V1Pod) -> Mode | None:
+    """The DAG's mode the task policy stamped on the pod's task (None: the DAG sets none)."""
+    stamped = ((pod.metadata.annotations if pod.metadata else None) or {}).get(DAG_MODE_ANNOTATION)
+    if not stamped:
+        return None
+    try:
+        return parse_mode(stamped, "DAG mode")
+    except InvalidConfigError as err:
+        warn_once(str(err), "the deployment's mode applies")
+        return None
+
+
+def pod_mode(
+    settings: AdaptiveSettings, family: str, *, dag: Mode | None, task: Mode | None, operator: bool
+) -> ModeChoice:
+    """The mode of a pod: the operator's pods default to enforce (their DAG chose it), others to
+    ``[adaptive] mode``."""
+    if operator:
+        return choose_mode(
+            settings.family_modes, family, dag=dag, task=task, default=Mode.ENFORCE, default_source="operator"
+        )
+    return choose_mode(
+        settings.family_modes,
+        family,
+        dag=dag,
+        task=task,
+        default=settings.mode,
+        default_source="[adaptive] mode",
+    )
+
+
+def recorded_mode(pod: k8s.V1Pod | None) -> Mode | None:
+    """The mode a pod was given when it was decided (None: not one of ours)."""
+    value = ((pod.metadata.labels if pod is not None and pod.metadata else None) or {}).get(MODE_LABEL)
+    try:
+        return Mode(value) if value else None
+    except ValueError:
+        return None
+
+
+def prepare_pod(
+    pod: k8s.V1Pod,
+    container_name: str,
+    choice: ModeChoice,
+    ask: PodAsk,
+    advisor: Advisor,
+    class_of: ClassOf,
+    *,
+    managed_by: str,
+    entrypoint_runs_args: bool = False,
+) -> Decision:
+    """Wrap the command (the attempt will report its usage), decide, apply as far as the mode goes."""
+    container = find_container(pod, container_name)
+    if container is not None:
+        wrap_container(container, entrypoint_runs_args=entrypoint_runs_args)
+    decision = advisor.pod_decision(ask, class_of if choice.mode.enforces else _no_class)
+    apply_decision(pod, decision, ask.task_family, container_name, managed_by=managed_by, choice=choice)
+    return decision
+
+
+def _no_class(choice: Any) -> tuple[str | None, str]:
+    return None, ""  # a pod in observe or recommend mode keeps its priority: no cluster call
+
+
+def record_final_pod(
+    advisor: Advisor,
+    remote_pod: k8s.V1Pod,
+    container_name: str,
+    key: TaskKey,
+    family: str,
+    *,
+    input_size_bytes: int | None = None,
+    sampled_peak_bytes: int | None = None,
+) -> Observation:
+    """Record the attempt as its final pod shows it (never raises for the store: spooled)."""
+    observation = observe_pod(
+        remote_pod,
+        container_name,
+        key,
+        ((remote_pod.metadata.annotations if remote_pod.metadata else None) or {}).get(
+            FAMILY_ANNOTATION, family
+        ),
+        input_size_bytes=input_size_bytes,
+        sampled_peak_bytes=sampled_peak_bytes,
+    )
+    container = find_container(remote_pod, container_name)
+    command, args = unwrapped(container) if container else ([], [])
+    image, program = tool_of(container.image if container else None, command, args)
+    user = user_memory_of(remote_pod, container_name)
+    observation = replace(observation, user_request_bytes=user.request_bytes, image=image, program=program)
+    advisor.recording.record(observation)
+    return observation

@@ -1,0 +1,90 @@
+"""Observe and record a plain KubernetesPodOperator's attempts, with no change to its DAG.
+
+The task policy (policy.py) gives every KubernetesPodOperator task this callback; the pod-mutation
+hook has already wrapped, decided and applied its pod by its mode when the callbacks run. The
+operator calls them in both modes (cncf.kubernetes 10.25, ``operators/pod.py``): in sync mode
+``on_pod_creation``, ``on_pod_starting`` and ``on_pod_completion``; in deferrable mode
+``on_pod_creation`` before it defers and ``on_pod_completion`` on re-entry, where the task process
+is new (so nothing is kept between calls: each reads the pod and the context). Both call
+``on_pod_completion`` before the pod is deleted (``on_finish_action="delete_pod"``). The gap: a
+deferrable pod deleted by someone else before re-entry reaches no callback (re-entry returns on the
+404); the observer (``airflow-adaptive observe``) records such pods from its finalizer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.providers.cncf.kubernetes.callbacks import KubernetesPodOperatorCallback
+from kubernetes.client import models as k8s
+
+from airflow_adaptive.advisor import Advisor
+from airflow_adaptive.attempt import record_final_pod, recorded_mode, task_key
+from airflow_adaptive.config import get_settings, settings_readable
+from airflow_adaptive.core.model import family_of_task
+from airflow_adaptive.failopen import first_line, warn_once
+from airflow_adaptive.kubernetes.pods import FAMILY_ANNOTATION
+
+ADVISOR_ATTR = "_adaptive_callback_advisor"  # one advisor per attempt in this process
+
+
+class AdaptivePodCallback(KubernetesPodOperatorCallback):
+    """Notes the attempt while it runs and records it from its final pod; never raises."""
+
+    @staticmethod
+    def on_pod_creation(*, pod: k8s.V1Pod, operator: Any, context: Any = None, **kwargs: Any) -> None:
+        _guarded("attempt not noted as started", lambda: _note_started(pod, operator, context))
+
+    @staticmethod
+    def on_pod_starting(*, pod: k8s.V1Pod, operator: Any, context: Any = None, **kwargs: Any) -> None:
+        """Running now: time Pending is not time running (sync mode only)."""
+        _guarded("attempt not noted as running", lambda: _note_started(pod, operator, context))
+
+    @staticmethod
+    def on_pod_completion(*, pod: k8s.V1Pod, operator: Any, context: Any = None, **kwargs: Any) -> None:
+        _guarded("attempt not recorded", lambda: _record(pod, operator, context))
+
+
+def _guarded(what: str, call: Any) -> None:
+    try:
+        call()
+    except Exception as err:  # a callback must never fail the task
+        warn_once(f"{what} ({type(err).__name__}: {first_line(err)})", "the task runs as asked")
+
+
+def _ours(pod: k8s.V1Pod | None, context: Any) -> bool:
+    mode = recorded_mode(pod)
+    return mode is not None and mode.records and task_key(context) is not None and settings_readable()
+
+
+def _advisor(operator: Any) -> Advisor:
+    advisor = getattr(operator, ADVISOR_ATTR, None)
+    if advisor is None:
+        advisor = Advisor(get_settings())
+        setattr(operator, ADVISOR_ATTR, advisor)
+    return advisor
+
+
+def _family(pod: k8s.V1Pod, operator: Any) -> str:
+    annotations = (pod.metadata.annotations if pod.metadata else None) or {}
+    return annotations.get(FAMILY_ANNOTATION) or family_of_task(operator.dag_id, operator.task_id)
+
+
+def _note_started(pod: k8s.V1Pod | None, operator: Any, context: Any) -> None:
+    if pod is None or not _ours(pod, context):
+        return
+    key = task_key(context)
+    assert key is not None
+    _advisor(operator).recording.started(_family(pod, operator), key)
+
+
+def _record(pod: k8s.V1Pod | None, operator: Any, context: Any) -> None:
+    key = task_key(context)
+    if key is None or not settings_readable():
+        return
+    if pod is None:  # gone before it could be read: no record, and no longer unfinished
+        _advisor(operator).recording.ended_unrecorded(key)
+        return
+    if not _ours(pod, context):
+        return
+    record_final_pod(_advisor(operator), pod, operator.base_container_name, key, _family(pod, operator))

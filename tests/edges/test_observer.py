@@ -1,0 +1,187 @@
+"""KubernetesExecutor worker pods end to end: built by Airflow's own PodGenerator from the executor's
+template (then our hook), run by FakeKubernetesApi, deleted by "the executor" at completion, and
+recorded by the observer (``airflow-adaptive observe``) that holds them with a finalizer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.providers.cncf.kubernetes import kubernetes_executor_templates
+from airflow.providers.cncf.kubernetes.pod_generator import PodGenerator
+from kubernetes import config as kube_config
+from kubernetes.client import ApiClient, CoreV1Api
+from kubernetes.client import models as k8s
+
+from airflow_adaptive.advisor import Advisor
+from airflow_adaptive.config import get_settings
+from airflow_adaptive.core.units import GIB, MIB
+from airflow_adaptive.exceptions import HistoryUnavailableError
+from airflow_adaptive.kubernetes.pods import MODE_ANNOTATION, RECORD_FINALIZER
+from airflow_adaptive.observer import lease as lease_module
+from airflow_adaptive.observer.lease import LeaderLease
+from airflow_adaptive.observer.loop import Observer
+from airflow_adaptive.store.spool import Spool
+from tests.conftest import sql_store, validate_pod
+from tests.edges.test_operator_e2e import stored, unfinished
+from tests.factories import attempt
+from tests.fake_kubernetes import FakeKubernetesApi
+
+TEMPLATE = Path(kubernetes_executor_templates.__file__).parent / "basic_template.yaml"
+NAMESPACE = "airflow"
+FAMILY = "etl.transform"
+USER_MEMORY = "1Gi"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 28, 12, 0, tzinfo=timezone.utc)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeKubernetesApi]:
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__MODE", "enforce")
+    get_settings.cache_clear()
+    peaks: dict[str, int] = {}
+    with FakeKubernetesApi(tmp_path, lambda pod: peaks.get(pod["metadata"]["name"], 300 * MIB)) as api:
+        api.peaks = peaks  # type: ignore[attr-defined]
+        monkeypatch.setenv("AIRFLOW__KUBERNETES_EXECUTOR__IN_CLUSTER", "False")
+        monkeypatch.setenv("AIRFLOW__KUBERNETES_EXECUTOR__CONFIG_FILE", str(api.kubeconfig))
+        lease_module.forget()
+        yield api
+    lease_module.forget()
+
+
+def client(api: FakeKubernetesApi) -> ApiClient:
+    return kube_config.new_client_from_config(str(api.kubeconfig))
+
+
+def observer(api: FakeKubernetesApi, identity: str, clock: Clock, advisor: Any = None) -> Observer:
+    api_client = client(api)
+    lease = LeaderLease(api_client, NAMESPACE, identity, clock=clock)
+    return Observer(api_client, lease, advisor or (lambda: Advisor(get_settings())))
+
+
+def worker_pod(
+    run_id: str, try_number: int = 1, memory: str = USER_MEMORY, *, hook: bool = True
+) -> k8s.V1Pod:
+    """A worker pod as the KubernetesExecutor builds it: its template, the task's override, the hook."""
+    override = k8s.V1Pod(spec=k8s.V1PodSpec(containers=[k8s.V1Container(
+        name="base", resources=k8s.V1ResourceRequirements(requests={"memory": memory}, limits={"memory": memory}))]))  # fmt: skip
+    return PodGenerator.construct_pod(
+        dag_id="etl", task_id="transform", pod_id=f"etl-transform-{run_id}-{try_number}", try_number=try_number,
+        kube_image="apache/airflow:3.3.2", date=None, args=["python", "-c", "print('transformed')"],
+        pod_override_object=override, base_worker_pod=PodGenerator.deserialize_model_file(str(TEMPLATE)),
+        namespace=NAMESPACE, scheduler_job_id="7", run_id=run_id, with_mutation_hook=hook,
+    )  # fmt: skip
+
+
+def run_and_delete(api: FakeKubernetesApi, pod: k8s.V1Pod) -> dict[str, Any]:
+    """Create the pod, let it run to its end, then delete it as the executor does."""
+    core = CoreV1Api(client(api))
+    body = validate_pod(ApiClient().sanitize_for_serialization(pod))
+    core.create_namespaced_pod(NAMESPACE, body)
+    for _ in range(2):  # Pending on the first read, ended on the second
+        ended = core.read_namespaced_pod(pod.metadata.name, NAMESPACE)
+    core.delete_namespaced_pod(pod.metadata.name, NAMESPACE)
+    return body | {"ended": ended}
+
+
+def memory_limit(body: dict[str, Any]) -> str:
+    return body["spec"]["containers"][0]["resources"]["limits"]["memory"]
+
+
+def test_three_runs_an_oom_kill_and_a_larger_try_are_recorded_after_deletion(
+    cluster: FakeKubernetesApi, engine: Any
+) -> None:
+    clock = Clock()
+    watcher = observer(cluster, "observer-a", clock)
+    assert watcher.cycle() == 0  # takes the Lease: from now on worker pods wait for it
+    for run in ("r1", "r2", "r3"):
+        body = run_and_delete(cluster, worker_pod(run))
+        assert RECORD_FINALIZER in body["metadata"]["finalizers"]
+        assert body["spec"]["containers"][0]["args"][:2] == ["bash", "-c"]  # the image's entrypoint runs it
+        assert body["metadata"]["annotations"][MODE_ANNOTATION] == "enforce ([adaptive] mode)"
+        assert (NAMESPACE, body["metadata"]["name"]) in cluster.pods  # deleted, held by the finalizer
+        assert watcher.cycle() == 1
+        assert (NAMESPACE, body["metadata"]["name"]) not in cluster.pods  # released, so gone
+    rows = stored(engine, FAMILY)
+    assert len(rows) == 3 and {r.run_id for r in rows} == {"r1", "r2", "r3"}
+    assert all(r.peak_memory_bytes == 300 * MIB and r.node_name == "node-a" for r in rows)
+    assert all(r.exit_reason == "Completed" and r.user_request_bytes == GIB for r in rows)
+    assert unfinished(engine) == 0
+
+    first = worker_pod("r4")
+    cluster.peaks[first.metadata.name] = 2 * GIB  # type: ignore[attr-defined]  # above any limit so far
+    killed = run_and_delete(cluster, first)
+    assert watcher.cycle() == 1
+    second = run_and_delete(cluster, worker_pod("r4", try_number=2))
+    assert watcher.cycle() == 1
+    r4 = [r for r in stored(engine, FAMILY) if r.run_id == "r4"]
+    assert [(r.try_number, r.exit_reason) for r in r4] == [(1, "OOMKilled"), (2, "Completed")]
+    assert r4[1].memory_limit_bytes > r4[0].memory_limit_bytes
+    assert memory_limit(killed) != USER_MEMORY  # enforced: sized from the three runs
+    assert len(stored(engine, FAMILY)) == 5 and not cluster.pods
+    assert second["metadata"]["labels"]["adaptive.airflow.io/managed-by"] == "policy"
+
+
+def test_nothing_is_lost_with_the_store_down_or_the_observer_restarted(
+    cluster: FakeKubernetesApi, engine: Any
+) -> None:
+    spool = Spool(get_settings().spool_dir)
+    for leftover in spool.folder.rglob("*.*") if spool.folder.exists() else []:
+        leftover.unlink()
+    clock = Clock()
+
+    def down() -> Any:
+        raise HistoryUnavailableError("the store is down")
+
+    first = observer(cluster, "observer-a", clock, lambda: Advisor(get_settings(), down))
+    assert first.cycle() == 0
+    run_and_delete(cluster, worker_pod("s1"))
+    assert first.cycle() == 1  # spooled, and released: the spool holds it now
+    assert stored(engine, FAMILY) == [] and len(spool.pending()) == 1 and not cluster.pods
+
+    run_and_delete(cluster, worker_pod("s2"))  # observer-a dies before it sees this one
+    second = observer(cluster, "observer-b", clock)  # a new replica: observer-a's Lease still holds
+    assert second.cycle() == 0 and (NAMESPACE, "etl-transform-s2-1") in cluster.pods
+    clock.now += timedelta(seconds=31)  # observer-a's Lease expires
+    assert second.cycle() == 1
+    assert first.cycle() == 0  # observer-a is back: it follows now, it records nothing twice
+    rows = stored(engine, FAMILY)
+    assert sorted(r.run_id for r in rows) == ["s1", "s2"]  # the spooled one written with the next
+    assert spool.pending() == [] and not cluster.pods
+
+
+def test_without_an_observer_no_pod_waits(cluster: FakeKubernetesApi, engine: Any) -> None:
+    body = run_and_delete(cluster, worker_pod("n1"))
+    assert "finalizers" not in body["metadata"] or not body["metadata"]["finalizers"]
+    assert not cluster.pods  # deleted at once
+    assert memory_limit(body) == USER_MEMORY  # a cold family keeps the user's request
+
+
+@pytest.mark.parametrize("mode", ["observe", "recommend", "enforce"])
+def test_each_mode_on_a_worker_pod(
+    cluster: FakeKubernetesApi, engine: Any, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    sql_store(engine).record([attempt(i, family=FAMILY, peak=GIB // 4) for i in range(5)])
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__MODE", mode)
+    get_settings.cache_clear()
+    users = worker_pod("m", hook=False).spec.containers[0].resources
+    pod = worker_pod("m", memory=USER_MEMORY)
+    validate_pod(pod)
+    resources = pod.spec.containers[0].resources
+    assert pod.metadata.annotations[MODE_ANNOTATION] == f"{mode} ([adaptive] mode)"
+    if mode == "enforce":
+        assert resources.limits["memory"] != USER_MEMORY
+    else:  # byte-identical to the user's
+        assert (
+            resources.to_dict() == users.to_dict()
+            and pod.spec.affinity == worker_pod("m", hook=False).spec.affinity
+        )
