@@ -51,6 +51,7 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
         args.task_family, frozenset(args.require_capability), decision.memory_request_bytes
     )
     priority = advisor.placement.priority(args.task_family, args.priority_weight)
+    modes = _modes(settings, args.task_family)
     payload = {
         "task_family": args.task_family,
         "memory_request_bytes": decision.memory_request_bytes,
@@ -65,6 +66,7 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
         "required_capabilities": sorted(args.require_capability),
         "placement": placement.explain(),
         "priority": priority_json(priority),
+        "mode": modes,
     }
     if args.json:
         print_json(payload, out)
@@ -73,7 +75,23 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
         print(
             f"priority: {priority.explain() if priority else 'unknown (history store unavailable)'}", file=out
         )
+        print(
+            f"mode: {modes['pods']} for plain KubernetesPodOperator and executor pods, {modes['operator_pods']} "
+            "for the operator's; a DAG tag adaptive:<mode> sets a DAG's (observe and recommend keep the "
+            "user's resources: the decision above is the recommendation)",
+            file=out,
+        )
     return 0
+
+
+def _modes(settings: Any, task_family: str) -> dict[str, str]:
+    """The family's mode where no DAG tag sets one, for each pod kind."""
+    from airflow_adaptive.attempt import pod_mode
+
+    return {
+        "pods": pod_mode(settings, task_family, dag=None, task=None, operator=False).note(),
+        "operator_pods": pod_mode(settings, task_family, dag=None, task=None, operator=True).note(),
+    }
 
 
 def _decision(advisor: Advisor, args: argparse.Namespace, user: MemoryRequest) -> Decision:

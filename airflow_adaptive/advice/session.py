@@ -48,6 +48,11 @@ class StoreSession(Generic[S]):
             self._opened = self._factory()
         return self._opened
 
+    @property
+    def down(self) -> bool:
+        """Whether the store failed in this session (and is not asked again yet)."""
+        return self._down is not None
+
     def unavailable(self, err: HistoryUnavailableError) -> str:
         """Remember (and log once) that the store is down; returns why, in one line."""
         message = first_line(err, 300)

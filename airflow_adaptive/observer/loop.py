@@ -1,6 +1,8 @@
 """The observer's loop: each cycle, while this replica leads, record every ended worker pod not
-recorded yet, then release it (its finalizer removed, a ``recorded`` label added). Recording is an
-upsert by attempt, so a cycle repeated after a restart writes nothing twice."""
+recorded yet, then release it (its finalizer removed, a ``recorded`` label added). While the store
+is down nothing is released: the pods wait, held by their finalizers, and are recorded when it is
+back (the attempt spooled meanwhile is written too: recording is an upsert by attempt, so nothing
+is written twice, also after a restart)."""
 
 from __future__ import annotations
 
@@ -55,22 +57,25 @@ class Observer:
         done = 0
         for pod in pods:
             if _ended(pod) or pod.metadata.deletion_timestamp is not None:
-                done += self._record(pod, advisor)
+                if not self._record(pod, advisor):
+                    break  # the store is down: the rest wait for the next cycle
+                done += 1
         return done
 
-    def _record(self, pod: k8s.V1Pod, advisor: Advisor) -> int:
+    def _record(self, pod: k8s.V1Pod, advisor: Advisor) -> bool:
+        """Record and release the pod; False, and the pod kept, while the store is down."""
         found = airflow_task_of(pod)
         mode = recorded_mode(pod)
-        recorded = 0
         if found is not None and mode is not None and mode.records:
             family, key, _ = found
-            if _ended(pod):  # spooled when the store is down: the spool writes it later
+            if _ended(pod):
                 record_final_pod(advisor, pod, BASE_CONTAINER, key, family)
-                recorded = 1
             else:  # deleted while it ran: its state says nothing about its memory
                 advisor.recording.ended_unrecorded(key)
+            if advisor.session.down:
+                return False
         self._release(pod)
-        return recorded
+        return True
 
     def _release(self, pod: k8s.V1Pod) -> None:
         """Remove our finalizer (a JSON patch tests the list, so a concurrent edit is not lost)

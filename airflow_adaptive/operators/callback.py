@@ -6,9 +6,10 @@ operator calls them in both modes (cncf.kubernetes 10.25, ``operators/pod.py``):
 ``on_pod_creation``, ``on_pod_starting`` and ``on_pod_completion``; in deferrable mode
 ``on_pod_creation`` before it defers and ``on_pod_completion`` on re-entry, where the task process
 is new (so nothing is kept between calls: each reads the pod and the context). Both call
-``on_pod_completion`` before the pod is deleted (``on_finish_action="delete_pod"``). The gap: a
+``on_pod_completion`` before the pod is deleted (``on_finish_action="delete_pod"``). The gaps: a
 deferrable pod deleted by someone else before re-entry reaches no callback (re-entry returns on the
-404); the observer (``airflow-adaptive observe``) records such pods from its finalizer.
+404), so that attempt is not recorded (its unfinished note is pruned); and a deferrable pod is
+noted from its creation, not from when it started running.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from airflow_adaptive.kubernetes.pods import (
 from airflow_adaptive.kubernetes.priority_classes import priority_class_for
 from airflow_adaptive.kubernetes.sampling_trigger import SAMPLED_PEAK_KEY, SamplingPodTrigger
 from airflow_adaptive.kubernetes.staging import LOCALITY_ANNOTATION
+from airflow_adaptive.operators.cluster_check import missing_cluster
 from airflow_adaptive.operators.noting_trigger import NotingPodTrigger
 from airflow_adaptive.shared_inputs import declared_inputs, record_inputs, stage_inputs
 
@@ -130,6 +131,15 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         """The image and program this task runs, from its own arguments (the pod's command is
         wrapped by then)."""
         return tool_of(self.image, self.cmds, self.arguments)
+
+    def execute(self, context: Any) -> Any:
+        """With no cluster configured at all, the decision is logged (from a dry-run pod, as the
+        client is needed to build the real one) and the task fails at once, without retries."""
+        reason = missing_cluster(self)
+        if reason is not None:
+            self.build_pod_request_obj(context, dry_run=True)
+            raise AirflowFailException(reason)
+        return super().execute(context)
 
     def build_pod_request_obj(self, context: Any = None, *, dry_run: bool = False) -> k8s.V1Pod:
         pod = super().build_pod_request_obj(context, dry_run=dry_run)

@@ -107,7 +107,8 @@ def test_the_task_policy_gives_plain_kpo_tasks_the_callback_and_leaves_the_opera
 ) -> None:
     folder = airflow_home / "plain_dags" / "policy_only"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "d.py").write_text(textwrap.dedent("""
+    (folder / "d.py").write_text(
+        textwrap.dedent("""
         from datetime import datetime
         from airflow.sdk import DAG
         from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
@@ -115,10 +116,41 @@ def test_the_task_policy_gives_plain_kpo_tasks_the_callback_and_leaves_the_opera
         with DAG(dag_id="policy_only", schedule=None, start_date=datetime(2026, 1, 1), tags=["adaptive:recommend"]):
             KubernetesPodOperator(task_id="plain", image="busybox")
             AdaptiveKubernetesPodOperator(task_id="ours", image="busybox")
-    """))
+    """)
+    )
     dag = DagBag(dag_folder=str(folder), safe_mode=False).get_dag("policy_only")
     plain, ours = dag.get_task("plain"), dag.get_task("ours")
     assert AdaptivePodCallback in plain.callbacks and AdaptivePodCallback not in ours.callbacks
     assert plain.annotations["adaptive.airflow.io/dag-mode"] == "recommend"
     worker = plain.executor_config["pod_override"]  # its KubernetesExecutor worker only waits
     assert worker.metadata.labels["adaptive.airflow.io/opt-out"] == "true"
+
+
+def test_without_a_cluster_the_decision_is_logged_and_the_task_fails_at_once(
+    airflow_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config
+    path = airflow_home / "dags" / "no_cluster.py"
+    path.write_text(
+        textwrap.dedent("""
+        from datetime import datetime, timedelta
+        from airflow.sdk import DAG
+        from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
+        with DAG(dag_id="no_cluster", schedule=None, start_date=datetime(2026, 1, 1),
+                 default_args={"retries": 2, "retry_delay": timedelta(seconds=30)}):
+            AdaptiveKubernetesPodOperator(task_id="t", image="busybox", cmds=["true"], namespace="default")
+    """)
+    )
+    dag = DagBag(dag_folder=str(path), safe_mode=False).get_dag("no_cluster")
+    run = dag.test()
+    printed = "".join(capfd.readouterr())  # the task's log
+    assert run.state == "failed"
+    ti = run.get_task_instance("t")
+    assert ti.try_number == 1  # failed for good: no retry waits for a cluster that is not there
+    decision, failure = (
+        printed.find("airflow-adaptive [enforce (operator)"),
+        printed.find("no Kubernetes cluster is"),
+    )
+    assert 0 <= decision < failure  # the decision, logged before the failure
