@@ -20,13 +20,14 @@ def cmd_observe(args: argparse.Namespace, out: TextIO) -> int:
     settings = get_settings()
     api_client = _api_client()
     identity = f"{socket.gethostname()}-{os.getpid()}"
-    lease = LeaderLease(api_client, args.namespace, identity)
+    namespace = args.namespace or _default_namespace()  # read here: Airflow is slow to import
+    lease = LeaderLease(api_client, namespace, identity)
     observer = Observer(api_client, lease, lambda: Advisor(settings))
     if args.once:
         print(f"recorded {observer.cycle()} ended pods", file=out)
         return 0
     signal.signal(signal.SIGTERM, lambda *_: observer.stop.set())
-    print(f"observing worker pods in namespace {args.namespace!r} as {identity}", file=out, flush=True)
+    print(f"observing worker pods in namespace {namespace!r} as {identity}", file=out, flush=True)
     observer.run(args.interval)
     return 0
 

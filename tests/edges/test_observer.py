@@ -203,3 +203,18 @@ def test_the_shipped_observer_manifest_is_valid_and_runs_as_no_root() -> None:
     role = next(d for d in docs if d["kind"] == "Role")
     leases = next(r for r in role["rules"] if r["apiGroups"] == ["coordination.k8s.io"])
     assert set(leases["verbs"]) == {"get", "create", "update"}  # what LeaderLease calls, no more
+
+
+def test_the_observe_command_runs_a_cycle_and_says_a_missing_cluster_in_one_line(
+    cluster: FakeKubernetesApi, engine: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from airflow_adaptive.cli import main
+
+    lease_module.forget()
+    assert main(["observe", "--once", "--namespace", NAMESPACE]) == 0
+    assert "recorded 0 ended pods" in capsys.readouterr().out
+    assert (NAMESPACE, lease_module.LEASE_NAME) in cluster.leases  # it leads now
+    monkeypatch.setenv("AIRFLOW__KUBERNETES_EXECUTOR__CONFIG_FILE", str(cluster.workdir / "missing.yaml"))
+    assert main(["observe", "--once"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("airflow-adaptive: error: no Kubernetes API to observe")
