@@ -206,7 +206,10 @@ def test_the_shipped_observer_manifest_is_valid_and_runs_as_no_root() -> None:
 
 
 def test_the_observe_command_runs_a_cycle_and_says_a_missing_cluster_in_one_line(
-    cluster: FakeKubernetesApi, engine: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    cluster: FakeKubernetesApi,
+    engine: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     from airflow_adaptive.cli import main
 
@@ -218,3 +221,25 @@ def test_the_observe_command_runs_a_cycle_and_says_a_missing_cluster_in_one_line
     assert main(["observe", "--once"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("airflow-adaptive: error: no Kubernetes API to observe")
+
+
+def test_store_down_and_api_unreachable_the_worker_pod_keeps_the_users_resources(
+    cluster: FakeKubernetesApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_adaptive import advisor as advisor_module
+
+    def down(settings: Any) -> Any:
+        raise HistoryUnavailableError("history store unavailable: connection refused")
+
+    monkeypatch.setattr(advisor_module, "open_store", down)
+    monkeypatch.setenv("AIRFLOW__KUBERNETES_EXECUTOR__CONFIG_FILE", str(cluster.workdir / "missing.yaml"))
+    lease_module.forget()
+    pod = worker_pod("down")
+    validate_pod(pod)
+    assert (
+        pod.spec.containers[0].resources.to_dict()
+        == worker_pod("down", hook=False).spec.containers[0].resources.to_dict()
+    )
+    assert not pod.metadata.finalizers  # no observer can be seen: nothing may wait for one
+    assert "history store unavailable" in pod.metadata.annotations["adaptive.airflow.io/decision"]
+    assert pod.spec.containers[0].args[:2] == ["bash", "-c"]  # still observed, for when the store is back
