@@ -101,13 +101,14 @@ def stamp(task: Any) -> None:
     dag = getattr(task, "dag", None)
     mode = dag_mode(getattr(dag, "tags", None)) if dag is not None else None
     annotations = {DAG_MODE_ANNOTATION: mode.value} if mode is not None else {}
-    if isinstance(task, AdaptiveKubernetesPodOperator):
-        return  # it reads its DAG's tag itself
     if isinstance(task, KubernetesPodOperator):
+        # Its KubernetesExecutor worker only waits for its pod, and would share the attempt's key.
+        _override_worker(task, {OPT_OUT_LABEL: "true"}, {})
+        if isinstance(task, AdaptiveKubernetesPodOperator):
+            return  # it records itself and reads its DAG's tag itself
         if AdaptivePodCallback not in task.callbacks:
             task.callbacks = [*task.callbacks, AdaptivePodCallback]
         task.annotations = {**(task.annotations or {}), **annotations}
-        _override_worker(task, {OPT_OUT_LABEL: "true"}, {})
     elif annotations:
         _override_worker(task, {}, annotations)
 

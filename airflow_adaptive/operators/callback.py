@@ -9,7 +9,8 @@ is new (so nothing is kept between calls: each reads the pod and the context). B
 ``on_pod_completion`` before the pod is deleted (``on_finish_action="delete_pod"``). The gaps: a
 deferrable pod deleted by someone else before re-entry reaches no callback (re-entry returns on the
 404), so that attempt is not recorded (its unfinished note is pruned); and a deferrable pod is
-noted from its creation, not from when it started running.
+noted from its creation, not from when it started running, and, with no command to wrap, records
+no peak (sync mode samples the metrics API instead).
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ from airflow_adaptive.attempt import record_final_pod, recorded_mode, task_key
 from airflow_adaptive.config import get_settings, settings_readable
 from airflow_adaptive.core.model import family_of_task
 from airflow_adaptive.failopen import first_line, warn_once
-from airflow_adaptive.kubernetes.pods import FAMILY_ANNOTATION
+from airflow_adaptive.kubernetes.command_wrapper import container_wrapped
+from airflow_adaptive.kubernetes.metrics import PeakSampler
+from airflow_adaptive.kubernetes.pods import FAMILY_ANNOTATION, find_container
 
 ADVISOR_ATTR = "_adaptive_callback_advisor"  # one advisor per attempt in this process
+SAMPLER_ATTR = "_adaptive_callback_sampler"  # the metrics sampler of an unwrapped container
 
 
 class AdaptivePodCallback(KubernetesPodOperatorCallback):
@@ -37,13 +41,22 @@ class AdaptivePodCallback(KubernetesPodOperatorCallback):
         _guarded("attempt not noted as started", lambda: _note_started(pod, operator, context))
 
     @staticmethod
-    def on_pod_starting(*, pod: k8s.V1Pod, operator: Any, context: Any = None, **kwargs: Any) -> None:
-        """Running now: time Pending is not time running (sync mode only)."""
+    def on_pod_starting(
+        *, pod: k8s.V1Pod, operator: Any, context: Any = None, client: Any = None, **kwargs: Any
+    ) -> None:
+        """Running now: time Pending is not time running; a container with no command to wrap is
+        sampled from the metrics API until it completes (sync mode only: both calls in this process)."""
         _guarded("attempt not noted as running", lambda: _note_started(pod, operator, context))
+        _guarded("peak not sampled", lambda: _start_sampler(pod, operator, context, client))
 
     @staticmethod
     def on_pod_completion(*, pod: k8s.V1Pod, operator: Any, context: Any = None, **kwargs: Any) -> None:
-        _guarded("attempt not recorded", lambda: _record(pod, operator, context))
+        sampler = getattr(operator, SAMPLER_ATTR, None)
+        if sampler is not None:
+            setattr(operator, SAMPLER_ATTR, None)
+            _guarded("peak not sampled", lambda: sampler.__exit__(None, None, None))
+        peak = sampler.peak_bytes if sampler is not None else None
+        _guarded("attempt not recorded", lambda: _record(pod, operator, context, peak))
 
 
 def _guarded(what: str, call: Any) -> None:
@@ -79,7 +92,25 @@ def _note_started(pod: k8s.V1Pod | None, operator: Any, context: Any) -> None:
     _advisor(operator).recording.started(_family(pod, operator), key)
 
 
-def _record(pod: k8s.V1Pod | None, operator: Any, context: Any) -> None:
+def _start_sampler(pod: k8s.V1Pod | None, operator: Any, context: Any, client: Any) -> None:
+    if pod is None or client is None or not _ours(pod, context):
+        return
+    container = find_container(pod, operator.base_container_name)
+    if container is None or container_wrapped(container):
+        return
+    sampler = PeakSampler(
+        client.api_client,
+        pod.metadata.namespace,
+        pod.metadata.name,
+        operator.base_container_name,
+        get_settings().metrics_sample_interval_seconds,
+    )
+    setattr(operator, SAMPLER_ATTR, sampler.__enter__())
+
+
+def _record(
+    pod: k8s.V1Pod | None, operator: Any, context: Any, sampled_peak_bytes: int | None = None
+) -> None:
     key = task_key(context)
     if key is None or not settings_readable():
         return
@@ -88,4 +119,11 @@ def _record(pod: k8s.V1Pod | None, operator: Any, context: Any) -> None:
         return
     if not _ours(pod, context):
         return
-    record_final_pod(_advisor(operator), pod, operator.base_container_name, key, _family(pod, operator))
+    record_final_pod(
+        _advisor(operator),
+        pod,
+        operator.base_container_name,
+        key,
+        _family(pod, operator),
+        sampled_peak_bytes=sampled_peak_bytes,
+    )

@@ -29,7 +29,7 @@ from kubernetes.client import models as k8s
 with DAG(dag_id={dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False, tags={tags!r},
          default_args={{"retries": 2, "retry_delay": timedelta(seconds=0)}}) as dag:
     KubernetesPodOperator(
-        task_id="load", image="busybox", cmds=["sh", "-c"], arguments=["echo loading"],
+        task_id="load", image="busybox", cmds={cmds!r}, arguments={arguments!r},
         container_resources=k8s.V1ResourceRequirements(
             requests={{"memory": "256Mi", "cpu": "100m"}}, limits={{"memory": "256Mi"}}),
         config_file={kubeconfig!r}, in_cluster=False, namespace="default", deferrable={deferrable!r},
@@ -41,9 +41,10 @@ USER = {"limits": {"memory": "256Mi"}, "requests": {"cpu": "100m", "memory": "25
 
 
 def run_plain(airflow_home: Path, api: FakeKubernetesApi, dag_id: str, *, deferrable: bool,
-              tags: tuple[str, ...] = ()) -> Any:  # fmt: skip
+              tags: tuple[str, ...] = (), command: bool = True) -> Any:  # fmt: skip
     path = airflow_home / "dags" / f"{dag_id}.py"  # in the DAG bundle: dag.test() syncs it
-    source = DAG.format(dag_id=dag_id, kubeconfig=str(api.kubeconfig), deferrable=deferrable, tags=list(tags))
+    source = DAG.format(dag_id=dag_id, kubeconfig=str(api.kubeconfig), deferrable=deferrable, tags=list(tags),
+                        cmds=["sh", "-c"] if command else None, arguments=["echo loading"] if command else None)  # fmt: skip
     path.write_text(textwrap.dedent(source))
     bag = DagBag(dag_folder=str(path), safe_mode=False)
     assert not bag.import_errors
@@ -102,6 +103,18 @@ def test_an_oom_kill_is_recorded_and_the_next_try_gets_more_in_enforce(
     assert api.created[0]["metadata"]["annotations"][MODE_ANNOTATION] == "enforce (DAG tag)"
 
 
+def test_a_plain_kpo_pod_without_a_command_is_sampled_in_sync_mode(
+    airflow_home: Path, tmp_path: Path, engine: Any, observe: None
+) -> None:
+    with FakeKubernetesApi(tmp_path, lambda pod: 100 * MIB) as api:
+        api.metrics_memory = "150Mi"
+        run = run_plain(airflow_home, api, "plain_entrypoint", deferrable=False, command=False)
+    assert run.state == "success"
+    assert not api.created[0]["spec"]["containers"][0].get("command")  # the image's entrypoint runs
+    (row,) = stored(engine, "plain_entrypoint.load")
+    assert (row.peak_memory_bytes, row.peak_kind) == (150 * MIB, "sampled")  # a lower bound
+
+
 def test_the_task_policy_gives_plain_kpo_tasks_the_callback_and_leaves_the_operator_alone(
     airflow_home: Path, tmp_path: Path
 ) -> None:
@@ -122,8 +135,8 @@ def test_the_task_policy_gives_plain_kpo_tasks_the_callback_and_leaves_the_opera
     plain, ours = dag.get_task("plain"), dag.get_task("ours")
     assert AdaptivePodCallback in plain.callbacks and AdaptivePodCallback not in ours.callbacks
     assert plain.annotations["adaptive.airflow.io/dag-mode"] == "recommend"
-    worker = plain.executor_config["pod_override"]  # its KubernetesExecutor worker only waits
-    assert worker.metadata.labels["adaptive.airflow.io/opt-out"] == "true"
+    for task in (plain, ours):  # their KubernetesExecutor workers only wait for their pods
+        assert task.executor_config["pod_override"].metadata.labels["adaptive.airflow.io/opt-out"] == "true"
 
 
 def test_without_a_cluster_the_decision_is_logged_and_the_task_fails_at_once(
