@@ -23,7 +23,9 @@ from airflow_adaptive.kubernetes.pods import (
     DAG_MODE_ANNOTATION,
     FAMILY_ANNOTATION,
     MODE_LABEL,
+    cpu_limit_of,
     find_container,
+    memory_of,
     tool_of,
     user_memory_of,
 )
@@ -98,6 +100,25 @@ def recorded_mode(pod: k8s.V1Pod | None) -> Mode | None:
         return Mode(value) if value else None
     except ValueError:
         return None
+
+
+def ask_of_pod(pod: k8s.V1Pod, container_name: str, family: str, previous: Observation | None) -> PodAsk:
+    """What a pod built elsewhere asks for and runs, read off the pod (the hook's view of it)."""
+    container = find_container(pod, container_name)
+    resources = container.resources if container else None
+    name = pod.metadata.name if pod.metadata else None
+    image, program = (
+        tool_of(container.image, container.command, container.args) if container else (None, None)
+    )
+    return PodAsk(
+        family,
+        memory_of(resources, what=f"pod {name} memory"),
+        None,
+        previous_attempt=previous,
+        cpu_limit_millicores=cpu_limit_of(resources),
+        image=image,
+        program=program,
+    )
 
 
 def prepare_pod(

@@ -28,17 +28,10 @@ BASE_CONTAINER = "base"
 def mutate(pod: k8s.V1Pod) -> None:
     from airflow.providers.cncf.kubernetes.pod_generator import make_safe_label_value
 
-    from airflow_adaptive.advisor import Advisor, PodAsk
-    from airflow_adaptive.attempt import airflow_task_of, pod_mode, prepare_pod, stamped_dag_mode
+    from airflow_adaptive.advisor import Advisor
+    from airflow_adaptive.attempt import airflow_task_of, ask_of_pod, pod_mode, prepare_pod, stamped_dag_mode
     from airflow_adaptive.config import get_settings
-    from airflow_adaptive.kubernetes.pods import (
-        MANAGED_LABEL,
-        OPT_OUT_LABEL,
-        cpu_limit_of,
-        find_container,
-        memory_of,
-        tool_of,
-    )
+    from airflow_adaptive.kubernetes.pods import MANAGED_LABEL, OPT_OUT_LABEL
     from airflow_adaptive.kubernetes.priority_classes import priority_class_for
     from airflow_adaptive.observer.loop import keep_for_observer
 
@@ -53,23 +46,9 @@ def mutate(pod: k8s.V1Pod) -> None:
     choice = pod_mode(settings, family, dag=stamped_dag_mode(pod), task=None, operator=False)
     if not choice.mode.records:
         return
-    container = find_container(pod, BASE_CONTAINER)
-    resources = container.resources if container else None
-    user = memory_of(resources, what=f"pod {pod.metadata.name} memory")
     advisor = Advisor(settings)
     previous = advisor.memory.previous_try(key, make_safe_label_value if run_id_is_label else None)
-    image, program = (
-        tool_of(container.image, container.command, container.args) if container else (None, None)
-    )
-    ask = PodAsk(
-        family,
-        user,
-        None,
-        previous_attempt=previous,
-        cpu_limit_millicores=cpu_limit_of(resources),
-        image=image,
-        program=program,
-    )
+    ask = ask_of_pod(pod, BASE_CONTAINER, family, previous)
     enabled = settings.priority_classes
     worker = not run_id_is_label  # a KubernetesExecutor worker: its ids are in annotations
     decision = prepare_pod(
