@@ -157,3 +157,60 @@ def test_executor_pod_gets_the_priority_class_the_cluster_has(
     validate_pod(pod)
     gone = executor_pod()  # the API server is gone now: no class, and the pod is still sized
     assert gone.spec.priority_class_name is None and memory(gone) == SIZED
+
+
+def operator_pod(mode: str) -> k8s.V1Pod:
+    """The operator's pod, its mode set by the operator's own argument."""
+    from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
+
+    op = AdaptiveKubernetesPodOperator(
+        task_id="load", task_family="etl.load", image="busybox", cmds=["true"], mode=mode,
+        container_resources=k8s.V1ResourceRequirements(requests={"memory": "4Gi"}, limits={"memory": "4Gi"}),
+    )  # fmt: skip
+    ti = SimpleNamespace(dag_id="etl", task_id="load", map_index=-1, try_number=1, run_id=RUN_ID)
+    return op.build_pod_request_obj(
+        cast(Any, {"ti": ti, "run_id": RUN_ID, "dag": SimpleNamespace()}), dry_run=True
+    )
+
+
+@pytest.mark.parametrize("mode", ["observe", "recommend", "enforce"])
+@pytest.mark.parametrize("kind", ["plain KPO", "operator"])
+def test_each_mode_on_a_kpo_pod(engine: Any, monkeypatch: pytest.MonkeyPatch, mode: str, kind: str) -> None:
+    from airflow_adaptive.config import get_settings
+    from airflow_adaptive.kubernetes.pods import MODE_ANNOTATION, MODE_LABEL
+
+    history(engine)
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__MODE", mode)
+    get_settings.cache_clear()
+    pod = kpo_pod() if kind == "plain KPO" else operator_pod(mode)
+    validate_pod(pod)
+    source = "[adaptive] mode" if kind == "plain KPO" else "task"
+    assert pod.metadata.annotations[MODE_ANNOTATION] == f"{mode} ({source})"
+    assert pod.metadata.labels[MODE_LABEL] == mode
+    resources = pod.spec.containers[0].resources
+    if mode == "enforce":
+        assert memory(pod) == SIZED and resources.requests["memory"] == SIZED
+    else:  # byte-identical to what the user wrote
+        assert (
+            resources.to_dict()
+            == k8s.V1ResourceRequirements(requests={"memory": "4Gi"}, limits={"memory": "4Gi"}).to_dict()
+        )
+        assert "would give adaptive: P95 of peaks" in pod.metadata.annotations[DECISION_ANNOTATION]
+        assert (
+            not (pod.spec.affinity and pod.spec.affinity.node_affinity)
+            and pod.spec.priority_class_name is None
+        )
+
+
+def test_a_family_rule_overrides_the_dag_and_the_operator(
+    engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_adaptive.config import get_settings
+    from airflow_adaptive.kubernetes.pods import MODE_ANNOTATION
+
+    history(engine)
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__FAMILY_MODES", "etl.*=observe")
+    get_settings.cache_clear()
+    pod = operator_pod("enforce")
+    assert memory(pod) == "4Gi"
+    assert pod.metadata.annotations[MODE_ANNOTATION] == "observe ([adaptive] family_modes)"
