@@ -33,6 +33,7 @@ from airflow_adaptive.store.api import (
     FamilyTotals,
     PruneResult,
     RecordResult,
+    Source,
     TotalsQuery,
 )
 from airflow_adaptive.store.learning import DEFAULT_LEARNING, Learning
@@ -119,6 +120,7 @@ class InMemoryHistoryStore(ProcessHistoryStore):
             and (query.start is None or day >= query.start)
             and (query.end is None or day <= query.end)
             and (query.task_family is None or family == query.task_family)
+            and (query.source is None or Source.of_dag(dag) is query.source)
             and without_nul(query.search).lower() in family.lower()
         ]
 

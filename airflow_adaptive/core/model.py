@@ -50,6 +50,11 @@ class TaskKey:
         return family_of_task(self.dag_id, self.task_id)
 
 
+# Trace imports record their attempts under this DAG id, which no Airflow DAG of a deployment is
+# expected to carry: it tells imported history from live history.
+IMPORTED_DAG_ID = "trace"
+
+
 def family_of_task(dag_id: str, task_id: str) -> str:
     """A task's family when it names none: its history is its own."""
     return f"{dag_id}.{task_id}"

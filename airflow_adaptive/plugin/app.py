@@ -11,13 +11,16 @@ attempts of DAGs the auth manager lets them read.
 # and some name objects local to ``create_app``.
 from datetime import date
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import GetUserDep, bearer_scheme, get_user
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials
+
+if TYPE_CHECKING:
+    from airflow_adaptive.store.api import Source
 
 STATIC = Path(__file__).parent / "static"
 ASSETS = {  # the only files served: name -> media type
@@ -71,6 +74,22 @@ def _store() -> Any:
     from airflow_adaptive.store.access import open_store
 
     return open_store(get_settings())
+
+
+Shown = Annotated[
+    str | None,
+    Query(
+        description="live (Airflow ran them), imported (trace imports) or all; unset: live if any, else imported"
+    ),
+]
+
+
+def _source(store: Any, readable: frozenset[str] | None, asked: str | None) -> "Source | None":
+    from airflow_adaptive.plugin.sources import SOURCE_CHOICES, chosen_source
+
+    if asked is not None and asked not in SOURCE_CHOICES:
+        raise HTTPException(400, f"source must be one of {', '.join(SOURCE_CHOICES)}")
+    return chosen_source(store, readable, asked)
 
 
 def _date_range(start: date | None, end: date | None) -> tuple[date | None, date | None]:
@@ -152,8 +171,11 @@ def _api_routes(app: APIRouter) -> None:
     from airflow_adaptive.store.api import FAMILY_SORTS, TotalsQuery
 
     @app.get("/api/overview")
-    def overview(readable: Dags, start: Start = None, end: End = None) -> dict[str, Any]:
-        return views.overview(_store(), readable, *_date_range(start, end))
+    def overview(
+        readable: Dags, start: Start = None, end: End = None, source: Shown = None
+    ) -> dict[str, Any]:
+        dates, store = _date_range(start, end), _store()
+        return views.overview(store, readable, *dates, _source(store, readable, source))
 
     @app.get("/api/families")
     def family_table(
@@ -165,12 +187,14 @@ def _api_routes(app: APIRouter) -> None:
         order: Annotated[str, Query(pattern="^(asc|desc)$")] = "desc",
         page: Annotated[int, Query(ge=1, le=100_000)] = 1,
         page_size: Annotated[int, Query(ge=1, le=200)] = 50,
+        source: Shown = None,
     ) -> dict[str, Any]:
         if sort not in FAMILY_SORTS:
             raise HTTPException(400, f"sort must be one of {', '.join(FAMILY_SORTS)}")
-        query = TotalsQuery(readable, *_date_range(start, end), search=search)
+        dates, store = _date_range(start, end), _store()
+        query = TotalsQuery(readable, *dates, search=search, source=_source(store, readable, source))
         return views.families_page(
-            _store(), get_settings(), readable, query, sort=sort, descending=order == "desc",
+            store, get_settings(), readable, query, sort=sort, descending=order == "desc",
             limit=page_size, offset=(page - 1) * page_size,
         )  # fmt: skip
 

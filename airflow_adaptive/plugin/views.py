@@ -21,7 +21,8 @@ from airflow_adaptive.core.sizing import predictor_names
 from airflow_adaptive.evaluation.replay import GB_H, ReplayConfig, replay
 from airflow_adaptive.kubernetes.quantity import format_memory, parse_memory_bytes
 from airflow_adaptive.plugin.readable import hidden_note, history_hidden, next_decision
-from airflow_adaptive.store.api import HistoryStore, TotalsQuery
+from airflow_adaptive.plugin.sources import SAVING_KEYS, source_name, without_saving
+from airflow_adaptive.store.api import HistoryStore, Source, TotalsQuery
 from airflow_adaptive.traces.runs import TaskRun
 
 Dags = frozenset[str] | None
@@ -58,19 +59,45 @@ def totals_json(t: DayTotals) -> dict[str, Any]:
     }
 
 
-def overview(store: HistoryStore, dags: Dags, start: date | None, end: date | None) -> dict[str, Any]:
-    query = TotalsQuery(dags, start, end)
-    days = store.day_totals(query)
+def _summed(totals: list[DayTotals]) -> DayTotals:
     total = DayTotals()
-    for _, t in days:
+    for t in totals:
         total = total.plus(t)
-    _, families = store.family_totals(query, limit=0)
-    return {
+    return total
+
+
+def overview(
+    store: HistoryStore, dags: Dags, start: date | None, end: date | None, source: Source | None
+) -> dict[str, Any]:
+    """Totals of one source (None: of both, with each source's saving apart, never one over both)."""
+    by_source = {
+        s: store.day_totals(TotalsQuery(dags, start, end, source=s))
+        for s in ([source] if source is not None else list(Source))
+    }
+    by_day: dict[date, list[DayTotals]] = {}
+    for found in by_source.values():
+        for day, t in found:
+            by_day.setdefault(day, []).append(t)
+    days = [{"day": day, **totals_json(_summed(ts))} for day, ts in sorted(by_day.items())]
+    _, families = store.family_totals(TotalsQuery(dags, start, end, source=source), limit=0)
+    body = {
         "start": start,
         "end": end,
+        "source": source_name(source),
         "families": families,
-        **totals_json(total),
-        "days": [{"day": day, **totals_json(t)} for day, t in days],
+        **totals_json(_summed([t for found in by_source.values() for _, t in found])),
+        "days": days,
+    }
+    if source is not None:
+        return body
+    saving = {s.value: totals_json(_summed([t for _, t in found])) for s, found in by_source.items()}
+    return {
+        **without_saving(body),
+        "days": [without_saving(d) for d in days],
+        "saving_by_source": {
+            name: {k: t[k] for k in ("attempts", "user_requested_gb_h", *SAVING_KEYS)}
+            for name, t in saving.items()
+        },
     }
 
 
@@ -78,6 +105,7 @@ def families_page(
     store: HistoryStore, settings: AdaptiveSettings, dags: Dags, query: TotalsQuery, **page: Any
 ) -> dict[str, Any]:
     found, count = store.family_totals(query, **page)
+    mixed = query.source is None  # a family's saving over both sources would mislead
     advisor = Advisor(settings, lambda: store, refit_stale=False)  # a page never refits 50 models
     # each row decides for its newest attempt's request, as the family's own page does
     names = [row.task_family for row in found]
@@ -89,18 +117,25 @@ def families_page(
         peaks = state.rollup.peaks if state is not None and dags is None else None
         request = MemoryRequest(requests.get(row.task_family))
         decision = next_decision(store, settings, advisor, dags, row.task_family, request)
+        totals = totals_json(row.totals)
         rows.append(
             {
                 "task_family": row.task_family,
                 "last_day": row.last_day,
-                **totals_json(row.totals),
+                **(without_saving(totals) if mixed else totals),
                 "p50_peak_bytes": peaks.quantile(0.5) if peaks else None,
                 "p95_peak_bytes": peaks.quantile(0.95) if peaks else None,
                 "decision": _decision_json(decision) if decision.adaptive else None,
                 **hidden_note(history_hidden(store, dags, row.task_family)),
             }
         )
-    return {"total": count, "offset": page.get("offset", 0), "limit": page.get("limit", 50), "families": rows}
+    return {
+        "total": count,
+        "offset": page.get("offset", 0),
+        "limit": page.get("limit", 50),
+        "source": source_name(query.source),
+        "families": rows,
+    }
 
 
 def _as_pod_gets_it(value: int | None) -> int | None:

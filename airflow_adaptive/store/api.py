@@ -16,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
+from enum import Enum
 from typing import Protocol
 
 from airflow_adaptive.core.fitted_model import FittedModel
 from airflow_adaptive.core.grouping import Grouping, NodeProfile
 from airflow_adaptive.core.lff import FamilyProgress
 from airflow_adaptive.core.locality import CachedInput, InputState, InputUse
-from airflow_adaptive.core.model import Observation, TaskKey
+from airflow_adaptive.core.model import IMPORTED_DAG_ID, Observation, TaskKey
 from airflow_adaptive.core.node_groups import StoredNode
 from airflow_adaptive.core.rollup import DayTotals, Distributions, FamilyRollup
 from airflow_adaptive.core.sizing.similar import Identity
@@ -55,15 +56,28 @@ FAMILY_SORTS = (
 )
 
 
+class Source(str, Enum):
+    """Where attempts came from: Airflow ran them (``live``) or a trace import recorded them."""
+
+    LIVE = "live"
+    IMPORTED = "imported"
+
+    @classmethod
+    def of_dag(cls, dag_id: str) -> Source:
+        return cls.IMPORTED if dag_id == IMPORTED_DAG_ID else cls.LIVE
+
+
 @dataclass(frozen=True)
 class TotalsQuery:
-    """Which attempts to total: DAGs (None: all), days (inclusive, UTC), a family name fragment."""
+    """Which attempts to total: DAGs (None: all), days (inclusive, UTC), a family name fragment, and
+    their source (None: live and imported together)."""
 
     dag_ids: frozenset[str] | None = None
     start: date | None = None
     end: date | None = None
     search: str = ""
     task_family: str | None = None
+    source: Source | None = None
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,11 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
+from airflow_adaptive.core.model import IMPORTED_DAG_ID
 from airflow_adaptive.core.normalise import fit_key, without_nul
 from airflow_adaptive.core.rollup import DayTotals
 from airflow_adaptive.exceptions import InvalidSettingError
-from airflow_adaptive.store.api import FAMILY_SORTS, FamilyTotals, TotalsQuery
+from airflow_adaptive.store.api import FAMILY_SORTS, FamilyTotals, Source, TotalsQuery
 from airflow_adaptive.store.tables import family_day
 
 _NUMBERS = [f.name for f in fields(DayTotals)]
@@ -25,6 +26,10 @@ def _where(query: TotalsQuery) -> list[Any]:
         conditions.append(family_day.c.day >= query.start)
     if query.end is not None:
         conditions.append(family_day.c.day <= query.end)
+    if query.source is Source.IMPORTED:
+        conditions.append(family_day.c.dag_id == IMPORTED_DAG_ID)
+    elif query.source is Source.LIVE:
+        conditions.append(family_day.c.dag_id != IMPORTED_DAG_ID)
     if query.task_family is not None:
         conditions.append(family_day.c.task_family == fit_key(query.task_family))
     if query.search:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
+from airflow_adaptive.core.model import IMPORTED_DAG_ID, ExitReason, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.source import compression
 
@@ -176,7 +176,7 @@ def completed_observation(
 ) -> Observation:
     """A measured, completed attempt of a trace that has no retries or exit codes of its own."""
     return Observation(  # a family longer than the store's keys is fitted by the store, never cut here
-        key=TaskKey("trace", family, f"trace:{trace}", position, 1),
+        key=TaskKey(IMPORTED_DAG_ID, family, f"trace:{trace}", position, 1),
         task_family=family,
         usage=Usage(
             peak_memory_bytes=int(peak_bytes),

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 
 import pandas as pd
 
-from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
+from airflow_adaptive.core.model import IMPORTED_DAG_ID, ExitReason, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.core.normalise import INT32
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.common import (
@@ -206,7 +206,7 @@ def _observations(
     )  # fmt: skip
     return [
         Observation(
-            key=TaskKey("trace", family, run_id, task_no, attempt),
+            key=TaskKey(IMPORTED_DAG_ID, family, run_id, task_no, attempt),
             task_family=family,
             usage=Usage(peak_b, cpu_s, wall_s, read_b, write_b, peak_kind),
             exit_reason=why,

@@ -4,21 +4,25 @@ and DAG-level access through the views."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_adaptive.config import get_settings
-from airflow_adaptive.core.model import ExitReason, TaskKey
+from airflow_adaptive.core.model import IMPORTED_DAG_ID, ExitReason, TaskKey
 from airflow_adaptive.core.sizing import predictor_names
 from airflow_adaptive.core.units import GIB
 from airflow_adaptive.demo import generated_history
 from airflow_adaptive.plugin import views
-from airflow_adaptive.store.api import TotalsQuery
-from tests.conftest import sql_store
+from airflow_adaptive.plugin.sources import chosen_source
+from airflow_adaptive.store.api import Source, TotalsQuery
+from tests.conftest import EXAMPLES, sql_store
 from tests.factories import attempt
 from tests.memory_store import InMemoryHistoryStore
 
+CHIPSEQ = EXAMPLES / "nextflow" / "chipseq_trace.txt"  # 328 attempts, as Nextflow writes them
+BWA = "NFCORE_CHIPSEQ:CHIPSEQ:ALIGN_BWA_MEM:BWA_MEM"
 PAGES = ("/adaptive/ui", "/adaptive/static/app.js", "/adaptive/api/overview", "/adaptive/api/families",
          "/adaptive/api/family?name=genomics.align", "/adaptive/api/family/whatif?name=genomics.align",
          "/adaptive/api/nodes", "/adaptive/api/task/adaptive_genomics/align", "/adaptive/health",
@@ -139,6 +143,8 @@ def test_numbers_are_the_stores(client: Any, auth: dict[str, str], demo: Any) ->
         ("/api/overview?start=2026-13-01", 422, "month value is outside"),
         ("/api/overview?start=2026-11-05&end=2026-11-01", 400, "is after end"),
         ("/api/family?name=genomics.align&limit=0", 422, "greater than or equal to 1"),
+        ("/api/overview?source=both", 400, "source must be one of live, imported, all"),
+        ("/api/families?source=LIVE", 400, "source must be one of live, imported, all"),
     ],
 )
 def test_bad_parameters_are_a_clear_4xx(
@@ -213,11 +219,76 @@ def test_a_user_sees_only_the_attempts_of_dags_they_may_read() -> None:
         and detail["dags"] == ["dag"]
     )
     assert views.family_detail(store, settings, readable, "hidden", 100) is None
-    assert views.overview(store, readable, None, None)["attempts"] == 4
-    assert views.overview(store, None, None, None)["attempts"] == 9
+    assert views.overview(store, readable, None, None, Source.LIVE)["attempts"] == 4
+    assert views.overview(store, None, None, None, Source.LIVE)["attempts"] == 9
     killed = replace(attempt(20, family="shared"), exit_reason=ExitReason.OOM_KILLED)
     store.record([killed])
-    assert views.overview(store, readable, None, None)["oom_killed"] == 1
+    assert views.overview(store, readable, None, None, Source.LIVE)["oom_killed"] == 1
+    # an imported trace is no DAG the user may read: every source shows them only their DAG's attempts
+    store.record(
+        [
+            replace(o, key=replace(o.key, dag_id=IMPORTED_DAG_ID, run_id=f"trace:{o.key.run_id}"))
+            for o in shared
+        ]
+    )
+    assert chosen_source(store, readable, None) is Source.LIVE
+    assert [views.overview(store, readable, None, None, s)["attempts"] for s in (*Source, None)] == [5, 0, 5]
+    assert views.overview(store, None, None, None, Source.IMPORTED)["attempts"] == 4
+    mine = views.families_page(store, settings, readable, TotalsQuery(readable, source=Source.IMPORTED))
+    assert mine["total"] == 0 and mine["families"] == []
+
+
+def _import(*traces: Path) -> None:
+    from airflow_adaptive.cli import main
+
+    assert main(["history", "import", *map(str, traces)]) == 0
+
+
+def _overview(client: Any, auth: dict[str, str], source: str | None = None) -> dict[str, Any]:
+    params = {"source": source} if source else {}
+    response = client.get("/adaptive/api/overview", params=params, headers=auth)
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def test_an_import_leaves_the_live_saving_alone_and_savings_never_mix(
+    client: Any, auth: dict[str, str], demo: Any
+) -> None:
+    """Imported attempts ran at their own requests: mixed in, they pulled "Saved vs users' requests"
+    towards 0. Each importer (Nextflow's, and the one WfFormat shares with CCTools and Lotaru)."""
+    before = _overview(client, auth)
+    assert before["source"] == "live" and before["attempts"] == len(demo)
+    _import(CHIPSEQ, EXAMPLES / "wfformat" / "chipseq_instance.json")
+    live, imported, both = (_overview(client, auth, s) for s in ("live", "imported", "all"))
+    assert _overview(client, auth) == live == before  # still live by default, and unchanged
+    assert imported["source"] == "imported" and imported["attempts"] > 328  # chipseq's and the instance's
+    assert imported["saving_fraction"] is not None and imported["saving_fraction"] < 0.05, imported
+    assert live["saving_fraction"] > 0.1 and live["saving_fraction"] - imported["saving_fraction"] > 0.1
+    assert both["attempts"] == live["attempts"] + imported["attempts"]
+    assert both["saving_fraction"] is None and both["saving_gb_h"] is None  # no saving over both
+    assert all(d["saving_fraction"] is None for d in both["days"])
+    for name, one in (("live", live), ("imported", imported)):
+        apart = both["saving_by_source"][name]
+        assert (apart["attempts"], apart["saving_fraction"]) == (one["attempts"], one["saving_fraction"])
+    assert [d["day"] for d in both["days"]] == sorted({d["day"] for d in live["days"] + imported["days"]})
+    tables = {
+        s: client.get("/adaptive/api/families", params={"source": s, "page_size": 200}, headers=auth).json()
+        for s in ("live", "imported", "all")
+    }
+    assert tables["live"]["total"] == live["families"] == 5 and tables["live"]["source"] == "live"
+    assert {f["task_family"] for f in tables["imported"]["families"]} >= {BWA}
+    assert all(f["saving_fraction"] is None for f in tables["all"]["families"])
+    assert any(f["saving_fraction"] is not None for f in tables["imported"]["families"])
+
+
+def test_a_store_only_imported_into_shows_imported_attempts_by_default(
+    client: Any, auth: dict[str, str]
+) -> None:
+    assert _overview(client, auth)["source"] == "imported"  # nothing at all yet: nothing live either
+    _import(CHIPSEQ)
+    shown = _overview(client, auth)
+    assert shown["source"] == "imported" and shown["attempts"] == 328 and shown["families"] > 1
+    assert client.get("/adaptive/api/families", headers=auth).json()["source"] == "imported"
 
 
 def test_the_simple_auth_managers_viewer_reads_every_dag() -> None:

@@ -11,8 +11,8 @@ from typing import Any, cast
 
 from airflow_adaptive.core.sizing import predictor_names
 from airflow_adaptive.core.units import GIB, format_bytes
-from airflow_adaptive.store.api import TotalsQuery
-from tests.conftest import sql_store
+from airflow_adaptive.store.api import Source, TotalsQuery
+from tests.conftest import EXAMPLES, SHARED_DATA, sql_store
 from tests.edges.browser_kit import BROWSER_MARKS, Walk, log_in_and_open_the_page, wait_for
 from tests.scheduling import load_dag, mark_scheduled, new_run, seed_history, serialise_dag_folder
 
@@ -223,6 +223,64 @@ def check_family_addresses(walk: Walk, store: Any) -> None:
     assert "unknown task family 'lff.new'" in browser.find_element(By.ID, "view").text  # none recorded yet
 
 
+def check_source_filter(walk: Walk, store: Any) -> None:
+    """An imported nf-core trace stays out of the live saving; the filter shows each source's numbers,
+    and All shows each source's saving apart (never one over both)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from airflow_adaptive.cli import main
+
+    browser = walk.browser
+
+    def cards() -> dict[str, str]:
+        found = browser.find_elements(By.CSS_SELECTOR, ".card")
+        return {c.get_attribute("data-key"): c.find_element(By.CLASS_NAME, "value").text for c in found}
+
+    def choose(source: str, note: str) -> dict[str, str]:
+        Select(browser.find_element(By.ID, "source")).select_by_value(source)
+        wait_for(
+            lambda: browser.find_element(By.ID, "source-note").text.startswith(note), f"the {source} overview"
+        )
+        return cards()
+
+    walk.open("overview")
+    before = cards()
+    real = SHARED_DATA / "nextflow-traces" / "chipseq.csv"  # long nf-core names, 2023's dates
+    trace_file = real if real.exists() else EXAMPLES / "nextflow" / "chipseq_trace.txt"
+    assert main(["history", "import", str(trace_file)]) == 0
+    browser.refresh()
+    walk.tab("overview")
+    live = cards()  # still the default while there is live history, and the import left it alone
+    shown = Select(browser.find_element(By.ID, "source")).first_selected_option
+    assert shown.get_attribute("value") == "live"
+    assert live == before and live["saving_fraction"] != "0.0 %"
+    imported = choose("imported", "Imported")
+    trace = sum(t.attempts for _, t in store.day_totals(TotalsQuery(source=Source.IMPORTED)))
+    assert imported["attempts"] == f"{trace:,}" != live["attempts"] and imported["saving_fraction"] == "0.0 %"
+    walk.shot("overview-imported")
+    walk.tab("overview")
+    both = choose("all", "All")
+    attempts = int(live["attempts"].replace(",", "")) + trace
+    assert both["attempts"] == f"{attempts:,}" and "saving_fraction" not in both
+    apart = (both["saving_fraction_live"], both["saving_fraction_imported"])
+    assert apart == (live["saving_fraction"], "0.0 %")
+    # years between the trace and the live attempts: a gap (a null), not a line across
+    trend = browser.execute_script("return document.getElementById('trend').uplot.data[1]")
+    assert None in trend and trend[-1] is not None
+    walk.shot("overview-sources")
+    walk.tab("overview")
+    walk.open("families")  # the table totals the chosen source too, without a saving over both
+    _, families = store.family_totals(TotalsQuery(), limit=0)
+    assert browser.find_element(By.ID, "count").text == f"{families:,} families"
+    savings = browser.find_elements(By.CSS_SELECTOR, "#families-table td[data-col=saving]")
+    assert savings and {td.text for td in savings} == {"\u2013"}  # an en dash: none
+    walk.shot("families-sources")
+    walk.tab("families")
+    walk.open("overview")
+    assert choose("live", "Live") == live
+
+
 def test_pages_through_airflows_login_and_navigation(
     api_server: str, browser: Any, engine: Any, tmp_path: Path
 ) -> None:
@@ -239,3 +297,4 @@ def test_pages_through_airflows_login_and_navigation(
     check_queue(walk, engine, tmp_path)
     check_dark_theme(walk)
     check_family_addresses(walk, store)
+    check_source_filter(walk, store)

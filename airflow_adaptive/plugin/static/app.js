@@ -4,7 +4,8 @@
 
 const view = document.getElementById("view");
 const GIB = 1024 ** 3;
-const state = { sort: "attempts", order: "desc", page: 1, search: "", start: "", end: "" };
+// source "": the server's default (live when there is any, else imported); then the one it chose.
+const state = { sort: "attempts", order: "desc", page: 1, search: "", start: "", end: "", source: "" };
 
 function alignHeads() {  // each header takes its column's alignment (text left, numbers right)
   for (const table of view.querySelectorAll("table")) {
@@ -28,16 +29,32 @@ function range() {
   const q = new URLSearchParams();
   if (state.start) q.set("start", state.start);
   if (state.end) q.set("end", state.end);
+  if (state.source) q.set("source", state.source);
   return q;
 }
+// Live attempts ran with the provider's decisions; imported ones (trace imports) at their own requests.
+const SOURCES = [["live", "Live (Airflow ran them)"], ["imported", "Imported (traces)"], ["all", "All (savings apart)"]];
 function rangeInputs() {
-  return `<label>From <input type="date" id="start" value="${esc(state.start)}"></label>
+  const options = SOURCES.map(([v, label]) => `<option value="${v}"${v === state.source ? " selected" : ""}>${label}</option>`).join("");
+  return `<label>Attempts <select id="source">${options}</select></label>
+          <label>From <input type="date" id="start" value="${esc(state.start)}"></label>
           <label>to <input type="date" id="end" value="${esc(state.end)}"></label>`;
 }
 function bindRange(reload) {
-  for (const id of ["start", "end"]) {
+  for (const id of ["source", "start", "end"]) {
     document.getElementById(id).addEventListener("change", (e) => { state[id] = e.target.value; state.page = 1; reload(); });
   }
+}
+const SOURCE_NOTES = {
+  live: "Live: the attempts Airflow ran, sized by the provider (or only observed, at the users' requests).",
+  imported: "Imported: attempts read from trace files by <code>airflow-adaptive history import</code>. They ran at the requests their traces record, so they save nothing against them; they warm-start the decisions.",
+  all: "All: live and imported attempts together. The saving is shown for each source apart: over both, imported attempts would pull the live saving towards 0.",
+};
+function savingCards(data) {  // one source's saving, or each source's apart: never one over both
+  const good = (fraction) => (fraction > 0 ? "good" : "");  // an imported trace's 0 % is no success
+  if (!data.saving_by_source) return card("Saved vs users' requests", pct(data.saving_fraction), "saving_fraction", good(data.saving_fraction));
+  return Object.entries(data.saving_by_source).map(([source, s]) => card(`Saved vs users' requests, ${source}`,
+    s.attempts ? pct(s.saving_fraction) : "–", `saving_fraction_${source}`, good(s.saving_fraction))).join("");
 }
 function card(label, value, key, cls = "") {
   return `<div class="card" data-key="${key}"><div class="label">${label}</div><div class="value ${cls}">${value}</div></div>`;
@@ -60,8 +77,10 @@ function chart(el, title, xs, series, opts = {}) {
 
 async function overview() {
   const data = await api(`api/overview?${range()}`);
+  state.source = data.source;
   view.innerHTML = `<h2>Allocation overview</h2>
     <div class="toolbar">${rangeInputs()}</div>
+    <p class="muted" id="source-note">${SOURCE_NOTES[data.source] || ""}</p>
     <div class="cards">
       ${card("Task families sized", num(data.families, 0), "families")}
       ${card("Attempts", num(data.attempts, 0), "attempts")}
@@ -71,12 +90,16 @@ async function overview() {
       ${card("Used GB·h", num(data.used_gb_h, 2), "used_gb_h")}
       ${card("Wasted GB·h", num(data.wasted_gb_h, 2), "wasted_gb_h")}
       ${card("Users asked GB·h", num(data.user_requested_gb_h, 2), "user_requested_gb_h")}
-      ${card("Saved vs users' requests", pct(data.saving_fraction), "saving_fraction", "good")}
+      ${savingCards(data)}
     </div>
     <div class="chart" id="trend"></div>`;
   bindRange(overview);
   const { xs, rows } = dailySeries(data.days);
-  if (!xs.length) return;
+  if (!xs.length) {
+    const none = data.source === "all" ? "" : ` ${data.source}`;
+    document.getElementById("trend").outerHTML = `<p class="muted" id="trend-caption">No${none} attempts in these days.</p>`;
+    return;
+  }
   const dots = { show: true, size: 5 };  // a day between empty ones is a dot, not lost
   const line = (label, color, key) => ({ label, stroke: css(color), points: dots, data: rows.map((d) => (d ? d[key] : null)) });
   chart(document.getElementById("trend"), "GB·h per day", xs, [
@@ -108,11 +131,13 @@ const COLUMNS = [
 const HEAD_TITLES = {
   "OOM kills": "attempts that were really OOM-killed, as recorded",
   Decision: `the next request and its rule; the rule's OOM-killed share is ${REPLAYED}`,
+  Saving: "against the users' own requests, of live or of imported attempts: with All chosen, none (choose one)",
 };
 async function families() {
   const q = range();
   q.set("sort", state.sort); q.set("order", state.order); q.set("page", state.page); q.set("search", state.search);
   const data = await api(`api/families?${q}`);
+  state.source = data.source;
   const pages = Math.max(1, Math.ceil(data.total / data.limit));
   const head = COLUMNS.map(([key, label]) => {
     const arrow = key === state.sort ? (state.order === "desc" ? " ▾" : " ▴") : "";
@@ -126,7 +151,7 @@ async function families() {
       <td data-col="oom_killed" class="${f.oom_killed ? "bad" : ""}">${num(f.oom_killed, 0)}</td>
       <td>${bytes(f.p50_peak_bytes)}</td><td>${bytes(f.p95_peak_bytes)}</td>
       ${decisionCell(f.decision)}
-      <td>${gbh(f.requested_gb_h)}</td><td>${gbh(f.wasted_gb_h)}</td><td>${pct(f.saving_fraction)}</td><td class="text">${esc(f.last_day)}</td></tr>`).join("");
+      <td>${gbh(f.requested_gb_h)}</td><td>${gbh(f.wasted_gb_h)}</td><td data-col="saving">${pct(f.saving_fraction)}</td><td class="text">${esc(f.last_day)}</td></tr>`).join("");
   view.innerHTML = `<h2>Task families</h2>
     <div class="toolbar"><input id="search" placeholder="Search task families" value="${esc(state.search)}">
       ${rangeInputs()}<span class="muted" id="count">${num(data.total, 0)} families</span></div>
