@@ -210,12 +210,25 @@ def _api_routes(app: APIRouter) -> None:
 
     @app.get("/api/family")
     def family(
-        name: FamilyName, readable: Dags, limit: Annotated[int, Query(ge=1, le=2000)] = 500
+        name: FamilyName,
+        readable: Dags,
+        session: SessionDep,
+        limit: Annotated[int, Query(ge=1, le=2000)] = 500,
     ) -> dict[str, Any]:
-        found = views.family_detail(_store(), get_settings(), readable, name, limit)
+        from airflow_adaptive.plugin.modes import family_modes
+
+        settings = get_settings()
+        found = views.family_detail(_store(), settings, readable, name, limit)
         if found is None:
             raise HTTPException(404, f"unknown task family {name!r}")
-        return found
+        return {**found, "modes": family_modes(settings, session, name, found["dags"])}
+
+    @app.get("/api/modes")
+    def modes(readable: Dags, session: SessionDep) -> dict[str, Any]:
+        """Every DAG's mode for each pod kind, the deployment's default and the family rules."""
+        from airflow_adaptive.plugin.modes import dag_modes
+
+        return dag_modes(get_settings(), session, readable)
 
     @app.get("/api/families/{rest:path}")
     def moved(rest: str) -> None:

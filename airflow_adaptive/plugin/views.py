@@ -261,6 +261,7 @@ def whatif(
         )
     return {
         "task_family": task_family,
+        "configured": sizing.strategy,  # the strategy enforcing would apply
         "tasks": len(runs),
         "max_oom_rate": sizing.max_oom_rate,
         "min_observations": sizing.min_observations,  # above 1: the request for the first tasks

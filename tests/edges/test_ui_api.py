@@ -26,7 +26,7 @@ BWA = "NFCORE_CHIPSEQ:CHIPSEQ:ALIGN_BWA_MEM:BWA_MEM"
 PAGES = ("/adaptive/ui", "/adaptive/static/app.js", "/adaptive/api/overview", "/adaptive/api/families",
          "/adaptive/api/family?name=genomics.align", "/adaptive/api/family/whatif?name=genomics.align",
          "/adaptive/api/nodes", "/adaptive/api/task/adaptive_genomics/align", "/adaptive/health",
-         "/adaptive/api/queue")  # fmt: skip
+         "/adaptive/api/queue", "/adaptive/api/modes")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -342,3 +342,47 @@ def test_queue_without_the_store_still_lists_tasks_and_says_why(
     mine = [t for t in body["tasks"] if t["dag_id"] == "lff_ui_down"]
     assert len(mine) == 2 and all(t["lff_weight_now"] is None and t["airflow_weight"] for t in mine)
     assert body["note"].startswith("history store unavailable: connection refused")
+
+
+MODES_DAGS = """
+from datetime import datetime
+from airflow.sdk import DAG
+from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+for dag_id, tag in (("modes_tagged", "adaptive:recommend"), ("modes_badtag", "adaptive:sometimes")):
+    with DAG(dag_id=dag_id, schedule=None, start_date=datetime(2026, 1, 1), tags=[tag, "other"]):
+        KubernetesPodOperator(task_id="work", image="busybox")
+"""
+
+
+def test_modes_per_dag_and_per_family(
+    client: Any, auth: dict[str, str], engine: Any, airflow_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.scheduling import serialise_dag_folder
+
+    path = airflow_home / "dags" / "modes_dags.py"
+    path.write_text(MODES_DAGS)
+    try:
+        serialise_dag_folder()
+    finally:
+        path.unlink()
+    work = [attempt(i, family="modes.work", run=f"m{i}", peak=GIB) for i in range(3)]
+    sql_store(engine).record([replace(a, key=replace(a.key, dag_id="modes_tagged")) for a in work])
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__MODE", "observe")
+    get_settings.cache_clear()
+    dags = {d["dag_id"]: d for d in client.get("/adaptive/api/modes", headers=auth).json()["dags"]}
+    assert dags["modes_tagged"] == {"dag_id": "modes_tagged", "tag": "recommend", "tag_problem": None,
+                                    "pods": "recommend (DAG tag)", "operator_pods": "recommend (DAG tag)"}  # fmt: skip
+    assert (
+        dags["modes_badtag"]["tag"] is None
+        and "'sometimes' is not a mode" in dags["modes_badtag"]["tag_problem"]
+    )
+    assert dags["modes_badtag"]["pods"] == "observe ([adaptive] mode)"  # a bad tag is ignored, and said
+    family = client.get("/adaptive/api/family", params={"name": "modes.work"}, headers=auth).json()["modes"]
+    assert family["dags"][0]["pods"] == "recommend (DAG tag)" and family["recommending"] is True
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__FAMILY_MODES", "modes.*=enforce")
+    get_settings.cache_clear()
+    family = client.get("/adaptive/api/family", params={"name": "modes.work"}, headers=auth).json()["modes"]
+    assert family["dags"][0]["operator_pods"] == "enforce ([adaptive] family_modes)"
+    assert family["recommending"] is False
+    whatif = client.get("/adaptive/api/family/whatif", params={"name": "modes.work"}, headers=auth).json()
+    assert whatif["configured"] == "adaptive"  # what the page compares with the users' requests

@@ -212,10 +212,11 @@ async function family(name) {
     <p class="muted" id="chart-caption">${attempts.length} attempts plotted; ${oom} OOM-killed (large red dots, at their limit);
       hollow peaks are lower bounds (sampled).</p>
     ${data.history_hidden ? `<p class="error" id="hidden-note">${esc(data.hidden_note)}</p>` : ""}
-    <h2>Next decision</h2><p id="decision"><b>${bytes(data.decision.memory_request_bytes)}</b> (${esc(data.decision.strategy)}):
+    <h2>${data.modes?.recommending ? "Recommendation" : "Next decision"}</h2><p id="decision"><b>${bytes(data.decision.memory_request_bytes)}</b> (${esc(data.decision.strategy)}):
       ${esc(data.decision.explanation)}</p>
     ${budgetText(data.decision, attempts.length, oom)}
     <p id="placement">Task labels: ${esc(labelText(data.labels))}. ${esc(data.placement)}</p>
+    ${modesText(data.modes)}
     <h2>What if: every strategy on this family's history</h2><div id="whatif" class="muted">Replaying…</div>
     <h2>Attempts</h2><div class="scroll"><table id="attempts-table"><thead><tr><th>Finished</th><th>DAG / run / try</th><th>Exit</th>
       <th>User asked</th><th>Request</th><th>Limit</th><th>Peak</th><th>Node</th><th>Why</th></tr></thead><tbody>${rows}</tbody></table></div>`;
@@ -231,6 +232,32 @@ async function family(name) {
     { label: "OOM-killed", stroke: css("--bad"), paths: () => null, points: dots(css("--bad"), css("--bad"), 10), data: killed },
   ], { format: bytes, ySplits: binarySplits });
   whatif(name);
+}
+
+// Which mode this family's pods get in each of its DAGs; where some keep the user's resources
+// (observe, recommend), the what-if below says what enforcing the recommendation would have done.
+function modesText(m) {
+  if (!m || !m.dags.length) return "";
+  const rows = m.dags.map((d) => `<tr data-dag="${esc(d.dag_id)}"><td class="text">${esc(d.dag_id)}</td>
+      <td class="text">${esc(d.pods)}</td><td class="text">${esc(d.operator_pods)}</td></tr>`).join("");
+  return `<h2>Mode</h2><p class="muted">Observe and recommend keep the user's resources and record the attempt;
+      enforce applies the decision. The most specific setting wins: <code>family_modes</code>, the DAG's tag
+      <code>adaptive:&lt;mode&gt;</code>, the task's own, the default (<a href="#/modes">Modes</a>).</p>
+    <div class="scroll"><table id="modes-table"><thead><tr><th>DAG</th><th>Plain KPO and executor pods</th>
+      <th>The operator's pods</th></tr></thead><tbody>${rows}</tbody></table></div>
+    ${m.recommending ? `<p id="enforcing" class="muted">What enforcing the recommendation would have done: replaying…</p>` : ""}`;
+}
+function enforcingText(data) {  // the configured strategy against the users' own requests, same replay
+  const of = (name) => data.strategies.find((s) => s.strategy === name);
+  const ours = of(data.configured), users = of("user");
+  if (!ours || !users || !data.tasks) return "No completed attempt with a measured peak to replay yet.";
+  const saved = users.waste_gb_h - ours.waste_gb_h;
+  const share = users.waste_gb_h > 0 ? ` (${num(100 * saved / users.waste_gb_h, 1)} %)` : "";
+  return `Enforcing <b>${esc(data.configured)}</b> on these ${data.tasks} attempts, replayed through the live decision:
+    <b>${gbh(ours.waste_gb_h)}</b> GB·h wasted instead of the users' ${gbh(users.waste_gb_h)}, so
+    <b data-col="saved">${gbh(saved)}</b> GB·h ${saved >= 0 ? "saved" : "more"}${share}, at
+    <b data-col="kills">${num(ours.retries_per_100, 1)}</b> OOM kills per 100 attempts (the users' requests:
+    ${num(users.retries_per_100, 1)}).`;
 }
 
 const METRICS = {
@@ -256,6 +283,8 @@ async function whatif(name) {
       <td>${num(s.retries_per_100, 1)}</td><td>${num(s.failed, 0)}</td><td>${num(s.maq, 3)}</td><td>${num(s.wrr, 3)}</td>
       <td>${num(s.ate, 3)}</td></tr>`).join("")}</tbody></table>
       <p class="muted" id="metrics">${Object.entries(METRICS).map(([k, v]) => `<b>${k}</b>: ${esc(v)}`).join(". ")}. Higher is better for all three.</p>`;
+    const enforcing = document.getElementById("enforcing");
+    if (enforcing) { enforcing.classList.remove("muted"); enforcing.innerHTML = enforcingText(data); }
   } catch (err) { el.innerHTML = `<div class="error">${esc(err.message)}</div>`; }
 }
 
@@ -311,6 +340,21 @@ async function queue() {
       <th>LFF weight now</th><th>Priority class</th><th>Why</th></tr></thead><tbody>${rows}</tbody></table></div>`;
 }
 
+async function modes() {
+  const data = await api("api/modes");
+  const rules = data.family_rules.length
+    ? data.family_rules.map((r) => `<code>${esc(r.pattern)}=${esc(r.mode)}</code>`).join(", ") : "none";
+  const rows = data.dags.map((d) => `<tr data-dag="${esc(d.dag_id)}"><td class="text">${esc(d.dag_id)}</td>
+      <td class="text">${d.tag ? `<code>adaptive:${esc(d.tag)}</code>` : d.tag_problem ? `<span class="bad">${esc(d.tag_problem)}</span>` : "–"}</td>
+      <td class="text">${esc(d.pods)}</td><td class="text">${esc(d.operator_pods)}</td></tr>`).join("");
+  view.innerHTML = `<h2>Modes</h2><p>Plain KubernetesPodOperator and KubernetesExecutor pods default to
+      <code>[adaptive] mode</code> = <b id="default-mode">${esc(data.default)}</b>; the operator's pods to enforce. A DAG's
+      tag <code>adaptive:&lt;mode&gt;</code> overrides both, and <code>[adaptive] family_modes</code> overrides the DAG for
+      the families it names: ${rules}. A family's page shows the mode of its own pods.</p>
+    ${data.dags.length ? `<div class="scroll"><table id="dag-modes-table"><thead><tr><th>DAG</th><th>Tag</th><th>Plain KPO and executor pods</th>
+      <th>The operator's pods</th></tr></thead><tbody>${rows}</tbody></table></div>` : "<p>No DAG you may read.</p>"}`;
+}
+
 async function taskLink(dag, task) {
   const found = await api(`api/task/${encodeURIComponent(dag)}/${encodeURIComponent(task)}`);
   location.hash = familyHash(found.task_family);
@@ -340,6 +384,7 @@ async function route() {
     else if (tab === "nodes") await nodes();
     else if (tab === "queue") await queue();
     else if (tab === "locality") await locality();
+    else if (tab === "modes") await modes();
     else if (tab === "task") await (args?.length >= 2 && args[0] ? taskLink(args[0], args.slice(1).join("/")) : badAddress("task"));
     else await overview();
   } catch (err) {
