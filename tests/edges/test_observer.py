@@ -243,3 +243,16 @@ def test_store_down_and_api_unreachable_the_worker_pod_keeps_the_users_resources
     assert not pod.metadata.finalizers  # no observer can be seen: nothing may wait for one
     assert "history store unavailable" in pod.metadata.annotations["adaptive.airflow.io/decision"]
     assert pod.spec.containers[0].args[:2] == ["bash", "-c"]  # still observed, for when the store is back
+
+
+def test_a_template_with_a_command_is_wrapped_on_its_command(cluster: FakeKubernetesApi) -> None:
+    base = PodGenerator.deserialize_model_file(str(TEMPLATE))
+    base.spec.containers[0].command = ["/usr/bin/dumb-init", "--"]
+    pod = PodGenerator.construct_pod(
+        dag_id="etl", task_id="transform", pod_id="cmd", try_number=1, kube_image="my/worker:1", date=None,
+        args=["python", "-c", "print('transformed')"], pod_override_object=None, base_worker_pod=base,
+        namespace=NAMESPACE, scheduler_job_id="7", run_id="cmd", with_mutation_hook=True,
+    )  # fmt: skip
+    container = validate_pod(pod)["spec"]["containers"][0]
+    assert container["command"][:2] == ["/bin/sh", "-c"] and not container.get("args")
+    assert container["command"][4:] == ["/usr/bin/dumb-init", "--", "python", "-c", "print('transformed')"]
