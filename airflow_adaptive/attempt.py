@@ -14,7 +14,6 @@ from airflow_adaptive.advisor import Advisor, ClassOf, PodAsk
 from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.model import Decision, Observation, TaskKey
 from airflow_adaptive.core.modes import Mode, ModeChoice, choose_mode, parse_mode
-from airflow_adaptive.exceptions import InvalidConfigError
 from airflow_adaptive.failopen import warn_once
 from airflow_adaptive.kubernetes.apply import apply_decision
 from airflow_adaptive.kubernetes.command_wrapper import unwrapped, wrap_container
@@ -69,7 +68,7 @@ def stamped_dag_mode(pod: k8s.V1Pod) -> Mode | None:
         return None
     try:
         return parse_mode(stamped, "DAG mode")
-    except InvalidConfigError as err:
+    except ValueError as err:
         warn_once(str(err), "the deployment's mode applies")
         return None
 

@@ -131,10 +131,20 @@ def _failure_mode() -> str:
 
 
 def _mode() -> Mode:
-    mode = parse_mode(_raw("mode"), f"[{SECTION}] mode")
+    try:
+        mode = parse_mode(_raw("mode"), f"[{SECTION}] mode")
+    except ValueError as err:
+        raise InvalidConfigError(str(err)) from None
     if mode is Mode.OFF and _flag("mutate_all_pods"):  # the option mode replaced
         return Mode.ENFORCE
     return mode
+
+
+def _family_modes() -> tuple[FamilyRule, ...]:
+    try:
+        return parse_family_rules(_raw("family_modes"), f"[{SECTION}] family_modes")
+    except ValueError as err:
+        raise InvalidConfigError(str(err)) from None
 
 
 def _spool_dir() -> str:
@@ -192,7 +202,7 @@ def load_settings() -> AdaptiveSettings:
         sizing=_sizing(),
         staging=_staging(),
         placement_live_load_ttl_seconds=_not_negative("placement_live_load_ttl_seconds"),
-        family_modes=parse_family_rules(_raw("family_modes"), f"[{SECTION}] family_modes"),
+        family_modes=_family_modes(),
     )
 
 

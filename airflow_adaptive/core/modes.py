@@ -16,8 +16,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
-from airflow_adaptive.exceptions import InvalidConfigError
-
 TAG_PREFIX = "adaptive:"  # a DAG tag "adaptive:enforce" sets the DAG's mode
 
 
@@ -37,12 +35,13 @@ class Mode(str, Enum):
 
 
 def parse_mode(text: str, what: str) -> Mode:
-    """A mode from its name; anything else is an InvalidConfigError naming where it was written."""
+    """A mode from its name; anything else is a ValueError naming where it was written (the edges
+    raise it as their typed error)."""
     try:
         return Mode(str(text).strip().lower())
     except ValueError:
         names = ", ".join(m.value for m in Mode)
-        raise InvalidConfigError(f"{what}: {text!r} is not a mode (one of {names})") from None
+        raise ValueError(f"{what}: {text!r} is not a mode (one of {names})") from None
 
 
 @dataclass(frozen=True)
@@ -61,7 +60,7 @@ def parse_family_rules(text: str, what: str) -> tuple[FamilyRule, ...]:
             continue
         pattern, sep, mode = item.rpartition("=")
         if not sep or not pattern.strip():
-            raise InvalidConfigError(f"{what}: {item!r} is not family=mode")
+            raise ValueError(f"{what}: {item!r} is not family=mode")
         rules.append(FamilyRule(pattern.strip(), parse_mode(mode, what)))
     return tuple(rules)
 

@@ -17,7 +17,7 @@ from airflow_adaptive.config import get_settings, settings_readable
 from airflow_adaptive.core.model import Decision, ExitReason, Observation, TaskKey, family_of_task
 from airflow_adaptive.core.modes import Mode, ModeChoice, dag_mode, parse_mode
 from airflow_adaptive.core.units import format_bytes
-from airflow_adaptive.exceptions import InvalidQuantityError
+from airflow_adaptive.exceptions import InvalidConfigError, InvalidQuantityError
 from airflow_adaptive.failopen import warn_once
 from airflow_adaptive.kubernetes.command_wrapper import container_wrapped
 from airflow_adaptive.kubernetes.live_load import live_load_path, shared_idle_nodes
@@ -100,7 +100,10 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         self.shared_inputs = list(shared_inputs or [])
         self.input_size_bytes = input_size_bytes
         self.adaptive = adaptive
-        self.mode = parse_mode(mode, f"task {self.task_id!r}: mode") if mode is not None else None
+        try:
+            self.mode = parse_mode(mode, f"task {self.task_id!r}: mode") if mode is not None else None
+        except ValueError as err:  # a clear error when the DAG is parsed
+            raise InvalidConfigError(str(err)) from None
         self._adaptive_killed = False
         self._noted_key: TaskKey | None = None  # this attempt, noted as unfinished until recorded
         self._advisor: Advisor | None = None
@@ -165,7 +168,11 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         dag = (context or {}).get("dag") if context else None
         task: Mode | None = Mode.OBSERVE if not self.adaptive else self.mode
         tags = getattr(dag, "tags", None) if dag is not None else None
-        return pod_mode(get_settings(), self.family, dag=dag_mode(tags), task=task, operator=True)
+        try:
+            by_dag = dag_mode(tags)
+        except ValueError as err:
+            raise InvalidConfigError(str(err)) from None
+        return pod_mode(get_settings(), self.family, dag=by_dag, task=task, operator=True)
 
     def _stage_inputs(self, pod: k8s.V1Pod, advisor: Advisor) -> None:
         """Declared inputs: staged on the node when shared and big enough; never stops the pod."""

@@ -12,7 +12,6 @@ from sqlalchemy.orm import Session
 from airflow_adaptive.attempt import pod_mode
 from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.modes import TAG_PREFIX, Mode, dag_mode
-from airflow_adaptive.exceptions import InvalidConfigError
 
 Dags = frozenset[str] | None
 
@@ -34,7 +33,7 @@ def _tag_mode(tags: list[str] | None) -> tuple[Mode | None, str | None]:
     """The DAG's mode and, for a tag that names no mode, why it is ignored."""
     try:
         return dag_mode(tags), None
-    except InvalidConfigError as err:
+    except ValueError as err:
         return None, str(err)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import replace
 from datetime import datetime, timezone
 from types import SimpleNamespace
@@ -214,3 +215,27 @@ def test_a_family_rule_overrides_the_dag_and_the_operator(
     pod = operator_pod("enforce")
     assert memory(pod) == "4Gi"
     assert pod.metadata.annotations[MODE_ANNOTATION] == "observe ([adaptive] family_modes)"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [("MODE", "sometimes", "[adaptive] mode: 'sometimes' is not a mode"),
+     ("FAMILY_MODES", "etl.*", "[adaptive] family_modes: 'etl.*' is not family=mode")],
+)  # fmt: skip
+def test_a_bad_mode_setting_is_a_typed_error_naming_the_option(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, message: str
+) -> None:
+    from airflow_adaptive.config import load_settings
+    from airflow_adaptive.exceptions import InvalidConfigError
+
+    monkeypatch.setenv(f"AIRFLOW__ADAPTIVE__{name}", value)
+    with pytest.raises(InvalidConfigError, match=re.escape(message)):
+        load_settings()
+
+
+def test_a_bad_operator_mode_is_a_typed_error_when_the_dag_is_parsed() -> None:
+    from airflow_adaptive.exceptions import InvalidConfigError
+    from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
+
+    with pytest.raises(InvalidConfigError, match="task 't': mode: 'sometimes' is not a mode"):
+        AdaptiveKubernetesPodOperator(task_id="t", image="busybox", mode="sometimes")
