@@ -78,17 +78,9 @@ def pod_mode(
 ) -> ModeChoice:
     """The mode of a pod: the operator's pods default to enforce (their DAG chose it), others to
     ``[adaptive] mode``."""
-    if operator:
-        return choose_mode(
-            settings.family_modes, family, dag=dag, task=task, default=Mode.ENFORCE, default_source="operator"
-        )
+    default, source = (Mode.ENFORCE, "operator") if operator else (settings.mode, "[adaptive] mode")
     return choose_mode(
-        settings.family_modes,
-        family,
-        dag=dag,
-        task=task,
-        default=settings.mode,
-        default_source="[adaptive] mode",
+        settings.family_modes, family, dag=dag, task=task, default=default, default_source=source
     )
 
 

@@ -7,22 +7,18 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 from kubernetes.client import ApiClient, CoordinationV1Api
 from kubernetes.client import models as k8s
 from kubernetes.client.exceptions import ApiException
 
+from airflow_adaptive.advice.session import Clock, utc_now
+
 LEASE_NAME = "airflow-adaptive-observer"
 LEASE_SECONDS = 30  # a leader that has not renewed for this long has gone
 ALIVE_CACHE_S = 10.0  # the hook asks the API server at most this often per namespace
-
-Clock = Callable[[], datetime]
-
-
-def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def _expired(spec: k8s.V1LeaseSpec, now: datetime) -> bool:

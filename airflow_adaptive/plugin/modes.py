@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from airflow_adaptive.attempt import pod_mode
 from airflow_adaptive.config import AdaptiveSettings
-from airflow_adaptive.core.modes import TAG_PREFIX, Mode, dag_mode
+from airflow_adaptive.core.modes import TAG_PREFIX, Mode, ModeChoice, dag_mode
 
 Dags = frozenset[str] | None
 
@@ -37,24 +37,31 @@ def _tag_mode(tags: list[str] | None) -> tuple[Mode | None, str | None]:
         return None, str(err)
 
 
-def _dag_row(settings: AdaptiveSettings, family: str, dag_id: str, tags: list[str] | None) -> dict[str, Any]:
+def _dag_row(
+    settings: AdaptiveSettings, family: str, dag_id: str, tags: list[str] | None
+) -> tuple[dict[str, Any], list[ModeChoice]]:
+    """The DAG's row, and the modes its pods of the family get (plain and executor, the operator's)."""
     mode, problem = _tag_mode(tags)
-    return {
+    pods, operator_pods = (
+        pod_mode(settings, family, dag=mode, task=None, operator=operator) for operator in (False, True)
+    )
+    row = {
         "dag_id": dag_id,
         "tag": mode.value if mode else None,
         "tag_problem": problem,
-        "pods": pod_mode(settings, family, dag=mode, task=None, operator=False).note(),
-        "operator_pods": pod_mode(settings, family, dag=mode, task=None, operator=True).note(),
+        "pods": pods.note(),
+        "operator_pods": operator_pods.note(),
     }
+    return row, [pods, operator_pods]
 
 
 def family_modes(settings: AdaptiveSettings, session: Session, task_family: str, dag_ids: list[str]) -> dict:
     """The family's mode in each of its DAGs, for each pod kind; ``recommending``: some pod of it
     keeps the user's resources (observe or recommend), so the UI shows what enforcing would do."""
     tags = _tags(session, dag_ids)
-    rows = [_dag_row(settings, task_family, dag_id, tags.get(dag_id)) for dag_id in dag_ids]
-    modes = {row[kind].split(" ", 1)[0] for row in rows for kind in ("pods", "operator_pods")}
-    return {"dags": rows, "recommending": bool(modes & {Mode.OBSERVE.value, Mode.RECOMMEND.value})}
+    found = [_dag_row(settings, task_family, dag_id, tags.get(dag_id)) for dag_id in dag_ids]
+    kept = any(c.mode.records and not c.mode.enforces for _, choices in found for c in choices)
+    return {"dags": [row for row, _ in found], "recommending": kept}
 
 
 def dag_modes(settings: AdaptiveSettings, session: Session, readable: Dags) -> dict[str, Any]:
@@ -68,5 +75,5 @@ def dag_modes(settings: AdaptiveSettings, session: Session, readable: Dags) -> d
         "default": settings.mode.value,
         "family_rules": [{"pattern": r.pattern, "mode": r.mode.value} for r in settings.family_modes],
         # A DAG's own row, for a family no rule names (the family's view shows the rest).
-        "dags": [_dag_row(settings, "", dag_id, tags.get(dag_id)) for dag_id in dag_ids],
+        "dags": [_dag_row(settings, "", dag_id, tags.get(dag_id))[0] for dag_id in dag_ids],
     }
