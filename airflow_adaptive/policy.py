@@ -67,24 +67,30 @@ def mutate(pod: k8s.V1Pod) -> None:
         keep_for_observer(pod, _api_client)
 
 
+KPO = ("airflow.providers.cncf.kubernetes.operators.pod", "KubernetesPodOperator")
+ADAPTIVE_KPO = ("airflow_adaptive.operators.pod", "AdaptiveKubernetesPodOperator")
+
+
 def stamp(task: Any) -> None:
     """Give a plain KubernetesPodOperator task the recording callback (its worker pod, if the
-    KubernetesExecutor runs it, is left alone: it only waits), and stamp the DAG's mode tag."""
-    from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+    KubernetesExecutor runs it, is left alone: it only waits), and stamp the DAG's mode tag.
 
+    It runs for every task of every DAG file parsed: a task's classes are told by name, so a DAG
+    with no KubernetesPodOperator imports neither the cncf operator nor the sizing libraries."""
     from airflow_adaptive.core.modes import dag_mode
-    from airflow_adaptive.kubernetes.pods import DAG_MODE_ANNOTATION, OPT_OUT_LABEL
-    from airflow_adaptive.operators.callback import AdaptivePodCallback
-    from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
+    from airflow_adaptive.kubernetes.names import DAG_MODE_ANNOTATION, OPT_OUT_LABEL
 
     dag = getattr(task, "dag", None)
     mode = dag_mode(getattr(dag, "tags", None)) if dag is not None else None
     annotations = {DAG_MODE_ANNOTATION: mode.value} if mode is not None else {}
-    if isinstance(task, KubernetesPodOperator):
+    classes = {(c.__module__, c.__qualname__) for c in type(task).__mro__}
+    if KPO in classes:
         # Its KubernetesExecutor worker only waits for its pod, and would share the attempt's key.
         _override_worker(task, {OPT_OUT_LABEL: "true"}, {})
-        if isinstance(task, AdaptiveKubernetesPodOperator):
+        if ADAPTIVE_KPO in classes:
             return  # it records itself and reads its DAG's tag itself
+        from airflow_adaptive.operators.callback import AdaptivePodCallback
+
         if AdaptivePodCallback not in task.callbacks:
             task.callbacks = [*task.callbacks, AdaptivePodCallback]
         task.annotations = {**(task.annotations or {}), **annotations}

@@ -16,23 +16,59 @@ from airflow_adaptive.core.model import (
 )
 from airflow_adaptive.core.sizing.similar import program_of
 from airflow_adaptive.exceptions import InvalidCapabilityError, InvalidQuantityError
+from airflow_adaptive.kubernetes.names import (
+    CAPABILITY_PREFIX as CAPABILITY_PREFIX,
+)
+from airflow_adaptive.kubernetes.names import (
+    DAG_MODE_ANNOTATION as DAG_MODE_ANNOTATION,
+)
+from airflow_adaptive.kubernetes.names import (
+    DECISION_ANNOTATION as DECISION_ANNOTATION,
+)
+from airflow_adaptive.kubernetes.names import (
+    FAMILY_ANNOTATION as FAMILY_ANNOTATION,
+)
+from airflow_adaptive.kubernetes.names import (
+    FAMILY_LABEL as FAMILY_LABEL,
+)
+from airflow_adaptive.kubernetes.names import (
+    GROUP_LABEL as GROUP_LABEL,
+)
+from airflow_adaptive.kubernetes.names import (
+    MANAGED_LABEL as MANAGED_LABEL,
+)
+from airflow_adaptive.kubernetes.names import (
+    MODE_ANNOTATION as MODE_ANNOTATION,
+)
+from airflow_adaptive.kubernetes.names import (
+    MODE_LABEL as MODE_LABEL,
+)
+from airflow_adaptive.kubernetes.names import (
+    OPT_OUT_LABEL as OPT_OUT_LABEL,
+)
+from airflow_adaptive.kubernetes.names import (
+    PLACEMENT_ANNOTATION as PLACEMENT_ANNOTATION,
+)
+from airflow_adaptive.kubernetes.names import (  # re-exported: the pod vocabulary's names
+    PREFIX as PREFIX,
+)
+from airflow_adaptive.kubernetes.names import (
+    PRIORITY_ANNOTATION as PRIORITY_ANNOTATION,
+)
+from airflow_adaptive.kubernetes.names import (
+    RECORD_FINALIZER as RECORD_FINALIZER,
+)
+from airflow_adaptive.kubernetes.names import (
+    STRATEGY_ANNOTATION as STRATEGY_ANNOTATION,
+)
+from airflow_adaptive.kubernetes.names import (
+    STRATEGY_LABEL as STRATEGY_LABEL,
+)
+from airflow_adaptive.kubernetes.names import (
+    USER_MEMORY_ANNOTATION as USER_MEMORY_ANNOTATION,
+)
 from airflow_adaptive.kubernetes.quantity import parse_cpu_millicores, parse_memory_bytes
 
-PREFIX = "adaptive.airflow.io"
-FAMILY_LABEL = f"{PREFIX}/task-family"
-STRATEGY_LABEL = f"{PREFIX}/strategy"
-OPT_OUT_LABEL = f"{PREFIX}/opt-out"
-MANAGED_LABEL = f"{PREFIX}/managed-by"
-DECISION_ANNOTATION = f"{PREFIX}/decision"
-PLACEMENT_ANNOTATION = f"{PREFIX}/placement"
-PRIORITY_ANNOTATION = f"{PREFIX}/priority"
-GROUP_LABEL = f"{PREFIX}/group"
-MODE_LABEL = f"{PREFIX}/mode"  # how far the provider went with the pod (core/modes.py)
-MODE_ANNOTATION = f"{PREFIX}/mode"  # the mode and what set it
-DAG_MODE_ANNOTATION = f"{PREFIX}/dag-mode"  # the DAG's tag's mode, stamped on its tasks by the task policy
-USER_MEMORY_ANNOTATION = f"{PREFIX}/user-memory"  # the user's memory resources, as asked (JSON)
-RECORD_FINALIZER = f"{PREFIX}/record"  # kept until the observer has recorded the ended pod
-CAPABILITY_PREFIX = "capability.adaptive.airflow.io/"
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
@@ -63,10 +99,6 @@ def capability_label(capability: str) -> str:
             f"capability {capability!r} is not a valid label name (letters, digits, '-', '_', '.'; at most 63)"
         )
     return CAPABILITY_PREFIX + capability
-
-
-STRATEGY_ANNOTATION = f"{PREFIX}/strategy"
-FAMILY_ANNOTATION = f"{PREFIX}/task-family"
 
 
 def find_container(pod: k8s.V1Pod, name: str | None) -> k8s.V1Container | None:

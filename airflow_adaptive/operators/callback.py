@@ -15,19 +15,19 @@ no peak (sync mode samples the metrics API instead).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.cncf.kubernetes.callbacks import KubernetesPodOperatorCallback
-from kubernetes.client import models as k8s
 
-from airflow_adaptive.advisor import Advisor
-from airflow_adaptive.attempt import record_final_pod, recorded_mode, task_key
-from airflow_adaptive.config import get_settings, settings_readable
-from airflow_adaptive.core.model import family_of_task
 from airflow_adaptive.failopen import first_line, warn_once
-from airflow_adaptive.kubernetes.command_wrapper import container_wrapped
-from airflow_adaptive.kubernetes.metrics import PeakSampler
-from airflow_adaptive.kubernetes.pods import FAMILY_ANNOTATION, find_container
+
+if TYPE_CHECKING:
+    from kubernetes.client import models as k8s
+
+    from airflow_adaptive.advisor import Advisor
+
+# The task policy imports this module while Airflow parses every DAG file with a KPO task: the
+# advisor (and the sizing libraries it loads) is imported when a callback runs, not here.
 
 ADVISOR_ATTR = "_adaptive_callback_advisor"  # one advisor per attempt in this process
 SAMPLER_ATTR = "_adaptive_callback_sampler"  # the metrics sampler of an unwrapped container
@@ -67,11 +67,17 @@ def _guarded(what: str, call: Any) -> None:
 
 
 def _ours(pod: k8s.V1Pod | None, context: Any) -> bool:
+    from airflow_adaptive.attempt import recorded_mode, task_key
+    from airflow_adaptive.config import settings_readable
+
     mode = recorded_mode(pod)
     return mode is not None and mode.records and task_key(context) is not None and settings_readable()
 
 
 def _advisor(operator: Any) -> Advisor:
+    from airflow_adaptive.advisor import Advisor
+    from airflow_adaptive.config import get_settings
+
     advisor = getattr(operator, ADVISOR_ATTR, None)
     if advisor is None:
         advisor = Advisor(get_settings())
@@ -80,11 +86,16 @@ def _advisor(operator: Any) -> Advisor:
 
 
 def _family(pod: k8s.V1Pod, operator: Any) -> str:
+    from airflow_adaptive.core.model import family_of_task
+    from airflow_adaptive.kubernetes.pods import FAMILY_ANNOTATION
+
     annotations = (pod.metadata.annotations if pod.metadata else None) or {}
     return annotations.get(FAMILY_ANNOTATION) or family_of_task(operator.dag_id, operator.task_id)
 
 
 def _note_started(pod: k8s.V1Pod | None, operator: Any, context: Any) -> None:
+    from airflow_adaptive.attempt import task_key
+
     if pod is None or not _ours(pod, context):
         return
     key = task_key(context)
@@ -93,6 +104,11 @@ def _note_started(pod: k8s.V1Pod | None, operator: Any, context: Any) -> None:
 
 
 def _start_sampler(pod: k8s.V1Pod | None, operator: Any, context: Any, client: Any) -> None:
+    from airflow_adaptive.config import get_settings
+    from airflow_adaptive.kubernetes.command_wrapper import container_wrapped
+    from airflow_adaptive.kubernetes.metrics import PeakSampler
+    from airflow_adaptive.kubernetes.pods import find_container
+
     if pod is None or client is None or not _ours(pod, context):
         return
     container = find_container(pod, operator.base_container_name)
@@ -111,6 +127,9 @@ def _start_sampler(pod: k8s.V1Pod | None, operator: Any, context: Any, client: A
 def _record(
     pod: k8s.V1Pod | None, operator: Any, context: Any, sampled_peak_bytes: int | None = None
 ) -> None:
+    from airflow_adaptive.attempt import record_final_pod, task_key
+    from airflow_adaptive.config import settings_readable
+
     key = task_key(context)
     if key is None or not settings_readable():
         return
