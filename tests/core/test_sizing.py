@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from airflow_adaptive.core.sizing import ANCHORS, base, make_predictor, predictor_names
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
-from airflow_adaptive.core.sizing.base import PeakPrior, Sample, prefix_quantiles
+from airflow_adaptive.core.sizing.base import PeakPrior, Sample, linear_quantiles, prefix_quantiles
+from airflow_adaptive.core.sizing.lines import SIZE_MODELS, fit_line
 from airflow_adaptive.core.units import GIB, MIB
 from airflow_adaptive.evaluation.replay import ReplayConfig, default_cap_bytes, replay
 from airflow_adaptive.exceptions import InvalidSettingError
@@ -289,6 +290,27 @@ def test_prefix_quantiles_are_numpys_own(size: int, monkeypatch: pytest.MonkeyPa
         got = prefix_quantiles(values, quantiles, first)
         assert got.shape == (size - first, len(quantiles))
         assert np.array_equal(got, want.reshape(got.shape))
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 10, 501])
+def test_linear_quantiles_and_lines_are_numpys(size: int) -> None:
+    """The replay's per-task quantiles are numpy's to the bit; its closed-form size lines are
+    ``np.polyfit``'s to rounding, and a single input or fewer than three tasks give no line."""
+    rng = np.random.default_rng(size)
+    values = rng.lognormal(20, 1, size)
+    values[::3] = values[0]
+    quantiles = np.array([0.95, 0.5, 0.9, 0.99, 1.0, 0.0, 1 / 3])
+    assert np.array_equal(linear_quantiles(values, quantiles), np.quantile(values, quantiles))
+    inputs = rng.lognormal(21, 1, size)
+    for model, (_, transform) in enumerate(SIZE_MODELS):
+        line = fit_line(model, inputs, values, quantiles)
+        if size < 3:
+            assert line is None
+            continue
+        assert line is not None
+        slope, intercept = np.polyfit(transform(inputs), values, 1)
+        assert line[1] == pytest.approx(slope, rel=1e-9) and line[2] == pytest.approx(intercept, rel=1e-9)
+        assert fit_line(model, np.full(size, 5.0), values, quantiles) is None
 
 
 @settings(max_examples=300, deadline=None)

@@ -37,7 +37,6 @@ import math
 from collections.abc import Iterator, Sequence
 
 import numpy as np
-from scipy.stats import t as student_t
 
 from ..defaults import MAX_OOM_RATE
 from ..units import format_bytes
@@ -46,6 +45,7 @@ from .base import (
     Predictor,
     Sample,
     Tags,
+    linear_quantiles,
     peaks,
     prefix_quantiles,
     register_predictor,
@@ -53,7 +53,7 @@ from .base import (
     retry_waste,
     runtimes,
 )
-from .lines import PI_QUANTILES, SIZE_MODELS, Line, line_at, line_bound
+from .lines import PI_QUANTILES, SIZE_MODELS, Line, fit_line, line_at, line_bound
 from .retry import double, vpa_bump
 from .small_samples import lognormal_bound
 
@@ -184,31 +184,10 @@ class AdaptivePredictor(Predictor):
     # -- candidates ------------------------------------------------------------------------------
     def _pieces(self, r: np.ndarray, x: np.ndarray | None) -> tuple[np.ndarray, list[Line | None] | None]:
         """What every candidate learns from peaks ``r`` (and inputs ``x``): quantiles and size lines."""
-        q = np.quantile(r, self.quantiles)
+        q = linear_quantiles(r, np.asarray(self.quantiles))
         if x is None:
             return q, None
-        lines: list[Line | None] = []
-        for model, (_, transform) in enumerate(SIZE_MODELS):
-            tx = transform(x)
-            if r.size < 3 or np.ptp(tx) == 0:
-                lines.append(None)  # no line to fit yet: the plain quantiles stand in
-                continue
-            slope, intercept = np.polyfit(tx, r, 1)
-            residuals = r - (intercept + slope * tx)
-            n = r.size
-            spread = float(np.sqrt(residuals @ residuals / (n - 2))) if n > 2 else 0.0
-            mean = float(tx.mean())
-            terms = np.array(
-                [
-                    spread,
-                    n,
-                    mean,
-                    float(((tx - mean) ** 2).sum()),
-                    *student_t.ppf(PI_QUANTILES, max(n - 2, 1)),
-                ]
-            )
-            lines.append((model, slope, intercept, np.quantile(residuals, self.quantiles), terms))
-        return q, lines
+        return q, [fit_line(model, x, r, self.quantiles) for model in range(len(SIZE_MODELS))]
 
     def _apply(self, q: np.ndarray, lines: list[Line | None] | None, x_next: float | None) -> np.ndarray:
         """Every candidate's allocation for a task of input ``x_next``."""

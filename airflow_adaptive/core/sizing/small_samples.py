@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import t as student_t
+
+from .lines import t_quantile
 
 
 def lognormal_bound(
@@ -29,7 +30,5 @@ def lognormal_bound(
     df = peaks.size - 1 + prior_weight
     squares = float(((logs - logs.mean()) ** 2).sum())
     spread = math.sqrt((prior_weight * prior_log_spread**2 + squares) / df)
-    exponent = float(logs.mean()) + student_t.ppf(1.0 - budget, df) * spread * math.sqrt(
-        1.0 + 1.0 / peaks.size
-    )
+    exponent = float(logs.mean()) + t_quantile(1.0 - budget, df) * spread * math.sqrt(1.0 + 1.0 / peaks.size)
     return math.exp(min(exponent, 700.0))  # e^700 bytes: past any cap, short of overflow
