@@ -303,14 +303,14 @@ def test_linear_quantiles_and_lines_are_numpys(size: int) -> None:
     assert np.array_equal(linear_quantiles(values, quantiles), np.quantile(values, quantiles))
     inputs = rng.lognormal(21, 1, size)
     for model, (_, transform) in enumerate(SIZE_MODELS):
-        line = fit_line(model, inputs, values, quantiles)
+        line = fit_line(model, inputs, values, tuple(quantiles))
         if size < 3:
             assert line is None
             continue
         assert line is not None
         slope, intercept = np.polyfit(transform(inputs), values, 1)
         assert line[1] == pytest.approx(slope, rel=1e-9) and line[2] == pytest.approx(intercept, rel=1e-9)
-        assert fit_line(model, np.full(size, 5.0), values, quantiles) is None
+        assert fit_line(model, np.full(size, 5.0), values, tuple(quantiles)) is None
 
 
 @settings(max_examples=300, deadline=None)
