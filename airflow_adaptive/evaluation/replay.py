@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_adaptive.core.decide import SizingSettings
@@ -189,18 +189,24 @@ def replay(
     *,
     imported: Sequence[TaskRun] = (),
     journal: list[tuple[Any, ...]] | None = None,
+    deployed: SizingSettings | None = None,
     **params: Any,
 ) -> StrategyResult:
     """Replay ``runs`` through the named strategy; deterministic for given runs and parameters.
     ``imported``: history of other families known before the replay starts (another workflow's
     trace, say), which only cold starts draw on; their families should not occur in ``runs``.
-    ``journal``: filled with every store write and decision, in order (``evaluation/live.py``)."""
+    ``journal``: filled with every store write and decision, in order (``evaluation/live.py``).
+    ``deployed``: a deployment's own sizing settings (the what-if): the decision then runs with
+    them, only the strategy and its parameters replaced; ``config`` gives the replay's own terms."""
     cap = config.cap_bytes or default_cap_bytes(runs)
     result = StrategyResult(strategy)
     completed = config.history == "completed" and bool(runs) and all(r.start_s is not None for r in runs)
-    live = LiveSizing(
-        replay_settings(sizing_for(strategy, config, cap, params)), journal, completed=completed
+    sizing = (
+        sizing_for(strategy, config, cap, params)
+        if deployed is None
+        else replace(deployed, strategy=strategy, params=params)
     )
+    live = LiveSizing(replay_settings(sizing), journal, completed=completed)
     live.imported(imported)
     if not completed:  # every try of a task at once, in trace order
         for index in arrival_order(runs):

@@ -6,7 +6,6 @@ attempt of another DAG. Byte-seconds are reported as GB·h (10^9 bytes x 3600 s)
 
 from __future__ import annotations
 
-import functools
 import threading
 from dataclasses import asdict
 from datetime import date
@@ -14,6 +13,7 @@ from typing import Any
 
 from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import AdaptiveSettings
+from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.model import MemoryRequest, Observation, PeakKind
 from airflow_adaptive.core.node_groups import summarize_groups
 from airflow_adaptive.core.rollup import DayTotals
@@ -217,23 +217,24 @@ def family_detail(
 
 
 _whatif_lock = threading.Lock()
+_whatif_cache: dict[tuple[tuple[TaskRun, ...], str], tuple[dict[str, Any], ...]] = {}
+WHATIF_CACHED = 64  # replays kept, the oldest dropped first
 
 
-@functools.lru_cache(maxsize=64)
-def _replayed(
-    runs: tuple[TaskRun, ...], cap_bytes: int, max_oom_rate: float, min_observations: int
-) -> tuple[dict[str, Any], ...]:
-    config = ReplayConfig(
-        history="sequential",
-        cap_bytes=cap_bytes,
-        max_oom_rate=max_oom_rate,
-        min_observations=min_observations,
-    )
-    results = []
-    for name in predictor_names():
-        metrics = replay(runs, name, config).metrics()
-        results.append({"strategy": name, **metrics})
-    return tuple(sorted(results, key=lambda r: (r["failed"], r["waste_gb_h"])))
+def _replayed(runs: tuple[TaskRun, ...], sizing: SizingSettings) -> tuple[dict[str, Any], ...]:
+    """Every strategy on ``runs`` through the decision pods get, with the deployment's own sizing
+    settings (its cap, budget, warm-up, retry policy, floor); cached per history and settings."""
+    key = (runs, repr(sizing))
+    if key not in _whatif_cache:
+        config = ReplayConfig(history="sequential", cap_bytes=sizing.cap_bytes)
+        found = [
+            {"strategy": name, **replay(runs, name, config, deployed=sizing).metrics()}
+            for name in predictor_names()
+        ]
+        if len(_whatif_cache) >= WHATIF_CACHED:
+            del _whatif_cache[next(iter(_whatif_cache))]
+        _whatif_cache[key] = tuple(sorted(found, key=lambda r: (r["failed"], r["waste_gb_h"])))
+    return _whatif_cache[key]
 
 
 def whatif(
@@ -256,9 +257,7 @@ def whatif(
     )[-WHATIF_TASKS:]
     sizing = settings.sizing
     with _whatif_lock:  # one replay at a time: it is CPU-bound and cached
-        results = (
-            _replayed(runs, sizing.cap_bytes, sizing.max_oom_rate, sizing.min_observations) if runs else ()
-        )
+        results = _replayed(runs, sizing) if runs else ()
     return {
         "task_family": task_family,
         "configured": sizing.strategy,  # the strategy enforcing would apply

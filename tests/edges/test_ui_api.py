@@ -185,7 +185,7 @@ def test_a_time_range_and_a_search_narrow_the_totals(client: Any, auth: dict[str
     assert client.get("/adaptive/api/families?search=%25", headers=auth).json()["total"] == 0  # % is literal
 
 
-def test_the_what_if_replay_keeps_the_request_while_the_configured_warm_up_lasts() -> None:
+def test_the_what_if_replay_sizes_with_the_configured_settings() -> None:
     store = InMemoryHistoryStore()
     asked = [
         replace(attempt(n, family="f", peak=(1 + n % 3) * GIB), user_request_bytes=16 * GIB)
@@ -194,12 +194,15 @@ def test_the_what_if_replay_keeps_the_request_while_the_configured_warm_up_lasts
     store.record(asked)
     settings = get_settings()
     warm_up = replace(settings, sizing=replace(settings.sizing, min_observations=10))
+    floored = replace(settings, sizing=replace(settings.sizing, floor_bytes=6 * GIB))  # min_memory
     waste = {}
-    for label, configured in (("default", settings), ("warm-up", warm_up)):
+    for label, configured in (("default", settings), ("warm-up", warm_up), ("floor", floored)):
         found = views.whatif(store, configured, None, "f")
         assert found is not None and found["min_observations"] == configured.sizing.min_observations
         waste[label] = {s["strategy"]: s["waste_gb_h"] for s in found["strategies"]}
     assert waste["warm-up"]["adaptive"] > waste["default"]["adaptive"]  # 16 GiB for the first ten
+    # the what-if sizes with every configured setting, as pods are: here the floor (peaks 1-3 GiB)
+    assert waste["floor"]["adaptive"] > waste["default"]["adaptive"]
 
 
 def test_a_user_sees_only_the_attempts_of_dags_they_may_read() -> None:
