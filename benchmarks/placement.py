@@ -1,6 +1,7 @@
 """Placement benchmark: every workload on both Tarema clusters, several seeds, every policy.
 
     python benchmarks/placement.py [--data ../shared/data] [--seeds 3] [--runs 1,4] [--workers N]
+                                   [--size-cpu] [--sizing-only] [--no-scale]
 
 Workloads: the 15 WfInstances DAGs, the 3 Lotaru workflows (measured runtimes
 per machine) and 4 Pegasus-style synthetic DAGs of about 1,000 tasks, each as
@@ -154,9 +155,31 @@ def scale() -> None:
         )
 
 
+def placement_tables(
+    jobs: list[Job], interferences: tuple[float, float], workers: int | None, size_cpu: bool, started: float
+) -> None:
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        results = dict(pool.map(one, jobs, chunksize=4))
+    print(
+        f"## Placement: makespan relative to round-robin and to SJFN (geometric means; {len(jobs)} simulations x {len(PLACEMENTS)} policies, {time.perf_counter() - started:.0f} s)"
+        + (" with adaptive sizing and size_cpu" if size_cpu else "")
+    )
+    for interference in interferences:
+        table(results, interference)
+    print("\n## The Lotaru workflows on the Lotaru cluster (2 nodes of each machine, measured runtimes)")
+    for interference in interferences:
+        table(results, interference, ("lotaru",))
+
+
 def main() -> None:
     parser = workload_parser(__doc__)
     parser.add_argument("--no-scale", action="store_true")
+    parser.add_argument(
+        "--sizing-only",
+        action="store_true",
+        help="only the sizing table and the scale run (the placement tables under the users' requests "
+        "do not go through the memory decision)",
+    )
     parser.add_argument(
         "--size-cpu", action="store_true", help="every policy under adaptive sizing with size_cpu on"
     )
@@ -171,17 +194,8 @@ def main() -> None:
         for seed in range(args.seeds)
         for interference in interferences
     ]
-    with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
-        results = dict(pool.map(one, jobs, chunksize=4))
-    print(
-        f"## Placement: makespan relative to round-robin and to SJFN (geometric means; {len(jobs)} simulations x {len(PLACEMENTS)} policies, {time.perf_counter() - started:.0f} s)"
-        + (" with adaptive sizing and size_cpu" if args.size_cpu else "")
-    )
-    for interference in interferences:
-        table(results, interference)
-    print("\n## The Lotaru workflows on the Lotaru cluster (2 nodes of each machine, measured runtimes)")
-    for interference in interferences:
-        table(results, interference, ("lotaru",))
+    if not args.sizing_only:
+        placement_tables(jobs, interferences, args.workers, args.size_cpu, started)
     sizing_jobs = [
         (spec, cluster, h)
         for spec in workload_specs(args.data)
