@@ -45,9 +45,9 @@ print(json.dumps([took, [name for name in {heavy!r} if name in sys.modules]]))
 
 def measure(module: str, env: dict[str, str]) -> tuple[float, list[str]]:
     """Seconds the import took in a fresh interpreter, and the heavy libraries it left loaded."""
-    done = subprocess.run(
+    done = subprocess.run(  # in a neutral folder: PYTHONPATH, not the current directory, picks the code
         [sys.executable, "-c", PROBE.format(module=module, heavy=HEAVY)],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True, text=True, env=env, timeout=300, cwd=env.get("AIRFLOW_HOME"),
     )  # fmt: skip
     if done.returncode != 0:  # the import's own last line, not this script's traceback
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
