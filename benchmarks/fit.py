@@ -56,7 +56,7 @@ print(json.dumps(out))
 """
 
 
-def measure(env: dict[str, str], trace: str) -> dict[str, float]:
+def measure(env: dict[str, str], trace: str, folder: str) -> dict[str, float]:
     """One fresh interpreter's figures; it runs in a neutral folder, so ``PYTHONPATH`` picks the code."""
     probe = PROBE.format(trace=os.path.abspath(trace), label=Path(trace).name)
     done = subprocess.run(
@@ -65,7 +65,7 @@ def measure(env: dict[str, str], trace: str) -> dict[str, float]:
         text=True,
         env=env,
         timeout=900,
-        cwd=tempfile.gettempdir(),
+        cwd=folder,
     )
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -85,18 +85,17 @@ def main() -> int:
     args = parser.parse_args()
     if not Path(args.trace).is_file():
         raise SystemExit(f"fit.py: error: no trace at {args.trace} (give one with --trace)")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    inherited = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), *inherited]))
     with tempfile.TemporaryDirectory(prefix="adaptive-fit-bench-") as scratch:
         envs = {"now": env}
         if args.before:
-            tree = exported(args.before, scratch)
-            envs[args.before] = dict(
-                env, PYTHONPATH=os.pathsep.join([tree, os.environ.get("PYTHONPATH", "")])
-            )
+            tree = exported(args.before, tempfile.mkdtemp(dir=scratch))
+            envs[args.before] = dict(env, PYTHONPATH=os.pathsep.join([tree, *inherited]))
         found: dict[str, list[dict[str, float]]] = {label: [] for label in envs}
         for _ in range(args.repeats):  # alternating, so a busy spell hits both alike
             for label, each in envs.items():
-                found[label].append(measure(each, args.trace))
+                found[label].append(measure(each, args.trace, scratch))
     before = f" | {args.before} best ms | now / before" if args.before else ""
     print(f"{args.repeats} fresh interpreters per checkout\n")
     print("| what | best ms | median ms" + before + " |")

@@ -197,8 +197,9 @@ def replay(
     trace, say), which only cold starts draw on; their families should not occur in ``runs``.
     ``journal``: filled with every store write and decision, in order (``evaluation/live.py``).
     ``deployed``: a deployment's own sizing settings (the what-if): the decision then runs with
-    them, only the strategy and its parameters replaced; ``config`` gives the replay's own terms."""
-    cap = config.cap_bytes or default_cap_bytes(runs)
+    them, only the strategy and its parameters replaced, and their cap is the replay's; ``config``
+    then gives only the replay's own terms (history, time to failure, tries)."""
+    cap = deployed.cap_bytes if deployed is not None else config.cap_bytes or default_cap_bytes(runs)
     result = StrategyResult(strategy)
     completed = config.history == "completed" and bool(runs) and all(r.start_s is not None for r in runs)
     sizing = (

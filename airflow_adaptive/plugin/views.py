@@ -7,7 +7,7 @@ attempt of another DAG. Byte-seconds are reported as GB·h (10^9 bytes x 3600 s)
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import date
 from typing import Any
 
@@ -224,15 +224,17 @@ WHATIF_CACHED = 64  # replays kept, the oldest dropped first
 def _replayed(runs: tuple[TaskRun, ...], sizing: SizingSettings) -> tuple[dict[str, Any], ...]:
     """Every strategy on ``runs`` through the decision pods get, with the deployment's own sizing
     settings (its cap, budget, warm-up, retry policy, floor); cached per history and settings."""
-    key = (runs, repr(sizing))
-    if key not in _whatif_cache:
-        config = ReplayConfig(history="sequential", cap_bytes=sizing.cap_bytes)
+    key = (runs, repr(replace(sizing, strategy="", params={})))  # what the replays differ by
+    if key in _whatif_cache:
+        _whatif_cache[key] = _whatif_cache.pop(key)  # the most recently used last
+    else:
+        config = ReplayConfig(history="sequential")
         found = [
             {"strategy": name, **replay(runs, name, config, deployed=sizing).metrics()}
             for name in predictor_names()
         ]
         if len(_whatif_cache) >= WHATIF_CACHED:
-            del _whatif_cache[next(iter(_whatif_cache))]
+            del _whatif_cache[next(iter(_whatif_cache))]  # the least recently used
         _whatif_cache[key] = tuple(sorted(found, key=lambda r: (r["failed"], r["waste_gb_h"])))
     return _whatif_cache[key]
 

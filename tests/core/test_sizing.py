@@ -301,6 +301,7 @@ def test_linear_quantiles_and_lines_are_numpys(size: int) -> None:
     values[::3] = values[0]
     quantiles = np.array([0.95, 0.5, 0.9, 0.99, 1.0, 0.0, 1 / 3])
     assert np.array_equal(linear_quantiles(values, quantiles), np.quantile(values, quantiles))
+    assert np.array_equal(linear_quantiles(values, tuple(quantiles)), np.quantile(values, quantiles))
     inputs = rng.lognormal(21, 1, size)
     for model, (_, transform) in enumerate(SIZE_MODELS):
         line = fit_line(model, inputs, values, tuple(quantiles))

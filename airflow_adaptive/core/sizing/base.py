@@ -171,11 +171,11 @@ def prefix_quantiles(values: np.ndarray, quantiles: Sequence[float], first: int)
 _MATRIX_CELLS = 1 << 20
 
 
-def linear_quantiles(values: np.ndarray, quantiles: np.ndarray) -> np.ndarray:
+def linear_quantiles(values: np.ndarray, quantiles: np.ndarray | Sequence[float]) -> np.ndarray:
     """``np.quantile(values, quantiles)`` with numpy's own arithmetic (the same values), without its
-    per-call overhead: the adaptive rules take it once per replayed task."""
+    per-call overhead: the adaptive rules take it once per replayed task. ``values``: finite."""
     ordered = np.sort(values)
-    virtual = (values.size - 1) * quantiles
+    virtual = (values.size - 1) * np.asarray(quantiles, dtype=float)
     below = np.floor(virtual).astype(np.intp)
     above = np.minimum(below + 1, values.size - 1)
     return _lerp(ordered[below], ordered[above], virtual - below)
