@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 import re
 
@@ -14,6 +15,7 @@ from airflow_adaptive.core.sizing import ANCHORS, base, make_predictor, predicto
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
 from airflow_adaptive.core.sizing.base import PeakPrior, Sample, linear_quantiles, prefix_quantiles
 from airflow_adaptive.core.sizing.lines import SIZE_MODELS, fit_line
+from airflow_adaptive.core.sizing.state import fitted_state, restore_state
 from airflow_adaptive.core.units import GIB, MIB
 from airflow_adaptive.evaluation.replay import ReplayConfig, default_cap_bytes, replay
 from airflow_adaptive.exceptions import InvalidSettingError
@@ -357,3 +359,21 @@ def test_a_size_lines_prediction_interval_widens_away_from_the_inputs_seen() -> 
     middle, far = (model._apply(*model.pieces_, x * GIB)[first] for x in (10.5, 60.0))
     assert middle - 2 * 10.5 * GIB > 0  # above the line
     assert far - 2 * 60 * GIB > middle - 2 * 10.5 * GIB  # and wider far from the inputs seen
+
+
+def test_a_fitted_state_round_trips_through_json_with_non_finite_numbers() -> None:
+    """Arrays are stored as plain lists when finite and element by element when not (JSON has no
+    NaN); either way a restored predictor holds the same arrays, dtypes and shapes."""
+    samples = [Sample(GIB * (1 + n % 5), 10 * (n + 1), 60.0, False) for n in range(40)]
+    fitted = AdaptivePredictor().fit(samples)
+    setattr(fitted, "extra_", np.array([[1.0, np.nan], [np.inf, -np.inf]]))  # a strategy might learn it
+    setattr(fitted, "counts_", np.arange(3))
+    document = json.loads(json.dumps(fitted_state(fitted)))
+    assert document["learnt"]["extra_"]["nd"][0][1] == {"float": "nan"}
+    restored = restore_state(AdaptivePredictor(), document)
+    for name, value in vars(fitted).items():
+        if name.endswith("_") and isinstance(value, np.ndarray):
+            again = getattr(restored, name)
+            assert again.dtype == value.dtype and again.shape == value.shape, name
+            assert np.array_equal(again, value, equal_nan=True), name
+    assert restored.predict(input_size_bytes=200) == fitted.predict(input_size_bytes=200)

@@ -20,9 +20,16 @@ from .base import Predictor, Wrapper
 STATE_FORMAT = 6  # bump when the encoding or any predictor's learnt attributes change
 
 
+NUMERIC_KINDS = "biuf"  # bool, integer and float arrays: their lists are plain JSON when finite
+
+
 def _encode(value: Any) -> Any:
     if isinstance(value, np.ndarray):
-        return {"nd": [_encode(v) for v in value.tolist()], "dtype": str(value.dtype), "shape": value.shape}
+        if value.dtype.kind in NUMERIC_KINDS and (value.dtype.kind != "f" or np.isfinite(value).all()):
+            items = value.tolist()  # plain numbers: no walk element by element (a window is 500 tasks)
+        else:
+            items = [_encode(v) for v in value.tolist()]
+        return {"nd": items, "dtype": str(value.dtype), "shape": value.shape}
     if isinstance(value, np.random.Generator):
         return {"rng": value.bit_generator.state}
     if isinstance(value, tuple):
@@ -44,8 +51,14 @@ def _decode(value: Any) -> Any:
     if not isinstance(value, dict):
         return value
     if "nd" in value:
+        dtype = np.dtype(value["dtype"])
+        if dtype.kind in NUMERIC_KINDS:
+            try:  # plain numbers, as a finite array is stored: numpy reads the list at once
+                return np.asarray(value["nd"], dtype=dtype).reshape(value["shape"])
+            except (TypeError, ValueError):  # a non-finite number, stored as {"float": ...}
+                pass
         flat = [_decode(v) for v in value["nd"]]
-        return np.asarray(flat, dtype=value["dtype"]).reshape(value["shape"])
+        return np.asarray(flat, dtype=dtype).reshape(value["shape"])
     if "rng" in value:
         generator = np.random.default_rng()
         generator.bit_generator.state = value["rng"]
