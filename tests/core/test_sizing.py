@@ -366,8 +366,8 @@ def test_a_fitted_state_round_trips_through_json_with_non_finite_numbers() -> No
     NaN); either way a restored predictor holds the same arrays, dtypes and shapes."""
     samples = [Sample(GIB * (1 + n % 5), 10 * (n + 1), 60.0, False) for n in range(40)]
     fitted = AdaptivePredictor().fit(samples)
-    setattr(fitted, "extra_", np.array([[1.0, np.nan], [np.inf, -np.inf]]))  # a strategy might learn it
-    setattr(fitted, "counts_", np.arange(3))
+    learnt = {"extra_": np.array([[1.0, np.nan], [np.inf, -np.inf]]), "counts_": np.arange(3)}
+    vars(fitted).update(learnt)  # what a strategy might learn
     document = json.loads(json.dumps(fitted_state(fitted)))
     assert document["learnt"]["extra_"]["nd"][0][1] == {"float": "nan"}
     restored = restore_state(AdaptivePredictor(), document)
