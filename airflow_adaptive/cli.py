@@ -206,7 +206,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         bar = progress.add_task("replaying", total=None)
         report = evaluate(
             traces,
-            args.strategy or ["all"],
+            [name for value in args.strategy or ["all"] for name in value.split(",") if name],
             config,
             fmt=args.format,
             workers=args.workers,
@@ -322,7 +322,10 @@ def _add_replay_command(sub: Any) -> None:
     rep.add_argument("traces", nargs="+", metavar="TRACE", help="trace files, or folders to search for them")
     rep.add_argument("--format", choices=FORMATS, default="auto")
     rep.add_argument(
-        "--strategy", action="append", metavar="NAME", help="a strategy name, or 'all' (default)"
+        "--strategy",
+        action="append",
+        metavar="NAME[,NAME...]",
+        help="strategies to replay, comma-separated or repeated, or 'all' (default)",
     )
     rep.add_argument("--history", choices=HISTORY_MODES, default="completed")
     rep.add_argument(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from airflow_adaptive.core.sizing import ANCHORS, predictor_names
+from airflow_adaptive.core.sizing.base import PREDICTORS
 from airflow_adaptive.evaluation.replay import ReplayConfig, replay
 from airflow_adaptive.traces.load import replay_input
 from airflow_adaptive.traces.runs import TaskRun
@@ -65,6 +67,9 @@ def evaluate(
     """The report ``airflow-adaptive replay --json`` prints (allocations kept for one strategy, for
     plots); with ``budgets``, each trace's ``budget_sweep``: the default strategy's waste and kills
     under each OOM-kill budget, the curve the anchors are points beside."""
+    for name in strategies:  # a misspelt name is one error before any work, not one per trace
+        if name != "all":
+            PREDICTORS.get(name)
     jobs = []
     traces: dict[str, dict[str, Any]] = {}
     for path in paths:
@@ -120,9 +125,17 @@ def _results(
         yield from (job(*a) for a in args)
         return
     # spawn, not fork: the caller may hold threads (Airflow, SQLAlchemy pools) a fork would copy mid-lock
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_logs_to_stderr) as pool:
         for future in [pool.submit(job, *a) for a in args]:
             yield future.result()
+
+
+def _logs_to_stderr() -> None:
+    """In a worker: whatever it prints or logs goes to stderr, as in the command's own process, so
+    the command's stdout (``--json``) holds only its result (also for a logger that kept the stream)."""
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
 
 
 def _curve_point(metrics: dict[str, Any]) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -207,3 +208,34 @@ def _poison_row_1101(engine: Any) -> Iterator[None]:
             else:
                 conn.execute(text("drop trigger poison on adaptive_task_attempt"))
                 conn.execute(text("drop function poison()"))
+
+
+def test_replay_takes_a_comma_list_and_keeps_stdout_to_the_result(tmp_path: Path) -> None:
+    """As ``simulate --sizing a,b``: ``replay --strategy a,b``; replayed in worker processes, the
+    JSON on stdout parses whole, and a misspelt name is one line on stderr before any replay."""
+    import subprocess
+    import sys
+
+    trace = str(CHIPSEQ)
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path)}
+    command = [sys.executable, "-m", "airflow_adaptive.cli", "replay", trace, "--workers", "2"]
+    done = subprocess.run(
+        [*command, "--strategy", "adaptive,vpa", "--strategy", "pc95", "--json"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (entry,) = json.loads(done.stdout)["traces"]
+    assert sorted(entry["strategies"]) == ["adaptive", "pc95", "vpa"]
+    wrong = subprocess.run(
+        [*command, "--strategy", "adaptive,vpx", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert wrong.returncode == 2 and wrong.stdout == ""
+    assert (
+        wrong.stderr.strip()
+        .splitlines()[-1]
+        .startswith("airflow-adaptive: error: unknown sizing strategy 'vpx'")
+    )
