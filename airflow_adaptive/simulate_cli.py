@@ -17,7 +17,7 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.exceptions import SimulationInputError
     from airflow_adaptive.simulation.cluster import load_cluster
     from airflow_adaptive.simulation.compare import compare, parse_names
-    from airflow_adaptive.simulation.engine import LOCALITY, PLACEMENTS
+    from airflow_adaptive.simulation.engine import DEFAULT, LOCALITY, PLACEMENTS
     from airflow_adaptive.simulation.params import SIZINGS, SimParams
     from airflow_adaptive.simulation.queues import QUEUE_ORDERS
     from airflow_adaptive.simulation.shared import parse_size_bytes
@@ -25,7 +25,8 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.simulation.workload import concurrent_runs
 
     try:
-        variants = (*PLACEMENTS, *(p + LOCALITY for p in PLACEMENTS))
+        named = (DEFAULT, *PLACEMENTS)
+        variants = (*named, *(p + LOCALITY for p in named))
         placements = parse_names(args.placement, variants, "placement", everything=PLACEMENTS)
         sizings = parse_names(args.sizing, SIZINGS.names(), "sizing")
         queues = parse_names(args.queue, QUEUE_ORDERS, "queue order")
@@ -105,8 +106,9 @@ def add_simulate_command(sub: Any) -> None:
     sim.add_argument(
         "--placement",
         default="all",
-        help="comma-separated placement policies, or 'all'; a '+locality' suffix (tarema+locality) stages "
-        "shared inputs on nodes and prefers the nodes that hold them",
+        help="comma-separated placement policies, or 'all'; 'default' is the provider's default (what pods "
+        "get); a '+locality' suffix (tarema+locality) stages shared inputs on nodes and prefers the nodes "
+        "that hold them",
     )
     sim.add_argument("--ram-disk", metavar="SIZE", help="per-node RAM disk for staged inputs (e.g. 8Gi)")
     sim.add_argument("--sizing", default="user", help="comma-separated: user, adaptive (or 'all')")

@@ -5,12 +5,13 @@
 
 Workloads: the 15 WfInstances DAGs, the 3 Lotaru workflows and 4 Pegasus-style synthetic DAGs,
 each as one DAG run and as 4 concurrent runs, on both Tarema clusters, seeds 0-2, at times to
-failure 0.1, 0.5 and 0.9. Every scenario runs the provider's defaults (Tarema placement, adaptive
+failure 0.1, 0.5 and 0.9. Every scenario runs the provider's defaults (the default placement, adaptive
 sizing) learning online (cold start: the store knows nothing when the run starts), once per queue
 order. Prints, per time to failure, each order against FIFO: the mean makespan change (mean of
 per-scenario ratios minus one, and the geometric mean), the mean MAQ difference in points, OOM
-kills, and the share of scenarios where the order is no slower. Everything is measured in this
-run; no parameter of the queue orders was tuned on these workloads (LFF has none).
+kills, the share of scenarios where the order is no slower, and how many are more than 1 % slower.
+Everything is measured in this run; no parameter of the queue orders was tuned on these workloads
+(LFF has none).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from airflow_adaptive.simulation.workload import concurrent_runs
 TTFS = (0.1, 0.5, 0.9)
 QUEUES = ("fifo", "lff-persevere", "lff-postpone", "critical-path")  # lff-classes: --orders
 Job = tuple[str, int, str, int, float, tuple[str, ...]]
+SLOWER = 1.01  # a scenario counts as slower than FIFO above this ratio
 
 
 def one(job: Job) -> tuple[Job, dict[str, tuple[float, float, int]]]:
@@ -41,7 +43,7 @@ def one(job: Job) -> tuple[Job, dict[str, tuple[float, float, int]]]:
     cl = preset(cluster)
     out = {}
     for queue in queues:
-        r = Simulation(cl, workload, "tarema", "adaptive", params, seed, queue=queue).run()
+        r = Simulation(cl, workload, "default", "adaptive", params, seed, queue=queue).run()
         out[queue] = (r.makespan_s, r.maq, r.oom_kills)
     return job, out
 
@@ -52,9 +54,10 @@ def kind(spec: str) -> str:
 
 def report(results: dict[Job, dict[str, tuple[float, float, int]]], queues: tuple[str, ...]) -> None:
     print(
-        "| TTF | workloads | order | makespan vs FIFO (mean) | (gmean) | MAQ FIFO | MAQ | MAQ - FIFO (points) | OOM kills / FIFO's | no slower than FIFO |"
+        "| TTF | workloads | order | makespan vs FIFO (mean) | (gmean) | MAQ FIFO | MAQ | MAQ - FIFO (points) "
+        f"| OOM kills / FIFO's | no slower than FIFO | above {SLOWER:g}x FIFO |"
     )
-    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for ttf in TTFS:
         for group in ("all", "wfinstances", "lotaru", "synthetic"):
             rows = [m for k, m in results.items() if k[4] == ttf and group in ("all", kind(k[0]))]
@@ -66,10 +69,12 @@ def report(results: dict[Job, dict[str, tuple[float, float, int]]], queues: tupl
                 maq = mean(m[queue][1] for m in rows)
                 kills = sum(m[queue][2] for m in rows) / max(1, sum(m["fifo"][2] for m in rows))
                 no_slower = sum(r <= 1.0 + 1e-9 for r in ratios) / len(ratios)
+                slower = sum(r > SLOWER for r in ratios)
                 geometric = gmean(ratios)
                 print(
                     f"| {ttf} | {group} ({len(rows)}) | {queue} | {mean(ratios) - 1:+.1%} | {geometric - 1:+.1%} "
-                    f"| {maq_fifo:.1%} | {maq:.1%} | {100 * (maq - maq_fifo):+.1f} | {kills:.2f} | {no_slower:.0%} |"
+                    f"| {maq_fifo:.1%} | {maq:.1%} | {100 * (maq - maq_fifo):+.1f} | {kills:.2f} | {no_slower:.0%} "
+                    f"| {slower}/{len(ratios)} |"
                 )
 
 
@@ -90,7 +95,7 @@ def main() -> None:
     with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
         results = dict(pool.map(one, jobs, chunksize=2))
     print(
-        f"## Queue order: {len(jobs)} scenarios x {len(queues)} orders, Tarema placement, adaptive sizing "
+        f"## Queue order: {len(jobs)} scenarios x {len(queues)} orders, the default placement, adaptive sizing "
         f"learning online ({time.perf_counter() - started:.0f} s)\n"
     )
     report(results, queues)

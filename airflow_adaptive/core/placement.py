@@ -235,6 +235,7 @@ PLACEMENT_POLICIES.register(
 )
 PLACEMENT_POLICIES.register("sjfn", FastestScorer)
 PLACEMENT_POLICIES.register("tarema", TaremaScorer)
+DEFAULT_PLACEMENT = "tarema"  # what pods get: PlacementEngine's scorer unless told otherwise
 
 
 def engine_for(policy: str) -> PlacementEngine:

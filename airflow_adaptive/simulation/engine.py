@@ -25,7 +25,13 @@ from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.grouping import task_feature_ranks
 from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, task_labels
 from airflow_adaptive.core.lff import class_tier
-from airflow_adaptive.core.placement import PLACEMENT_POLICIES, GroupView, TaskDemandView, engine_for
+from airflow_adaptive.core.placement import (
+    DEFAULT_PLACEMENT,
+    PLACEMENT_POLICIES,
+    GroupView,
+    TaskDemandView,
+    engine_for,
+)
 from airflow_adaptive.core.sketch import LogHistogram
 from airflow_adaptive.evaluation.replay import GB_H
 from airflow_adaptive.exceptions import InvalidSettingError
@@ -44,6 +50,7 @@ from .workload import FamilyStats, SimTask, Workload, dominant_features, family_
 # "tarema-idle" is tarema told which groups have idle nodes right now (the provider's
 # placement_live_load): its distance then ignores overshooting onto idle groups (see TaremaScorer).
 PLACEMENTS = (*PLACEMENT_POLICIES.names(), "tarema-idle")
+DEFAULT = "default"  # a name for the provider's default placement, whichever policy it is
 LOCALITY = "+locality"  # a placement with this suffix stages shared inputs and prefers their nodes
 SIZING = SizingSettings()  # the provider's defaults: strategy "adaptive", 64 MiB floor
 EPS = 1e-9
@@ -85,9 +92,11 @@ class Simulation:
         record_timeline: bool = False,
     ) -> None:
         self.base = placement.removesuffix(LOCALITY)
+        if self.base == DEFAULT:
+            self.base = DEFAULT_PLACEMENT
         if self.base not in PLACEMENTS:
             raise InvalidSettingError(
-                f"unknown placement {placement!r}; known: {', '.join(PLACEMENTS)} (+locality)"
+                f"unknown placement {placement!r}; known: {DEFAULT}, {', '.join(PLACEMENTS)} (+locality)"
             )
         self.strategy = SIZINGS.get(sizing)  # the provider's sizing strategy this sizing runs
         self.cluster, self.workload, self.params = cluster, workload, params

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from airflow_adaptive.core.placement import DEFAULT_PLACEMENT, PlacementEngine
 from airflow_adaptive.core.units import GIB
 from airflow_adaptive.evaluation.replay import GB_H
-from airflow_adaptive.exceptions import SimulationInputError, TraceFormatError
+from airflow_adaptive.exceptions import InvalidSettingError, SimulationInputError, TraceFormatError
 from airflow_adaptive.simulation.bounds import lower_bound_s
 from airflow_adaptive.simulation.cluster import Cluster, SimNode, load_cluster, preset
 from airflow_adaptive.simulation.compare import compare
@@ -298,3 +299,17 @@ def test_size_cpu_packs_by_the_cores_tasks_use() -> None:
     assert run(nodes, tasks, "fill-nodes", replace(warm, size_cpu=True), "user").makespan_s == pytest.approx(
         400.0
     )
+
+
+def test_the_default_placement_is_what_pods_get_and_runs_by_that_name() -> None:
+    """``simulate --placement default`` runs the provider's default placement, whichever it is, and
+    keeps the name it was asked by; a misspelt name lists it among the known ones."""
+    assert PlacementEngine().scorers[0][0].name == DEFAULT_PLACEMENT
+    workload = concurrent_runs(pegasus_workload("montage", 120, SimParams(), seed=1), 2)
+    by_name = {
+        p: Simulation(preset("5,4,4,2"), workload, p, "user").run() for p in ("default", DEFAULT_PLACEMENT)
+    }
+    assert by_name["default"].placement == "default"
+    assert by_name["default"].makespan_s == by_name[DEFAULT_PLACEMENT].makespan_s
+    with pytest.raises(InvalidSettingError, match="known: default, round-robin"):
+        Simulation(preset("5,4,4,2"), workload, "defalt", "user")
