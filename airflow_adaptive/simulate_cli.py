@@ -17,8 +17,8 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.exceptions import SimulationInputError
     from airflow_adaptive.simulation.cluster import load_cluster
     from airflow_adaptive.simulation.compare import compare, parse_names
-    from airflow_adaptive.simulation.engine import DEFAULT, LOCALITY, PLACEMENTS
     from airflow_adaptive.simulation.params import SIZINGS, SimParams
+    from airflow_adaptive.simulation.placements import DEFAULT, LOCALITY, PLACEMENTS
     from airflow_adaptive.simulation.queues import QUEUE_ORDERS
     from airflow_adaptive.simulation.shared import parse_size_bytes
     from airflow_adaptive.simulation.sources import load_workload

@@ -26,8 +26,9 @@ from workloads import CLUSTERS, gmean
 from airflow_adaptive.core.locality import SMALL_BELOW_BYTES
 from airflow_adaptive.core.units import GIB
 from airflow_adaptive.simulation.cluster import preset
-from airflow_adaptive.simulation.engine import LOCALITY, Simulation
+from airflow_adaptive.simulation.engine import Simulation
 from airflow_adaptive.simulation.params import SimParams
+from airflow_adaptive.simulation.placements import LOCALITY
 from airflow_adaptive.simulation.shared import parse_size_bytes, shared_input_workload
 from airflow_adaptive.simulation.workload import Workload
 

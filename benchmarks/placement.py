@@ -31,8 +31,9 @@ from workloads import CLUSTERS, gmean, workload_parser, workload_specs
 from airflow_adaptive.core.placement import DEFAULT_PLACEMENT
 from airflow_adaptive.simulation.bounds import lower_bound_s
 from airflow_adaptive.simulation.cluster import load_cluster, preset
-from airflow_adaptive.simulation.engine import PLACEMENTS, Simulation
+from airflow_adaptive.simulation.engine import Simulation
 from airflow_adaptive.simulation.params import SimParams
+from airflow_adaptive.simulation.placements import PLACEMENTS
 from airflow_adaptive.simulation.sources import load_workload
 from airflow_adaptive.simulation.workload import concurrent_runs
 

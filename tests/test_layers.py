@@ -42,6 +42,7 @@ LAYERS = {
     "example_dags": 10,
     "nodes_cli": 10,
     "observe_cli": 10,
+    "replay_cli": 10,
     "simulate_cli": 10,
     "demo": 11,
     "cli": 12,

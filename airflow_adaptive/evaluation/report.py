@@ -45,6 +45,13 @@ def _job(
     return out
 
 
+def check_strategies(names: Sequence[str]) -> None:
+    """A misspelt name is one typed error before any work, not one per trace and process."""
+    for name in names:
+        if name != "all":
+            PREDICTORS.get(name)
+
+
 def strategies_for(runs: Sequence[TaskRun], requested: Sequence[str]) -> list[str]:
     """``all`` expands to every registered strategy; ``user`` only where the trace has requests."""
     names = predictor_names() if "all" in requested else list(dict.fromkeys(requested))
@@ -67,9 +74,7 @@ def evaluate(
     """The report ``airflow-adaptive replay --json`` prints (allocations kept for one strategy, for
     plots); with ``budgets``, each trace's ``budget_sweep``: the default strategy's waste and kills
     under each OOM-kill budget, the curve the anchors are points beside."""
-    for name in strategies:  # a misspelt name is one error before any work, not one per trace
-        if name != "all":
-            PREDICTORS.get(name)
+    check_strategies(strategies)
     jobs = []
     traces: dict[str, dict[str, Any]] = {}
     for path in paths:

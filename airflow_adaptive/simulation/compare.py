@@ -9,8 +9,9 @@ from typing import Any
 from airflow_adaptive.exceptions import InvalidSettingError
 
 from .cluster import Cluster
-from .engine import PLACEMENTS, RunResult, Simulation
+from .engine import RunResult, Simulation
 from .params import DEFAULT_PARAMS, SIZINGS, SimParams
+from .placements import PLACEMENTS
 from .workload import Workload
 
 

@@ -25,33 +25,22 @@ from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.grouping import task_feature_ranks
 from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, task_labels
 from airflow_adaptive.core.lff import class_tier
-from airflow_adaptive.core.placement import (
-    DEFAULT_PLACEMENT,
-    PLACEMENT_POLICIES,
-    GroupView,
-    TaskDemandView,
-    engine_for,
-)
+from airflow_adaptive.core.placement import GroupView, TaskDemandView, engine_for
 from airflow_adaptive.core.sketch import LogHistogram
 from airflow_adaptive.evaluation.replay import GB_H
-from airflow_adaptive.exceptions import InvalidSettingError
 
 from .bounds import runtime_on
 from .cluster import Cluster, SimNode
 from .cpu_sizer import CpuSizer
 from .node_rules import node_rules
 from .params import DEFAULT_PARAMS, SIZINGS, SimParams
+from .placements import LOCALITY, base_placement
 from .queues import PendingQueue
 from .results import RunResult, Span
 from .sizing import SimSizing
 from .storage import SharedStorage
 from .workload import FamilyStats, SimTask, Workload, dominant_features, family_demands
 
-# "tarema-idle" is tarema told which groups have idle nodes right now (the provider's
-# placement_live_load): its distance then ignores overshooting onto idle groups (see TaremaScorer).
-PLACEMENTS = (*PLACEMENT_POLICIES.names(), "tarema-idle")
-DEFAULT = "default"  # a name for the provider's default placement, whichever policy it is
-LOCALITY = "+locality"  # a placement with this suffix stages shared inputs and prefers their nodes
 SIZING = SizingSettings()  # the provider's defaults: strategy "adaptive", 64 MiB floor
 EPS = 1e-9
 
@@ -91,13 +80,7 @@ class Simulation:
         queue: str = "fifo",
         record_timeline: bool = False,
     ) -> None:
-        self.base = placement.removesuffix(LOCALITY)
-        if self.base == DEFAULT:
-            self.base = DEFAULT_PLACEMENT
-        if self.base not in PLACEMENTS:
-            raise InvalidSettingError(
-                f"unknown placement {placement!r}; known: {DEFAULT}, {', '.join(PLACEMENTS)} (+locality)"
-            )
+        self.base = base_placement(placement)
         self.strategy = SIZINGS.get(sizing)  # the provider's sizing strategy this sizing runs
         self.cluster, self.workload, self.params = cluster, workload, params
         self.placement, self.sizing = placement, sizing
@@ -119,7 +102,7 @@ class Simulation:
         rules = node_rules(self.dominant, len(self.nodes))
         self.node_rule, self.spread = rules[self.base], rules["fair"]
         self.storage = SharedStorage(
-            self.tasks, [n.spec.name for n in self.nodes], params, locality=placement != self.base
+            self.tasks, [n.spec.name for n in self.nodes], params, locality=placement.endswith(LOCALITY)
         )
         self.children: list[list[int]] = [[] for _ in self.tasks]
         index = {t.id: i for i, t in enumerate(self.tasks)}

@@ -18,9 +18,10 @@ from airflow_adaptive.exceptions import InvalidSettingError, SimulationInputErro
 from airflow_adaptive.simulation.bounds import lower_bound_s
 from airflow_adaptive.simulation.cluster import Cluster, SimNode, load_cluster, preset
 from airflow_adaptive.simulation.compare import compare
-from airflow_adaptive.simulation.engine import PLACEMENTS, RunResult, Simulation
+from airflow_adaptive.simulation.engine import RunResult, Simulation
 from airflow_adaptive.simulation.params import SimParams
 from airflow_adaptive.simulation.pegasus import KINDS, pegasus_workload
+from airflow_adaptive.simulation.placements import PLACEMENTS
 from airflow_adaptive.simulation.sources import load_workload, lotaru_workload
 from airflow_adaptive.simulation.workload import SimTask, Workload, concurrent_runs
 from tests.conftest import EXAMPLES
@@ -310,6 +311,8 @@ def test_the_default_placement_is_what_pods_get_and_runs_by_that_name() -> None:
         p: Simulation(preset("5,4,4,2"), workload, p, "user").run() for p in ("default", DEFAULT_PLACEMENT)
     }
     assert by_name["default"].placement == "default"
+    assert not Simulation(preset("5,4,4,2"), workload, "default", "user").storage.locality
+    assert Simulation(preset("5,4,4,2"), workload, "default+locality", "user").storage.locality
     assert by_name["default"].makespan_s == by_name[DEFAULT_PLACEMENT].makespan_s
     with pytest.raises(InvalidSettingError, match="known: default, round-robin"):
         Simulation(preset("5,4,4,2"), workload, "defalt", "user")

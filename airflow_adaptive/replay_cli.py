@@ -1,0 +1,157 @@
+"""``airflow-adaptive replay``: trace files replayed through sizing strategies, side by side."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, TextIO
+
+from airflow_adaptive.cli_args import require_research
+from airflow_adaptive.core.normalise import escape_surrogates
+from airflow_adaptive.exceptions import AdaptiveError, InvalidSettingError
+from airflow_adaptive.history_cli import print_json
+
+
+def _configured(args: argparse.Namespace, name: str) -> Any:
+    """A replay option, or the configured ``[adaptive]`` setting of the same name."""
+    from airflow_adaptive.config import get_settings
+
+    given = getattr(args, name)
+    return given if given is not None else getattr(get_settings().sizing, name)
+
+
+def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
+    from airflow_adaptive.console import progress as progress_display
+    from airflow_adaptive.evaluation.replay import ReplayConfig
+    from airflow_adaptive.evaluation.report import BUDGETS, DEFAULT_STRATEGY, evaluate
+    from airflow_adaptive.exceptions import TraceFormatError
+    from airflow_adaptive.traces.load import expand_paths, ignored_lines
+
+    if args.plot:  # before the replay, which can take minutes
+        require_research("replay --plot", "matplotlib")
+    traces, ignored = expand_paths(args.traces)
+    for line in ignored_lines(ignored):
+        print(line, file=sys.stderr)
+    if not traces:
+        raise TraceFormatError("no trace files found")
+    try:
+        config = ReplayConfig(
+            history=args.history,
+            time_to_failure=args.time_to_failure,
+            max_oom_rate=_configured(args, "max_oom_rate"),
+            min_observations=_configured(args, "min_observations"),
+            cap_bytes=args.cap_bytes,
+            refit_growth=args.refit_growth,
+        )
+    except InvalidSettingError as err:
+        raise AdaptiveError(f"replay: {err}") from None
+    with progress_display() as progress:
+        bar = progress.add_task("replaying", total=None)
+        report = evaluate(
+            traces,
+            [name for value in args.strategy or ["all"] for name in value.split(",") if name],
+            config,
+            fmt=args.format,
+            workers=args.workers,
+            keep_allocations_for=DEFAULT_STRATEGY if args.plot else None,
+            on_progress=lambda done, total: progress.update(bar, completed=done, total=total),
+            budgets=BUDGETS if args.budget_sweep else (),
+        )
+    if args.plot:
+        from airflow_adaptive.plots import write_replay_plots
+
+        for picture in write_replay_plots(report, args.plot):
+            print(f"wrote {picture}", file=sys.stderr)
+    report.pop("_allocations", None)
+    if args.json:
+        print_json(report, out)
+    else:
+        _print_replay(report, out)
+    return 0
+
+
+def _print_replay(report: dict[str, Any], out: TextIO) -> None:
+    """One table per trace: every strategy, cheapest first, and what was left out of the trace."""
+    from rich.table import Table
+
+    from airflow_adaptive.console import print_table
+    from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY, ratio_to_best_anchor
+
+    for trace in report["traces"]:
+        left_out = trace["skipped"]["rows"]
+        title = f"{escape_surrogates(trace['trace'])} ({trace['instances']} tasks, history {trace['history']}"
+        if report.get("min_observations", 1) > 1:  # a warm-up: every strategy keeps the request first
+            title += f", the request until {report['min_observations']} tasks finished"
+        title += f", {left_out} rows not replayed)" if left_out else ")"
+        table = Table(title=title)
+        for column in ("strategy", "waste GB·h", "MAQ", "WRR", "ATE", "retries/100", "failed"):
+            table.add_column(column, justify="right" if column != "strategy" else "left")
+        rows = sorted(trace["strategies"].items(), key=lambda kv: kv[1]["waste_gb_h"])
+        for name, m in rows:
+            table.add_row(
+                name, f"{m['waste_gb_h']:.2f}", f"{m['maq']:.3f}", f"{m['wrr']:.3f}", f"{m['ate']:.3f}",
+                f"{m['retries_per_100']:.1f}", str(m["failed"]),
+            )  # fmt: skip
+        ratio = ratio_to_best_anchor(trace)
+        caption = f"{DEFAULT_STRATEGY} / best anchor ({ratio[1]}) = {ratio[0]:.3f}" if ratio else None
+        reasons = "; ".join(f"{n} {why}" for why, n in sorted(trace["skipped"]["reasons"].items()))
+        sweep = " | ".join(
+            f"{p['max_oom_rate']:g}: {p['waste_gb_h']:.3g} GB·h, {p['retries_per_100']:.1f} kills/100"
+            for p in trace.get("budget_sweep", [])
+        )
+        table.caption = "\n".join(
+            text
+            for text in (
+                caption,
+                f"{DEFAULT_STRATEGY} by OOM-kill budget: {sweep}" if sweep else "",
+                f"not replayed: {reasons}" if reasons else "",
+            )
+            if text
+        )
+        print_table(table, out)
+
+
+def add_replay_command(sub: Any) -> None:
+    from airflow_adaptive.evaluation.replay import HISTORY_MODES
+    from airflow_adaptive.evaluation.report import BUDGETS
+    from airflow_adaptive.traces.load import FORMATS
+
+    rep = sub.add_parser("replay", help="replay traces through sizing strategies and compare their waste")
+    rep.add_argument("traces", nargs="+", metavar="TRACE", help="trace files, or folders to search for them")
+    rep.add_argument("--format", choices=FORMATS, default="auto")
+    rep.add_argument(
+        "--strategy",
+        action="append",
+        metavar="NAME[,NAME...]",
+        help="strategies to replay, comma-separated or repeated, or 'all' (default)",
+    )
+    rep.add_argument("--history", choices=HISTORY_MODES, default="completed")
+    rep.add_argument(
+        "--time-to-failure", type=float, default=1.0, help="fraction of runtime an OOM kill costs"
+    )
+    rep.add_argument(
+        "--max-oom-rate",
+        type=float,
+        metavar="F",
+        help="OOM-kill budget per task for adaptive (default: [adaptive] max_oom_rate, 0.02)",
+    )
+    rep.add_argument(
+        "--min-observations",
+        type=int,
+        metavar="N",
+        help="finished tasks a family needs before it is sized; fewer keep the request "
+        "(default: [adaptive] min_observations, 1)",
+    )
+    rep.add_argument("--cap-bytes", type=int, help="largest node (default: largest peak, next power of two)")
+    rep.add_argument(
+        "--refit-growth", type=float, default=0.05, help="refit after this history growth (0: always)"
+    )
+    rep.add_argument("--workers", type=int, help="parallel processes (default: one per core)")
+    rep.add_argument("--json", action="store_true")
+    rep.add_argument(
+        "--budget-sweep",
+        action="store_true",
+        help=f"also replay adaptive under OOM-kill budgets {', '.join(map(str, BUDGETS))} (--plot draws the curve)",
+    )
+    rep.add_argument("--plot", metavar="DIR", help="write PNG plots here")
+    rep.set_defaults(func=cmd_replay)

@@ -1,0 +1,24 @@
+"""The placement names the simulator runs: every registered policy, ``tarema-idle``, ``default``
+(the provider's default, whichever policy it is) and a ``+locality`` suffix on any of them."""
+
+from __future__ import annotations
+
+from airflow_adaptive.core.placement import DEFAULT_PLACEMENT, PLACEMENT_POLICIES
+from airflow_adaptive.exceptions import InvalidSettingError
+
+# "tarema-idle" is tarema told which groups have idle nodes right now (the provider's
+# placement_live_load): its distance then ignores overshooting onto idle groups (see TaremaScorer).
+PLACEMENTS = (*PLACEMENT_POLICIES.names(), "tarema-idle")
+LOCALITY = "+locality"  # a placement with this suffix stages shared inputs and prefers their nodes
+DEFAULT = "default"  # a name for the provider's default placement, whichever policy it is
+
+
+def base_placement(placement: str) -> str:
+    """The policy a placement name runs: without the locality suffix, ``default`` resolved."""
+    base = placement.removesuffix(LOCALITY)
+    base = DEFAULT_PLACEMENT if base == DEFAULT else base
+    if base not in PLACEMENTS:
+        raise InvalidSettingError(
+            f"unknown placement {placement!r}; known: {DEFAULT}, {', '.join(PLACEMENTS)} (+locality)"
+        )
+    return base
