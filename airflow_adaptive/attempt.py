@@ -17,17 +17,9 @@ from airflow_adaptive.core.modes import Mode, ModeChoice, choose_mode, parse_mod
 from airflow_adaptive.failopen import warn_once
 from airflow_adaptive.kubernetes.apply import apply_decision
 from airflow_adaptive.kubernetes.command_wrapper import unwrapped, wrap_container
+from airflow_adaptive.kubernetes.names import DAG_MODE_ANNOTATION, FAMILY_ANNOTATION, MODE_LABEL
 from airflow_adaptive.kubernetes.observe import observe_pod
-from airflow_adaptive.kubernetes.pods import (
-    DAG_MODE_ANNOTATION,
-    FAMILY_ANNOTATION,
-    MODE_LABEL,
-    cpu_limit_of,
-    find_container,
-    memory_of,
-    tool_of,
-    user_memory_of,
-)
+from airflow_adaptive.kubernetes.pods import cpu_limit_of, find_container, memory_of, tool_of, user_memory_of
 
 
 def task_key(context: Any) -> TaskKey | None:

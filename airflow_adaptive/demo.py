@@ -140,12 +140,8 @@ def _pod_row(task: Any) -> dict[str, Any]:
     """The pod the operator would create now, beside the user's request."""
     from kubernetes.client import ApiClient
 
-    from airflow_adaptive.kubernetes.pods import (
-        DECISION_ANNOTATION,
-        STRATEGY_ANNOTATION,
-        find_container,
-        memory_of,
-    )
+    from airflow_adaptive.kubernetes.names import DECISION_ANNOTATION, STRATEGY_ANNOTATION
+    from airflow_adaptive.kubernetes.pods import find_container, memory_of
 
     pod = task.build_pod_request_obj(None, dry_run=True)
     container = find_container(pod, task.base_container_name)

@@ -10,7 +10,7 @@ from kubernetes.client import models as k8s
 from airflow_adaptive.core.model import Decision
 from airflow_adaptive.core.modes import ModeChoice
 from airflow_adaptive.core.placement import group_weight
-from airflow_adaptive.kubernetes.pods import (
+from airflow_adaptive.kubernetes.names import (
     DECISION_ANNOTATION,
     FAMILY_ANNOTATION,
     FAMILY_LABEL,
@@ -23,6 +23,8 @@ from airflow_adaptive.kubernetes.pods import (
     STRATEGY_ANNOTATION,
     STRATEGY_LABEL,
     USER_MEMORY_ANNOTATION,
+)
+from airflow_adaptive.kubernetes.pods import (
     capability_label,
     find_container,
     has_own_priority,

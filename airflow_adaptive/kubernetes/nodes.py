@@ -8,7 +8,8 @@ from typing import Any
 from kubernetes.client import models as k8s
 
 from airflow_adaptive.core.grouping import Grouping
-from airflow_adaptive.kubernetes.pods import CAPABILITY_PREFIX, GROUP_LABEL, PREFIX, capability_label
+from airflow_adaptive.kubernetes.names import CAPABILITY_PREFIX, GROUP_LABEL, PREFIX
+from airflow_adaptive.kubernetes.pods import capability_label
 from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
 
 RANK_PREFIX = f"{PREFIX}/rank-"

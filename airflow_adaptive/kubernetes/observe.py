@@ -10,12 +10,8 @@ from kubernetes.client import models as k8s
 
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.core.telemetry import parse_usage
-from airflow_adaptive.kubernetes.pods import (
-    DECISION_ANNOTATION,
-    STRATEGY_ANNOTATION,
-    find_container,
-    memory_of,
-)
+from airflow_adaptive.kubernetes.names import DECISION_ANNOTATION, STRATEGY_ANNOTATION
+from airflow_adaptive.kubernetes.pods import find_container, memory_of
 
 
 def terminated_state(

@@ -1,5 +1,5 @@
-"""The pod vocabulary shared by apply and observe: our label and annotation names, valid label
-values, and the user's resources read off a container."""
+"""What apply and observe read and write on pods: valid label values, capability labels, and the
+user's resources read off a container (our label and annotation names are in ``names.py``)."""
 
 from __future__ import annotations
 
@@ -11,62 +11,10 @@ from collections.abc import Sequence
 from airflow.providers.cncf.kubernetes.pod_generator import make_safe_label_value
 from kubernetes.client import models as k8s
 
-from airflow_adaptive.core.model import (
-    MemoryRequest,
-)
+from airflow_adaptive.core.model import MemoryRequest
 from airflow_adaptive.core.sizing.similar import program_of
 from airflow_adaptive.exceptions import InvalidCapabilityError, InvalidQuantityError
-from airflow_adaptive.kubernetes.names import (
-    CAPABILITY_PREFIX as CAPABILITY_PREFIX,
-)
-from airflow_adaptive.kubernetes.names import (
-    DAG_MODE_ANNOTATION as DAG_MODE_ANNOTATION,
-)
-from airflow_adaptive.kubernetes.names import (
-    DECISION_ANNOTATION as DECISION_ANNOTATION,
-)
-from airflow_adaptive.kubernetes.names import (
-    FAMILY_ANNOTATION as FAMILY_ANNOTATION,
-)
-from airflow_adaptive.kubernetes.names import (
-    FAMILY_LABEL as FAMILY_LABEL,
-)
-from airflow_adaptive.kubernetes.names import (
-    GROUP_LABEL as GROUP_LABEL,
-)
-from airflow_adaptive.kubernetes.names import (
-    MANAGED_LABEL as MANAGED_LABEL,
-)
-from airflow_adaptive.kubernetes.names import (
-    MODE_ANNOTATION as MODE_ANNOTATION,
-)
-from airflow_adaptive.kubernetes.names import (
-    MODE_LABEL as MODE_LABEL,
-)
-from airflow_adaptive.kubernetes.names import (
-    OPT_OUT_LABEL as OPT_OUT_LABEL,
-)
-from airflow_adaptive.kubernetes.names import (
-    PLACEMENT_ANNOTATION as PLACEMENT_ANNOTATION,
-)
-from airflow_adaptive.kubernetes.names import (  # re-exported: the pod vocabulary's names
-    PREFIX as PREFIX,
-)
-from airflow_adaptive.kubernetes.names import (
-    PRIORITY_ANNOTATION as PRIORITY_ANNOTATION,
-)
-from airflow_adaptive.kubernetes.names import (
-    RECORD_FINALIZER as RECORD_FINALIZER,
-)
-from airflow_adaptive.kubernetes.names import (
-    STRATEGY_ANNOTATION as STRATEGY_ANNOTATION,
-)
-from airflow_adaptive.kubernetes.names import (
-    STRATEGY_LABEL as STRATEGY_LABEL,
-)
-from airflow_adaptive.kubernetes.names import (
-    USER_MEMORY_ANNOTATION as USER_MEMORY_ANNOTATION,
-)
+from airflow_adaptive.kubernetes.names import CAPABILITY_PREFIX, USER_MEMORY_ANNOTATION
 from airflow_adaptive.kubernetes.quantity import parse_cpu_millicores, parse_memory_bytes
 
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")

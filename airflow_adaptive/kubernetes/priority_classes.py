@@ -18,7 +18,8 @@ from kubernetes.client import models as k8s
 
 from airflow_adaptive.core.lff import PRIORITY_CLASSES, PriorityChoice
 from airflow_adaptive.failopen import warn_once
-from airflow_adaptive.kubernetes.pods import PREFIX, has_own_priority
+from airflow_adaptive.kubernetes.names import PREFIX
+from airflow_adaptive.kubernetes.pods import has_own_priority
 
 LFF_LABEL = f"{PREFIX}/least-finished-first"
 CHECK_SECONDS = 300.0

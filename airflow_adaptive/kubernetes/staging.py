@@ -20,7 +20,8 @@ from kubernetes.client import models as k8s
 
 from airflow_adaptive.core.locality import DeclaredInput, StagePlan
 from airflow_adaptive.core.telemetry import STAGE_PREFIX
-from airflow_adaptive.kubernetes.pods import PREFIX, find_container
+from airflow_adaptive.kubernetes.names import PREFIX
+from airflow_adaptive.kubernetes.pods import find_container
 from airflow_adaptive.kubernetes.stage_script import stage_script
 
 CACHE_VOLUME, CACHE_MOUNT = "adaptive-cache", "/adaptive-cache"

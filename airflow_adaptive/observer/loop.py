@@ -17,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.attempt import airflow_task_of, record_final_pod, recorded_mode
-from airflow_adaptive.kubernetes.pods import MANAGED_LABEL, PREFIX, RECORD_FINALIZER
+from airflow_adaptive.kubernetes.names import MANAGED_LABEL, PREFIX, RECORD_FINALIZER
 from airflow_adaptive.observer.lease import LeaderLease, observer_alive
 
 log = logging.getLogger(__name__)

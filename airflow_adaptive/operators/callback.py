@@ -87,7 +87,7 @@ def _advisor(operator: Any) -> Advisor:
 
 def _family(pod: k8s.V1Pod, operator: Any) -> str:
     from airflow_adaptive.core.model import family_of_task
-    from airflow_adaptive.kubernetes.pods import FAMILY_ANNOTATION
+    from airflow_adaptive.kubernetes.names import FAMILY_ANNOTATION
 
     annotations = (pod.metadata.annotations if pod.metadata else None) or {}
     return annotations.get(FAMILY_ANNOTATION) or family_of_task(operator.dag_id, operator.task_id)

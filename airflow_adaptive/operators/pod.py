@@ -22,8 +22,8 @@ from airflow_adaptive.failopen import warn_once
 from airflow_adaptive.kubernetes.command_wrapper import container_wrapped
 from airflow_adaptive.kubernetes.live_load import live_load_path, shared_idle_nodes
 from airflow_adaptive.kubernetes.metrics import PeakSampler
+from airflow_adaptive.kubernetes.names import MANAGED_LABEL
 from airflow_adaptive.kubernetes.pods import (
-    MANAGED_LABEL,
     capability_label,
     cpu_limit_of,
     find_container,

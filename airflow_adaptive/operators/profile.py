@@ -10,7 +10,7 @@ from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperato
 from airflow.providers.common.compat.sdk import AirflowException
 from kubernetes.client import models as k8s
 
-from airflow_adaptive.kubernetes.pods import OPT_OUT_LABEL
+from airflow_adaptive.kubernetes.names import OPT_OUT_LABEL
 
 TERMINATION_PATH = "/dev/termination-log"
 SCRATCH = "/scratch"

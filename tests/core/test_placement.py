@@ -16,7 +16,7 @@ from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskK
 from airflow_adaptive.core.placement import GroupView, PlacementEngine, TaremaScorer, TaskDemandView
 from airflow_adaptive.core.units import GIB
 from airflow_adaptive.exceptions import InvalidCapabilityError, InvalidSettingError, UnknownStrategyError
-from airflow_adaptive.kubernetes.pods import DECISION_ANNOTATION, GROUP_LABEL, PLACEMENT_ANNOTATION
+from airflow_adaptive.kubernetes.names import DECISION_ANNOTATION, GROUP_LABEL, PLACEMENT_ANNOTATION
 from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
 from tests.conftest import sql_store, validate_pod
 

@@ -20,7 +20,7 @@ from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.units import GIB, MIB
 from airflow_adaptive.exceptions import HistoryUnavailableError
-from airflow_adaptive.kubernetes.pods import MODE_ANNOTATION, RECORD_FINALIZER
+from airflow_adaptive.kubernetes.names import MODE_ANNOTATION, RECORD_FINALIZER
 from airflow_adaptive.observer import lease as lease_module
 from airflow_adaptive.observer.lease import LeaderLease
 from airflow_adaptive.observer.loop import Observer

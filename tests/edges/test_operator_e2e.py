@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.units import MIB
-from airflow_adaptive.kubernetes.pods import DECISION_ANNOTATION, FAMILY_LABEL
+from airflow_adaptive.kubernetes.names import DECISION_ANNOTATION, FAMILY_LABEL
 from airflow_adaptive.store.tables import task_attempt, unfinished_attempt
 from tests.conftest import validate_pod
 from tests.fake_kubernetes import FakeKubernetesApi
@@ -281,7 +281,7 @@ def test_a_killed_task_records_nothing(engine: Any) -> None:
     from airflow_adaptive.advisor import Advisor
     from airflow_adaptive.attempt import task_key
     from airflow_adaptive.config import get_settings
-    from airflow_adaptive.kubernetes.pods import MODE_LABEL
+    from airflow_adaptive.kubernetes.names import MODE_LABEL
     from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
 
     op = AdaptiveKubernetesPodOperator(task_id="t", image="busybox", on_kill_action="keep_pod")

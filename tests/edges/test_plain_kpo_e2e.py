@@ -13,7 +13,7 @@ from airflow.dag_processing.dagbag import DagBag
 
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.units import GIB, MIB
-from airflow_adaptive.kubernetes.pods import DECISION_ANNOTATION, MODE_ANNOTATION, MODE_LABEL
+from airflow_adaptive.kubernetes.names import DECISION_ANNOTATION, MODE_ANNOTATION, MODE_LABEL
 from airflow_adaptive.operators.callback import AdaptivePodCallback
 from tests.conftest import sql_store, validate_pod
 from tests.edges.test_operator_e2e import stored, unfinished

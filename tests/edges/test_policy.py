@@ -16,7 +16,7 @@ from kubernetes.client import models as k8s
 
 from airflow_adaptive.core.model import ExitReason, PeakKind, TaskKey, Usage
 from airflow_adaptive.core.units import GIB
-from airflow_adaptive.kubernetes.pods import DECISION_ANNOTATION, FAMILY_LABEL, OPT_OUT_LABEL
+from airflow_adaptive.kubernetes.names import DECISION_ANNOTATION, FAMILY_LABEL, OPT_OUT_LABEL
 from airflow_adaptive.policy import pod_mutation_hook
 from tests.conftest import sql_store, validate_pod
 from tests.factories import attempt
@@ -142,7 +142,7 @@ def test_executor_pod_gets_the_priority_class_the_cluster_has(
     engine: Any, mutate_all: None, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from airflow_adaptive.kubernetes import priority_classes as classes
-    from airflow_adaptive.kubernetes.pods import PRIORITY_ANNOTATION
+    from airflow_adaptive.kubernetes.names import PRIORITY_ANNOTATION
     from tests.fake_kubernetes import FakeKubernetesApi
 
     history(engine, family="etl.transform")
@@ -178,7 +178,7 @@ def operator_pod(mode: str) -> k8s.V1Pod:
 @pytest.mark.parametrize("kind", ["plain KPO", "operator"])
 def test_each_mode_on_a_kpo_pod(engine: Any, monkeypatch: pytest.MonkeyPatch, mode: str, kind: str) -> None:
     from airflow_adaptive.config import get_settings
-    from airflow_adaptive.kubernetes.pods import MODE_ANNOTATION, MODE_LABEL
+    from airflow_adaptive.kubernetes.names import MODE_ANNOTATION, MODE_LABEL
 
     history(engine)
     monkeypatch.setenv("AIRFLOW__ADAPTIVE__MODE", mode)
@@ -207,7 +207,7 @@ def test_a_family_rule_overrides_the_dag_and_the_operator(
     engine: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from airflow_adaptive.config import get_settings
-    from airflow_adaptive.kubernetes.pods import MODE_ANNOTATION
+    from airflow_adaptive.kubernetes.names import MODE_ANNOTATION
 
     history(engine)
     monkeypatch.setenv("AIRFLOW__ADAPTIVE__FAMILY_MODES", "etl.*=observe")

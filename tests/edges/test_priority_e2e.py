@@ -12,7 +12,7 @@ from sqlalchemy import select, text
 from airflow_adaptive import weight_rule as lff
 from airflow_adaptive.core.units import MIB
 from airflow_adaptive.kubernetes import priority_classes as classes
-from airflow_adaptive.kubernetes.pods import PRIORITY_ANNOTATION
+from airflow_adaptive.kubernetes.names import PRIORITY_ANNOTATION
 from tests.conftest import validate_pod
 from tests.fake_kubernetes import FakeKubernetesApi
 from tests.scheduling import load_dag, mark_scheduled, new_run, seed_history

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from airflow_adaptive.kubernetes.pods import CAPABILITY_PREFIX, GROUP_LABEL
+from airflow_adaptive.kubernetes.names import CAPABILITY_PREFIX, GROUP_LABEL
 from tests.conftest import sql_store, validate_pod
 from tests.fake_kubernetes import FakeKubernetesApi
 

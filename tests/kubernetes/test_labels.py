@@ -8,7 +8,8 @@ from kubernetes.client import models as k8s
 
 from airflow_adaptive.core.model import Decision
 from airflow_adaptive.kubernetes.apply import apply_decision
-from airflow_adaptive.kubernetes.pods import FAMILY_LABEL, label_value
+from airflow_adaptive.kubernetes.names import FAMILY_LABEL
+from airflow_adaptive.kubernetes.pods import label_value
 from tests.conftest import check_label_syntax, validate_pod
 
 

@@ -21,12 +21,8 @@ from airflow_adaptive.core.grouping import NodeProfile, group_nodes
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.core.modes import Mode
 from airflow_adaptive.core.sizing import predictor_names
-from airflow_adaptive.kubernetes.pods import (
-    DECISION_ANNOTATION,
-    FAMILY_LABEL,
-    STRATEGY_ANNOTATION,
-    label_value,
-)
+from airflow_adaptive.kubernetes.names import DECISION_ANNOTATION, FAMILY_LABEL, STRATEGY_ANNOTATION
+from airflow_adaptive.kubernetes.pods import label_value
 from airflow_adaptive.kubernetes.quantity import parse_cpu_millicores, parse_memory_bytes
 from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
 from airflow_adaptive.policy import mutate
