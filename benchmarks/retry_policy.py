@@ -10,10 +10,11 @@ over the traces, and the kills (retries) of each. Measured in this run; nothing 
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from dataclasses import replace
 from pathlib import Path
+
+from workloads import gmean
 
 from airflow_adaptive.evaluation.replay import ReplayConfig, default_cap_bytes, replay, sizing_for
 from airflow_adaptive.traces.load import expand_paths, replay_input
@@ -29,13 +30,11 @@ def main() -> int:
     args = parser.parse_args()
     paths, _ = expand_paths([str(args.data)])
     started = time.perf_counter()
+    traces = [runs for runs in (replay_input(path)[0] for path in paths) if runs]  # read once
     for history in ("completed", "sequential"):
         ratios, kills = [], {"strategy": 0, "double": 0}
-        for path in paths:
-            runs = replay_input(path)[0]
-            if not runs:
-                continue
-            config = ReplayConfig(history=history)
+        config = ReplayConfig(history=history)
+        for runs in traces:
             doubling = replace(
                 sizing_for("adaptive", config, default_cap_bytes(runs), {}), retry_policy="double"
             )
@@ -44,10 +43,9 @@ def main() -> int:
             ratios.append(max(own.waste_byte_s, 1e-9) / max(doubled.waste_byte_s, 1e-9))
             kills["strategy"] += own.retries
             kills["double"] += doubled.retries
-        gmean = math.exp(sum(map(math.log, ratios)) / len(ratios))
         print(
             f"{history}: waste, strategy retry / doubling: {min(ratios):.3f}-{max(ratios):.3f}, "
-            f"geometric mean {gmean:.3f} ({len(ratios)} traces); "
+            f"geometric mean {gmean(ratios):.3f} ({len(ratios)} traces); "
             f"kills: {kills['strategy']} against {kills['double']}"
         )
     print(f"({time.perf_counter() - started:.0f} s)")
