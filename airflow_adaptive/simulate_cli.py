@@ -18,16 +18,14 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.simulation.cluster import load_cluster
     from airflow_adaptive.simulation.compare import compare, parse_names
     from airflow_adaptive.simulation.params import SIZINGS, SimParams
-    from airflow_adaptive.simulation.placements import DEFAULT, LOCALITY, PLACEMENTS
+    from airflow_adaptive.simulation.placements import ACCEPTED, PLACEMENTS
     from airflow_adaptive.simulation.queues import QUEUE_ORDERS
     from airflow_adaptive.simulation.shared import parse_size_bytes
     from airflow_adaptive.simulation.sources import load_workload
     from airflow_adaptive.simulation.workload import concurrent_runs
 
     try:
-        named = (DEFAULT, *PLACEMENTS)
-        variants = (*named, *(p + LOCALITY for p in named))
-        placements = parse_names(args.placement, variants, "placement", everything=PLACEMENTS)
+        placements = parse_names(args.placement, ACCEPTED, "placement", everything=PLACEMENTS)
         sizings = parse_names(args.sizing, SIZINGS.names(), "sizing")
         queues = parse_names(args.queue, QUEUE_ORDERS, "queue order")
         params = SimParams(

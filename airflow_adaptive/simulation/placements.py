@@ -11,6 +11,7 @@ from airflow_adaptive.exceptions import InvalidSettingError
 PLACEMENTS = (*PLACEMENT_POLICIES.names(), "tarema-idle")
 LOCALITY = "+locality"  # a placement with this suffix stages shared inputs and prefers their nodes
 DEFAULT = "default"  # a name for the provider's default placement, whichever policy it is
+ACCEPTED = tuple(p + suffix for suffix in ("", LOCALITY) for p in (DEFAULT, *PLACEMENTS))  # every name
 
 
 def base_placement(placement: str) -> str:
