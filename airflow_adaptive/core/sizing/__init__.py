@@ -1,7 +1,7 @@
 """Memory predictors and retry policies, registered by name."""
 
 # Importing the strategy modules registers them.
-from . import adaptive, baselines, bucketing, percentile, regression, tovar
+from . import adaptive, baselines, bucketing, percentile, regression, sizey, tovar
 from .base import (
     ANCHORS,
     Predictor,
@@ -30,5 +30,6 @@ __all__ = [
     "predictor_names",
     "register_predictor",
     "regression",
+    "sizey",
     "tovar",
 ]
