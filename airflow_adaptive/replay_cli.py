@@ -103,12 +103,28 @@ def _print_replay(report: dict[str, Any], out: TextIO) -> None:
             text
             for text in (
                 caption,
+                _pareto_line(trace),
                 f"{DEFAULT_STRATEGY} by OOM-kill budget: {sweep}" if sweep else "",
                 f"not replayed: {reasons}" if reasons else "",
             )
             if text
         )
         print_table(table, out)
+
+
+def _pareto_line(trace: dict[str, Any]) -> str:
+    """Which anchors the default beats on both waste and kills, and which beat it."""
+    from airflow_adaptive.evaluation.pareto import beaten_by, pareto_counts
+    from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY
+
+    counts = pareto_counts([trace])
+    if not counts["points"]:
+        return ""
+    line = f"{DEFAULT_STRATEGY} beats {counts['default_beats']} of {counts['points']} anchors on both waste and kills"
+    if "sweep_beats" in next(iter(trace["pareto"].values())):
+        line += f" (some budget of its sweep: {counts['sweep_beats']})"
+    winners = beaten_by(trace)
+    return line + (f"; beaten on both by {', '.join(winners)}" if winners else "")
 
 
 def add_replay_command(sub: Any) -> None:

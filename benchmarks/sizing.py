@@ -95,7 +95,7 @@ def traces_section(data: Path, history: str) -> dict[str, Any]:
     return report
 
 
-SWEEP = (*BUDGETS, 1.0)  # and 1.0: no budget
+SWEEP = tuple(dict.fromkeys((*BUDGETS, 1.0)))  # and 1.0: no budget
 
 
 def budget_section(report: dict[str, Any], history: str) -> None:

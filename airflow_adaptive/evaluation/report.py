@@ -15,12 +15,13 @@ import numpy as np
 
 from airflow_adaptive.core.sizing import ANCHORS, predictor_names
 from airflow_adaptive.core.sizing.base import PREDICTORS
+from airflow_adaptive.evaluation.pareto import pareto
 from airflow_adaptive.evaluation.replay import ReplayConfig, replay
 from airflow_adaptive.traces.load import replay_input
 from airflow_adaptive.traces.runs import TaskRun
 
 DEFAULT_STRATEGY = "adaptive"
-BUDGETS = (0.005, 0.01, 0.02, 0.05, 0.10)  # OOM kills per task: the default strategy's sweep
+BUDGETS = (0.005, 0.01, 0.02, 0.05, 0.10, 0.2, 1.0)  # OOM kills per task: the default strategy's sweep
 
 
 @functools.lru_cache(maxsize=8)
@@ -73,7 +74,8 @@ def evaluate(
 ) -> dict[str, Any]:
     """The report ``airflow-adaptive replay --json`` prints (allocations kept for one strategy, for
     plots); with ``budgets``, each trace's ``budget_sweep``: the default strategy's waste and kills
-    under each OOM-kill budget, the curve the anchors are points beside."""
+    under each OOM-kill budget, the curve the anchors are points beside; each trace's ``pareto``:
+    every anchor's point and whether the default (or its sweep) beats it or it beats the default."""
     check_strategies(strategies)
     jobs = []
     traces: dict[str, dict[str, Any]] = {}
@@ -110,6 +112,8 @@ def evaluate(
             allocations[out["trace"]] = out["allocations"]
         if on_progress:
             on_progress(done, len(args))
+    for trace in traces.values():
+        trace["pareto"] = pareto(trace, DEFAULT_STRATEGY, ANCHORS)
     return {
         "history": config.history,
         "time_to_failure": config.time_to_failure,

@@ -126,3 +126,11 @@ def test_killed_tries_are_not_learnt_as_peaks() -> None:
 def test_sizey_is_a_registered_anchor() -> None:
     sizey = make_predictor("sizey")
     assert sizey.fit(_linear(3)).predict(None, 2 * 10**9) == 2 * 10**9  # cold: the user's request
+
+
+def test_from_scratch_the_earliest_errors_come_from_models_on_fewer_tasks_than_tuned_on() -> None:
+    rng = np.random.default_rng(0)  # peaks unrelated to inputs: the search picks many neighbours
+    noisy = [Sample(int(2e9 + rng.normal(0, 5e8)), int(rng.uniform(1e8, 1e10)), 60.0) for _ in range(40)]
+    sizey = SizeyPredictor().fit(noisy)
+    assert dict(sizey.params_[3])["n_neighbors"] > 4  # more than the first prefix refitted here
+    assert np.isfinite(sizey.errors_).all() and sizey.errors_.shape == (4, 36)

@@ -198,7 +198,10 @@ def fitted_models(x: np.ndarray, y: np.ndarray, params: tuple[Any, ...]) -> list
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for model, chosen in zip(MODELS, params, strict=True):
-            models.append(_estimator(model, dict(chosen)).fit(x[:, None], y))
+            settings = dict(chosen)
+            if "n_neighbors" in settings:  # tuned on more tasks than an earlier prefix refitted here
+                settings["n_neighbors"] = min(settings["n_neighbors"], y.size)
+            models.append(_estimator(model, settings).fit(x[:, None], y))
     _FITTED[key] = models
     if len(_FITTED) > MODEL_CACHE_SIZE:
         _FITTED.popitem(last=False)

@@ -1,0 +1,123 @@
+"""The default against every published strategy on waste *and* OOM kills, through the live decision.
+
+    python benchmarks/pareto.py [--data ../shared/data] [--history completed,sequential]
+                                [--min-tasks 100] [--json-out DIR] [TRACE ...]
+
+Per history: every strategy and the default's budget sweep replayed on every trace; an anchor's
+point (its GB·h, its kills per 100 tasks) is *beaten* when the default has no more of either,
+and *beats the default* when it has no more of either (``evaluation/pareto.py``). Prints the counts
+per trace group (nf-core, CCTools, Lotaru, WfInstances, others) over traces with at least
+``--min-tasks`` tasks, every anchor point that beats the default there, and the budget ceiling
+(default kills at most 2 per 100 on traces of >= 200 tasks). Extra TRACE paths (files or folders)
+are replayed beside the shared ones: the same check on traces not in ``../shared/``. The default's
+settings were chosen on the shared traces, so their counts are in-sample. Measured in this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from airflow_adaptive.evaluation.pareto import KILLS, WASTE, beaten_by, pareto_counts
+from airflow_adaptive.evaluation.replay import ReplayConfig
+from airflow_adaptive.evaluation.report import BUDGETS, DEFAULT_STRATEGY, evaluate
+from airflow_adaptive.traces.load import expand_paths
+
+ROOT = Path(__file__).resolve().parents[1]
+GROUPS = {
+    "nextflow-traces": "nf-core",
+    "cctools": "CCTools",
+    "lotaru": "Lotaru",
+    "wfinstances": "WfInstances",
+}
+CEILING_PER_100, CEILING_TASKS = 2.0, 200
+
+
+def group(path: str) -> str:
+    return next((name for part, name in GROUPS.items() if part in Path(path).parts), "others")
+
+
+def short(path: str) -> str:
+    return "/".join(Path(path).parts[-2:])
+
+
+def counts_table(traces: list[dict[str, Any]]) -> None:
+    print("| group | traces | anchor points | default beats | beat the default (traces) | sweep beats |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name in [*GROUPS.values(), "others", "all"]:
+        chosen = [t for t in traces if name == "all" or group(t["trace"]) == name]
+        if not chosen:
+            continue
+        c = pareto_counts(chosen)
+        share = f"{c['sweep_beats']} ({c['sweep_beats'] / max(c['points'], 1):.0%})"
+        print(
+            f"| {name} | {len(chosen)} | {c['points']} | {c['default_beats']} | "
+            f"{c['beats_default']} ({c['traces_beaten']}) | {share} |"
+        )
+
+
+def winners_list(traces: list[dict[str, Any]]) -> None:
+    print(
+        f"\nAnchor points that beat {DEFAULT_STRATEGY} (GB·h, kills per 100; {DEFAULT_STRATEGY}'s in brackets):"
+    )
+    for t in traces:
+        ours = t["strategies"][DEFAULT_STRATEGY]
+        for name in beaten_by(t):
+            p = t["pareto"][name]
+            print(
+                f"- {short(t['trace'])} ({t['instances']} tasks): {name} {p[WASTE]:.3g}, {p[KILLS]:.1f} "
+                f"[{ours[WASTE]:.3g}, {ours[KILLS]:.1f}]; sweep beats it: {p.get('sweep_budgets') or 'no'}"
+            )
+
+
+def ceiling_line(traces: list[dict[str, Any]]) -> None:
+    large = [t for t in traces if t["instances"] >= CEILING_TASKS]
+    within = [t for t in large if t["strategies"][DEFAULT_STRATEGY][KILLS] <= CEILING_PER_100]
+    over = ", ".join(
+        f"{short(t['trace'])} {t['strategies'][DEFAULT_STRATEGY][KILLS]:.1f}"
+        for t in large
+        if t not in within
+    )
+    print(
+        f"\nBudget ceiling: {DEFAULT_STRATEGY} kills at most {CEILING_PER_100:g} per 100 tasks on {len(within)} of "
+        f"{len(large)} traces with >= {CEILING_TASKS} tasks" + (f"; over: {over}" if over else "")
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("traces", nargs="*", help="more trace files or folders (not in ../shared/)")
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--history", default="completed,sequential")
+    parser.add_argument("--min-tasks", type=int, default=100)
+    parser.add_argument("--strategies", default="all", help="comma-separated (default: all)")
+    parser.add_argument("--json-out", type=Path, help="write each history's replay report here")
+    args = parser.parse_args()
+    sources = ([str(args.data)] if args.data.exists() else []) + args.traces
+    paths, _ = expand_paths(sources)
+    for history in args.history.split(","):
+        started = time.perf_counter()
+        report = evaluate(paths, args.strategies.split(","), ReplayConfig(history=history), budgets=BUDGETS)
+        seconds = time.perf_counter() - started
+        if args.json_out:
+            args.json_out.mkdir(parents=True, exist_ok=True)
+            report.pop("_allocations", None)
+            (args.json_out / f"pareto-{history}.json").write_text(json.dumps(report))
+        traces = [t for t in report["traces"] if t["instances"] >= args.min_tasks and t["pareto"]]
+        print(
+            f"\n## history={history}: {len(traces)} traces with >= {args.min_tasks} tasks "
+            f"(of {len(report['traces'])}), budgets {', '.join(map(str, BUDGETS))} ({seconds:.0f} s)\n"
+        )
+        counts_table(traces)
+        winners_list(traces)
+        ceiling_line(report["traces"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
