@@ -128,8 +128,27 @@ def check_family(walk: Walk, store: Any) -> None:
     wastes = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "#whatif-table td[data-col=waste]")]
     assert all(len(w.replace(",", "").replace(".", "").lstrip("0")) <= 3 for w in wastes), wastes
     assert "that replay's kills" in browser.find_element(By.ID, "whatif").text
+    # the plane: one point per strategy that never failed, at (its kills, its waste) as the table says
+    points = browser.execute_script(
+        "const u = document.getElementById('whatif-plane').uplot;"
+        "return u.series.slice(1).map((s, i) => [s.label,"
+        " num(u.data[0][u.data[i + 1].findIndex((v) => v !== null)], 1), gbh(u.data[i + 1].find((v) => v !== null))]);"
+    )
+    table = {
+        r.get_attribute("data-strategy"): r.find_elements(By.TAG_NAME, "td")
+        for r in browser.find_elements(By.CSS_SELECTOR, "#whatif-table tbody tr")
+    }
+    drawn = {name for name, _, _ in points}
+    assert drawn == {n for n, cells in table.items() if cells[3].text == "0" and n != "whole-node"}
+    for name, kills, waste in points:
+        assert (kills, waste) == (table[name][2].text, table[name][1].text), name
+    assert "beats on both" in browser.find_element(By.ID, "whatif-plane-caption").text
     assert "Too few peaks to judge it yet (fewer than 100): at least 12.7 GiB" in budget  # 13 of them
     assert "program bwa mem" in browser.find_element(By.ID, "tool").text  # what warm starts match by
+    browser.execute_script("document.getElementById('whatif-plane').scrollIntoView()")
+    walk.shot("family-whatif")
+    walk.tab("family")
+    browser.execute_script("window.scrollTo(0, 0)")
     walk.shot("family")
 
 

@@ -282,10 +282,66 @@ async function whatif(name) {
       <tbody>${data.strategies.map((s) => `<tr data-strategy="${esc(s.strategy)}"><td>${esc(s.strategy)}</td><td data-col="waste">${gbh(s.waste_gb_h)}</td>
       <td>${num(s.retries_per_100, 1)}</td><td>${num(s.failed, 0)}</td><td>${num(s.maq, 3)}</td><td>${num(s.wrr, 3)}</td>
       <td>${num(s.ate, 3)}</td></tr>`).join("")}</tbody></table>
-      <p class="muted" id="metrics">${Object.entries(METRICS).map(([k, v]) => `<b>${k}</b>: ${esc(v)}`).join(". ")}. Higher is better for all three.</p>`;
+      <p class="muted" id="metrics">${Object.entries(METRICS).map(([k, v]) => `<b>${k}</b>: ${esc(v)}`).join(". ")}. Higher is better for all three.</p>
+      <div class="chart" id="whatif-plane"></div><p class="muted" id="whatif-plane-caption">Each strategy as a point: its OOM kills
+      per 100 tasks across, its waste up. A point below and left of <code>${esc(data.configured)}</code> wastes less memory for no more
+      kills; the shaded corner holds the points <code>${esc(data.configured)}</code> beats on both. Where names
+      would overlap, the table above has them all.</p>`;
+    planeChart(document.getElementById("whatif-plane"), data.strategies, data.configured);
     const enforcing = document.getElementById("enforcing");
     if (enforcing) { enforcing.classList.remove("muted"); enforcing.innerHTML = enforcingText(data); }
   } catch (err) { el.innerHTML = `<div class="error">${esc(err.message)}</div>`; }
+}
+
+// Waste against kills, one point per strategy (uPlot draws lines on a sorted x: each strategy is its
+// own series with a value at its own x only, and its name is written beside its point).
+function planeChart(el, strategies, configured) {
+  const shown = strategies.filter((s) => s.failed === 0 && s.strategy !== "whole-node");
+  if (!shown.length) { el.remove(); return null; }
+  const xs = [...new Set(shown.map((s) => s.retries_per_100))].sort((a, b) => a - b);
+  const colour = (name) => css(name === configured ? "--good" : name === "user" ? "--muted" : "--accent");
+  const series = shown.map((s) => ({
+    label: s.strategy, stroke: colour(s.strategy), paths: () => null,
+    points: { show: true, size: s.strategy === configured ? 11 : 7, fill: colour(s.strategy) },
+    value: (u, v) => (v === null || v === undefined ? "–" : gbh(v)),
+  }));
+  const data = [xs, ...shown.map((s) => xs.map((x) => (x === s.retries_per_100 ? s.waste_gb_h : null)))];
+  const ours = shown.find((s) => s.strategy === configured);
+  const width = Math.max(320, Math.min(el.clientWidth || 900, 1200));
+  const plot = new uPlot({
+    title: "Waste for kills, every strategy", width, height: 300, legend: { show: false },
+    scales: { x: { time: false, range: (u, lo, hi) => [-Math.max(hi, 1) * 0.02, Math.max(hi * 1.15, 1)] },
+              y: { range: (u, lo, hi) => [0, Math.max(hi * 1.12, 0.001)] } },
+    axes: [{ stroke: css("--muted"), grid: { stroke: css("--line") }, label: "OOM kills / 100 (replayed)", values: (u, t) => t.map((v) => num(v, 1)) },
+           { stroke: css("--muted"), grid: { stroke: css("--line") }, size: 60, label: "waste GB·h", labelGap: 4, values: (u, t) => t.map(gbh) }],
+    series: [{}, ...series],
+    hooks: { draw: [(u) => planeMarks(u, shown, ours)] },
+  }, data, el);
+  el.uplot = plot;  // for the browser test: the points as drawn
+  return plot;
+}
+function planeMarks(u, shown, ours) {  // the corner the configured strategy beats, and the points' names
+  const ctx = u.ctx, dpr = devicePixelRatio;
+  ctx.save();
+  if (ours) {
+    const x = u.valToPos(ours.retries_per_100, "x", true), y = u.valToPos(ours.waste_gb_h, "y", true);
+    ctx.fillStyle = "rgba(40, 160, 90, 0.08)";
+    ctx.fillRect(x, u.bbox.top, u.bbox.left + u.bbox.width - x, y - u.bbox.top);
+  }
+  ctx.fillStyle = css("--muted");
+  ctx.font = `${11 * dpr}px sans-serif`;
+  ctx.textAlign = "left";
+  ctx.textBaseline = "bottom";
+  const taken = [];  // a name that would overlap one already written is left out: the table has them all
+  const first = ours ? [ours, ...shown.filter((s) => s !== ours)] : shown;
+  for (const s of first) {
+    const x = u.valToPos(s.retries_per_100, "x", true) + 6 * dpr, y = u.valToPos(s.waste_gb_h, "y", true) - 2 * dpr;
+    const box = [x, y - 12 * dpr, x + ctx.measureText(s.strategy).width, y];
+    if (taken.some((b) => box[0] < b[2] && b[0] < box[2] && box[1] < b[3] && b[1] < box[3])) continue;
+    taken.push(box);
+    ctx.fillText(s.strategy, x, y);
+  }
+  ctx.restore();
 }
 
 async function nodes() {
