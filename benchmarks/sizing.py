@@ -20,6 +20,7 @@ from synthetic_sets import synthetic_section
 
 from airflow_adaptive.core.sizing import ANCHORS
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
+from airflow_adaptive.evaluation.pareto import against
 from airflow_adaptive.evaluation.replay import ReplayConfig
 from airflow_adaptive.evaluation.report import (
     BUDGETS,
@@ -27,7 +28,6 @@ from airflow_adaptive.evaluation.report import (
     WARM_START_MODES,
     evaluate,
     knob_metrics,
-    knob_wastes,
     leave_one_out,
     ratio_to_best_anchor,
     warm_start_comparison,
@@ -328,8 +328,8 @@ def out_of_sample_section(report: dict[str, Any], history: str) -> None:
     }
     paths = [path for path, waste in best.items() if waste > 0]
     started = time.perf_counter()
-    wastes = knob_wastes(paths, ReplayConfig(history=history), KNOB_GRID)
-    ratios = [{path: w[path] / best[path] for path in paths} for w in wastes]
+    metrics = knob_metrics(paths, ReplayConfig(history=history), KNOB_GRID)
+    ratios = [{path: m[path]["waste_gb_h"] / best[path] for path in paths} for m in metrics]
     found = leave_one_out(ratios, DEFAULT_KNOBS)
     seconds = time.perf_counter() - started
     print(
@@ -354,6 +354,16 @@ def out_of_sample_section(report: dict[str, Any], history: str) -> None:
     print(
         f"\nSettings chosen most often when one trace is held out: {'; '.join(describe(KNOB_GRID[i]) for i in chosen)}"
     )
+    anchor_points = {t["trace"]: list(t.get("pareto", {}).values()) for t in report["traces"]}
+    for label, choice in (("defaults", {t: DEFAULT_KNOBS for t in paths}), ("held out", {
+        t: v["chosen"] for t, v in found["held_out"].items()
+    })):  # fmt: skip
+        beats, beaten = zip(*(against(metrics[choice[t]][t], anchor_points[t]) for t in paths), strict=True)
+        print(
+            f"Anchor points on waste and kills, knobs {label}: {DEFAULT_STRATEGY} beats {sum(beats)} of "
+            f"{sum(map(len, (anchor_points[t] for t in paths)))}, {sum(beaten)} beat it "
+            f"(on {sum(b > 0 for b in beaten)} traces)"
+        )
     worse = sorted((r, short(t)) for t, r in held.items() if r > 1)
     print(
         f"Held-out traces above the best anchor ({len(worse)}): "

@@ -65,3 +65,9 @@ def beaten_by(trace: Mapping[str, Any]) -> list[str]:
     """The anchors that beat the default on ``trace``, least waste first."""
     points = trace.get("pareto", {})
     return sorted((n for n, p in points.items() if p["beats_default"]), key=lambda n: points[n][WASTE])
+
+
+def against(point: Mapping[str, Any], anchors: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
+    """How many of the ``anchors``' points ``point`` beats, and how many beat it."""
+    found = list(anchors)
+    return sum(no_worse(point, a) for a in found), sum(no_worse(a, point) for a in found)

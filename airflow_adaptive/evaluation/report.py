@@ -212,16 +212,6 @@ def knob_metrics(
     return metrics
 
 
-def knob_wastes(
-    paths: Sequence[str], config: ReplayConfig, grid: Sequence[dict[str, Any]], *, fmt: str = "auto"
-) -> list[dict[str, float]]:
-    """The default strategy's waste (GB·h) on every trace under each set of parameters of ``grid``."""
-    return [
-        {path: m["waste_gb_h"] for path, m in found.items()}
-        for found in knob_metrics(paths, config, grid, fmt=fmt)
-    ]
-
-
 def leave_one_out(ratios: Sequence[dict[str, float]], default: int) -> dict[str, Any]:
     """From each parameter set's ratio to the best anchor per trace: the in-sample choice (the set
     with the lowest geometric mean over all traces) and, for each trace, the ratio under the set

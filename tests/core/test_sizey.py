@@ -120,7 +120,9 @@ def test_a_moving_window_keeps_the_errors_already_known() -> None:
 def test_killed_tries_are_not_learnt_as_peaks() -> None:
     samples = _linear(20)
     with_kills = [*samples, Sample(10**6, int(5e9), 60.0, lower_bound=True)]
-    assert SizeyPredictor().fit(with_kills).predict(int(5e9)) == SizeyPredictor().fit(samples).predict(int(5e9))
+    assert SizeyPredictor().fit(with_kills).predict(int(5e9)) == SizeyPredictor().fit(samples).predict(
+        int(5e9)
+    )
 
 
 def test_sizey_is_a_registered_anchor() -> None:

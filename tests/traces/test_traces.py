@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import runpy
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,6 +32,10 @@ def lotaru_row(label: str, task: str, realtime: str, peak: str, size: str) -> st
 def write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def adaptive_point(entry: dict[str, Any]) -> tuple[float, float]:
+    return entry["strategies"]["adaptive"]["waste_gb_h"], entry["strategies"]["adaptive"]["retries_per_100"]
 
 
 def test_lotaru_report(tmp_path: Path) -> None:
@@ -215,7 +220,22 @@ def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.Ca
     for metrics in entry["strategies"].values():
         assert set(metrics) == {"waste_gb_h", "maq", "wrr", "ate", "retries_per_100", "failed"}
     assert entry["strategies"]["whole-node"]["wrr"] == 0.0
-    assert [p["max_oom_rate"] for p in entry["budget_sweep"]] == [0.005, 0.01, 0.02, 0.05, 0.1]
+    assert [p["max_oom_rate"] for p in entry["budget_sweep"]] == [0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 1.0]
+    # every anchor replayed is a point, beside the default and its sweep
+    assert sorted(entry["pareto"]) == sorted(set(report["anchor_strategies"]) & set(entry["strategies"]))
+    for name, p in entry["pareto"].items():
+        ours, theirs = adaptive_point(entry), entry["strategies"][name]
+        assert p["default_beats"] == (
+            ours[0] <= theirs["waste_gb_h"] and ours[1] <= theirs["retries_per_100"]
+        )
+        assert set(p) == {
+            "waste_gb_h",
+            "retries_per_100",
+            "default_beats",
+            "beats_default",
+            "sweep_beats",
+            "sweep_budgets",
+        }
     (at_default,) = [p for p in entry["budget_sweep"] if p["max_oom_rate"] == report["max_oom_rate"]]
     adaptive = entry["strategies"]["adaptive"]  # the same replay: the curve passes through it
     assert at_default == {"max_oom_rate": 0.02, "waste_gb_h": adaptive["waste_gb_h"],
