@@ -88,10 +88,9 @@ def evaluate(
             "skipped": {"rows": sum(skipped.values()), "reasons": skipped},
             "history": config.history if timed else "sequential",
             "strategies": {},
+            **({"budget_sweep": []} if budgets else {}),
         }
         jobs += [(path, name) for name in strategies_for(runs, strategies)]
-        if budgets:
-            traces[path]["budget_sweep"] = []
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     if not all(os.path.isfile(path) for path in paths):
         workers = 1  # a pipe or stdin can be read once: its runs stay in this process's cache
@@ -112,8 +111,6 @@ def evaluate(
             allocations[out["trace"]] = out["allocations"]
         if on_progress:
             on_progress(done, len(args))
-    for trace in traces.values():
-        trace["pareto"] = pareto(trace, DEFAULT_STRATEGY, ANCHORS)
     return {
         "history": config.history,
         "time_to_failure": config.time_to_failure,
@@ -121,7 +118,7 @@ def evaluate(
         "min_observations": config.min_observations,
         "default_strategy": DEFAULT_STRATEGY,
         "anchor_strategies": list(ANCHORS),
-        "traces": list(traces.values()),
+        "traces": [{**t, "pareto": pareto(t, DEFAULT_STRATEGY, ANCHORS)} for t in traces.values()],
         "_allocations": allocations,
     }
 
