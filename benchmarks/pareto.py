@@ -1,7 +1,8 @@
 """The default against every published strategy on waste *and* OOM kills, through the live decision.
 
     python benchmarks/pareto.py [--data ../shared/data] [--history completed,sequential]
-                                [--min-tasks 100] [--json-out DIR] [TRACE ...]
+                                [--min-tasks 100] [--json-out DIR] [--strategies a,b] [TRACE ...]
+    python benchmarks/pareto.py --merge DIR --merge DIR2   # reports replayed apart, joined
 
 Per history: every strategy and the default's budget sweep replayed on every trace; an anchor's
 point (its GB·h, its kills per 100 tasks) is *beaten* when the default has no more of either,
@@ -21,7 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_adaptive.evaluation.pareto import KILLS, WASTE, beaten_by, pareto_counts
+from airflow_adaptive.core.sizing import ANCHORS
+from airflow_adaptive.evaluation.pareto import KILLS, WASTE, beaten_by, pareto, pareto_counts
 from airflow_adaptive.evaluation.replay import ReplayConfig
 from airflow_adaptive.evaluation.report import BUDGETS, DEFAULT_STRATEGY, evaluate
 from airflow_adaptive.traces.load import expand_paths
@@ -87,6 +89,22 @@ def ceiling_line(traces: list[dict[str, Any]]) -> None:
     )
 
 
+def merged(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """Reports of the same traces replayed apart (some strategies in each) as one, with each trace's
+    anchor points judged again against the joined strategies and sweep."""
+    joined = reports[0]
+    by_path = {t["trace"]: t for t in joined["traces"]}
+    for other in reports[1:]:
+        for trace in other["traces"]:
+            into = by_path[trace["trace"]]
+            into["strategies"].update(trace["strategies"])
+            if trace.get("budget_sweep") and not into.get("budget_sweep"):
+                into["budget_sweep"] = trace["budget_sweep"]
+    for trace in joined["traces"]:
+        trace["pareto"] = pareto(trace, DEFAULT_STRATEGY, ANCHORS)
+    return joined
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -97,12 +115,25 @@ def main() -> int:
     parser.add_argument("--min-tasks", type=int, default=100)
     parser.add_argument("--strategies", default="all", help="comma-separated (default: all)")
     parser.add_argument("--json-out", type=Path, help="write each history's replay report here")
+    parser.add_argument("--no-sweep", action="store_true", help="replay no budget sweep")
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        action="append",
+        help="instead of replaying, join the reports --json-out wrote here",
+    )
     args = parser.parse_args()
     sources = ([str(args.data)] if args.data.exists() else []) + args.traces
-    paths, _ = expand_paths(sources)
+    paths, _ = expand_paths(sources) if not args.merge else ([], [])
     for history in args.history.split(","):
         started = time.perf_counter()
-        report = evaluate(paths, args.strategies.split(","), ReplayConfig(history=history), budgets=BUDGETS)
+        if args.merge:
+            report = merged([json.loads((d / f"pareto-{history}.json").read_text()) for d in args.merge])
+        else:
+            budgets = () if args.no_sweep else BUDGETS
+            report = evaluate(
+                paths, args.strategies.split(","), ReplayConfig(history=history), budgets=budgets
+            )
         seconds = time.perf_counter() - started
         if args.json_out:
             args.json_out.mkdir(parents=True, exist_ok=True)

@@ -136,3 +136,20 @@ def test_from_scratch_the_earliest_errors_come_from_models_on_fewer_tasks_than_t
     sizey = SizeyPredictor().fit(noisy)
     assert dict(sizey.params_[3])["n_neighbors"] > 4  # more than the first prefix refitted here
     assert np.isfinite(sizey.errors_).all() and sizey.errors_.shape == (4, 36)
+
+
+def test_the_forest_grid_scored_from_one_forest_per_depth_is_the_grid_search() -> None:
+    from sklearn.metrics import make_scorer
+    from sklearn.model_selection import KFold, cross_val_score
+
+    from airflow_adaptive.core.sizing.sizey import GRIDS, _estimator, _forest_scores
+
+    samples = _linear(20, seed=5)
+    x = np.array([float(s.input_size_bytes or 0) for s in samples])
+    y = np.array([float(s.peak_memory_bytes) for s in samples])
+    folds, scorer = KFold(5), make_scorer(accuracy)
+    searched = [
+        float(np.mean(cross_val_score(_estimator("forest", p), x[:, None], y, cv=folds, scoring=scorer)))
+        for p in GRIDS["forest"]
+    ]
+    assert _forest_scores(x, y, folds, GRIDS["forest"]) == pytest.approx(searched, rel=1e-12)

@@ -174,14 +174,40 @@ def tune(x: np.ndarray, y: np.ndarray) -> tuple[tuple[tuple[tuple[str, Any], ...
         warnings.simplefilter("ignore")  # an MLP that stops at max_iter still predicts
         for model in MODELS:
             grid = _grid(model, y.size)
-            found = [
-                float(np.mean(cross_val_score(_estimator(model, p), x[:, None], y, cv=folds, scoring=scorer)))
-                for p in grid
-            ]
+            found = (
+                _forest_scores(x, y, folds, grid)
+                if model == "forest"
+                else [
+                    float(
+                        np.mean(
+                            cross_val_score(_estimator(model, p), x[:, None], y, cv=folds, scoring=scorer)
+                        )
+                    )
+                    for p in grid
+                ]
+            )
             best = int(np.argmax(found))
             chosen.append(tuple(sorted(grid[best].items())))
             scores.append(found[best])
     return tuple(chosen), np.asarray(scores)
+
+
+def _forest_scores(x: np.ndarray, y: np.ndarray, folds: Any, grid: list[dict[str, Any]]) -> list[float]:
+    """The forest grid's cross-validated accuracies, one forest per depth and fold: a forest of k
+    trees is the first k trees of a larger one with the same seed, so its prediction is theirs."""
+    largest = max(p["n_estimators"] for p in grid)
+    errors: dict[tuple[int, int], list[float]] = {}
+    for depth in sorted({p["max_depth"] for p in grid}):
+        for train, test in folds.split(x):
+            model = _estimator("forest", {"n_estimators": largest, "max_depth": depth})
+            model.fit(x[train, None], y[train])
+            pipeline, scale_y = model.regressor_, model.transformer_
+            scaled = pipeline[:-1].transform(x[test, None])
+            trees = np.array([tree.predict(scaled) for tree in pipeline[-1].estimators_])
+            for size in sorted({p["n_estimators"] for p in grid}):
+                predicted = scale_y.inverse_transform(trees[:size].mean(axis=0)[:, None])[:, 0]
+                errors.setdefault((size, depth), []).append(accuracy(y[test], predicted))
+    return [float(np.mean(errors[(p["n_estimators"], p["max_depth"])])) for p in grid]
 
 
 _FITTED: OrderedDict[tuple[bytes, bytes, Any], list[Any]] = OrderedDict()
