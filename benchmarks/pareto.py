@@ -76,7 +76,7 @@ def winners_list(traces: list[dict[str, Any]]) -> None:
 
 
 def ceiling_line(traces: list[dict[str, Any]]) -> None:
-    large = [t for t in traces if t["instances"] >= CEILING_TASKS]
+    large = [t for t in traces if t["instances"] >= CEILING_TASKS and DEFAULT_STRATEGY in t["strategies"]]
     within = [t for t in large if t["strategies"][DEFAULT_STRATEGY][KILLS] <= CEILING_PER_100]
     over = ", ".join(
         f"{short(t['trace'])} {t['strategies'][DEFAULT_STRATEGY][KILLS]:.1f}"
@@ -89,6 +89,11 @@ def ceiling_line(traces: list[dict[str, Any]]) -> None:
     )
 
 
+def sweep_note(report: dict[str, Any]) -> str:
+    swept = sorted({p["max_oom_rate"] for t in report["traces"] for p in t.get("budget_sweep", [])})
+    return f", budgets {', '.join(map(str, swept))}" if swept else ", no budget sweep"
+
+
 def merged(reports: list[dict[str, Any]]) -> dict[str, Any]:
     """Reports of the same traces replayed apart (some strategies in each) as one, with each trace's
     anchor points judged again against the joined strategies and sweep."""
@@ -96,7 +101,10 @@ def merged(reports: list[dict[str, Any]]) -> dict[str, Any]:
     by_path = {t["trace"]: t for t in joined["traces"]}
     for other in reports[1:]:
         for trace in other["traces"]:
-            into = by_path[trace["trace"]]
+            into = by_path.setdefault(trace["trace"], trace)
+            if into is trace:
+                joined["traces"].append(trace)
+                continue
             into["strategies"].update(trace["strategies"])
             if trace.get("budget_sweep") and not into.get("budget_sweep"):
                 into["budget_sweep"] = trace["budget_sweep"]
@@ -142,7 +150,7 @@ def main() -> int:
         traces = [t for t in report["traces"] if t["instances"] >= args.min_tasks and t["pareto"]]
         print(
             f"\n## history={history}: {len(traces)} traces with >= {args.min_tasks} tasks "
-            f"(of {len(report['traces'])}), budgets {', '.join(map(str, BUDGETS))} ({seconds:.0f} s)\n"
+            f"(of {len(report['traces'])}){sweep_note(report)} ({seconds:.0f} s)\n"
         )
         counts_table(traces)
         winners_list(traces)

@@ -1,4 +1,5 @@
-"""Memory sizing benchmark: every strategy replayed on the shared traces and the synthetic sets.
+"""Memory sizing benchmark: every strategy replayed on the shared traces and the synthetic sets
+(every one that decides in milliseconds: Sizey, seconds per decision, is in benchmarks/pareto.py).
 
     python benchmarks/sizing.py [--data ../shared/data] [--history completed]
 
@@ -18,7 +19,7 @@ from typing import Any
 
 from synthetic_sets import synthetic_section
 
-from airflow_adaptive.core.sizing import ANCHORS
+from airflow_adaptive.core.sizing import ANCHORS, quick_predictor_names
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
 from airflow_adaptive.evaluation.pareto import against
 from airflow_adaptive.evaluation.replay import ReplayConfig
@@ -50,7 +51,7 @@ def short(path: str) -> str:
 def traces_section(data: Path, history: str) -> dict[str, Any]:
     traces, _ = expand_paths([str(data)])
     started = time.perf_counter()
-    report = evaluate(traces, ["all"], ReplayConfig(history=history))
+    report = evaluate(traces, quick_predictor_names(), ReplayConfig(history=history))  # Sizey: pareto.py
     seconds = time.perf_counter() - started
     names = sorted({n for t in report["traces"] for n in t["strategies"]})
     print(f"## Waste (GB·h) of every strategy, history={history} ({len(traces)} traces, {seconds:.0f} s)\n")

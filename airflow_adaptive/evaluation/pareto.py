@@ -17,8 +17,9 @@ WASTE, KILLS = "waste_gb_h", "retries_per_100"
 
 
 def no_worse(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """Whether point ``a`` has no more waste and no more kills than ``b``."""
-    return bool(a[WASTE] <= b[WASTE] and a[KILLS] <= b[KILLS])
+    """Whether point ``a`` has no more waste, no more kills and no more failed tasks than ``b`` (a
+    tie counts both ways, as the definition says)."""
+    return bool(a[WASTE] <= b[WASTE] and a[KILLS] <= b[KILLS] and a.get("failed", 0) <= b.get("failed", 0))
 
 
 def pareto(trace: Mapping[str, Any], default: str, anchors: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -37,6 +38,7 @@ def pareto(trace: Mapping[str, Any], default: str, anchors: Sequence[str]) -> di
         entry: dict[str, Any] = {
             WASTE: point[WASTE],
             KILLS: point[KILLS],
+            "failed": point.get("failed", 0),
             "default_beats": no_worse(ours, point),
             "beats_default": no_worse(point, ours),
         }

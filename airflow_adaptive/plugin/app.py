@@ -27,6 +27,7 @@ ASSETS = {  # the only files served: name -> media type
     "index.html": "text/html",
     "app.js": "text/javascript",
     "format.js": "text/javascript",
+    "whatif.js": "text/javascript",
     "app.css": "text/css",
     "vendor/uplot/uPlot.iife.min.js": "text/javascript",
     "vendor/uplot/uPlot.min.css": "text/css",

@@ -17,7 +17,7 @@ from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.model import MemoryRequest, Observation, PeakKind
 from airflow_adaptive.core.node_groups import summarize_groups
 from airflow_adaptive.core.rollup import DayTotals
-from airflow_adaptive.core.sizing import predictor_names
+from airflow_adaptive.core.sizing import predictor_names, quick_predictor_names
 from airflow_adaptive.evaluation.replay import GB_H, ReplayConfig, replay
 from airflow_adaptive.kubernetes.quantity import format_memory, parse_memory_bytes
 from airflow_adaptive.plugin.readable import hidden_note, history_hidden, next_decision
@@ -231,7 +231,7 @@ def _replayed(runs: tuple[TaskRun, ...], sizing: SizingSettings) -> tuple[dict[s
         config = ReplayConfig(history="sequential")
         found = [
             {"strategy": name, **replay(runs, name, config, deployed=sizing).metrics()}
-            for name in predictor_names()
+            for name in quick_predictor_names()
         ]
         if len(_whatif_cache) >= WHATIF_CACHED:
             del _whatif_cache[next(iter(_whatif_cache))]  # the least recently used
@@ -267,6 +267,8 @@ def whatif(
         "max_oom_rate": sizing.max_oom_rate,
         "min_observations": sizing.min_observations,  # above 1: the request for the first tasks
         "strategies": list(results),
+        # seconds per decision: replayed by `airflow-adaptive replay --strategy NAME`, not on a page view
+        "left_out": sorted(set(predictor_names()) - set(quick_predictor_names())),
     }
 
 

@@ -153,3 +153,16 @@ def test_the_forest_grid_scored_from_one_forest_per_depth_is_the_grid_search() -
         for p in GRIDS["forest"]
     ]
     assert _forest_scores(x, y, folds, GRIDS["forest"]) == pytest.approx(searched, rel=1e-12)
+
+
+def test_unknown_sizes_zero_peaks_and_bad_settings() -> None:
+    samples = _linear(12)
+    partly = [*samples[:-1], Sample(samples[-1].peak_memory_bytes, None, 60.0)]
+    unsized = SizeyPredictor().fit([Sample(s.peak_memory_bytes, None, 60.0) for s in partly])
+    assert SizeyPredictor().fit(partly).predict(int(5e9)) == unsized.predict(int(5e9))  # no 0-byte inputs
+    assert SizeyPredictor().fit([*samples, Sample(0, int(5e9), 60.0)]).predict(int(5e9)) > 0
+    from airflow_adaptive.exceptions import InvalidSettingError
+
+    for bad in (SizeyPredictor(offset="max"), SizeyPredictor(alpha=2.0)):
+        with pytest.raises(InvalidSettingError, match="sizey: "):
+            bad.fit(samples)

@@ -11,7 +11,7 @@ import pytest
 
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.model import IMPORTED_DAG_ID, ExitReason, TaskKey
-from airflow_adaptive.core.sizing import predictor_names
+from airflow_adaptive.core.sizing import predictor_names, quick_predictor_names
 from airflow_adaptive.core.units import GIB
 from airflow_adaptive.demo import generated_history
 from airflow_adaptive.plugin import views
@@ -122,7 +122,8 @@ def test_numbers_are_the_stores(client: Any, auth: dict[str, str], demo: Any) ->
     assert len(detail["attempts"]) == 13 and sum(a["oom_killed"] for a in detail["attempts"]) == 1
     assert (detail["image"], detail["program"]) == ("biocontainers/bwa:v0.7.17_cv1", "bwa mem")
     whatif = client.get("/adaptive/api/family/whatif?name=genomics.align", headers=auth).json()
-    assert sorted(s["strategy"] for s in whatif["strategies"]) == predictor_names()
+    assert sorted(s["strategy"] for s in whatif["strategies"]) == quick_predictor_names()
+    assert whatif["left_out"] == ["sizey"] == sorted(set(predictor_names()) - set(quick_predictor_names()))
     assert whatif["tasks"] == 12  # the OOM-killed attempt has no measured peak; its retry has
     assert whatif["max_oom_rate"] == detail["decision"]["max_oom_rate"] == 0.02  # the configured budget
     assert whatif["min_observations"] == 1
@@ -168,7 +169,7 @@ def test_a_family_is_found_by_its_exact_name_whatever_it_holds(
         assert detail.status_code == whatif.status_code == 200, (name, detail.text, whatif.text)
         assert detail.json()["task_family"] == whatif.json()["task_family"] == name
         assert len(detail.json()["attempts"]) == (13 if name == "genomics.align" else 3)
-        assert sorted(s["strategy"] for s in whatif.json()["strategies"]) == predictor_names()
+        assert sorted(s["strategy"] for s in whatif.json()["strategies"]) == quick_predictor_names()
     # the old path form read "a%2Fwhatif" as the what-if of "a": it now says where families are
     for old in ("/adaptive/api/families/genomics.align%2Fwhatif", "/adaptive/api/families/genomics.align"):
         moved = client.get(old, headers=auth)

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import pytest
 
-from airflow_adaptive.core.sizing import predictor_names
+from airflow_adaptive.core.sizing import quick_predictor_names
 from airflow_adaptive.core.units import GIB, format_bytes
 from airflow_adaptive.store.api import Source, TotalsQuery
 from tests.conftest import EXAMPLES, SHARED_DATA, sql_store
@@ -110,7 +110,11 @@ def check_family(walk: Walk, store: Any) -> None:
     strategies = wait_for(
         lambda: browser.find_elements(By.CSS_SELECTOR, "#whatif-table tbody tr"), "what-if", 120
     )
-    assert sorted(r.get_attribute("data-strategy") for r in strategies) == predictor_names()
+    assert sorted(r.get_attribute("data-strategy") for r in strategies) == quick_predictor_names()
+    assert (
+        "Not replayed here, as each of its decisions takes seconds: sizey"
+        in browser.find_element(By.ID, "whatif").text
+    )
     assert "adaptive" in browser.find_element(By.ID, "decision").text
     budget = browser.find_element(By.ID, "budget").text  # the rule, its replayed kill rate, the budget
     assert "max_oom_rate 2 %, so rules aim at 1 %" in budget

@@ -51,6 +51,12 @@ def test_the_sweep_beats_an_anchor_when_some_budget_does() -> None:
     }
 
 
+def test_an_anchor_that_failed_tasks_does_not_beat_the_default() -> None:
+    trace = {"strategies": {"adaptive": point(10.0, 1.0), "gave-up": {**point(1.0, 0.0), "failed": 2}}}
+    found = pareto(trace, "adaptive", ["gave-up"])["gave-up"]
+    assert not found["beats_default"] and not found["default_beats"] and found["failed"] == 2  # neither
+
+
 def test_a_trace_without_the_default_has_no_points() -> None:
     assert pareto({"strategies": {"worse": point(1, 1)}}, "adaptive", ANCHORS) == {}
     assert against(point(10, 1), [point(11, 1), point(9, 0), point(12, 0)]) == (1, 1)

@@ -231,6 +231,7 @@ def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.Ca
         assert set(p) == {
             "waste_gb_h",
             "retries_per_100",
+            "failed",
             "default_beats",
             "beats_default",
             "sweep_beats",

@@ -10,6 +10,7 @@ from .base import (
     WithMargin,
     make_predictor,
     predictor_names,
+    quick_predictor_names,
     register_predictor,
 )
 from .retry import RETRY_POLICIES, get_retry_policy
@@ -28,6 +29,7 @@ __all__ = [
     "make_predictor",
     "percentile",
     "predictor_names",
+    "quick_predictor_names",
     "register_predictor",
     "regression",
     "sizey",

@@ -50,6 +50,8 @@ class Tags:
     borrows_when_cold: bool = False  # while cold, a similar family's model may size it (similar.py)
     # floored at a cold start while the family's unfinished attempts outnumber its finished (unfinished.py)
     guards_unfinished: bool = False
+    # seconds per decision, not milliseconds (tuned models): the what-if leaves it out
+    slow: bool = False
 
 
 class Predictor(ABC):
@@ -367,6 +369,11 @@ def register_predictor(name: str, *, anchor: bool = False, takes: Sequence[str] 
 
 def predictor_names() -> list[str]:
     return sorted(PREDICTORS.names())
+
+
+def quick_predictor_names() -> list[str]:
+    """The strategies that decide in milliseconds (every one but those tagged slow)."""
+    return [name for name in predictor_names() if not make_predictor(name).tags().slow]
 
 
 def make_predictor(

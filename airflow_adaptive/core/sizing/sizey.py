@@ -28,6 +28,7 @@ Where this differs from the paper's public code, and why (docs/sizing.md):
 from __future__ import annotations
 
 import math
+import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -35,8 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from ...exceptions import InvalidSettingError
 from ..units import format_bytes
-from .base import Predictor, Sample, peaks, register_predictor
+from .base import Predictor, Sample, Tags, peaks, register_predictor
 
 MODELS = ("linear", "mlp", "forest", "knn")
 GRIDS: dict[str, list[dict[str, Any]]] = {
@@ -211,15 +213,17 @@ def _forest_scores(x: np.ndarray, y: np.ndarray, folds: Any, grid: list[dict[str
 
 
 _FITTED: OrderedDict[tuple[bytes, bytes, Any], list[Any]] = OrderedDict()
+_FITTED_LOCK = threading.Lock()
 
 
 def fitted_models(x: np.ndarray, y: np.ndarray, params: tuple[Any, ...]) -> list[Any]:
     """The four models fitted on (x, y) with ``params``; the last ``MODEL_CACHE_SIZE`` sets are kept,
     so a decision restored from the store does not refit what this process fitted."""
     key = (x.tobytes(), y.tobytes(), params)
-    if key in _FITTED:
-        _FITTED.move_to_end(key)
-        return _FITTED[key]
+    with _FITTED_LOCK:  # decisions may run in threads (the UI's, the store's fits)
+        if key in _FITTED:
+            _FITTED.move_to_end(key)
+            return _FITTED[key]
     models = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -228,9 +232,10 @@ def fitted_models(x: np.ndarray, y: np.ndarray, params: tuple[Any, ...]) -> list
             if "n_neighbors" in settings:  # tuned on more tasks than an earlier prefix refitted here
                 settings["n_neighbors"] = min(settings["n_neighbors"], y.size)
             models.append(_estimator(model, settings).fit(x[:, None], y))
-    _FITTED[key] = models
-    if len(_FITTED) > MODEL_CACHE_SIZE:
-        _FITTED.popitem(last=False)
+    with _FITTED_LOCK:
+        _FITTED[key] = models
+        if len(_FITTED) > MODEL_CACHE_SIZE:
+            _FITTED.popitem(last=False)
     return models
 
 
@@ -253,8 +258,12 @@ class SizeyPredictor(Predictor):
     params_: tuple[Any, ...]
     accuracy_: np.ndarray
     errors_: np.ndarray  # each model's online relative errors (rows), for the last samples (columns)
-    tuned_at_: int
+    tuned_at_: int  # tasks learnt when the grid was last searched
+    seen_: int  # tasks learnt in all (a moving window keeps the newest only)
     tau_: float
+
+    def tags(self) -> Tags:
+        return Tags(slow=True)
 
     def __init__(self, alpha: float = 0.0, softmax: bool = True, offset: str = "dynamic") -> None:
         self.alpha = alpha
@@ -262,13 +271,22 @@ class SizeyPredictor(Predictor):
         self.offset = offset
 
     def _fit(self, samples: Sequence[Sample]) -> None:
-        kept = [s for s in samples if not s.lower_bound] or list(samples)  # Sizey learns from finished tasks
+        self._check()
+        finished = [s for s in samples if not s.lower_bound and s.peak_memory_bytes > 0]  # peaks it learns
+        kept = finished or [s for s in samples if s.peak_memory_bytes > 0] or [Sample(1)]
         y = peaks(kept)
-        x = np.array([float(s.input_size_bytes or 0) for s in kept])
+        sizes = [s.input_size_bytes for s in kept]
+        # one unknown size: no feature at all (as the regressions do), not a cluster of tasks at 0 bytes
+        x = np.zeros(y.size) if any(v is None for v in sizes) else np.asarray(sizes, dtype=float)
         errors, new = self._known_errors(x, y)
-        if not hasattr(self, "params_") or y.size >= 2 * self.tuned_at_ or np.ptp(x) > 0 >= np.ptp(self.x_):
+        self.seen_ = (getattr(self, "seen_", 0) if new < y.size else 0) + new  # tasks learnt, window or not
+        if (
+            not hasattr(self, "params_")
+            or self.seen_ >= 2 * self.tuned_at_
+            or np.ptp(x) > 0 >= np.ptp(self.x_)
+        ):
             self.params_, self.accuracy_ = tune(x, y) if np.ptp(x) > 0 else ((), np.zeros(len(MODELS)))
-            self.tuned_at_ = y.size
+            self.tuned_at_ = self.seen_
         for i in range(max(y.size - new, y.size - ERRORS_KEPT), y.size):  # as seen before learning it
             if i >= self.min_samples:
                 predicted = predictions(x[:i], y[:i], self.params_, x[i : i + 1])[:, 0]
@@ -276,6 +294,14 @@ class SizeyPredictor(Predictor):
         self.x_, self.y_, self.errors_ = x, y, errors[:, -ERRORS_KEPT:]
         tau = _kendall_tau(x, y)
         self.tau_ = tau if math.isfinite(tau) else 0.0
+
+    def _check(self) -> None:
+        if self.offset != "dynamic" and self.offset not in OFFSETS:
+            raise InvalidSettingError(
+                f"sizey: offset must be dynamic or one of {', '.join(OFFSETS)}, not {self.offset!r}"
+            )
+        if not 0.0 <= self.alpha <= 1.0:
+            raise InvalidSettingError(f"sizey: alpha must be between 0 and 1, not {self.alpha!r}")
 
     def _known_errors(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, int]:
         """The online errors already known for (x, y), and how many of its newest tasks are new. A
