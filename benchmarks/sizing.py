@@ -96,9 +96,6 @@ def traces_section(data: Path, history: str) -> dict[str, Any]:
     return report
 
 
-SWEEP = tuple(dict.fromkeys((*BUDGETS, 1.0)))  # and 1.0: no budget
-
-
 def budget_section(report: dict[str, Any], history: str) -> None:
     """The default strategy under each OOM-kill budget: waste against the best anchor (whose own
     kills are not bounded) and the kills it measured, a waste-vs-kills curve over all traces."""
@@ -109,7 +106,7 @@ def budget_section(report: dict[str, Any], history: str) -> None:
     )
     print("|---:|---:|---:|---:|---:|---:|---:|")
     by_history: dict[str, list[int]] = {}
-    for budget in SWEEP:
+    for budget in BUDGETS:  # 1.0 among them: no budget
         config = ReplayConfig(history=history, max_oom_rate=budget)
         keep = DEFAULT_STRATEGY if budget == ReplayConfig().max_oom_rate else None
         run = evaluate(

@@ -110,13 +110,18 @@ def raq(predicted: np.ndarray, accuracies: np.ndarray, alpha: float) -> np.ndarr
     return alpha * efficiency + (1.0 - alpha) * accuracies
 
 
+def softmax_weights(scores: np.ndarray) -> np.ndarray:
+    """w_m proportional to exp(RAQ_m), summing to 1."""
+    weights = np.exp(scores - scores.max())
+    return weights / weights.sum()
+
+
 def combine(predicted: np.ndarray, offsets: np.ndarray, scores: np.ndarray, softmax: bool) -> float:
     """The allocation: the softmax blend of predictions and offsets, or the best model's."""
     if not softmax:
         best = int(np.argmax(scores))
         return float(predicted[best] * (1.0 + offsets[best]))
-    weights = np.exp(scores - scores.max())
-    weights /= weights.sum()
+    weights = softmax_weights(scores)
     return float((weights @ predicted) * (1.0 + weights @ offsets))
 
 
@@ -258,6 +263,7 @@ class SizeyPredictor(Predictor):
     params_: tuple[Any, ...]
     accuracy_: np.ndarray
     errors_: np.ndarray  # each model's online relative errors (rows), for the last samples (columns)
+    offsets_: np.ndarray  # each model's offset, a fraction of its prediction
     tuned_at_: int  # tasks learnt when the grid was last searched
     seen_: int  # tasks learnt in all (a moving window keeps the newest only)
     tau_: float
@@ -292,8 +298,16 @@ class SizeyPredictor(Predictor):
                 predicted = predictions(x[:i], y[:i], self.params_, x[i : i + 1])[:, 0]
                 errors = np.hstack([errors, relative_errors(y[i], predicted)[:, None]])
         self.x_, self.y_, self.errors_ = x, y, errors[:, -ERRORS_KEPT:]
+        self.offsets_ = self._offsets()  # they depend on the history only: once per fit, not per decision
         tau = _kendall_tau(x, y)
         self.tau_ = tau if math.isfinite(tau) else 0.0
+
+    def _offsets(self) -> np.ndarray:
+        """Each model's offset from its online errors (``dynamic``: the cheapest on the history)."""
+        if self.offset != "dynamic":
+            return np.array([offset(self.offset, e) for e in self.errors_])
+        fitted = predictions(self.x_, self.y_, self.params_, self.x_)
+        return np.array([dynamic_offset(e, f, self.y_) for e, f in zip(self.errors_, fitted, strict=True)])
 
     def _check(self) -> None:
         if self.offset != "dynamic" and self.offset not in OFFSETS:
@@ -324,19 +338,11 @@ class SizeyPredictor(Predictor):
     def allocation(self, input_size_bytes: float) -> tuple[float, np.ndarray, np.ndarray]:
         """The allocation for an input size, each model's prediction and each model's weight."""
         predicted = predictions(self.x_, self.y_, self.params_, np.array([input_size_bytes]))[:, 0]
-        if self.offset == "dynamic":
-            fitted = predictions(self.x_, self.y_, self.params_, self.x_)
-            offsets = np.array(
-                [dynamic_offset(e, f, self.y_) for e, f in zip(self.errors_, fitted, strict=True)]
-            )
-        else:
-            offsets = np.array([offset(self.offset, e) for e in self.errors_])
         scores = raq(np.maximum(predicted, 1.0), self.accuracy_, self.alpha)
-        value = combine(predicted, offsets, scores, self.softmax)
+        value = combine(predicted, self.offsets_, scores, self.softmax)
         if value <= 0:  # every model below zero: the smallest peak seen, with the default offset
             value = float(self.y_.min()) * (1.0 + DEFAULT_OFFSET)
-        weights = np.exp(scores - scores.max())
-        return value, predicted, weights / weights.sum()
+        return value, predicted, softmax_weights(scores)
 
     def _predict(self, input_size_bytes: int | None) -> float:
         x_next = float(input_size_bytes) if input_size_bytes is not None else float(self.x_.mean())

@@ -58,7 +58,6 @@ function planeChart(el, strategies, configured) {
   const series = shown.map((s) => ({
     label: s.strategy, stroke: colour(s.strategy), paths: () => null,
     points: { show: true, size: s.strategy === configured ? 11 : 7, fill: colour(s.strategy) },
-    value: (u, v) => (v === null || v === undefined ? "–" : gbh(v)),
   }));
   const data = [xs, ...shown.map((s) => xs.map((x) => (x === s.retries_per_100 ? s.waste_gb_h : null)))];
   const ours = shown.find((s) => s.strategy === configured);
