@@ -27,6 +27,8 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.exceptions import TraceFormatError
     from airflow_adaptive.traces.load import expand_paths, ignored_lines
 
+    if args.time_series:
+        return _cmd_replay_series(args, out)
     if args.plot:  # before the replay, which can take minutes
         require_research("replay --plot", "matplotlib")
     traces, ignored = expand_paths(args.traces)
@@ -70,6 +72,63 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _cmd_replay_series(args: argparse.Namespace, out: TextIO) -> int:
+    """``replay --time-series``: folders of memory time series (``traces/series.py``)."""
+    from airflow_adaptive.console import progress as progress_display
+    from airflow_adaptive.evaluation.replay import ReplayConfig
+    from airflow_adaptive.evaluation.series_report import RESIZE_LATENCIES_S, evaluate_series
+    from airflow_adaptive.exceptions import TraceFormatError
+    from airflow_adaptive.traces.series import is_series_folder
+
+    if args.plot or args.budget_sweep:
+        raise AdaptiveError("replay --time-series: --plot and --budget-sweep are for peak traces")
+    folders = [p for p in args.traces if is_series_folder(p)]
+    for path in sorted(set(args.traces) - set(folders)):
+        raise TraceFormatError(f"{path}: not a time-series folder (tasks.csv with memory.csv[.gz] beside it)")
+    latencies = _latencies(args.resize_latency) if args.resize_latency else RESIZE_LATENCIES_S
+    try:
+        config = ReplayConfig(
+            history=args.history,
+            max_oom_rate=_configured(args, "max_oom_rate"),
+            min_observations=_configured(args, "min_observations"),
+            cap_bytes=args.cap_bytes,
+            refit_growth=args.refit_growth,
+        )
+    except InvalidSettingError as err:
+        raise AdaptiveError(f"replay: {err}") from None
+    names = [name for value in args.strategy or ["all"] for name in value.split(",") if name]
+    with progress_display() as progress:
+        bar = progress.add_task("replaying", total=None)
+        report = evaluate_series(
+            folders, names, config, latencies, workers=args.workers,
+            on_progress=lambda done, total: progress.update(bar, completed=done, total=total),
+        )  # fmt: skip
+    if args.json:
+        print_json(report, out)
+    else:
+        _print_replay(report, out)
+    return 0
+
+
+def _latencies(values: list[str]) -> tuple[float, ...]:
+    try:
+        latencies = tuple(float(v) for value in values for v in value.split(",") if v.strip())
+    except ValueError:
+        raise AdaptiveError(f"replay: --resize-latency takes seconds, not {' '.join(values)!r}") from None
+    if not latencies or any(not 0 <= v < 3600 for v in latencies):
+        raise AdaptiveError("replay: --resize-latency must be seconds in [0, 3600)")
+    return latencies
+
+
+def _growth_lines(trace: dict[str, Any]) -> list[str]:
+    lines = []
+    for name, stand in trace.get("growth", {}).items():
+        resizes = trace["strategies"][name]["resizes_per_task"]
+        line = f"{name}: {resizes:.2f} resizes per task; beats {len(stand['beats'])} of the others on both waste and kills"
+        lines.append(line + (f", beaten by {', '.join(stand['beaten_by'])}" if stand["beaten_by"] else ""))
+    return lines
+
+
 def _print_replay(report: dict[str, Any], out: TextIO) -> None:
     """One table per trace: every strategy, cheapest first, and what was left out of the trace."""
     from rich.table import Table
@@ -106,6 +165,7 @@ def _print_replay(report: dict[str, Any], out: TextIO) -> None:
                 _pareto_line(trace),
                 f"{DEFAULT_STRATEGY} by OOM-kill budget: {sweep}" if sweep else "",
                 f"not replayed: {reasons}" if reasons else "",
+                *_growth_lines(trace),
             )
             if text
         )
@@ -170,4 +230,17 @@ def add_replay_command(sub: Any) -> None:
         help=f"also replay adaptive under OOM-kill budgets {', '.join(map(str, BUDGETS))} (--plot draws the curve)",
     )
     rep.add_argument("--plot", metavar="DIR", help="write PNG plots here")
+    rep.add_argument(
+        "--time-series",
+        action="store_true",
+        help="the traces are memory time-series folders (tasks.csv, memory.csv[.gz]): replay allocation "
+        "over time, with KS+ and growth in place (grow-<L>s)",
+    )
+    rep.add_argument(
+        "--resize-latency",
+        action="append",
+        metavar="SECONDS[,SECONDS...]",
+        help="with --time-series: seconds from deciding to grow until the new limit is in force "
+        "(default: 2,5,15)",
+    )
     rep.set_defaults(func=cmd_replay)

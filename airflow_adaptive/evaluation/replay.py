@@ -13,7 +13,7 @@ killed at the cap never succeeds.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -76,6 +76,7 @@ class StrategyResult:
     used_byte_s: float = 0.0
     whole_node_waste_byte_s: float = 0.0
     retries: int = 0
+    resizes: int = 0  # in place, memory over time only
     failed: int = 0
     efficiency_sum: float = 0.0
     first_allocations: list[tuple[str, int, int]] = field(default_factory=list)  # (family, predicted, peak)
@@ -123,14 +124,45 @@ class _Instance:
     allocated_byte_s: float = 0.0
 
 
+@dataclass(frozen=True)
+class TryOutcome:
+    """What one try did: whether it fitted, how long it held memory (its runtime, or until the
+    kill), the byte-seconds it held and used, the limit in force at its end, and in-place resizes."""
+
+    fitted: bool
+    seconds: float
+    held_byte_s: float
+    used_byte_s: float
+    limit_bytes: int
+    resizes: int = 0
+
+
+# How a try of an instance (its index, run and try number) ends under a limit.
+TryModel = Callable[[int, TaskRun, int, int], TryOutcome]
+
+
+def peak_model(time_to_failure: float) -> TryModel:
+    """Only the peak is known: a try fits when its limit covers the peak and holds the limit for the
+    runtime; a kill holds it for ``time_to_failure`` of the runtime."""
+
+    def outcome(index: int, run: TaskRun, number: int, limit: int) -> TryOutcome:
+        t = max(run.wall_seconds, 1e-3)
+        if limit >= run.peak_bytes:
+            return TryOutcome(True, t, limit * t, run.peak_bytes * t, limit)
+        killed_s = t * time_to_failure
+        return TryOutcome(False, killed_s, limit * killed_s, 0.0, limit)
+
+    return outcome
+
+
 def _one_try(
-    inst: _Instance, number: int, live: LiveSizing, cap: int, config: ReplayConfig, result: StrategyResult
-) -> bool | None:
+    inst: _Instance, number: int, live: LiveSizing, cap: int, config: ReplayConfig, result: StrategyResult,
+    model: TryModel,
+) -> TryOutcome | None:  # fmt: skip
     """Try ``number`` of an instance, sized by the live decision at the live clock and noted as started.
-    True: it fitted; False: OOM-killed, to be tried again when the kill is recorded; None: killed at
-    the cap or out of attempts. A killed try costs its limit for ``time_to_failure`` of the runtime."""
+    Its outcome when it was OOM-killed and is to be tried again when the kill is recorded; None when it
+    fitted, or was killed at the cap or out of attempts."""
     run = inst.run
-    t = max(run.wall_seconds, 1e-3)
     user = MemoryRequest(run.user_request_bytes, run.user_request_bytes)
     attempt = Try(run.family, str(inst.index), number, user, run.input_size_bytes, run.image, run.program)
     alloc = _allocation(live.decide(attempt), cap)
@@ -138,21 +170,22 @@ def _one_try(
     if number == 1:
         result.first_allocations.append((run.family, limit, run.peak_bytes))
     live.started(attempt)
-    if limit >= run.peak_bytes:
-        result.waste_byte_s += (limit - run.peak_bytes) * t
-        inst.allocated_byte_s += limit * t
-        live.ended(attempt, alloc, run.peak_bytes, t, run.finish_s if number == 1 else None)
+    out = model(inst.index, run, number, limit)
+    inst.allocated_byte_s += out.held_byte_s
+    result.resizes += out.resizes
+    if out.fitted:
+        result.waste_byte_s += out.held_byte_s - out.used_byte_s
+        live.ended(attempt, alloc, run.peak_bytes, out.seconds, run.finish_s if number == 1 else None)
         _close(inst, True, cap, config, result)
-        return True
-    killed_s = t * config.time_to_failure
-    result.waste_byte_s += limit * killed_s
-    inst.allocated_byte_s += limit * killed_s
+        return None
+    result.waste_byte_s += out.held_byte_s
     result.retries += 1
-    live.ended(attempt, alloc, None, killed_s, None)
-    if limit >= cap or number >= config.max_attempts:
+    killed = {**alloc, "limit": out.limit_bytes, "request": min(alloc["request"] or cap, out.limit_bytes)}
+    live.ended(attempt, killed, None, out.seconds, None)
+    if out.limit_bytes >= cap or number >= config.max_attempts:
         _close(inst, False, cap, config, result)
         return None
-    return False
+    return out
 
 
 def _close(inst: _Instance, succeeded: bool, cap: int, config: ReplayConfig, result: StrategyResult) -> None:
@@ -190,6 +223,7 @@ def replay(
     imported: Sequence[TaskRun] = (),
     journal: list[tuple[Any, ...]] | None = None,
     deployed: SizingSettings | None = None,
+    model: TryModel | None = None,
     **params: Any,
 ) -> StrategyResult:
     """Replay ``runs`` through the named strategy; deterministic for given runs and parameters.
@@ -198,7 +232,10 @@ def replay(
     ``journal``: filled with every store write and decision, in order (``evaluation/live.py``).
     ``deployed``: a deployment's own sizing settings (the what-if): the decision then runs with
     them, only the strategy and its parameters replaced, and their cap is the replay's; ``config``
-    then gives only the replay's own terms (history, time to failure, tries)."""
+    then gives only the replay's own terms (history, time to failure, tries).
+    ``model``: how a try ends under its limit (default: :func:`peak_model`; memory over time:
+    ``evaluation/series.py``)."""
+    model = model or peak_model(config.time_to_failure)
     cap = deployed.cap_bytes if deployed is not None else config.cap_bytes or default_cap_bytes(runs)
     result = StrategyResult(strategy)
     completed = config.history == "completed" and bool(runs) and all(r.start_s is not None for r in runs)
@@ -212,7 +249,7 @@ def replay(
     if not completed:  # every try of a task at once, in trace order
         for index in arrival_order(runs):
             inst, number = _Instance(runs[index], index), 1
-            while _one_try(inst, number, live, cap, config, result) is False:
+            while _one_try(inst, number, live, cap, config, result, model) is not None:
                 number += 1
         return result
     tries = [(runs[i].start_s or 0.0, i, i, 1) for i in range(len(runs))]  # (when, order, index, number)
@@ -222,8 +259,8 @@ def replay(
     while tries:
         when_s, _, index, number = heapq.heappop(tries)
         live.advance(when_s)  # what finished by then is recorded first
-        if _one_try(instances[index], number, live, cap, config, result) is False:
+        killed = _one_try(instances[index], number, live, cap, config, result, model)
+        if killed is not None:
             order += 1  # the retry starts when the kill is recorded
-            killed_s = max(runs[index].wall_seconds, 1e-3) * config.time_to_failure
-            heapq.heappush(tries, (when_s + killed_s, order, index, number + 1))
+            heapq.heappush(tries, (when_s + killed.seconds, order, index, number + 1))
     return result

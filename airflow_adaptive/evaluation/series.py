@@ -1,0 +1,212 @@
+"""Replay over memory time series: static strategies, KS+, and growth in place (``grow``).
+
+A try fits when its limit in force stays above usage at every sample; it holds its limit until it
+ends or until the first sample above it, the kill. Waste is what was held and not used (the
+integral of limit minus usage) for a finished try, everything held for a killed one.
+
+- A static strategy is the live decision (``replay``), its limit constant over the try.
+- ``grow`` is the default decision, started smaller and grown by ``core/growth.py``'s rule (the one
+  the node agent runs) after the resize latency, never above the node (the cap). From the family's
+  finished tasks' memory profiles (ten numbers each, as the store keeps them) it learns two shares
+  of the decision at the (1 - OOM budget) quantile, the same budget logic the static decision uses:
+  the start (what they may reach before a resize can land) and the headroom (what they may rise
+  within one resize latency and sample). With fewer than three such tasks, or for a retry, it
+  starts at the decision with the rule's default headroom.
+- KS+ predicts k segments per try from the family's finished series (``core/sizing/ksplus.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from airflow_adaptive.core.growth import GrowthRule, early_share, jump_share, profile_of, run_with_growth
+from airflow_adaptive.evaluation.replay import (
+    ReplayConfig,
+    StrategyResult,
+    TryModel,
+    TryOutcome,
+    default_cap_bytes,
+    replay,
+)
+from airflow_adaptive.traces.runs import TaskRun
+from airflow_adaptive.traces.series import SeriesRun
+
+if TYPE_CHECKING:
+    from airflow_adaptive.core.sizing.ksplus import Segments
+
+GROW = "grow"
+KSPLUS = "ks+"
+MIN_GROWTH_HISTORY = 3
+
+
+def _used_byte_s(times: np.ndarray, usage: np.ndarray) -> float:
+    return float(np.sum(usage[:-1] * np.diff(times)))
+
+
+def static_outcome(s: SeriesRun, limit: int) -> TryOutcome:
+    """A constant limit over the series."""
+    over = np.flatnonzero(s.usage_bytes > limit)
+    if over.size == 0:
+        end = float(s.times_s[-1])
+        return TryOutcome(True, end, limit * end, _used_byte_s(s.times_s, s.usage_bytes), limit)
+    killed_s = float(s.times_s[over[0]])
+    return TryOutcome(False, killed_s, limit * killed_s, 0.0, limit)
+
+
+@dataclass
+class _GrowState:
+    """Per family, its finished tasks' finish time, early share and jump share (``core/growth.py``)."""
+
+    rule: GrowthRule
+    quantile: float
+    completed: bool
+    shares: dict[str, list[tuple[float, float, float]]] = field(default_factory=dict)
+
+    def learnt(self, run: TaskRun) -> tuple[float, float] | None:
+        """The start and headroom shares of the decision for a first try; None with too little history."""
+        known = [
+            (early, jump)
+            for finish, early, jump in self.shares.get(run.family, [])
+            if not self.completed or finish <= (run.start_s or 0.0)
+        ]
+        if len(known) < MIN_GROWTH_HISTORY:
+            return None
+        early, jump = zip(*known, strict=True)
+        return (
+            float(np.quantile(early, self.quantile, method="higher")),
+            float(np.quantile(jump, self.quantile, method="higher")),
+        )
+
+    def finished(self, s: SeriesRun, seconds: float) -> None:
+        profile = profile_of(s.times_s, s.usage_bytes)
+        self.shares.setdefault(s.run.family, []).append(
+            (
+                (s.run.start_s or 0.0) + seconds,
+                early_share(profile, self.rule.window_s),
+                jump_share(profile, self.rule.window_s),
+            )
+        )
+
+
+def grow_model(
+    series: Sequence[SeriesRun], cap: int, rule: GrowthRule, max_oom_rate: float, completed: bool
+) -> TryModel:
+    """Tries that start at the decision times the learnt start share and grow by the learnt headroom
+    (a retry, or a family with too little history: the decision, grown by the rule's default)."""
+    state = _GrowState(rule, 1.0 - max_oom_rate, completed)
+
+    def outcome(index: int, run: TaskRun, number: int, limit: int) -> TryOutcome:
+        s = series[index]
+        learnt = state.learnt(run) if number == 1 else None
+        start, headroom = (
+            (limit, None) if learnt is None else (max(int(limit * learnt[0]), 1), limit * learnt[1])
+        )
+        out = run_with_growth(s.times_s.tolist(), s.usage_bytes.tolist(), start, cap, rule, headroom)
+        if out.succeeded:
+            state.finished(s, out.seconds)
+        return TryOutcome(
+            out.succeeded, out.seconds, out.held_byte_s, out.used_byte_s, out.final_limit_bytes, out.resizes
+        )
+
+    return outcome
+
+
+def replay_series(
+    series: Sequence[SeriesRun], strategy: str, config: ReplayConfig, rule: GrowthRule | None = None
+) -> StrategyResult:
+    """One strategy over the series: ``grow`` (with ``rule``), ``ks+``, or a registered strategy."""
+    runs = [s.run for s in series]
+    cap = config.cap_bytes or default_cap_bytes(runs)
+    if strategy == KSPLUS:
+        return replay_ksplus(series, config, cap)
+    completed = config.history == "completed"
+    if strategy == GROW:
+        model = grow_model(series, cap, rule or GrowthRule(), config.max_oom_rate, completed)
+        return replay(runs, "adaptive", config, model=model)
+
+    def outcome(index: int, run: TaskRun, number: int, limit: int) -> TryOutcome:
+        return static_outcome(series[index], limit)
+
+    return replay(runs, strategy, config, model=outcome)
+
+
+def replay_ksplus(series: Sequence[SeriesRun], config: ReplayConfig, cap: int) -> StrategyResult:
+    """KS+ per family from its finished series (refitted as the history grows by ``refit_growth``);
+    a family without a finished task keeps the user's request (the cap without one)."""
+    from airflow_adaptive.core.sizing.ksplus import fit_ksplus
+
+    result = StrategyResult(KSPLUS)
+    finished: dict[str, list[tuple[float, SeriesRun]]] = {}
+    models: dict[str, tuple[int, Any]] = {}
+    completed = config.history == "completed"
+    for s in sorted(series, key=lambda x: x.run.start_s or 0.0):
+        run = s.run
+        known = [
+            x for finish, x in finished.get(run.family, []) if not completed or finish <= (run.start_s or 0.0)
+        ]
+        fitted_on, model = models.get(run.family, (0, None))
+        if known and (model is None or len(known) > fitted_on * (1 + config.refit_growth)):
+            train = [
+                (float(x.run.input_size_bytes or 0), x.times_s.tolist(), x.usage_bytes.tolist())
+                for x in known
+            ]
+            model = fit_ksplus(train)
+            models[run.family] = (len(known), model)
+        segments = None if model is None else model.predict(float(run.input_size_bytes or 0))
+        held, fitted = _ksplus_tries(s, segments, cap, config, result)
+        _close(result, run, fitted, held, cap)
+        if fitted:
+            finished.setdefault(run.family, []).append(((run.start_s or 0.0) + run.wall_seconds, s))
+    return result
+
+
+def _capped(segments: Segments, cap: int) -> Segments:
+    return type(segments)(segments.ends_s, tuple(min(p, cap) for p in segments.peaks_bytes))
+
+
+def _ksplus_tries(
+    s: SeriesRun, segments: Segments | None, cap: int, config: ReplayConfig, result: StrategyResult
+) -> tuple[float, bool]:
+    """Tries until one fits, KS+ retrying each kill; the byte-seconds held and whether it fitted."""
+    from airflow_adaptive.core.sizing.ksplus import Segments, retry_segments
+
+    held = 0.0
+    request = min(s.run.user_request_bytes or cap, cap)
+    for _ in range(config.max_attempts):
+        limits = (
+            np.full(len(s.times_s), request, dtype=float)
+            if segments is None
+            else np.array([_capped(segments, cap).limit_at(t) for t in s.times_s], dtype=float)
+        )
+        over = np.flatnonzero(s.usage_bytes > limits)
+        end = len(s.times_s) - 1 if over.size == 0 else int(over[0])
+        held += float(np.sum(limits[:end] * np.diff(s.times_s[: end + 1])))
+        if over.size == 0:
+            result.waste_byte_s += -_used_byte_s(s.times_s, s.usage_bytes)
+            return held, True
+        result.retries += 1
+        if limits[end] >= cap:
+            return held, False
+        killed_s = float(s.times_s[end])
+        segments = (
+            retry_segments(segments, killed_s)
+            if segments is not None
+            else Segments((math.inf,), (min(2 * request, cap),))
+        )
+        request = min(2 * request, cap)
+    return held, False
+
+
+def _close(result: StrategyResult, run: TaskRun, fitted: bool, held: float, cap: int) -> None:
+    t = max(run.wall_seconds, 1e-3)
+    result.instances += 1
+    result.waste_byte_s += held
+    result.failed += not fitted
+    result.used_byte_s += run.peak_bytes * t if fitted else 0.0
+    result.whole_node_waste_byte_s += (cap - run.peak_bytes) * t
+    result.efficiency_sum += run.peak_bytes * t / held if fitted and held else 0.0

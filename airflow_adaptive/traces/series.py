@@ -1,0 +1,119 @@
+"""Memory over time: the k-Segments trace format (``tasks.csv`` and ``memory.csv[.gz]`` in one folder).
+
+``tasks.csv``: workflow, process, task, input_bytes, requested_bytes, start_s, duration_s, peak_mb
+(more columns are ignored); ``memory.csv``: task, t_s (seconds since the task's first sample),
+memory_mb. Megabytes are decimal (10^6 bytes), as the column names say. The family is
+``<workflow>:<process>``. A task without samples, or with a non-numeric or negative value, is
+skipped and counted.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from airflow_adaptive.core.units import MB
+from airflow_adaptive.exceptions import TraceFormatError
+from airflow_adaptive.traces.runs import TaskRun
+
+TASK_COLUMNS = ("workflow", "process", "task", "input_bytes", "requested_bytes", "start_s", "duration_s")
+SAMPLE_COLUMNS = ("task", "t_s", "memory_mb")
+
+
+@dataclass(frozen=True)
+class SeriesRun:
+    """A task instance with its memory sampled over its life; the last sample time is its end."""
+
+    run: TaskRun
+    times_s: np.ndarray
+    usage_bytes: np.ndarray
+
+
+@dataclass
+class SeriesTrace:
+    name: str
+    runs: list[SeriesRun]
+    skipped: dict[str, int]  # reason -> tasks
+
+
+def is_series_folder(path: str | os.PathLike[str]) -> bool:
+    folder = Path(path)
+    return (folder / "tasks.csv").is_file() and any(
+        (folder / name).is_file() for name in ("memory.csv", "memory.csv.gz")
+    )
+
+
+def _read(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (OSError, ValueError, UnicodeDecodeError) as err:
+        raise TraceFormatError(f"{path}: unreadable ({type(err).__name__}: {err})") from None
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise TraceFormatError(
+            f"{path}: not a memory time-series file (missing columns {', '.join(missing)})"
+        )
+    return frame
+
+
+def _numbers(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    out = frame.copy()
+    for column in columns:
+        out[column] = pd.to_numeric(frame[column].str.strip(), errors="coerce")
+    return out
+
+
+def read_series(path: str | os.PathLike[str]) -> SeriesTrace:
+    """The tasks of a k-Segments folder, in start order, each with its samples sorted by time."""
+    folder = Path(path)
+    if not is_series_folder(folder):
+        raise TraceFormatError(f"{folder}: no tasks.csv with a memory.csv or memory.csv.gz beside it")
+    tasks = _numbers(_read(folder / "tasks.csv", TASK_COLUMNS), TASK_COLUMNS[3:])
+    memory_file = folder / "memory.csv.gz" if (folder / "memory.csv.gz").is_file() else folder / "memory.csv"
+    samples = _numbers(_read(memory_file, SAMPLE_COLUMNS), SAMPLE_COLUMNS[1:])
+    bad_samples = samples[["t_s", "memory_mb"]].isna().any(axis=1) | (samples[["t_s", "memory_mb"]] < 0).any(
+        axis=1
+    )
+    samples = samples[~bad_samples].sort_values(["task", "t_s"], kind="stable")
+    by_task = {name: group for name, group in samples.groupby("task", sort=False)}
+    skipped: dict[str, int] = {}
+    runs = []
+    for row in tasks.itertuples(index=False):
+        reason = _problem(row, by_task)
+        if reason:
+            skipped[reason] = skipped.get(reason, 0) + 1
+            continue
+        group = by_task[row.task]
+        times = group["t_s"].to_numpy(dtype=float)
+        usage = group["memory_mb"].to_numpy(dtype=float) * MB
+        end = max(float(row.duration_s), float(times[-1]))
+        if end > times[-1]:  # the task ran on after its last sample, at that sample's usage
+            times, usage = np.append(times, end), np.append(usage, usage[-1])
+        run = TaskRun(
+            family=f"{row.workflow}:{row.process}",
+            peak_bytes=int(usage.max()),
+            wall_seconds=end,
+            input_size_bytes=None if np.isnan(row.input_bytes) else int(row.input_bytes),
+            user_request_bytes=None if np.isnan(row.requested_bytes) else int(row.requested_bytes),
+            start_s=float(row.start_s),
+            finish_s=float(row.start_s) + end,
+        )
+        runs.append(SeriesRun(run, times, usage))
+    runs.sort(key=lambda s: s.run.start_s or 0.0)
+    return SeriesTrace(str(folder), runs, skipped)
+
+
+def _problem(row: Any, by_task: dict[str, pd.DataFrame]) -> str | None:
+    if any(np.isnan(v) or v < 0 for v in (row.start_s, row.duration_s)):
+        return "no start or duration"
+    if any(not np.isnan(v) and v < 0 for v in (row.input_bytes, row.requested_bytes)):
+        return "negative size"
+    group = by_task.get(row.task)
+    if group is None or group.empty or float(group["memory_mb"].max()) <= 0:
+        return "no memory samples"
+    return None

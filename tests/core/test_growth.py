@@ -1,0 +1,86 @@
+"""The growth rule and its replay over samples, from hand-computed cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_adaptive.core.growth import (
+    GrowthRule,
+    early_share,
+    grown_limit,
+    jump_share,
+    profile_of,
+    run_with_growth,
+)
+from airflow_adaptive.exceptions import InvalidSettingError
+
+RULE = GrowthRule(latency_s=4.0, sample_s=2.0, default_headroom=0.2, factor=1.1, headrooms=2.0)  # window 6 s
+
+
+def test_a_learnt_headroom_grows_when_usage_comes_within_it() -> None:
+    # 700 + 200 < 1000: safe; 850 + 200 >= 1000: usage + 2 x 200 = 1250
+    assert grown_limit(700, 0.0, 1000, 10_000, RULE, headroom_bytes=200) is None
+    assert grown_limit(850, 0.0, 1000, 10_000, RULE, headroom_bytes=200) == 1250
+    # at least factor x limit: 1000 + 2 x 20 < 1100
+    assert grown_limit(990, 0.0, 1000, 10_000, RULE, headroom_bytes=20) == 1100
+
+
+def test_without_a_learnt_headroom_the_default_share_and_the_rise_count() -> None:
+    # rise = 0.2 x 1000 + 50/s x 6 s = 500; 400 + 500 < 1000 but 600 + 500 >= 1000 -> 600 + 1000
+    assert grown_limit(400, 50.0, 1000, 10_000, RULE) is None
+    assert grown_limit(600, 50.0, 1000, 10_000, RULE) == 1600
+    assert grown_limit(600, -50.0, 1000, 10_000, RULE) is None  # falling: 600 + 200 < 1000
+
+
+def test_growth_never_goes_above_the_room() -> None:
+    assert grown_limit(900, 0.0, 1000, 1200, RULE, headroom_bytes=200) == 1200
+    assert grown_limit(900, 0.0, 1000, 1000, RULE, headroom_bytes=200) is None
+
+
+def test_a_resize_lands_after_the_latency_and_saves_the_task() -> None:
+    times = [0.0, 2.0, 4.0, 6.0, 8.0]
+    usage = [500.0, 900.0, 950.0, 1050.0, 1050.0]
+    # t=2: 900 + 200 >= 1000 -> ask 1300, lands at t=6; at t=6 usage 1050 <= 1300 (and
+    # 1050 + 200 < 1300: no second ask): it survives.
+    out = run_with_growth(times, usage, 1000, 10_000, RULE, headroom_bytes=200)
+    assert out.succeeded and out.resizes == 1 and out.final_limit_bytes == 1300
+    assert out.held_byte_s == pytest.approx(1000 * 6 + 1300 * 2)
+    assert out.used_byte_s == pytest.approx(2 * (500 + 900 + 950 + 1050))
+    # a longer latency lands at t=8: usage 1050 > 1000 at t=6 is a kill there
+    slow = run_with_growth(times, usage, 1000, 10_000, GrowthRule(latency_s=6.0, headrooms=2.0), headroom_bytes=200)
+    assert not slow.succeeded and slow.seconds == 6.0 and slow.held_byte_s == pytest.approx(6000)
+
+
+def test_without_a_rule_the_limit_is_constant() -> None:
+    out = run_with_growth([0.0, 2.0, 4.0], [100.0, 300.0, 200.0], 250, 10_000, None)
+    assert not out.succeeded and out.seconds == 2.0 and out.resizes == 0
+
+
+def test_a_resize_landing_between_samples_is_charged_from_when_it_lands() -> None:
+    rule = GrowthRule(latency_s=1.0, sample_s=2.0, headrooms=2.0)
+    # t=2 asks (900 + 200 >= 1000) for 1300, landing at t=3: 1000 x 1 + 1300 x 1 from 2 to 4
+    out = run_with_growth([0.0, 2.0, 4.0], [100.0, 900.0, 900.0], 1000, 10_000, rule, headroom_bytes=200)
+    assert out.succeeded and out.held_byte_s == pytest.approx(1000 * 2 + 1000 + 1300)
+
+
+def test_profile_early_share_and_jump_share() -> None:
+    times = [float(t) for t in range(0, 22, 2)]  # 0 .. 20 s
+    usage = [0, 30, 30, 30, 30, 30, 30, 30, 95, 100, 100]
+    profile = profile_of(times, usage)
+    # 10 % .. 30 % first at t=2, 40 % .. 90 % at t=16 (95), 100 % at t=18
+    assert profile == (2.0, 2.0, 2.0, 16.0, 16.0, 16.0, 16.0, 16.0, 16.0, 18.0)
+    # within a 6 s window usage may have reached just under 40 %: the start must cover that
+    assert early_share(profile, 6.0) == 0.4
+    # from 30 % before t=16 to 100 % by t=22: a rise of 70 % of the peak within one window
+    assert jump_share(profile, 6.0) == pytest.approx(0.7)
+    # a task that rises only in its first window jumps by nothing later
+    assert jump_share((0.0,) * 10, 6.0) == 0.0 and early_share((0.0,) * 10, 6.0) == 1.0
+
+
+def test_bad_rules_are_typed_errors() -> None:
+    with pytest.raises(InvalidSettingError):
+        GrowthRule(latency_s=-1.0)
+    with pytest.raises(InvalidSettingError):
+        GrowthRule(sample_s=0.0)
+    with pytest.raises(InvalidSettingError):
+        GrowthRule(factor=0.5)
