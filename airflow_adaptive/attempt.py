@@ -12,14 +12,21 @@ from kubernetes.client import models as k8s
 
 from airflow_adaptive.advisor import Advisor, ClassOf, PodAsk
 from airflow_adaptive.config import AdaptiveSettings
+from airflow_adaptive.core.growth import GrowthRule
 from airflow_adaptive.core.model import Decision, Observation, TaskKey
 from airflow_adaptive.core.modes import Mode, ModeChoice, choose_mode, parse_mode
 from airflow_adaptive.failopen import warn_once
 from airflow_adaptive.kubernetes.apply import apply_decision
 from airflow_adaptive.kubernetes.command_wrapper import unwrapped, wrap_container
-from airflow_adaptive.kubernetes.names import DAG_MODE_ANNOTATION, FAMILY_ANNOTATION, MODE_LABEL
+from airflow_adaptive.kubernetes.names import (
+    DAG_MODE_ANNOTATION,
+    FAMILY_ANNOTATION,
+    GROWN_ANNOTATION,
+    MODE_LABEL,
+)
 from airflow_adaptive.kubernetes.observe import observe_pod
 from airflow_adaptive.kubernetes.pods import cpu_limit_of, find_container, memory_of, tool_of, user_memory_of
+from airflow_adaptive.kubernetes.resize import allow_growth
 
 
 def task_key(context: Any) -> TaskKey | None:
@@ -121,6 +128,10 @@ def prepare_pod(
         wrap_container(container, entrypoint_runs_args=entrypoint_runs_args)
     decision = advisor.pod_decision(ask, class_of if choice.mode.enforces else _no_class)
     apply_decision(pod, decision, ask.task_family, container_name, managed_by=managed_by, choice=choice)
+    limit = decision.memory_limit_bytes
+    if advisor.settings.grow_in_place and choice.mode.enforces and decision.adaptive and limit:
+        rule = GrowthRule(latency_s=advisor.settings.grow_resize_latency_seconds)
+        allow_growth(pod, container_name, limit, advisor.memory.growth_shares(ask.task_family, rule))
     return decision
 
 
@@ -154,5 +165,10 @@ def record_final_pod(
     image, program = tool_of(container.image if container else None, command, args)
     user = user_memory_of(remote_pod, container_name)
     observation = replace(observation, user_request_bytes=user.request_bytes, image=image, program=program)
+    grown = ((remote_pod.metadata.annotations if remote_pod.metadata else None) or {}).get(GROWN_ANNOTATION)
+    if grown:  # what the grow agent did to this attempt's memory
+        observation = replace(
+            observation, explanation=f"{observation.explanation or ''} In place: {grown}".strip()
+        )
     advisor.recording.record(observation)
     return observation

@@ -50,6 +50,8 @@ class AdaptiveSettings:
     staging: StagingSettings = field(default_factory=StagingSettings)
     placement_live_load_ttl_seconds: float = 10.0
     family_modes: tuple[FamilyRule, ...] = ()
+    grow_in_place: bool = False  # pods the agent may grow in place (kubernetes/grow_agent.py)
+    grow_resize_latency_seconds: float = 5.0
 
 
 def _raw(name: str) -> str:
@@ -185,6 +187,13 @@ def _staging() -> StagingSettings:
     )
 
 
+def _growth_latency() -> float:
+    seconds = _not_negative("grow_resize_latency_seconds")
+    if seconds >= 3600:
+        raise InvalidConfigError(f"[{SECTION}] grow_resize_latency_seconds: {seconds:g} must be below 3600")
+    return seconds
+
+
 def load_settings() -> AdaptiveSettings:
     """Read ``[adaptive]`` once; bad values raise a typed error naming the option."""
     return AdaptiveSettings(
@@ -203,6 +212,8 @@ def load_settings() -> AdaptiveSettings:
         staging=_staging(),
         placement_live_load_ttl_seconds=_not_negative("placement_live_load_ttl_seconds"),
         family_modes=_family_modes(),
+        grow_in_place=_flag("grow_in_place"),
+        grow_resize_latency_seconds=_growth_latency(),
     )
 
 

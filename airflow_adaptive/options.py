@@ -161,6 +161,20 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "10.0",
         "How often the metrics API is sampled for containers whose command cannot be wrapped.",
     ),
+    "grow_in_place": (
+        "boolean",
+        "False",
+        "Let the node agent (``airflow-adaptive grow-agent``, deploy/grow-agent.yaml) grow the memory of "
+        "running enforced pods in place (Kubernetes 1.33+ ``pods/resize``) before they are OOM-killed: such "
+        "pods get a memory resize policy that needs no restart and the label the agent selects by.",
+    ),
+    "grow_resize_latency_seconds": (
+        "float",
+        "5.0",
+        "With ``grow_in_place``: the seconds a resize takes on this cluster from the agent's PATCH until the "
+        "new limit is in the cgroup. The family's start and headroom are learnt for it, and the agent "
+        "defaults to it (``replay --time-series --resize-latency`` shows what it costs).",
+    ),
     "spool_dir": (
         "string",
         "",

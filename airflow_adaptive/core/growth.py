@@ -162,3 +162,21 @@ def profile_of(times_s: Sequence[float], usage_bytes: Sequence[float]) -> tuple[
             j += 1
         out.append(float(times_s[min(j, len(times_s) - 1)]))
     return tuple(out)
+
+
+MIN_GROWTH_HISTORY = 3  # profiles a family needs before its start and headroom are learnt
+
+
+def learnt_shares(
+    profiles: Sequence[Sequence[float]], window_s: float, max_kill_rate: float
+) -> tuple[float, float] | None:
+    """The start and the headroom, as shares of the static decision, that the family's finished
+    tasks' profiles ask for at the kill budget: the (1 - budget) quantiles of what each may have
+    reached within the first window and of what each may have risen within one later window (the
+    same budget logic as the static decision). None with fewer than ``MIN_GROWTH_HISTORY``."""
+    if len(profiles) < MIN_GROWTH_HISTORY:
+        return None
+    early = sorted(early_share(p, window_s) for p in profiles)
+    jump = sorted(jump_share(p, window_s) for p in profiles)
+    rank = min(len(profiles) - 1, math.ceil((1.0 - max_kill_rate) * (len(profiles) - 1)))
+    return early[rank], jump[rank]

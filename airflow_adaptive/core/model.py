@@ -91,6 +91,8 @@ class Observation:
     user_request_bytes: int | None = None  # what the DAG asked for, before any decision
     image: str | None = None  # the container image, as the pod named it (warm starts compare them)
     program: str | None = None  # what the container's command starts (core/sizing/similar.py)
+    # seconds from the start to each tenth of the peak (core/growth.py), when it was sampled
+    memory_profile_s: tuple[float, ...] | None = None
 
     @property
     def oom_killed(self) -> bool:

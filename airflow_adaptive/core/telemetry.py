@@ -7,6 +7,7 @@ import json
 import math
 from typing import Any
 
+from .growth import PROFILE_FRACTIONS
 from .locality import StageReport
 from .model import PeakKind, Usage
 
@@ -36,6 +37,20 @@ def parse_usage(message: str | None) -> Usage | None:
         write_bytes=ints["write_bytes"],
         peak_kind=PeakKind.MEASURED if peak else PeakKind.NONE,
     )
+
+
+def parse_memory_profile(message: str | None) -> tuple[float, ...] | None:
+    """The usage line's memory profile: ten ascending, non-negative seconds (``core/growth.py``);
+    None when absent or malformed."""
+    raw = _last_record(message, USAGE_PREFIX)
+    values = raw.get("memory_profile_s") if raw else None
+    if not isinstance(values, list) or len(values) != len(PROFILE_FRACTIONS):
+        return None
+    times = [_number(v) for v in values]
+    if any(t is None for t in times):
+        return None
+    ordered = tuple(float(t) for t in times if t is not None)
+    return ordered if list(ordered) == sorted(ordered) else None
 
 
 def parse_stage_report(*messages: str | None) -> StageReport | None:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from airflow_adaptive.core.growth import GrowthRule, early_share, jump_share, profile_of, run_with_growth
+from airflow_adaptive.core.growth import GrowthRule, learnt_shares, profile_of, run_with_growth
 from airflow_adaptive.evaluation.replay import (
     ReplayConfig,
     StrategyResult,
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 GROW = "grow"
 KSPLUS = "ks+"
-MIN_GROWTH_HISTORY = 3
 
 
 def _used_byte_s(times: np.ndarray, usage: np.ndarray) -> float:
@@ -60,37 +59,25 @@ def static_outcome(s: SeriesRun, limit: int) -> TryOutcome:
 
 @dataclass
 class _GrowState:
-    """Per family, its finished tasks' finish time, early share and jump share (``core/growth.py``)."""
+    """Per family, its finished tasks' memory profiles with when they finished."""
 
     rule: GrowthRule
-    quantile: float
+    max_oom_rate: float
     completed: bool
-    shares: dict[str, list[tuple[float, float, float]]] = field(default_factory=dict)
+    profiles: dict[str, list[tuple[float, tuple[float, ...]]]] = field(default_factory=dict)
 
     def learnt(self, run: TaskRun) -> tuple[float, float] | None:
-        """The start and headroom shares of the decision for a first try; None with too little history."""
+        """The start and headroom shares of the decision, from what had finished when ``run`` started."""
         known = [
-            (early, jump)
-            for finish, early, jump in self.shares.get(run.family, [])
+            p
+            for finish, p in self.profiles.get(run.family, [])
             if not self.completed or finish <= (run.start_s or 0.0)
         ]
-        if len(known) < MIN_GROWTH_HISTORY:
-            return None
-        early, jump = zip(*known, strict=True)
-        return (
-            float(np.quantile(early, self.quantile, method="higher")),
-            float(np.quantile(jump, self.quantile, method="higher")),
-        )
+        return learnt_shares(known, self.rule.window_s, self.max_oom_rate)
 
     def finished(self, s: SeriesRun, seconds: float) -> None:
         profile = profile_of(s.times_s, s.usage_bytes)
-        self.shares.setdefault(s.run.family, []).append(
-            (
-                (s.run.start_s or 0.0) + seconds,
-                early_share(profile, self.rule.window_s),
-                jump_share(profile, self.rule.window_s),
-            )
-        )
+        self.profiles.setdefault(s.run.family, []).append(((s.run.start_s or 0.0) + seconds, profile))
 
 
 def grow_model(
@@ -98,7 +85,7 @@ def grow_model(
 ) -> TryModel:
     """Tries that start at the decision times the learnt start share and grow by the learnt headroom
     (a retry, or a family with too little history: the decision, grown by the rule's default)."""
-    state = _GrowState(rule, 1.0 - max_oom_rate, completed)
+    state = _GrowState(rule, max_oom_rate, completed)
 
     def outcome(index: int, run: TaskRun, number: int, limit: int) -> TryOutcome:
         s = series[index]

@@ -7,8 +7,12 @@ is forwarded once it does. A signal interrupts ``wait``, so the wrapper waits
 again to keep the child's own exit code (a second wait answering 127 means the
 first already collected it). Then it appends one usage line (after the staging
 report, when the pod staged inputs) to the termination message file and exits
-with the child's exit code. It needs only ``sh`` and ``/proc``: no awk, no
-coreutils beyond the shell's builtins.
+with the child's exit code. While the child runs, a background loop reads the
+cgroup's memory once a second and notes each new maximum, from which the usage
+line gets the memory profile (``core/growth.py``: when each tenth of the peak was
+first reached; a tenth first reached between the last sample and the end counts
+at the end). It needs only ``sh``, ``/proc``, ``sleep`` and ``mktemp`` (without
+a writable temporary folder there is no profile): no awk.
 """
 
 from __future__ import annotations
@@ -33,12 +37,20 @@ exec 3<&0
 child=$!
 exec 3<&-
 [ -z "$sig" ] || [ -n "$sent" ] || kill -"$sig" "$child" 2>/dev/null
+cg=${ADAPTIVE_CGROUP_ROOT:-/sys/fs/cgroup}
+mf=; for f in "$cg/memory.current" "$cg/memory/memory.usage_in_bytes"; do [ -r "$f" ] && { mf=$f; break; }; done
+log=; sampler=
+if [ -n "$mf" ] && [ -n "$t0" ] && log=$(mktemp 2>/dev/null); then
+  ( trap - TERM INT; mx=0; while read -r v < "$mf"; do
+      [ "$v" -gt "$mx" ] 2>/dev/null && { mx=$v; echo "$(($(uptime_cs) - t0)) $v" >> "$log"; }; sleep 1; done ) &
+  sampler=$!
+fi
 wait "$child"; rc=$?
 while [ -n "$sig" ] && [ "$rc" -gt 128 ]; do
   sig=; wait "$child"; r=$?; [ "$r" -eq 127 ] && break; rc=$r
 done
 t1=$(uptime_cs)
-cg=${ADAPTIVE_CGROUP_ROOT:-/sys/fs/cgroup}
+[ -z "$sampler" ] || kill "$sampler" 2>/dev/null
 peak=null; cpu=null; rb=null; wb=null; wall=null
 if [ -r "$cg/memory.peak" ]; then read -r peak < "$cg/memory.peak"
 elif [ -r "$cg/memory/memory.max_usage_in_bytes" ]; then read -r peak < "$cg/memory/memory.max_usage_in_bytes"
@@ -56,13 +68,25 @@ elif [ -r "$cg/blkio/blkio.throttle.io_service_bytes" ]; then
   while read -r _ op n; do case $op in Read) rb=$((rb + n));; Write) wb=$((wb + n));; esac; done < "$cg/blkio/blkio.throttle.io_service_bytes"
 fi
 [ -n "$t0" ] && [ -n "$t1" ] && wall=$(((t1 - t0) * 10))
+prof=null
+if [ -n "$log" ] && [ -s "$log" ] && [ -n "$t1" ]; then
+  top=$peak; [ "$top" = null ] && while read -r _ v; do top=$v; done < "$log"
+  prof=; k=1
+  while [ "$k" -le 10 ]; do
+    tk=$((t1 - t0)); need=$((top * k / 10))
+    while read -r tc v; do [ "$v" -ge "$need" ] && { tk=$tc; break; }; done < "$log"
+    prof="$prof${prof:+,}$((tk / 100)).$(printf %02d $((tk % 100)))"; k=$((k + 1))
+  done
+  prof="[$prof]"
+fi
+[ -z "$log" ] || rm -f "$log"
 [ "$cpu" = null ] || cpu="$((cpu / 1000)).$(printf %03d $((cpu % 1000)))"
 [ "$wall" = null ] || wall="$((wall / 1000)).$(printf %03d $((wall % 1000)))"
 if [ -n "${ADAPTIVE_STAGE_REPORT:-}" ] && [ -r "$ADAPTIVE_STAGE_REPORT" ] && read -r stage < "$ADAPTIVE_STAGE_REPORT"; then
   printf '\n%s' "$stage" >> "${ADAPTIVE_TERMINATION_FILE:-/dev/termination-log}" 2>/dev/null
 fi
-printf '\n%s{"v":1,"exit_code":%s,"peak_memory_bytes":%s,"cpu_core_seconds":%s,"wall_seconds":%s,"read_bytes":%s,"write_bytes":%s}\n' \
-  "__PREFIX__" "$rc" "${peak:-null}" "$cpu" "$wall" "$rb" "$wb" >> "${ADAPTIVE_TERMINATION_FILE:-/dev/termination-log}" 2>/dev/null
+printf '\n%s{"v":1,"exit_code":%s,"peak_memory_bytes":%s,"cpu_core_seconds":%s,"wall_seconds":%s,"read_bytes":%s,"write_bytes":%s,"memory_profile_s":%s}\n' \
+  "__PREFIX__" "$rc" "${peak:-null}" "$cpu" "$wall" "$rb" "$wb" "$prof" >> "${ADAPTIVE_TERMINATION_FILE:-/dev/termination-log}" 2>/dev/null
 exit "$rc"
 """.replace("__PREFIX__", USAGE_PREFIX).strip()
 

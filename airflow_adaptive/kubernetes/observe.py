@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from kubernetes.client import models as k8s
 
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
-from airflow_adaptive.core.telemetry import parse_usage
+from airflow_adaptive.core.telemetry import parse_memory_profile, parse_usage
 from airflow_adaptive.kubernetes.names import DECISION_ANNOTATION, STRATEGY_ANNOTATION
 from airflow_adaptive.kubernetes.pods import find_container, memory_of
 
@@ -73,6 +73,9 @@ def observe_pod(
         or datetime.now(timezone.utc),
         strategy=annotations.get(STRATEGY_ANNOTATION),
         explanation=annotations.get(DECISION_ANNOTATION),
+        memory_profile_s=None
+        if reason is ExitReason.OOM_KILLED
+        else parse_memory_profile(terminated.message if terminated else None),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, fields
@@ -11,6 +12,7 @@ from typing import Any
 
 from airflow_adaptive.core.fitted_model import FittedModel
 from airflow_adaptive.core.grouping import NodeProfile
+from airflow_adaptive.core.growth import PROFILE_FRACTIONS
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.core.node_groups import StoredNode
 from airflow_adaptive.core.rollup import DayKey, DayTotals, FamilyRollup
@@ -49,6 +51,7 @@ _ATTEMPT_COLUMNS: dict[str, Callable[[Observation], Any]] = {
     "user_request_bytes": attrgetter("user_request_bytes"),
     "image": attrgetter("image"),
     "program": attrgetter("program"),
+    "memory_profile": lambda o: list(o.memory_profile_s) if o.memory_profile_s else None,
 }
 
 
@@ -107,7 +110,20 @@ def observation(row: Any) -> Observation:
         user_request_bytes=_nonnegative(row.user_request_bytes, int),
         image=getattr(row, "image", None),  # absent while a migration rebuilds before they existed
         program=getattr(row, "program", None),
+        memory_profile_s=_profile(getattr(row, "memory_profile", None)),
     )
+
+
+def _profile(value: Any) -> tuple[float, ...] | None:
+    """A stored profile, or None when there is none or it is not ten non-negative ascending numbers."""
+    if not isinstance(value, list) or len(value) != len(PROFILE_FRACTIONS):
+        return None
+    try:
+        times = tuple(float(v) for v in value)
+    except (TypeError, ValueError):
+        return None
+    ordered = times[0] >= 0 and all(a <= b for a, b in itertools.pairwise(times))
+    return times if ordered else None
 
 
 def observations(rows: Iterable[Any]) -> list[Observation]:

@@ -14,6 +14,12 @@ from airflow_adaptive.traces.common import ImportResult
 from airflow_adaptive.traces.lotaru import read_lotaru
 from airflow_adaptive.traces.nextflow import iter_nextflow, read_nextflow
 from airflow_adaptive.traces.runs import TaskRun
+from airflow_adaptive.traces.series import (
+    MEMORY_FILES,
+    is_series_folder,
+    is_series_tasks,
+    read_series_history,
+)
 from airflow_adaptive.traces.source import first_line, readable_copy
 from airflow_adaptive.traces.wfformat import read_wfformat
 
@@ -22,6 +28,7 @@ READERS: dict[str, Callable[[str], ImportResult]] = {
     "lotaru": read_lotaru,
     "cctools": read_cctools,
     "wfformat": read_wfformat,
+    "series": read_series_history,
 }
 FORMATS = ("auto", *READERS)
 IGNORED_SHOWN = 20  # files of a folder that are no trace, named one by one; the rest are counted
@@ -39,6 +46,8 @@ def detect_format(path: str) -> str:
         return "nextflow"
     if {"Task", "peak_rss", "Realtime"} <= columns:
         return "lotaru"
+    if is_series_tasks(columns):
+        return "series"
     raise TraceFormatError(f"{path}: unknown trace format (use --format {'|'.join(READERS)})")
 
 
@@ -141,7 +150,8 @@ def expand_paths(paths: list[str]) -> tuple[list[str], list[str]]:
             continue
         for root, dirs, files in os.walk(path):
             dirs.sort()
-            for name in sorted(files):
+            samples = MEMORY_FILES if is_series_folder(root) else ()
+            for name in sorted(set(files) - set(samples)):  # a series' samples are read with its tasks
                 candidate = os.path.join(root, name)
                 try:
                     detect_format(candidate)

@@ -10,19 +10,23 @@ skipped and counted.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from airflow_adaptive.core.growth import profile_of
 from airflow_adaptive.core.units import MB
 from airflow_adaptive.exceptions import TraceFormatError
+from airflow_adaptive.traces.common import ImportResult, SkippedRow, completed_observation, trace_name
 from airflow_adaptive.traces.runs import TaskRun
 
 TASK_COLUMNS = ("workflow", "process", "task", "input_bytes", "requested_bytes", "start_s", "duration_s")
 SAMPLE_COLUMNS = ("task", "t_s", "memory_mb")
+MEMORY_FILES = ("memory.csv.gz", "memory.csv")
 
 
 @dataclass(frozen=True)
@@ -39,13 +43,12 @@ class SeriesTrace:
     name: str
     runs: list[SeriesRun]
     skipped: dict[str, int]  # reason -> tasks
+    skipped_lines: list[tuple[int, str]]  # (line of tasks.csv, reason)
 
 
 def is_series_folder(path: str | os.PathLike[str]) -> bool:
     folder = Path(path)
-    return (folder / "tasks.csv").is_file() and any(
-        (folder / name).is_file() for name in ("memory.csv", "memory.csv.gz")
-    )
+    return (folder / "tasks.csv").is_file() and any((folder / name).is_file() for name in MEMORY_FILES)
 
 
 def _read(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
@@ -82,11 +85,13 @@ def read_series(path: str | os.PathLike[str]) -> SeriesTrace:
     samples = samples[~bad_samples].sort_values(["task", "t_s"], kind="stable")
     by_task = {name: group for name, group in samples.groupby("task", sort=False)}
     skipped: dict[str, int] = {}
+    lines: list[tuple[int, str]] = []
     runs = []
-    for row in tasks.itertuples(index=False):
+    for line, row in enumerate(tasks.itertuples(index=False), start=2):
         reason = _problem(row, by_task)
         if reason:
             skipped[reason] = skipped.get(reason, 0) + 1
+            lines.append((line, reason))
             continue
         group = by_task[row.task]
         times = group["t_s"].to_numpy(dtype=float)
@@ -105,7 +110,32 @@ def read_series(path: str | os.PathLike[str]) -> SeriesTrace:
         )
         runs.append(SeriesRun(run, times, usage))
     runs.sort(key=lambda s: s.run.start_s or 0.0)
-    return SeriesTrace(str(folder), runs, skipped)
+    return SeriesTrace(str(folder), runs, skipped, lines)
+
+
+def is_series_tasks(columns: set[str]) -> bool:
+    """Whether a header is a k-Segments ``tasks.csv``'s."""
+    return {"process", "task", "duration_s", "peak_mb", "requested_bytes"} <= columns
+
+
+def read_series_history(path: str | os.PathLike[str]) -> ImportResult:
+    """A k-Segments ``tasks.csv`` (its samples beside it) as completed attempts for the history
+    store, each with its memory profile (``core/growth.py``)."""
+    name = os.fspath(path)
+    trace = read_series(Path(name).parent)
+    result = ImportResult(skipped=[SkippedRow(name, line, reason) for line, reason in trace.skipped_lines])
+    stem = trace_name(name)
+    for position, s in enumerate(trace.runs):
+        observation = completed_observation(
+            stem, position, s.run.family, peak_bytes=s.run.peak_bytes, wall_seconds=s.run.wall_seconds,
+            request_bytes=s.run.user_request_bytes, input_size_bytes=s.run.input_size_bytes,
+        )  # fmt: skip
+        finished = datetime.fromtimestamp(s.run.finish_s or 0.0, tz=timezone.utc)
+        profile = profile_of(s.times_s.tolist(), s.usage_bytes.tolist())
+        result.observations.append(replace(observation, finished_at=finished, memory_profile_s=profile))
+    if not result.observations:
+        raise TraceFormatError(f"{name}: no usable tasks ({len(result.skipped)} skipped)")
+    return result
 
 
 def _problem(row: Any, by_task: dict[str, pd.DataFrame]) -> str | None:

@@ -47,7 +47,9 @@ def test_a_resize_lands_after_the_latency_and_saves_the_task() -> None:
     assert out.held_byte_s == pytest.approx(1000 * 6 + 1300 * 2)
     assert out.used_byte_s == pytest.approx(2 * (500 + 900 + 950 + 1050))
     # a longer latency lands at t=8: usage 1050 > 1000 at t=6 is a kill there
-    slow = run_with_growth(times, usage, 1000, 10_000, GrowthRule(latency_s=6.0, headrooms=2.0), headroom_bytes=200)
+    slow = run_with_growth(
+        times, usage, 1000, 10_000, GrowthRule(latency_s=6.0, headrooms=2.0), headroom_bytes=200
+    )
     assert not slow.succeeded and slow.seconds == 6.0 and slow.held_byte_s == pytest.approx(6000)
 
 

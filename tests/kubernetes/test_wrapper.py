@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from airflow_adaptive.core.model import PeakKind
-from airflow_adaptive.core.telemetry import parse_usage
+from airflow_adaptive.core.telemetry import parse_memory_profile, parse_usage
 from airflow_adaptive.kubernetes.command_wrapper import WRAPPER_SCRIPT, is_wrapped, wrap_command
 
 SHELLS = [s for s in ("/bin/sh", "/bin/dash", "/bin/bash", "/bin/busybox") if shutil.which(s)]
@@ -163,3 +163,25 @@ def test_wrapping_is_recognised() -> None:
     assert is_wrapped(wrap_command(["echo"], ["hi"]))
     assert not is_wrapped(["/bin/sh", "-c", "echo hi"])
     assert not is_wrapped(None)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_memory_profile_follows_the_cgroup_while_the_command_runs(
+    tmp_path: Path, cgroup_v2: Path, shell: str
+) -> None:
+    # The command writes the cgroup's usage as a task would move it: 20 % of the peak at once, the
+    # whole peak (734003200, memory.peak) after about 2.5 s.
+    current = cgroup_v2 / "memory.current"
+    current.write_text("146800640\n")
+    script = f"sleep 2.5; echo 734003200 > {current}; sleep 1.6"
+    done, message = run(tmp_path, script, cgroup_v2, shell)
+    profile = parse_memory_profile(message)
+    assert done.returncode == 0 and profile is not None and len(profile) == 10
+    assert profile[0] == profile[1] < 1.5  # 10 % and 20 % from the first sample on
+    assert 2.0 <= profile[2] == profile[9] <= 4.5  # the rest when the jump was sampled
+    assert profile[9] <= parse_usage(message).wall_seconds  # type: ignore[union-attr]
+
+
+def test_no_memory_file_gives_no_profile(tmp_path: Path, cgroup_v2: Path) -> None:
+    done, message = run(tmp_path, "true", cgroup_v2)
+    assert done.returncode == 0 and parse_memory_profile(message) is None and parse_usage(message) is not None

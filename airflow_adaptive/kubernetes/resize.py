@@ -1,0 +1,140 @@
+"""Growing a running container's memory in place: a PATCH of the ``pods/resize`` subresource
+(Kubernetes 1.33+, ``InPlacePodVerticalScaling``), and what the cluster answered.
+
+The request grows with the limit, so the scheduler's books stay true and the kubelet defers a
+resize the node cannot fit (``PodResizePending``, reason ``Deferred`` or ``Infeasible``) instead
+of overcommitting; such a pod keeps its limit and, if it outgrows it, ends in today's OOM-retry
+path. A refusal (RBAC 403) or a cluster without the subresource (404, 405: older than 1.33) turns
+growth off for the agent, with one log line; the pods run as they would without it.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.client import CoreV1Api
+from kubernetes.client import models as k8s
+from kubernetes.client.exceptions import ApiException
+
+from airflow_adaptive.core.units import MIB, format_bytes
+from airflow_adaptive.kubernetes.names import (
+    DECISION_ANNOTATION,
+    GROW_LABEL,
+    GROWN_ANNOTATION,
+    HEADROOM_ANNOTATION,
+)
+from airflow_adaptive.kubernetes.quantity import format_memory
+
+NOT_REQUIRED = k8s.V1ContainerResizePolicy(resource_name="memory", restart_policy="NotRequired")
+
+
+class Resized(enum.Enum):
+    APPLIED = "applied"  # accepted; the kubelet applies it (PodResizeInProgress until done)
+    PENDING = "pending"  # PodResizePending: Deferred (no room now) or Infeasible (never on this node)
+    REFUSED = "refused"  # 403: RBAC does not let us patch pods/resize
+    UNSUPPORTED = "unsupported"  # no pods/resize subresource: a cluster older than 1.33
+    GONE = "gone"  # the pod ended or went away meanwhile
+
+
+@dataclass(frozen=True)
+class ResizeAnswer:
+    outcome: Resized
+    reason: str = ""
+
+
+def allow_growth(
+    pod: k8s.V1Pod, container_name: str, decided_bytes: int, shares: tuple[float, float] | None
+) -> None:
+    """Mark a pod for the agent: the label it selects by and a memory resize policy that needs no
+    restart (kept when the user set one); with learnt ``shares`` (start, headroom) of the decided
+    limit, start the container there (request and limit) and tell the agent the headroom."""
+    container = next((c for c in pod.spec.containers if c.name == container_name), None)
+    if container is None:
+        return
+    pod.metadata.labels = {**(pod.metadata.labels or {}), GROW_LABEL: "true"}
+    policies = list(container.resize_policy or [])
+    if not any(p.resource_name == "memory" for p in policies):
+        container.resize_policy = [*policies, NOT_REQUIRED]
+    if shares is None:
+        return
+    start = max(int(decided_bytes * shares[0]), MIB)
+    headroom = int(decided_bytes * shares[1])
+    resources = container.resources or k8s.V1ResourceRequirements()
+    container.resources = k8s.V1ResourceRequirements(
+        requests={**(resources.requests or {}), "memory": format_memory(start)},
+        limits={**(resources.limits or {}), "memory": format_memory(start)},
+        claims=resources.claims,
+    )
+    note = (
+        f"; starts at {format_bytes(start)} and grows in place, {format_bytes(headroom)} above usage "
+        "(learnt from the family's memory profiles)"
+    )
+    annotations = dict(pod.metadata.annotations or {})
+    annotations[HEADROOM_ANNOTATION] = str(headroom)
+    annotations[DECISION_ANNOTATION] = (annotations.get(DECISION_ANNOTATION, "") + note)[-1000:]
+    pod.metadata.annotations = annotations
+
+
+def _pending_reason(pod: Any) -> str | None:
+    for condition in (pod.status.conditions if pod.status else None) or []:
+        if condition.type == "PodResizePending" and condition.status == "True":
+            return f"{condition.reason or 'Pending'}: {condition.message or ''}".strip(": ")
+    return None
+
+
+def _names_pod(err: ApiException) -> bool:
+    """A 404 about the pod itself (a Status naming kind pods), not about a missing subresource."""
+    try:
+        details = json.loads(err.body or "{}").get("details") or {}
+    except (ValueError, AttributeError):
+        return False
+    return bool(details.get("kind") == "pods" and details.get("name"))
+
+
+def resize_memory(core: CoreV1Api, pod: k8s.V1Pod, container: str, limit_bytes: int) -> ResizeAnswer:
+    """Ask for ``limit_bytes`` as the container's memory request and limit."""
+    quantity = format_memory(limit_bytes)
+    body = {"spec": {"containers": [{"name": container, "resources": {
+        "requests": {"memory": quantity}, "limits": {"memory": quantity}}}]}}  # fmt: skip
+    try:
+        answered = core.patch_namespaced_pod_resize(pod.metadata.name, pod.metadata.namespace, body)
+    except ApiException as err:
+        if err.status == 403:
+            return ResizeAnswer(Resized.REFUSED, f"forbidden: {err.reason}")
+        if err.status == 404 and _names_pod(err):
+            return ResizeAnswer(Resized.GONE, "the pod is gone")
+        if err.status in (404, 405):
+            return ResizeAnswer(Resized.UNSUPPORTED, "no pods/resize subresource (Kubernetes < 1.33)")
+        if err.status in (409, 422):  # e.g. the pod ended, or a resize policy refuses it
+            return ResizeAnswer(Resized.PENDING, f"{err.status} {err.reason}")
+        raise
+    pending = _pending_reason(answered)
+    return ResizeAnswer(Resized.PENDING, pending) if pending else ResizeAnswer(Resized.APPLIED)
+
+
+def note_growth(core: CoreV1Api, pod: k8s.V1Pod, notes: list[str]) -> None:
+    """Explain the growths on the pod (the recording adds the note to the attempt)."""
+    text = "; ".join(notes)
+    if len(text) > 1000:
+        text = "…" + text[-999:]
+    patch = {"metadata": {"annotations": {GROWN_ANNOTATION: text}}}
+    try:
+        core.patch_namespaced_pod(pod.metadata.name, pod.metadata.namespace, patch)
+    except ApiException as err:
+        if err.status not in (403, 404, 409, 422):
+            raise
+
+
+def growth_note(old_bytes: int, new_bytes: int, usage_bytes: int, at_s: float, answer: ResizeAnswer) -> str:
+    what = (
+        "grown"
+        if answer.outcome is Resized.APPLIED
+        else f"not grown ({answer.reason or answer.outcome.value})"
+    )
+    return (
+        f"{what} {format_bytes(old_bytes)} → {format_bytes(new_bytes)} at {at_s:.0f} s, "
+        f"using {format_bytes(usage_bytes)}"
+    )
