@@ -18,6 +18,7 @@ from airflow_adaptive.exceptions import (
     ClusterUnavailableError,
     InvalidQuantityError,
 )
+from airflow_adaptive.grow_agent_cli import add_grow_agent_command
 from airflow_adaptive.history_cli import add_history_commands, open_cli_store, print_json, unknown_family
 from airflow_adaptive.nodes_cli import add_node_commands
 from airflow_adaptive.observe_cli import add_observe_command
@@ -229,6 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_node_commands(sub)
 
     add_observe_command(sub)
+
+    add_grow_agent_command(sub)
 
     demo = sub.add_parser("demo", help="show the adaptive pod of every task of the example DAG")
     demo.add_argument("--trace", help="warm the store from this Nextflow trace instead of generated history")

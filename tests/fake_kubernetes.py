@@ -21,7 +21,7 @@ import os
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,17 @@ class FakeKubernetesApi:
         self.priority_classes: dict[str, dict[str, Any]] = {}  # name -> PriorityClass JSON
         self.leases: dict[tuple[str, str], dict[str, Any]] = {}  # (namespace, name) -> Lease JSON
         self.deletions: list[str] = []  # pod names, as DELETE was asked
+        # In-place resize (pods/resize): "apply", "defer", "infeasible", "forbid" (403) or "absent"
+        # (404, a cluster older than 1.33); every request body, in order.
+        self.resize_mode = "apply"
+        self.resizes: list[tuple[str, dict[str, Any]]] = []
+        # Memory over time: when set, a container runs in a thread through these usage samples (bytes,
+        # one per ``series_step_s``), writing them to a cgroup v2 folder under ``cgroup_root`` as the
+        # kubelet's cgroupfs driver lays it out; a sample above ``memory.max`` is an OOM kill.
+        self.series_for: Callable[[dict[str, Any]], list[int]] | None = None
+        self.series_step_s: float | None = 0.05
+        self._series: dict[str, tuple[dict[str, Any], Path, Iterator[int]]] = {}
+        self.cgroup_root = workdir / "cgroups"
         self._reads: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(self))
@@ -140,7 +151,70 @@ class FakeKubernetesApi:
         return False
 
     # -- the kubelet stand-in --------------------------------------------------------------------
-    def _run_container(self, pod: dict[str, Any]) -> None:
+    def container_cgroup(self, pod: dict[str, Any]) -> Path:
+        uid = pod["metadata"]["uid"]
+        return self.cgroup_root / "kubepods" / "burstable" / f"pod{uid}" / f"c{uid}"
+
+    def start_series(self, pod: dict[str, Any]) -> None:
+        """Start the pod's container on its usage samples (``series_for``): in a thread, one sample
+        per ``series_step_s``, or (``series_step_s`` None) one per :meth:`step` the test calls."""
+        container = pod["spec"]["containers"][0]
+        limit = (container.get("resources") or {}).get("limits", {}).get("memory")
+        cgroup = self.container_cgroup(pod)
+        cgroup.mkdir(parents=True)
+        (cgroup / "memory.max").write_text(f"{parse_quantity(limit) if limit else 'max'}\n")
+        (cgroup / "memory.current").write_text("0\n")
+        (cgroup / "memory.events").write_text("oom 0\noom_kill 0\n")
+        (cgroup / "memory.stat").write_text("anon 0\nfile 0\ninactive_file 0\n")
+        pod["spec"]["nodeName"] = self.node_name
+        pod["status"] = {"phase": "Running", "containerStatuses": [{
+            "name": container["name"], "image": container.get("image", ""), "imageID": "", "ready": True,
+            "restartCount": 0, "containerID": f"containerd://c{pod['metadata']['uid']}",
+            "state": {"running": {"startedAt": now()}}}]}  # fmt: skip
+        self._series[pod["metadata"]["name"]] = (
+            pod,
+            cgroup,
+            iter(self.series_for(pod) if self.series_for else []),
+        )
+        if self.series_step_s is not None:
+            threading.Thread(target=self._run_series, args=(pod["metadata"]["name"],), daemon=True).start()
+
+    def _run_series(self, name: str) -> None:
+        while self.step(name):
+            threading.Event().wait(self.series_step_s or 0.0)
+
+    def step(self, name: str) -> bool:
+        """The next usage sample of a running pod; False once it has ended (completed, or OOM-killed
+        for a sample above its cgroup's ``memory.max``)."""
+        if name not in self._series:
+            return False
+        pod, cgroup, samples = self._series[name]
+        usage = next(samples, None)
+        if usage is not None:
+            (cgroup / "memory.current").write_text(f"{usage}\n")
+            raw = (cgroup / "memory.max").read_text().strip()
+            if raw == "max" or usage <= int(raw):
+                return True
+            (cgroup / "memory.events").write_text("oom 1\noom_kill 1\n")
+        del self._series[name]
+        with self._lock:
+            self._run_container(pod, oom=usage is not None)
+        return False
+
+    def resize(self, pod: dict[str, Any], body: dict[str, Any]) -> None:
+        """Apply a pods/resize body as the kubelet would: new resources in the spec and the status,
+        the new limit in the container's cgroup."""
+        wanted = {c["name"]: c.get("resources") or {} for c in body["spec"]["containers"]}
+        for container in pod["spec"]["containers"]:
+            for kind, values in wanted.get(container["name"], {}).items():
+                container.setdefault("resources", {}).setdefault(kind, {}).update(values)
+            limit = (container.get("resources") or {}).get("limits", {}).get("memory")
+            cgroup = self.container_cgroup(pod)
+            if container["name"] in wanted and limit and cgroup.is_dir():
+                (cgroup / "memory.max").write_text(f"{parse_quantity(limit)}\n")
+
+    def _run_container(self, pod: dict[str, Any], oom: bool | None = None) -> None:
+        """Run the container to its end (``oom``: the series decided whether it was killed)."""
         container = pod["spec"]["containers"][0]
         limit = (container.get("resources") or {}).get("limits", {}).get("memory")
         peak = self.peak_for(pod)
@@ -153,7 +227,7 @@ class FakeKubernetesApi:
             for init in pod["spec"].get("initContainers") or []:
                 state, _ = self._execute(init, 0, volumes, Path(pod_dir, init["name"]))
                 init_statuses.append(_status(init, state))
-            if limit is not None and peak > parse_quantity(limit):
+            if oom or (oom is None and limit is not None and peak > parse_quantity(limit)):
                 terminated = {
                     "exitCode": 137,
                     "reason": "OOMKilled",

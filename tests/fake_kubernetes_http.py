@@ -91,7 +91,7 @@ class Handler(BaseHTTPRequestHandler):
         if parts[:2] == ["apis", "metrics.k8s.io"] and len(parts) == 7:
             return self._metrics(parts[4], parts[6])
         if parts == ["api", "v1", "pods"] and method == "GET":
-            return self._list_all(query.get("fieldSelector", ""))
+            return self._list_all(query.get("fieldSelector", ""), query.get("labelSelector", ""))
         if parts[:4] == ["apis", "scheduling.k8s.io", "v1", "priorityclasses"]:
             return self._priority_class(method, query.get("labelSelector", ""))
         if parts[:4] == ["apis", "coordination.k8s.io", "v1", "namespaces"] and len(parts) >= 6:
@@ -118,8 +118,13 @@ class Handler(BaseHTTPRequestHandler):
             return self._not_found()
         if sub == "log":
             return self._log(key, query)
+        if sub == "resize" and method == "PATCH":
+            return self._resize(key, pod)
         if method == "GET":
-            return self._send(200, self._read(key, pod))
+            read = self._read(key, pod)
+            with self.api._lock:  # a container thread may be changing it
+                read = copy.deepcopy(read)
+            return self._send(200, read)
         if method == "PATCH":
             return self._patch(key, pod)
         if method == "DELETE":
@@ -133,20 +138,48 @@ class Handler(BaseHTTPRequestHandler):
         return self._not_found()
 
     def _patch(self, key: tuple[str, str], pod: dict[str, Any]) -> None:
-        """A merge patch of labels, or a JSON patch (test, add, replace) of the metadata."""
+        """A merge patch of labels and annotations, or a JSON patch (test, add, replace) of the metadata."""
         patch = self._body()
         with self.api._lock:
             self.api.patches.append((key[1], patch))
             if isinstance(patch, dict):
-                pod["metadata"].setdefault("labels", {}).update(
-                    (patch.get("metadata") or {}).get("labels") or {}
-                )
+                for field in ("labels", "annotations"):
+                    pod["metadata"].setdefault(field, {}).update(
+                        (patch.get("metadata") or {}).get(field) or {}
+                    )
             elif not _json_patch(pod, patch):
                 return self._send(422, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
                                         "reason": "Invalid", "code": 422, "message": "test failed"})  # fmt: skip
             if pod["metadata"].get("deletionTimestamp") and not pod["metadata"].get("finalizers"):
                 self.api.pods.pop(key, None)
         return self._send(200, pod)
+
+    def _resize(self, key: tuple[str, str], pod: dict[str, Any]) -> None:
+        """pods/resize: applied, pending (Deferred or Infeasible), forbidden, or no such subresource."""
+        body = self._body()
+        mode = self.api.resize_mode
+        with self.api._lock:
+            self.api.resizes.append((key[1], body))
+        if mode == "forbid":
+            return self._send(403, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden",
+                                    "code": 403, "message": "pods \"x\" is forbidden: cannot patch resource \"pods/resize\""})  # fmt: skip
+        if mode == "absent":  # an API server without the subresource names no pod
+            return self._send(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
+                                    "code": 404, "message": "the server could not find the requested resource"})  # fmt: skip
+        with self.api._lock:
+            conditions = [
+                c for c in pod["status"].get("conditions") or [] if not c["type"].startswith("PodResize")
+            ]
+            if mode == "apply":
+                self.api.resize(pod, body)
+                conditions.append({"type": "PodResizeInProgress", "status": "True"})
+            else:
+                reason = "Deferred" if mode == "defer" else "Infeasible"
+                conditions.append({"type": "PodResizePending", "status": "True", "reason": reason,
+                                   "message": "Node didn't have enough capacity: memory"})  # fmt: skip
+            pod["status"]["conditions"] = conditions
+            answer = copy.deepcopy(pod)
+        return self._send(200, answer)
 
     def _lease(self, method: str, namespace: str, name: str | None) -> None:
         """coordination.k8s.io Leases: read, create, replace with optimistic concurrency."""
@@ -227,7 +260,9 @@ class Handler(BaseHTTPRequestHandler):
             self.api._reads[key] = self.api._reads.get(key, 0) + 1
             first = self.api._reads[key] == 1
         if not first and pod["status"].get("phase") == "Pending":
-            if self.api.schedulable(pod):
+            if self.api.schedulable(pod) and self.api.series_for is not None:
+                self.api.start_series(pod)
+            elif self.api.schedulable(pod):
                 self.api._run_container(pod)
             else:
                 pod["status"]["conditions"] = [
@@ -244,11 +279,21 @@ class Handler(BaseHTTPRequestHandler):
             ]  # fmt: skip
         self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
 
-    def _list_all(self, field_selector: str) -> None:
-        """Pods of every namespace; understands ``status.phase!=X`` terms only."""
-        excluded = {t.split("!=", 1)[1] for t in field_selector.split(",") if t.startswith("status.phase!=")}
+    def _list_all(self, field_selector: str, label_selector: str = "") -> None:
+        """Pods of every namespace; understands ``status.phase!=X``, ``status.phase=X`` and
+        ``spec.nodeName=X`` field terms and label selectors."""
+        terms = [t for t in field_selector.split(",") if t]
+        excluded = {t.split("!=", 1)[1] for t in terms if t.startswith("status.phase!=")}
+        wanted = dict(t.split("=", 1) for t in terms if "!=" not in t and "=" in t)
+
+        def fits(p: dict[str, Any]) -> bool:
+            phase, node = p.get("status", {}).get("phase"), p.get("spec", {}).get("nodeName")
+            return (phase not in excluded and wanted.get("status.phase", phase) == phase
+                    and wanted.get("spec.nodeName", node) == node
+                    and _selector_matches(label_selector, p["metadata"].get("labels") or {}))  # fmt: skip
+
         with self.api._lock:
-            items = [p for p in self.api.pods.values() if p.get("status", {}).get("phase") not in excluded]
+            items = [copy.deepcopy(p) for p in self.api.pods.values() if fits(p)]
         self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
 
     def _log(self, key: tuple[str, str], query: dict[str, str]) -> None:

@@ -21,6 +21,7 @@ LAYERS = {
     "cli_args": 2,  # the commands' argument types, on core
     "nodebench": 2,  # node microbenchmarks
     "traces": 2,  # trace files read into core types
+    "agent": 2,  # node-local memory cgroups and the growth watch, on core
     "kubernetes": 3,  # apply and observe, on pods and nodes
     "options": 3,  # the config section as declared (Airflow imports it with itself: nothing heavy)
     "config": 4,  # settings read once at the edge
@@ -45,6 +46,7 @@ LAYERS = {
     "replay_cli": 10,
     "simulate_cli": 10,
     "demo": 11,
+    "grow_agent_cli": 11,  # the grow agent's command, on observe_cli's cluster client
     "cli": 12,
     "": 13,  # the package itself: its version, and a lazy re-export of LeastFinishedFirst (PEP 562)
 }

@@ -76,7 +76,7 @@ class _GrowState:
         return learnt_shares(known, self.rule.window_s, self.max_oom_rate)
 
     def finished(self, s: SeriesRun, seconds: float) -> None:
-        profile = profile_of(s.times_s, s.usage_bytes)
+        profile = profile_of(s.times_s.tolist(), s.usage_bytes.tolist())
         self.profiles.setdefault(s.run.family, []).append(((s.run.start_s or 0.0) + seconds, profile))
 
 

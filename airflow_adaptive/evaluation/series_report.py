@@ -66,13 +66,13 @@ def evaluate_series(
     with_grow = GROW in strategies or "all" in strategies
     if with_grow and DEFAULT_STRATEGY not in static:
         static.append(DEFAULT_STRATEGY)  # growth is measured against the decision it starts from
-    traces = {}
+    traces: dict[str, dict[str, Any]] = {}
     for path in paths:
-        trace = _trace(path)
+        runs = _trace(path)
         traces[path] = {
             "trace": path,
-            "instances": len(trace.runs),
-            "skipped": {"rows": sum(trace.skipped.values()), "reasons": trace.skipped},
+            "instances": len(runs.runs),
+            "skipped": {"rows": sum(runs.skipped.values()), "reasons": runs.skipped},
             "history": config.history,
             "strategies": {},
         }

@@ -1,0 +1,1 @@
+"""The node-local side of in-place memory growth: reading and setting container cgroups."""

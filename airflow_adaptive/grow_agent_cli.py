@@ -1,0 +1,65 @@
+"""``airflow-adaptive grow-agent``: the node agent that grows pods' memory in place (see
+kubernetes/grow_agent.py and deploy/grow-agent.yaml)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+from pathlib import Path
+from typing import Any, TextIO
+
+from airflow_adaptive.exceptions import AdaptiveError, InvalidSettingError
+
+
+def cmd_grow_agent(args: argparse.Namespace, out: TextIO) -> int:
+    from airflow_adaptive.core.growth import GrowthRule
+    from airflow_adaptive.kubernetes.grow_agent import GrowthAgent
+
+    node = args.node or os.environ.get("NODE_NAME", "")
+    if not node:
+        raise AdaptiveError("grow-agent: --node (or NODE_NAME, from the downward API) names this node")
+    if not Path(args.cgroup_root).is_dir():
+        raise AdaptiveError(f"grow-agent: {args.cgroup_root} is no folder (mount the host's /sys/fs/cgroup)")
+    latency_s = args.resize_latency
+    if latency_s is None:
+        from airflow_adaptive.config import get_settings
+
+        latency_s = get_settings().grow_resize_latency_seconds
+    try:
+        rule = GrowthRule(latency_s=latency_s, sample_s=args.interval)
+    except InvalidSettingError as err:
+        raise AdaptiveError(f"grow-agent: {err}") from None
+    agent = GrowthAgent(_api_client(), node, Path(args.cgroup_root), rule)
+    if args.once:
+        print(f"asked {agent.cycle()} resizes", file=out)
+        return 0
+    signal.signal(signal.SIGTERM, lambda *_: agent.stop.set())
+    print(f"growing labelled pods on node {node!r} every {args.interval:g} s", file=out, flush=True)
+    agent.run()
+    if agent.off_reason:
+        print(f"growth off: {agent.off_reason}", file=out)
+    return 0
+
+
+def _api_client() -> Any:
+    from airflow_adaptive.observe_cli import _api_client as client
+
+    return client()
+
+
+def add_grow_agent_command(sub: Any) -> None:
+    grow = sub.add_parser(
+        "grow-agent", help="grow running pods' memory in place before an OOM kill (a DaemonSet, see deploy/)"
+    )
+    grow.add_argument("--node", help="this node's name (default: $NODE_NAME)")
+    grow.add_argument("--cgroup-root", default="/sys/fs/cgroup", help="the host's cgroup folder")
+    grow.add_argument("--interval", type=float, default=2.0, help="seconds between samples (default 2)")
+    grow.add_argument(
+        "--resize-latency",
+        type=float,
+        help="seconds a resize takes to reach the cgroup on this cluster "
+        "(default: [adaptive] grow_resize_latency_seconds, 5; see replay --time-series)",
+    )
+    grow.add_argument("--once", action="store_true", help="one look at every pod, then exit")
+    grow.set_defaults(func=cmd_grow_agent)

@@ -1,0 +1,148 @@
+"""The grow agent end to end against the fake API server: pods/resize answered as a 1.33 cluster
+answers it, a container whose memory rises sample by sample in a cgroup v2 folder laid out as the
+kubelet's cgroupfs driver lays it out, and the kernel's OOM kill above ``memory.max``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import config as kube_config
+from kubernetes.client import ApiClient, CoreV1Api
+
+from airflow_adaptive.core.growth import GrowthRule
+from airflow_adaptive.core.model import ExitReason, TaskKey
+from airflow_adaptive.core.units import MIB
+from airflow_adaptive.kubernetes.grow_agent import GrowthAgent
+from airflow_adaptive.kubernetes.names import GROW_LABEL, GROWN_ANNOTATION, HEADROOM_ANNOTATION
+from airflow_adaptive.kubernetes.observe import observe_pod
+from tests.fake_kubernetes import FakeKubernetesApi
+
+NAMESPACE = "airflow"
+RISE = [int((50 + 2 * k) * MIB) for k in range(60)]  # 50 MiB to 168 MiB, 2 MiB a sample
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[FakeKubernetesApi]:
+    with FakeKubernetesApi(tmp_path, lambda pod: max(RISE)) as fake:
+        fake.add_node("node-a", memory="8Gi")
+        fake.series_for = lambda pod: RISE
+        fake.series_step_s = None  # the test steps the container: no race with the agent
+        yield fake
+
+
+def client(api: FakeKubernetesApi) -> ApiClient:
+    return kube_config.new_client_from_config(str(api.kubeconfig))
+
+
+def start_pod(api: FakeKubernetesApi, name: str, *, headroom: int | None = None) -> CoreV1Api:
+    core = CoreV1Api(client(api))
+    annotations = {HEADROOM_ANNOTATION: str(headroom)} if headroom else {}
+    core.create_namespaced_pod(NAMESPACE, {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {GROW_LABEL: "true"}, "annotations": annotations},
+        "spec": {"restartPolicy": "Never", "containers": [{
+            "name": "base", "image": "busybox", "command": ["true"],
+            "resources": {"requests": {"memory": "100Mi"}, "limits": {"memory": "100Mi"}},
+            "resizePolicy": [{"resourceName": "memory", "restartPolicy": "NotRequired"}]}]},
+    })  # fmt: skip
+    core.read_namespaced_pod(name, NAMESPACE)  # Pending
+    assert core.read_namespaced_pod(name, NAMESPACE).status.phase == "Running"
+    return core
+
+
+def run(api: FakeKubernetesApi, agent: GrowthAgent, name: str) -> Any:
+    """Sample by sample: the container moves, then the agent looks; the pod as it ended."""
+    while api.step(name):
+        agent.cycle()
+    return CoreV1Api(client(api)).read_namespaced_pod(name, NAMESPACE)
+
+
+def agent_for(api: FakeKubernetesApi) -> GrowthAgent:
+    # A resize here lands at once; the rule still looks one latency ahead.
+    return GrowthAgent(client(api), "node-a", api.cgroup_root, GrowthRule(latency_s=0.0, sample_s=0.5))
+
+
+def test_a_pod_grows_in_place_and_completes(api: FakeKubernetesApi) -> None:
+    start_pod(api, "grows", headroom=16 * MIB)
+    pod = run(api, agent_for(api), "grows")
+    assert pod.status.phase == "Succeeded"
+    assert api.resizes and all(name == "grows" for name, _ in api.resizes)
+    limit = pod.spec.containers[0].resources.limits["memory"]
+    assert int(limit.removesuffix("Mi")) * MIB >= max(RISE)  # the limit followed the task up
+    note = pod.metadata.annotations[GROWN_ANNOTATION]
+    assert note.startswith("grown 100 MiB → ") and note.count("grown") == len(api.resizes)
+    observed = observe_pod(pod, "base", TaskKey("d", "t", "r", -1, 1), "f")
+    assert observed.exit_reason is ExitReason.COMPLETED and observed.memory_limit_bytes >= max(RISE)
+
+
+def test_without_the_agent_the_same_pod_is_oom_killed(api: FakeKubernetesApi) -> None:
+    start_pod(api, "alone")
+    while api.step("alone"):
+        pass
+    pod = CoreV1Api(client(api)).read_namespaced_pod("alone", NAMESPACE)
+    assert pod.status.container_statuses[0].state.terminated.reason == "OOMKilled"
+
+
+def test_a_deferred_resize_leaves_the_pod_to_the_oom_retry_with_nothing_lost(api: FakeKubernetesApi) -> None:
+    api.resize_mode = "defer"
+    start_pod(api, "deferred", headroom=16 * MIB)
+    agent = agent_for(api)
+    pod = run(api, agent, "deferred")
+    assert len(api.resizes) == 1  # asked once, then left alone
+    assert pod.status.container_statuses[0].state.terminated.reason == "OOMKilled"
+    assert "not grown (Deferred" in pod.metadata.annotations[GROWN_ANNOTATION]
+    observed = observe_pod(pod, "base", TaskKey("d", "t", "r", -1, 1), "f")
+    # recorded as any OOM kill at its limit: the decision's retry path takes it from here
+    assert observed.exit_reason is ExitReason.OOM_KILLED and observed.memory_limit_bytes == 100 * MIB
+    assert agent.off_reason is None  # the next pod may still grow
+
+
+@pytest.mark.parametrize(("mode", "why"), [("forbid", "forbidden"), ("absent", "Kubernetes < 1.33")])
+def test_a_refusal_or_an_old_cluster_turns_growth_off_with_one_line(
+    api: FakeKubernetesApi, caplog: pytest.LogCaptureFixture, mode: str, why: str
+) -> None:
+    api.resize_mode = mode
+    start_pod(api, "refused", headroom=16 * MIB)
+    agent = agent_for(api)
+    with caplog.at_level(logging.WARNING, logger="airflow_adaptive.kubernetes.grow_agent"):
+        pod = run(api, agent, "refused")
+    assert agent.off_reason is not None and why in agent.off_reason
+    assert len(api.resizes) == 1 and agent.cycle() == 0  # off: no more asks
+    assert [r.message for r in caplog.records if "growth off" in r.message] == [caplog.records[0].message]
+    assert pod.status.container_statuses[0].state.terminated.reason == "OOMKilled"  # as without growth
+    assert GROWN_ANNOTATION not in (pod.metadata.annotations or {})
+
+
+def test_a_pod_without_a_readable_cgroup_is_left_alone_once(
+    api: FakeKubernetesApi, caplog: pytest.LogCaptureFixture
+) -> None:
+    start_pod(api, "hidden")
+    agent = GrowthAgent(client(api), "node-a", api.workdir / "elsewhere", GrowthRule())
+    with caplog.at_level(logging.WARNING):
+        assert agent.cycle() == 0 and agent.cycle() == 0
+    assert len([r for r in caplog.records if "left alone" in r.message]) == 1 and not api.resizes
+
+
+def test_the_grow_agent_command_runs_one_cycle_and_says_a_missing_node_in_one_line(
+    api: FakeKubernetesApi, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from airflow_adaptive.cli import main
+
+    monkeypatch.setenv("AIRFLOW__KUBERNETES_EXECUTOR__IN_CLUSTER", "False")
+    monkeypatch.setenv("AIRFLOW__KUBERNETES_EXECUTOR__CONFIG_FILE", str(api.kubeconfig))
+    start_pod(api, "cli", headroom=16 * MIB)
+    for _ in range(20):  # 88 MiB of 100: within the headroom
+        api.step("cli")
+    assert main(["grow-agent", "--once", "--node", "node-a", "--cgroup-root", str(api.cgroup_root)]) == 0
+    assert "asked 1 resizes" in capsys.readouterr().out
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    assert main(["grow-agent", "--once", "--cgroup-root", str(api.cgroup_root)]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith("--node (or NODE_NAME, from the downward API) names this node")
+    )
