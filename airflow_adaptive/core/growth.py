@@ -12,8 +12,8 @@ The headroom is what a family's tasks have jumped within that window, and the
 start what they reached before growth could act: both learnt from the family's
 finished tasks' memory profiles. A profile is the time (seconds from the start)
 at which a task first reached each fraction in ``PROFILE_FRACTIONS`` of its
-peak; read as a step function (the level between two times is the lower
-fraction), it overstates every jump by less than a tenth of the peak, which errs
+peak (every 2 %); read as a step function (the level between two times is the
+lower fraction), it overstates every jump by less than one step, which errs
 towards growing early.
 """
 
@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 from airflow_adaptive.exceptions import InvalidSettingError
 
-PROFILE_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+PROFILE_STEPS = 50  # a step of 2 % of the peak: each learnt share errs by less than that
+PROFILE_FRACTIONS = tuple(k / PROFILE_STEPS for k in range(1, PROFILE_STEPS + 1))
 
 
 @dataclass(frozen=True)

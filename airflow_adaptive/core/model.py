@@ -91,7 +91,7 @@ class Observation:
     user_request_bytes: int | None = None  # what the DAG asked for, before any decision
     image: str | None = None  # the container image, as the pod named it (warm starts compare them)
     program: str | None = None  # what the container's command starts (core/sizing/similar.py)
-    # seconds from the start to each tenth of the peak (core/growth.py), when it was sampled
+    # seconds from the start to each 2 % of the peak (core/growth.py), when it was sampled
     memory_profile_s: tuple[float, ...] | None = None
 
     @property

@@ -40,7 +40,7 @@ def parse_usage(message: str | None) -> Usage | None:
 
 
 def parse_memory_profile(message: str | None) -> tuple[float, ...] | None:
-    """The usage line's memory profile: ten ascending, non-negative seconds (``core/growth.py``);
+    """The usage line's memory profile: ascending, non-negative seconds, one per step (``core/growth.py``);
     None when absent or malformed."""
     raw = _last_record(message, USAGE_PREFIX)
     values = raw.get("memory_profile_s") if raw else None

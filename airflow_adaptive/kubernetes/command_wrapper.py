@@ -9,8 +9,8 @@ first already collected it). Then it appends one usage line (after the staging
 report, when the pod staged inputs) to the termination message file and exits
 with the child's exit code. While the child runs, a background loop reads the
 cgroup's memory once a second and notes each new maximum, from which the usage
-line gets the memory profile (``core/growth.py``: when each tenth of the peak was
-first reached; a tenth first reached between the last sample and the end counts
+line gets the memory profile (``core/growth.py``: when each step of the peak was
+first reached; a step first reached between the last sample and the end counts
 at the end). It needs only ``sh``, ``/proc``, ``sleep`` and ``mktemp`` (without
 a writable temporary folder there is no profile): no awk.
 """
@@ -21,12 +21,14 @@ from collections.abc import Sequence
 
 from kubernetes.client import models as k8s
 
+from airflow_adaptive.core.growth import PROFILE_STEPS
 from airflow_adaptive.core.telemetry import USAGE_PREFIX
 
 TERMINATION_FILE_ENV = "ADAPTIVE_TERMINATION_FILE"
 CGROUP_ROOT_ENV = "ADAPTIVE_CGROUP_ROOT"
 
-WRAPPER_SCRIPT = r"""
+WRAPPER_SCRIPT = (
+    r"""
 uptime_cs() { read -r up _ < /proc/uptime 2>/dev/null || { echo; return; }; s=${up%.*}; c=${up#*.}; echo $((s * 100 + 1$c - 100)); }
 t0=$(uptime_cs)
 child=; sig=; sent=
@@ -71,12 +73,10 @@ fi
 prof=null
 if [ -n "$log" ] && [ -s "$log" ] && [ -n "$t1" ]; then
   top=$peak; [ "$top" = null ] && while read -r _ v; do top=$v; done < "$log"
-  prof=; k=1
-  while [ "$k" -le 10 ]; do
-    tk=$((t1 - t0)); need=$((top * k / 10))
-    while read -r tc v; do [ "$v" -ge "$need" ] && { tk=$tc; break; }; done < "$log"
-    prof="$prof${prof:+,}$((tk / 100)).$(printf %02d $((tk % 100)))"; k=$((k + 1))
-  done
+  prof=; k=1; n=__STEPS__
+  at() { c=$(($1 % 100)); [ "$c" -lt 10 ] && c=0$c; prof="$prof${prof:+,}$(($1 / 100)).$c"; k=$((k + 1)); }
+  while read -r tc v; do while [ "$k" -le "$n" ] && [ $((v * n)) -ge $((top * k)) ]; do at "$tc"; done; done < "$log"
+  while [ "$k" -le "$n" ]; do at $((t1 - t0)); done
   prof="[$prof]"
 fi
 [ -z "$log" ] || rm -f "$log"
@@ -88,7 +88,10 @@ fi
 printf '\n%s{"v":1,"exit_code":%s,"peak_memory_bytes":%s,"cpu_core_seconds":%s,"wall_seconds":%s,"read_bytes":%s,"write_bytes":%s,"memory_profile_s":%s}\n' \
   "__PREFIX__" "$rc" "${peak:-null}" "$cpu" "$wall" "$rb" "$wb" "$prof" >> "${ADAPTIVE_TERMINATION_FILE:-/dev/termination-log}" 2>/dev/null
 exit "$rc"
-""".replace("__PREFIX__", USAGE_PREFIX).strip()
+""".replace("__PREFIX__", USAGE_PREFIX)
+    .replace("__STEPS__", str(PROFILE_STEPS))
+    .strip()
+)
 
 WRAPPER_NAME = "adaptive-usage-wrapper"
 

@@ -115,7 +115,7 @@ def observation(row: Any) -> Observation:
 
 
 def _profile(value: Any) -> tuple[float, ...] | None:
-    """A stored profile, or None when there is none or it is not ten non-negative ascending numbers."""
+    """A stored profile, or None when there is none or it is not one non-negative, ascending time per profile step."""
     if not isinstance(value, list) or len(value) != len(PROFILE_FRACTIONS):
         return None
     try:

@@ -69,14 +69,15 @@ def test_profile_early_share_and_jump_share() -> None:
     times = [float(t) for t in range(0, 22, 2)]  # 0 .. 20 s
     usage = [0, 30, 30, 30, 30, 30, 30, 30, 95, 100, 100]
     profile = profile_of(times, usage)
-    # 10 % .. 30 % first at t=2, 40 % .. 90 % at t=16 (95), 100 % at t=18
-    assert profile == (2.0, 2.0, 2.0, 16.0, 16.0, 16.0, 16.0, 16.0, 16.0, 18.0)
-    # within a 6 s window usage may have reached just under 40 %: the start must cover that
-    assert early_share(profile, 6.0) == 0.4
+    # 2 % .. 30 % (15 steps) first at t=2, 32 % .. 94 % (32 steps) at t=16 (95), the rest at t=18
+    assert profile == (2.0,) * 15 + (16.0,) * 32 + (18.0,) * 3
+    # within a 6 s window usage may have reached just under 32 %: the start must cover that
+    assert early_share(profile, 6.0) == pytest.approx(0.32)
     # from 30 % before t=16 to 100 % by t=22: a rise of 70 % of the peak within one window
     assert jump_share(profile, 6.0) == pytest.approx(0.7)
     # a task that rises only in its first window jumps by nothing later
-    assert jump_share((0.0,) * 10, 6.0) == 0.0 and early_share((0.0,) * 10, 6.0) == 1.0
+    flat = (0.0,) * len(profile)
+    assert jump_share(flat, 6.0) == 0.0 and early_share(flat, 6.0) == 1.0
 
 
 def test_bad_rules_are_typed_errors() -> None:

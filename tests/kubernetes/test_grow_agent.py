@@ -146,3 +146,23 @@ def test_the_grow_agent_command_runs_one_cycle_and_says_a_missing_node_in_one_li
         .err.strip()
         .endswith("--node (or NODE_NAME, from the downward API) names this node")
     )
+
+
+def test_the_shipped_grow_agent_manifest_is_valid_runs_as_no_root_and_asks_only_what_it_uses() -> None:
+    import kubernetes_validate
+    import yaml
+
+    shipped = Path(__file__).resolve().parents[2] / "deploy" / "grow-agent.yaml"
+    docs = list(yaml.safe_load_all(shipped.read_text()))
+    for doc in docs:
+        kubernetes_validate.validate(doc, "1.33", strict=True)
+    pod = next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    container = pod["containers"][0]
+    assert container["command"][:2] == ["airflow-adaptive", "grow-agent"]
+    assert container["volumeMounts"][0]["readOnly"] is True  # it reads cgroups; the kubelet writes limits
+    rules = {
+        (r["resources"][0], *sorted(r["verbs"]))
+        for r in next(d for d in docs if d["kind"] == "ClusterRole")["rules"]
+    }
+    assert rules == {("pods", "list", "patch"), ("pods/resize", "patch"), ("nodes", "get")}

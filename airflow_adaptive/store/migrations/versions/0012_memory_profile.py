@@ -1,4 +1,4 @@
-"""Each attempt's memory profile: the seconds from its start at which it first reached each tenth
+"""Each attempt's memory profile: the seconds from its start at which it first reached each 2 %
 of its peak (core/growth.py), from which growth in place learns a family's start and headroom.
 
 Revision ID: f7b2d5e8a146
