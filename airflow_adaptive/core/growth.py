@@ -181,3 +181,11 @@ def learnt_shares(
     jump = sorted(jump_share(p, window_s) for p in profiles)
     rank = min(len(profiles) - 1, math.ceil((1.0 - max_kill_rate) * (len(profiles) - 1)))
     return early[rank], jump[rank]
+
+
+def worth_growing(shares: tuple[float, float] | None) -> bool:
+    """Whether a family should start below the decision and grow by its learnt headroom: not when
+    the learnt start plus one headroom reaches the decision (its tasks rise too early or jump too far
+    for growth to hold less, and a large headroom grows them above it). Such a family, and one
+    without learnt shares, starts at the decision and grows by the rule's default only to be rescued."""
+    return shares is None or shares[0] + shares[1] < 1.0

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from airflow_adaptive.core.growth import GrowthRule, learnt_shares, profile_of, run_with_growth
+from airflow_adaptive.core.growth import GrowthRule, learnt_shares, profile_of, run_with_growth, worth_growing
 from airflow_adaptive.evaluation.replay import (
     ReplayConfig,
     StrategyResult,
@@ -90,6 +90,8 @@ def grow_model(
     def outcome(index: int, run: TaskRun, number: int, limit: int) -> TryOutcome:
         s = series[index]
         learnt = state.learnt(run) if number == 1 else None
+        if not worth_growing(learnt):  # the decision as it is, grown only to rescue it
+            learnt = None
         start, headroom = (
             (limit, None) if learnt is None else (max(int(limit * learnt[0]), 1), limit * learnt[1])
         )

@@ -87,3 +87,14 @@ def test_bad_rules_are_typed_errors() -> None:
         GrowthRule(sample_s=0.0)
     with pytest.raises(InvalidSettingError):
         GrowthRule(factor=0.5)
+
+
+def test_a_family_grows_only_when_its_start_and_headroom_fit_under_the_decision() -> None:
+    from airflow_adaptive.core.growth import learnt_shares, worth_growing
+
+    slow = (0.0,) * 15 + (100.0,) * 35  # 30 % at once, the rest much later: a small start pays
+    early = (0.0,) * 45 + (100.0,) * 5  # 90 % at once
+    assert learnt_shares([slow] * 2, 6.0, 0.02) is None and worth_growing(None)  # too few: rescue only
+    shares = learnt_shares([slow] * 5, 6.0, 0.02)
+    assert shares == pytest.approx((0.32, 0.7)) and not worth_growing(shares)  # a 70 % jump: no gain
+    assert worth_growing((0.32, 0.3)) and not worth_growing(learnt_shares([early] * 5, 6.0, 0.02))
