@@ -51,7 +51,9 @@ def verdict(strategies: dict[str, dict[str, Any]], name: str) -> tuple[bool, str
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("folders", nargs="*", type=Path)
     parser.add_argument("--history", default="completed,sequential")
     parser.add_argument("--latency", default="2,5,15", help="resize latencies, seconds")

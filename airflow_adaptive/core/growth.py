@@ -33,7 +33,7 @@ PROFILE_FRACTIONS = tuple(k / PROFILE_STEPS for k in range(1, PROFILE_STEPS + 1)
 class GrowthRule:
     latency_s: float = 5.0  # from the decision to grow until the new limit is in the cgroup
     sample_s: float = 2.0  # how often usage is read
-    default_headroom: float = 0.2  # share of the limit, when no headroom was learnt
+    default_headroom: float = 0.1  # share of the limit a rescue keeps, when no headroom was learnt
     factor: float = 1.1  # the least growth step
     headrooms: float = 1.5  # a growth asks for usage plus this many headrooms (fewer: more resizes)
 
@@ -60,15 +60,18 @@ def grown_limit(
     headroom_bytes: float | None = None,
 ) -> int | None:
     """The limit to ask for now, or None when the current one is safe for the window or the node has
-    no room above it. The headroom is the rise to expect within a window: learnt from the family
-    (the rise rate is in it), or the default share of the limit plus the current rate."""
-    rise = (
-        headroom_bytes
-        if headroom_bytes is not None
-        else rule.default_headroom * limit_bytes + max(rate_bytes_per_s, 0.0) * rule.window_s
-    )
-    if usage_bytes + rise < limit_bytes:
+    no room above it. The headroom is the rise to expect within a window, learnt from the family
+    (the rise rate is in it). Without one (a rescue) usage must come within the default share of
+    the limit, and the step adds the current rise over a window: a task's first ramp, which the
+    decision covers, does not grow it."""
+    if headroom_bytes is None:
+        if usage_bytes + rule.default_headroom * limit_bytes < limit_bytes:
+            return None
+        rise = rule.default_headroom * limit_bytes + max(rate_bytes_per_s, 0.0) * rule.window_s
+    elif usage_bytes + headroom_bytes < limit_bytes:
         return None
+    else:
+        rise = headroom_bytes
     wanted = min(max(usage_bytes + rule.headrooms * rise, limit_bytes * rule.factor), room_bytes)
     return math.ceil(wanted) if wanted > limit_bytes else None
 

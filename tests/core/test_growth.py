@@ -25,11 +25,13 @@ def test_a_learnt_headroom_grows_when_usage_comes_within_it() -> None:
     assert grown_limit(990, 0.0, 1000, 10_000, RULE, headroom_bytes=20) == 1100
 
 
-def test_without_a_learnt_headroom_the_default_share_and_the_rise_count() -> None:
-    # rise = 0.2 x 1000 + 50/s x 6 s = 500; 400 + 500 < 1000 but 600 + 500 >= 1000 -> 600 + 1000
+def test_a_rescue_waits_for_usage_near_the_limit_then_counts_the_rise() -> None:
+    # without a learnt headroom: nothing below 1000 - 0.2 x 1000, however fast the first ramp
     assert grown_limit(400, 50.0, 1000, 10_000, RULE) is None
-    assert grown_limit(600, 50.0, 1000, 10_000, RULE) == 1600
-    assert grown_limit(600, -50.0, 1000, 10_000, RULE) is None  # falling: 600 + 200 < 1000
+    assert grown_limit(790, 500.0, 1000, 10_000, RULE) is None
+    # at 850: rise = 0.2 x 1000 + 50/s x 6 s = 500 -> 850 + 2 x 500; falling: 850 + 2 x 200
+    assert grown_limit(850, 50.0, 1000, 10_000, RULE) == 1850
+    assert grown_limit(850, -50.0, 1000, 10_000, RULE) == 1250
 
 
 def test_growth_never_goes_above_the_room() -> None:

@@ -179,7 +179,8 @@ def test_the_memory_profile_follows_the_cgroup_while_the_command_runs(
     assert done.returncode == 0 and profile is not None and len(profile) == 50
     assert profile[0] == profile[9] < 1.5  # 2 % .. 20 % from the first sample on
     assert 2.0 <= profile[10] == profile[49] <= 4.5  # the rest when the jump was sampled
-    assert profile[9] <= parse_usage(message).wall_seconds  # type: ignore[union-attr]
+    usage = parse_usage(message)
+    assert usage is not None and usage.wall_seconds is not None and profile[49] <= usage.wall_seconds
 
 
 def test_no_memory_file_gives_no_profile(tmp_path: Path, cgroup_v2: Path) -> None:
