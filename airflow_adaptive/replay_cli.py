@@ -20,9 +20,25 @@ def _configured(args: argparse.Namespace, name: str) -> Any:
     return given if given is not None else getattr(get_settings().sizing, name)
 
 
+def _replay_config(args: argparse.Namespace, **terms: Any) -> Any:
+    """The replay's terms from the options; a bad one is a one-line error."""
+    from airflow_adaptive.evaluation.replay import ReplayConfig
+
+    try:
+        return ReplayConfig(
+            history=args.history,
+            max_oom_rate=_configured(args, "max_oom_rate"),
+            min_observations=_configured(args, "min_observations"),
+            cap_bytes=args.cap_bytes,
+            refit_growth=args.refit_growth,
+            **terms,
+        )
+    except InvalidSettingError as err:
+        raise AdaptiveError(f"replay: {err}") from None
+
+
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.console import progress as progress_display
-    from airflow_adaptive.evaluation.replay import ReplayConfig
     from airflow_adaptive.evaluation.report import BUDGETS, DEFAULT_STRATEGY, evaluate
     from airflow_adaptive.exceptions import TraceFormatError
     from airflow_adaptive.traces.load import expand_paths, ignored_lines
@@ -36,17 +52,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         print(line, file=sys.stderr)
     if not traces:
         raise TraceFormatError("no trace files found")
-    try:
-        config = ReplayConfig(
-            history=args.history,
-            time_to_failure=args.time_to_failure,
-            max_oom_rate=_configured(args, "max_oom_rate"),
-            min_observations=_configured(args, "min_observations"),
-            cap_bytes=args.cap_bytes,
-            refit_growth=args.refit_growth,
-        )
-    except InvalidSettingError as err:
-        raise AdaptiveError(f"replay: {err}") from None
+    config = _replay_config(args, time_to_failure=args.time_to_failure)
     with progress_display() as progress:
         bar = progress.add_task("replaying", total=None)
         report = evaluate(
@@ -75,7 +81,6 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
 def _cmd_replay_series(args: argparse.Namespace, out: TextIO) -> int:
     """``replay --time-series``: folders of memory time series (``traces/series.py``)."""
     from airflow_adaptive.console import progress as progress_display
-    from airflow_adaptive.evaluation.replay import ReplayConfig
     from airflow_adaptive.evaluation.series_report import RESIZE_LATENCIES_S, evaluate_series
     from airflow_adaptive.exceptions import TraceFormatError
     from airflow_adaptive.traces.series import is_series_folder
@@ -86,16 +91,7 @@ def _cmd_replay_series(args: argparse.Namespace, out: TextIO) -> int:
     for path in sorted(set(args.traces) - set(folders)):
         raise TraceFormatError(f"{path}: not a time-series folder (tasks.csv with memory.csv[.gz] beside it)")
     latencies = _latencies(args.resize_latency) if args.resize_latency else RESIZE_LATENCIES_S
-    try:
-        config = ReplayConfig(
-            history=args.history,
-            max_oom_rate=_configured(args, "max_oom_rate"),
-            min_observations=_configured(args, "min_observations"),
-            cap_bytes=args.cap_bytes,
-            refit_growth=args.refit_growth,
-        )
-    except InvalidSettingError as err:
-        raise AdaptiveError(f"replay: {err}") from None
+    config = _replay_config(args)  # a kill's time is in the samples
     names = [name for value in args.strategy or ["all"] for name in value.split(",") if name]
     with progress_display() as progress:
         bar = progress.add_task("replaying", total=None)
