@@ -272,6 +272,8 @@ def _words(file: Path) -> list[str]:
 
 def _parent(version: int) -> Path:
     """Where a test cgroup can be made, or skip saying why not."""
+    if os.environ.get("ADAPTIVE_KERNEL_TESTS") != "1":  # the agent races a growing process: a busy
+        pytest.skip("the real-kernel growth tests run with ADAPTIVE_KERNEL_TESTS=1 (timing-bound)")
     if os.geteuid() != 0:
         pytest.skip("making a memory cgroup needs root")
     mount = _mount("cgroup", "memory") if version == 1 else _mount("cgroup2", "memory")
