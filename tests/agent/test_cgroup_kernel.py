@@ -180,20 +180,20 @@ def test_growth_watch_asks_once_then_waits_for_the_resize() -> None:
     watch = GrowthWatch(RULE, room_bytes=10_000)
     assert watch.hold_s == 15.0
     assert watch.observe(0.0, 500, 1000) is None  # no rate yet: 500 + 0.2 x 1000 < 1000
-    # rate 100/s: rise = 200 + 100 x 7 = 900 and 700 + 900 >= 1000 -> 700 + 1.5 x 900
-    assert watch.observe(2.0, 700, 1000) == 2050
-    assert watch.asked_bytes == 2050
-    assert watch.observe(4.0, 750, 1000) is None  # the resize may still be landing
-    # landed: rate 5/s, rise = 410 + 35 and 760 + 445 < 2050
-    assert watch.observe(6.0, 760, 2050) is None
+    # within a fifth of the limit: rate 175/s, rise = 200 + 175 x 7 = 1425 -> 850 + 1.5 x 1425
+    assert watch.observe(2.0, 850, 1000) == 2988
+    assert watch.asked_bytes == 2988
+    assert watch.observe(4.0, 900, 1000) is None  # the resize may still be landing
+    # landed: 910 + 0.2 x 2988 < 2988
+    assert watch.observe(6.0, 910, 2988) is None
     assert watch.asked_bytes is None
 
 
 def test_growth_watch_asks_again_when_an_ask_did_not_land_in_three_latencies() -> None:
     watch = GrowthWatch(RULE, room_bytes=10_000)
     watch.observe(0.0, 500, 1000)
-    assert watch.observe(2.0, 700, 1000) == 2050
-    assert watch.observe(16.0, 700, 1000) is None  # 14 s < 15 s
+    assert watch.observe(2.0, 850, 1000) == 2988
+    assert watch.observe(16.0, 850, 1000) is None  # 14 s < 15 s
     # 17 s: the ask is over, and at rate 0 the rise is 200: 700 + 200 < 1000, no need now
     assert watch.observe(17.0, 700, 1000) is None
     assert watch.observe(19.0, 900, 1000) == 2250  # rate 100/s: rise 900 -> 900 + 1.5 x 900
@@ -206,10 +206,10 @@ def test_growth_watch_respects_the_room_and_leaves_unlimited_alone() -> None:
     )  # first sample: max(850 + 300, 1100)
     small = GrowthWatch(RULE, room_bytes=1500)
     small.observe(0.0, 500, 1000)
-    assert small.observe(2.0, 700, 1000) == 1500
+    assert small.observe(2.0, 850, 1000) == 1500
     none = GrowthWatch(RULE, room_bytes=1000)
     none.observe(0.0, 500, 1000)
-    assert none.observe(2.0, 700, 1000) is None
+    assert none.observe(2.0, 850, 1000) is None
     assert GrowthWatch(RULE, room_bytes=10_000).observe(0.0, 10**12, None) is None
 
 
