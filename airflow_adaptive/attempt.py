@@ -12,7 +12,7 @@ from kubernetes.client import models as k8s
 
 from airflow_adaptive.advisor import Advisor, ClassOf, PodAsk
 from airflow_adaptive.config import AdaptiveSettings
-from airflow_adaptive.core.growth import GrowthRule, worth_growing
+from airflow_adaptive.core.growth import GrowthRule
 from airflow_adaptive.core.model import Decision, Observation, TaskKey
 from airflow_adaptive.core.modes import Mode, ModeChoice, choose_mode, parse_mode
 from airflow_adaptive.failopen import warn_once
@@ -131,9 +131,8 @@ def prepare_pod(
     limit = decision.memory_limit_bytes
     if advisor.settings.grow_in_place and choice.mode.enforces and decision.adaptive and limit:
         rule = GrowthRule(latency_s=advisor.settings.grow_resize_latency_seconds)
-        shares = advisor.memory.growth_shares(ask.task_family, rule)
-        # as the replay's grow: a family whose tasks rise too early keeps the decision, rescued only
-        allow_growth(pod, container_name, limit, shares if worth_growing(shares) else None)
+        # as the replay's grow: a family without a plan keeps the decision, rescued only
+        allow_growth(pod, container_name, advisor.memory.growth_plan(ask.task_family, rule, limit))
     return decision
 
 

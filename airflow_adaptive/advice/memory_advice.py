@@ -16,7 +16,7 @@ from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.cpu import CpuHistory, decide_cpu
 from airflow_adaptive.core.decide import Fitted, decide_with, fit_history, fresh_predictor, warming_up
 from airflow_adaptive.core.fitted_model import restore_predictor, staleness
-from airflow_adaptive.core.growth import GrowthRule, learnt_shares
+from airflow_adaptive.core.growth import GrowthPlan, GrowthRule, learnt_plan
 from airflow_adaptive.core.model import Decision, MemoryRequest, Observation, TaskKey
 from airflow_adaptive.core.sizing.base import HistogramPeakPrior
 from airflow_adaptive.core.sizing.similar import Identity, pick_donor
@@ -175,17 +175,21 @@ class MemoryAdvice:
         history = self.session.store().history(task_family, limit=self.settings.history_window)
         return replace(fit_history(history, sizing), note=f"; refitted now: {reason}")
 
-    def growth_shares(self, task_family: str, rule: GrowthRule) -> tuple[float, float] | None:
-        """The start and headroom shares of the decision for growth in place, learnt from the
-        family's recorded memory profiles (``core/growth.py``); None without enough of them or
-        without the store (the pod then starts at the decision, grown by the rule's default)."""
+    def growth_plan(self, task_family: str, rule: GrowthRule, decision_bytes: int) -> GrowthPlan | None:
+        """Where a growing pod starts and its headroom, learnt from the family's recorded memory
+        profiles (``core/growth.py``); None without enough of them or without the store (the pod
+        then starts at the decision, grown by the rule's default only to be rescued)."""
         try:
             history = self.session.store().history(task_family, limit=self.settings.history_window)
         except HistoryUnavailableError as err:
             self.session.unavailable(err)
             return None
-        profiles = [o.memory_profile_s for o in history if o.memory_profile_s and not o.oom_killed]
-        return learnt_shares(profiles, rule.window_s, self.settings.sizing.max_oom_rate)
+        profiles = [
+            (o.memory_profile_s, float(o.usage.peak_memory_bytes))
+            for o in history
+            if o.memory_profile_s and o.usage.peak_memory_bytes and not o.oom_killed
+        ]
+        return learnt_plan(profiles, decision_bytes, rule.window_s, self.settings.sizing.max_oom_rate)
 
     def _borrowed(self, cold: Identity) -> Fitted | None:
         """For a family with no history: the model of the most similar family that has one (warm

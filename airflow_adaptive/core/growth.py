@@ -3,7 +3,7 @@
 One rule, used by the time-series replay and by the node agent that PATCHes
 ``pods/resize``: when usage plus the rise to expect within one resize latency
 and one sample (the headroom) reaches the limit, ask for usage plus twice the
-headroom (at least ``factor`` times the limit, so a slow riser is not resized
+headroom, as the next ask can land only a window after this one does (at least ``factor`` times the limit, so a slow riser is not resized
 every sample), never above the room the node has. A
 resize takes ``latency_s`` to reach the cgroup; usage above the limit before
 then is an OOM kill, as it would be without growth.
@@ -35,7 +35,7 @@ class GrowthRule:
     sample_s: float = 2.0  # how often usage is read
     default_headroom: float = 0.1  # share of the limit a rescue keeps, when no headroom was learnt
     factor: float = 1.1  # the least growth step
-    headrooms: float = 1.5  # a growth asks for usage plus this many headrooms (fewer: more resizes)
+    headrooms: float = 2.0  # an ask must hold until the next can land: two windows' rise
 
     def __post_init__(self) -> None:
         if not (0 <= self.latency_s < 3600 and 0 < self.sample_s < 3600):
@@ -171,24 +171,47 @@ def profile_of(times_s: Sequence[float], usage_bytes: Sequence[float]) -> tuple[
 MIN_GROWTH_HISTORY = 3  # profiles a family needs before its start and headroom are learnt
 
 
-def learnt_shares(
-    profiles: Sequence[Sequence[float]], window_s: float, max_kill_rate: float
-) -> tuple[float, float] | None:
-    """The start and the headroom, as shares of the static decision, that the family's finished
-    tasks' profiles ask for at the kill budget: the (1 - budget) quantiles of what each may have
-    reached within the first window and of what each may have risen within one later window (the
-    same budget logic as the static decision). None with fewer than ``MIN_GROWTH_HISTORY``."""
-    if len(profiles) < MIN_GROWTH_HISTORY:
+@dataclass(frozen=True)
+class GrowthPlan:
+    """Where a try starts and how far above its usage it is kept, learnt from its family."""
+
+    start_bytes: int
+    headroom_bytes: int
+
+
+def _at_budget(values: Sequence[float], max_kill_rate: float) -> float:
+    """The (1 - budget) quantile, the same budget logic as the static decision's."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil((1.0 - max_kill_rate) * (len(ordered) - 1)))]
+
+
+def learnt_plan(
+    history: Sequence[tuple[Sequence[float], float]],
+    decision_bytes: int,
+    window_s: float,
+    max_kill_rate: float,
+) -> GrowthPlan | None:
+    """The start and the headroom the family's finished tasks (profile, peak bytes) ask for at the
+    kill budget: what each may have reached within the first window, before growth can act, and
+    the most it may have risen within one later window.
+
+    Each is the budget quantile of the tasks' shares of their own peaks, times the decision: the
+    decision's margin for small samples and input sizes then carries over. Once the family has a
+    task beyond the quantile (n x budget >= 1), the quantile in bytes is trusted where it is lower:
+    the share of a task's peak overstates a large task's early memory, and a kill is set by bytes.
+
+    None (start at the decision, grow only to rescue) with fewer than ``MIN_GROWTH_HISTORY``
+    profiles, or when the start plus one headroom reaches the decision: its tasks rise too early or
+    jump too far for growth to hold less than the decision."""
+    if len(history) < MIN_GROWTH_HISTORY:
         return None
-    early = sorted(early_share(p, window_s) for p in profiles)
-    jump = sorted(jump_share(p, window_s) for p in profiles)
-    rank = min(len(profiles) - 1, math.ceil((1.0 - max_kill_rate) * (len(profiles) - 1)))
-    return early[rank], jump[rank]
-
-
-def worth_growing(shares: tuple[float, float] | None) -> bool:
-    """Whether a family should start below the decision and grow by its learnt headroom: not when
-    the learnt start plus one headroom reaches the decision (its tasks rise too early or jump too far
-    for growth to hold less, and a large headroom grows them above it). Such a family, and one
-    without learnt shares, starts at the decision and grows by the rule's default only to be rescued."""
-    return shares is None or shares[0] + shares[1] < 1.0
+    early = [(early_share(p, window_s), peak) for p, peak in history]
+    jump = [(jump_share(p, window_s), peak) for p, peak in history]
+    start = _at_budget([e for e, _ in early], max_kill_rate) * decision_bytes
+    headroom = _at_budget([j for j, _ in jump], max_kill_rate) * decision_bytes
+    if len(history) * max_kill_rate >= 1.0:
+        start = min(start, _at_budget([e * peak for e, peak in early], max_kill_rate))
+        headroom = min(headroom, _at_budget([j * peak for j, peak in jump], max_kill_rate))
+    if start + headroom >= decision_bytes:
+        return None
+    return GrowthPlan(max(math.ceil(start), 1), math.ceil(headroom))

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from airflow_adaptive.core.growth import GrowthRule, learnt_shares, profile_of, run_with_growth, worth_growing
+from airflow_adaptive.core.growth import GrowthPlan, GrowthRule, learnt_plan, profile_of, run_with_growth
 from airflow_adaptive.evaluation.replay import (
     ReplayConfig,
     StrategyResult,
@@ -59,42 +59,39 @@ def static_outcome(s: SeriesRun, limit: int) -> TryOutcome:
 
 @dataclass
 class _GrowState:
-    """Per family, its finished tasks' memory profiles with when they finished."""
+    """Per family, its finished tasks' memory profiles and peaks with when they finished."""
 
     rule: GrowthRule
     max_oom_rate: float
     completed: bool
-    profiles: dict[str, list[tuple[float, tuple[float, ...]]]] = field(default_factory=dict)
+    history: dict[str, list[tuple[float, tuple[tuple[float, ...], float]]]] = field(default_factory=dict)
 
-    def learnt(self, run: TaskRun) -> tuple[float, float] | None:
-        """The start and headroom shares of the decision, from what had finished when ``run`` started."""
+    def plan(self, run: TaskRun, decision_bytes: int) -> GrowthPlan | None:
+        """The start and headroom, from what had finished when ``run`` started."""
         known = [
-            p
-            for finish, p in self.profiles.get(run.family, [])
+            h
+            for finish, h in self.history.get(run.family, [])
             if not self.completed or finish <= (run.start_s or 0.0)
         ]
-        return learnt_shares(known, self.rule.window_s, self.max_oom_rate)
+        return learnt_plan(known, decision_bytes, self.rule.window_s, self.max_oom_rate)
 
     def finished(self, s: SeriesRun, seconds: float) -> None:
         profile = profile_of(s.times_s.tolist(), s.usage_bytes.tolist())
-        self.profiles.setdefault(s.run.family, []).append(((s.run.start_s or 0.0) + seconds, profile))
+        peak = float(s.usage_bytes.max(initial=0.0))
+        self.history.setdefault(s.run.family, []).append(((s.run.start_s or 0.0) + seconds, (profile, peak)))
 
 
 def grow_model(
     series: Sequence[SeriesRun], cap: int, rule: GrowthRule, max_oom_rate: float, completed: bool
 ) -> TryModel:
-    """Tries that start at the decision times the learnt start share and grow by the learnt headroom
-    (a retry, or a family with too little history: the decision, grown by the rule's default)."""
+    """Tries that start where the family's plan says and grow by its headroom (a retry, or a family
+    without a plan: the decision, grown by the rule's default only to be rescued)."""
     state = _GrowState(rule, max_oom_rate, completed)
 
     def outcome(index: int, run: TaskRun, number: int, limit: int) -> TryOutcome:
         s = series[index]
-        learnt = state.learnt(run) if number == 1 else None
-        if not worth_growing(learnt):  # the decision as it is, grown only to rescue it
-            learnt = None
-        start, headroom = (
-            (limit, None) if learnt is None else (max(int(limit * learnt[0]), 1), limit * learnt[1])
-        )
+        plan = state.plan(run, limit) if number == 1 else None
+        start, headroom = (limit, None) if plan is None else (plan.start_bytes, plan.headroom_bytes)
         out = run_with_growth(s.times_s.tolist(), s.usage_bytes.tolist(), start, cap, rule, headroom)
         if out.succeeded:
             state.finished(s, out.seconds)

@@ -19,6 +19,7 @@ from kubernetes.client import CoreV1Api
 from kubernetes.client import models as k8s
 from kubernetes.client.exceptions import ApiException
 
+from airflow_adaptive.core.growth import GrowthPlan
 from airflow_adaptive.core.units import MIB, format_bytes
 from airflow_adaptive.kubernetes.names import (
     DECISION_ANNOTATION,
@@ -45,12 +46,10 @@ class ResizeAnswer:
     reason: str = ""
 
 
-def allow_growth(
-    pod: k8s.V1Pod, container_name: str, decided_bytes: int, shares: tuple[float, float] | None
-) -> None:
+def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -> None:
     """Mark a pod for the agent: the label it selects by and a memory resize policy that needs no
-    restart (kept when the user set one); with learnt ``shares`` (start, headroom) of the decided
-    limit, start the container there (request and limit) and tell the agent the headroom."""
+    restart (kept when the user set one); with a learnt ``plan``, start the container there
+    (request and limit) and tell the agent the headroom."""
     container = next((c for c in pod.spec.containers if c.name == container_name), None)
     if container is None:
         return
@@ -58,10 +57,9 @@ def allow_growth(
     policies = list(container.resize_policy or [])
     if not any(p.resource_name == "memory" for p in policies):
         container.resize_policy = [*policies, NOT_REQUIRED]
-    if shares is None:
+    if plan is None:
         return
-    start = max(int(decided_bytes * shares[0]), MIB)
-    headroom = int(decided_bytes * shares[1])
+    start, headroom = max(plan.start_bytes, MIB), plan.headroom_bytes
     resources = container.resources or k8s.V1ResourceRequirements()
     container.resources = k8s.V1ResourceRequirements(
         requests={**(resources.requests or {}), "memory": format_memory(start)},

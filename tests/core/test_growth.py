@@ -91,12 +91,29 @@ def test_bad_rules_are_typed_errors() -> None:
         GrowthRule(factor=0.5)
 
 
-def test_a_family_grows_only_when_its_start_and_headroom_fit_under_the_decision() -> None:
-    from airflow_adaptive.core.growth import learnt_shares, worth_growing
+SLOW = (0.0,) * 15 + (100.0,) * 35  # 30 % at once, the rest 100 s later
+STEADY = (0.0,) * 10 + tuple(10.0 * k for k in range(1, 41))  # 20 % at once, then 2 % every 10 s
 
-    slow = (0.0,) * 15 + (100.0,) * 35  # 30 % at once, the rest much later: a small start pays
-    early = (0.0,) * 45 + (100.0,) * 5  # 90 % at once
-    assert learnt_shares([slow] * 2, 6.0, 0.02) is None and worth_growing(None)  # too few: rescue only
-    shares = learnt_shares([slow] * 5, 6.0, 0.02)
-    assert shares == pytest.approx((0.32, 0.7)) and not worth_growing(shares)  # a 70 % jump: no gain
-    assert worth_growing((0.32, 0.3)) and not worth_growing(learnt_shares([early] * 5, 6.0, 0.02))
+
+def _plan(profile: tuple[float, ...], peaks: list[float], decision: int) -> tuple[int, int] | None:
+    from airflow_adaptive.core.growth import learnt_plan
+
+    plan = learnt_plan([(profile, peak) for peak in peaks], decision, 6.0, 0.02)
+    return None if plan is None else (plan.start_bytes, plan.headroom_bytes)
+
+
+def test_a_family_grows_only_when_its_start_and_headroom_fit_under_the_decision() -> None:
+    assert _plan(STEADY, [500.0] * 2, 1000) is None  # too few profiles: rescue only
+    # SLOW: 32 % may be reached in the first 6 s, then a 70 % jump: 320 + 700 >= 1000, no gain
+    assert _plan(SLOW, [1000.0] * 5, 1000) is None
+    assert _plan((0.0,) * 45 + (100.0,) * 5, [1000.0] * 5, 1000) is None  # 90 % at once
+
+
+def test_the_plan_is_a_share_of_the_decision_until_the_family_has_a_task_beyond_the_budget() -> None:
+    # STEADY: by 6 s at most 22 % (the first step after); within any later 6 s, 4 % (2 % surely
+    # had before a step, the next step may come within the window)
+    assert _plan(STEADY, [500.0] * 49, 1000) == (pytest.approx(220, abs=1), pytest.approx(40, abs=1))
+    # 50 tasks at a 2 % budget: the quantile in bytes, 22 % and 4 % of the 500-byte peaks
+    assert _plan(STEADY, [500.0] * 50, 1000) == (pytest.approx(110, abs=1), pytest.approx(20, abs=1))
+    # a share of the decision where that is lower: peaks above the decision
+    assert _plan(STEADY, [2000.0] * 50, 1000) == (pytest.approx(220, abs=1), pytest.approx(40, abs=1))
