@@ -137,8 +137,8 @@ def run_with_growth(
             limit, pending = pending[1], None
         if u > limit:
             return GrowthOutcome(False, t, held, used, resizes, limit)
-        if rule is not None and pending is None and i > 0:
-            rate = (u - usage_bytes[i - 1]) / max(t - times_s[i - 1], 1e-9)
+        if rule is not None and pending is None:  # the first sample too, at no rate: as the agent
+            rate = (u - usage_bytes[i - 1]) / max(t - times_s[i - 1], 1e-9) if i else 0.0
             wanted = grown_limit(u, rate, limit, room_bytes, rule, headroom_bytes)
             if wanted is not None:
                 pending, resizes = (t + rule.latency_s, wanted), resizes + 1

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -102,6 +102,13 @@ def grow_model(
     return outcome
 
 
+def sampling_interval_s(series: Sequence[SeriesRun]) -> float:
+    """How often the replay's agent sees usage: no more often than the series were sampled (the
+    0.99 quantile of the gaps, so that the learnt windows hold between nearly every two samples)."""
+    gaps = [np.diff(s.times_s) for s in series if len(s.times_s) > 1]
+    return float(np.quantile(np.concatenate(gaps), 0.99)) if gaps else 0.0
+
+
 def replay_series(
     series: Sequence[SeriesRun], strategy: str, config: ReplayConfig, rule: GrowthRule | None = None
 ) -> StrategyResult:
@@ -112,7 +119,9 @@ def replay_series(
         return replay_ksplus(series, config, cap)
     completed = config.history == "completed"
     if strategy == GROW:
-        model = grow_model(series, cap, rule or GrowthRule(), config.max_oom_rate, completed)
+        rule = rule or GrowthRule()
+        rule = replace(rule, sample_s=max(rule.sample_s, sampling_interval_s(series)))
+        model = grow_model(series, cap, rule, config.max_oom_rate, completed)
         return replay(runs, "adaptive", config, model=model)
 
     def outcome(index: int, run: TaskRun, number: int, limit: int) -> TryOutcome:

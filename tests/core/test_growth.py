@@ -55,6 +55,12 @@ def test_a_resize_lands_after_the_latency_and_saves_the_task() -> None:
     assert not slow.succeeded and slow.seconds == 6.0 and slow.held_byte_s == pytest.approx(6000)
 
 
+def test_the_first_sample_can_ask_as_the_agent_does() -> None:
+    # t=0: 850 + 200 >= 1000 at no known rate -> ask 1250, landing at t=4 before usage passes 1000
+    out = run_with_growth([0.0, 2.0, 4.0, 6.0], [850.0, 950.0, 1040.0, 1040.0], 1000, 10_000, RULE, 200)
+    assert out.succeeded and out.resizes == 1 and out.final_limit_bytes == 1250
+
+
 def test_without_a_rule_the_limit_is_constant() -> None:
     out = run_with_growth([0.0, 2.0, 4.0], [100.0, 300.0, 200.0], 250, 10_000, None)
     assert not out.succeeded and out.seconds == 2.0 and out.resizes == 0

@@ -15,7 +15,8 @@ from airflow_adaptive.core.growth import GrowthRule
 from airflow_adaptive.evaluation.replay import ReplayConfig
 from airflow_adaptive.evaluation.series import replay_series, static_outcome
 from airflow_adaptive.exceptions import TraceFormatError
-from airflow_adaptive.traces.series import read_series
+from airflow_adaptive.traces.runs import TaskRun
+from airflow_adaptive.traces.series import SeriesRun, read_series
 
 TASKS_HEADER = (
     "workflow,process,task,input_files,input_bytes,requested_bytes,start_s,duration_s,peak_mb,samples\n"
@@ -150,3 +151,15 @@ def test_replay_time_series_bad_input_is_one_line(
     assert len(err) == 1 and message in err[0]
     assert main(["replay", "--time-series", str(tmp_path / "none")]) == 2
     assert "not a time-series folder" in capsys.readouterr().err
+
+
+def test_the_replays_agent_samples_no_more_often_than_the_series() -> None:
+    from airflow_adaptive.evaluation.series import sampling_interval_s
+
+    def run(times: list[float]) -> SeriesRun:
+        return SeriesRun(TaskRun("f", 1, 1.0), np.array(times), np.ones(len(times)))
+
+    # 99 gaps of 2 s and 1 of 10 s: the 0.99 quantile lies between them
+    series = [run([2.0 * k for k in range(100)]), run([0.0, 10.0]), run([5.0])]
+    assert sampling_interval_s(series) == pytest.approx(2.0 + 0.01 * 8.0)
+    assert sampling_interval_s([run([5.0])]) == 0.0
