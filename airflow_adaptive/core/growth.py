@@ -3,10 +3,10 @@
 One rule, used by the time-series replay and by the node agent that PATCHes
 ``pods/resize``: when usage plus the rise to expect within one resize latency
 and one sample (the headroom) reaches the limit, ask for usage plus twice the
-headroom, as the next ask can land only a window after this one does (at least ``factor`` times the limit, so a slow riser is not resized
-every sample), never above the room the node has. A
-resize takes ``latency_s`` to reach the cgroup; usage above the limit before
-then is an OOM kill, as it would be without growth.
+headroom, as the next ask can land only a window after this one does (at least
+``factor`` times the limit, so a slow riser is not resized every sample), never
+above the room the node has. A resize takes ``latency_s`` to reach the cgroup;
+usage above the limit before then is an OOM kill, as it would be without growth.
 
 The headroom is what a family's tasks have jumped within that window, and the
 start what they reached before growth could act: both learnt from the family's
@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from airflow_adaptive.exceptions import InvalidSettingError
+from ..exceptions import InvalidSettingError
 
 PROFILE_STEPS = 50  # a step of 2 % of the peak: each learnt share errs by less than that
 PROFILE_FRACTIONS = tuple(k / PROFILE_STEPS for k in range(1, PROFILE_STEPS + 1))
