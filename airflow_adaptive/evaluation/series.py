@@ -77,8 +77,8 @@ class _GrowState:
 
     def finished(self, s: SeriesRun, seconds: float) -> None:
         profile = profile_of(s.times_s.tolist(), s.usage_bytes.tolist())
-        peak = float(s.usage_bytes.max(initial=0.0))
-        self.history.setdefault(s.run.family, []).append(((s.run.start_s or 0.0) + seconds, (profile, peak)))
+        entry = (profile, float(s.run.peak_bytes))  # the series' peak, as the trace reader took it
+        self.history.setdefault(s.run.family, []).append(((s.run.start_s or 0.0) + seconds, entry))
 
 
 def grow_model(

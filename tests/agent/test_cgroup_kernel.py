@@ -352,7 +352,7 @@ class Grower:
 
     def sleep(self, seconds: float) -> None:
         self.clock_s += seconds
-        while not self.over and self.steps < round(self.clock_s / STEP_S, 6) // 1:
+        while not self.over and self.steps < int(round(self.clock_s / STEP_S, 6)):
             self._step()
 
     def _step(self) -> None:
