@@ -16,7 +16,8 @@ from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.cpu import CpuHistory, decide_cpu
 from airflow_adaptive.core.decide import Fitted, decide_with, fit_history, fresh_predictor, warming_up
 from airflow_adaptive.core.fitted_model import restore_predictor, staleness
-from airflow_adaptive.core.growth import GrowthPlan, GrowthRule, learnt_plan
+from airflow_adaptive.core.growth import GrowthRule
+from airflow_adaptive.core.growth_plan import GrowthPlan, learnt_plan
 from airflow_adaptive.core.model import Decision, MemoryRequest, Observation, TaskKey
 from airflow_adaptive.core.sizing.base import HistogramPeakPrior
 from airflow_adaptive.core.sizing.similar import Identity, pick_donor

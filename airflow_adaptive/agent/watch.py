@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from airflow_adaptive.agent.cgroup import CgroupUnavailable, MemoryCgroup
 from airflow_adaptive.core.growth import GrowthRule, grown_limit
+from airflow_adaptive.core.growth_plan import GrowthPlan
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +34,13 @@ class _Ask:
 class GrowthWatch:
     """Per container: the previous sample for the rise rate, and an outstanding ask."""
 
-    def __init__(self, rule: GrowthRule, room_bytes: int, headroom_bytes: float | None = None) -> None:
+    def __init__(self, rule: GrowthRule, room_bytes: int, plan: GrowthPlan | None = None) -> None:
         self.rule = rule
         self.room_bytes = room_bytes  # the most this container may be given; the agent may update it
-        self.headroom_bytes = headroom_bytes  # learnt from the family, or None for the rule's default
+        self.plan = plan  # the family's headroom by level and ceiling, or None: the rule's rescue only
         self._previous: tuple[float, int] | None = None
+        self._first_s: float | None = None  # the first sample: the try's start, as far as the watch knows
+        self._level = 0  # the most used so far
         self._ask: _Ask | None = None
 
     @property
@@ -52,11 +55,15 @@ class GrowthWatch:
 
     def observe(self, now_s: float, usage_bytes: int, limit_bytes: int | None) -> int | None:
         """The limit to ask for now, or None. Uses core.growth.grown_limit with the rate from the
-        previous sample (none at the first: it decides on the headroom share alone); unlimited
+        previous sample (none at the first: it decides on the headroom alone); with the family's
+        plan, at the most used so far and the time since the first sample (where the plan says the
+        try stands); unlimited
         containers are never grown; after an ask it asks nothing more until the limit in force
         changes or 3 x rule.latency_s (at least one sample interval) passes (a resize may still be
         landing)."""
         rate = self._rate(now_s, usage_bytes)
+        self._first_s = now_s if self._first_s is None else self._first_s
+        self._level = max(self._level, usage_bytes) if self.plan is not None else usage_bytes
         self._previous = (now_s, usage_bytes)
         if limit_bytes is None:
             self._ask = None
@@ -65,7 +72,9 @@ class GrowthWatch:
             if limit_bytes == self._ask.limit_then and now_s - self._ask.at_s < self.hold_s:
                 return None
             self._ask = None
-        wanted = grown_limit(usage_bytes, rate, limit_bytes, self.room_bytes, self.rule, self.headroom_bytes)
+        wanted = grown_limit(
+            self._level, rate, limit_bytes, self.room_bytes, self.rule, self.plan, now_s - self._first_s
+        )
         if wanted is not None:
             self._ask = _Ask(now_s, limit_bytes, wanted)
         return wanted

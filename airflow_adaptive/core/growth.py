@@ -1,20 +1,19 @@
 """Growing a running task's memory limit in place before the kernel kills it.
 
 One rule, used by the time-series replay and by the node agent that PATCHes
-``pods/resize``: when usage plus the rise to expect within one resize latency
-and one sample (the headroom) reaches the limit, ask for usage plus twice the
-headroom, as the next ask can land only a window after this one does (at least
+``pods/resize``: when usage (the most the try has used so far) plus the rise to
+expect within one resize latency and one sample (the headroom) reaches the
+limit, ask for usage plus twice the headroom, as the next ask can land only a window after this one does (at least
 ``factor`` times the limit, so a slow riser is not resized every sample), never
 above the room the node has. A resize takes ``latency_s`` to reach the cgroup;
 usage above the limit before then is an OOM kill, as it would be without growth.
 
-The headroom is what a family's tasks have jumped within that window, and the
-start what they reached before growth could act: both learnt from the family's
-finished tasks' memory profiles. A profile is the time (seconds from the start)
-at which a task first reached each fraction in ``PROFILE_FRACTIONS`` of its
-peak (every 2 %); read as a step function (the level between two times is the
-lower fraction), it overstates every jump by less than one step, which errs
-towards growing early.
+The headroom, by that level, and the start come from the family's finished
+tasks' memory profiles (``core/growth_plan.py``). A learnt plan grows no higher
+than the family's static decision (its ceiling) until usage reaches it: the
+decision already holds the family's peak at the kill budget. From there, and
+without a plan, growth only rescues: it waits for usage within the default share
+of the limit.
 """
 
 from __future__ import annotations
@@ -24,9 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..exceptions import InvalidSettingError
-
-PROFILE_STEPS = 50  # a step of 2 % of the peak: each learnt share errs by less than that
-PROFILE_FRACTIONS = tuple(k / PROFILE_STEPS for k in range(1, PROFILE_STEPS + 1))
+from .growth_plan import GrowthPlan
 
 
 @dataclass(frozen=True)
@@ -57,53 +54,27 @@ def grown_limit(
     limit_bytes: int,
     room_bytes: int,
     rule: GrowthRule,
-    headroom_bytes: float | None = None,
+    plan: GrowthPlan | None = None,
+    elapsed_s: float = math.inf,
 ) -> int | None:
     """The limit to ask for now, or None when the current one is safe for the window or the node has
-    no room above it. The headroom is the rise to expect within a window, learnt from the family
-    (the rise rate is in it). Without one (a rescue) usage must come within the default share of
-    the limit, and the step adds the current rise over a window: a task's first ramp, which the
-    decision covers, does not grow it."""
-    if headroom_bytes is None:
+    no room above it. Below the plan's ceiling, the headroom is the family's at this usage and time
+    since the start (the rise rate is in it), and the ask stops at the ceiling. At the ceiling or
+    without a plan (a rescue) usage must come within the default share of the limit, and the step
+    adds the current rise over a window: a task's first ramp, which the decision covers, does not
+    grow it."""
+    if plan is None or limit_bytes >= plan.ceiling_bytes:
         if usage_bytes + rule.default_headroom * limit_bytes < limit_bytes:
             return None
         rise = rule.default_headroom * limit_bytes + max(rate_bytes_per_s, 0.0) * rule.window_s
-    elif usage_bytes + headroom_bytes < limit_bytes:
-        return None
+        wanted = max(usage_bytes + rule.headrooms * rise, limit_bytes * rule.factor)
     else:
-        rise = headroom_bytes
-    wanted = min(max(usage_bytes + rule.headrooms * rise, limit_bytes * rule.factor), room_bytes)
+        rise = plan.headroom_at(usage_bytes, elapsed_s)
+        if usage_bytes + rise < limit_bytes:
+            return None
+        wanted = min(max(usage_bytes + rule.headrooms * rise, limit_bytes * rule.factor), plan.ceiling_bytes)
+    wanted = min(wanted, room_bytes)
     return math.ceil(wanted) if wanted > limit_bytes else None
-
-
-def _reached_before(profile_s: Sequence[float], t_s: float) -> float:
-    """The share of the peak surely reached strictly before ``t_s``."""
-    return max((f for f, t in zip(PROFILE_FRACTIONS, profile_s, strict=True) if t < t_s), default=0.0)
-
-
-def _below_at(profile_s: Sequence[float], t_s: float) -> float:
-    """The share of the peak usage may have reached by ``t_s``: just under the first fraction it
-    reached later (the whole peak once every fraction was reached)."""
-    return min((f for f, t in zip(PROFILE_FRACTIONS, profile_s, strict=True) if t > t_s), default=1.0)
-
-
-def early_share(profile_s: Sequence[float], window_s: float) -> float:
-    """The share of its peak a task may have reached within the first window, before growth acts."""
-    return _below_at(profile_s, window_s)
-
-
-def jump_share(profile_s: Sequence[float], window_s: float) -> float:
-    """The largest rise, as a share of the peak, a task may have made within one window after the
-    first (which its start covers): from what it surely had before a step to what it may have
-    reached one window later."""
-    return max(
-        (
-            _below_at(profile_s, t + window_s) - _reached_before(profile_s, t)
-            for t in profile_s
-            if t >= window_s
-        ),
-        default=0.0,
-    )
 
 
 @dataclass(frozen=True)
@@ -124,22 +95,24 @@ def run_with_growth(
     start_bytes: int,
     room_bytes: int,
     rule: GrowthRule | None,
-    headroom_bytes: float | None = None,
+    plan: GrowthPlan | None = None,
 ) -> GrowthOutcome:
     """Replay one try over its usage samples (times from its start, ascending; the last is its end).
-    The limit starts at ``start_bytes``; with a rule it grows as the agent would grow it, deciding at
+    The limit starts at ``start_bytes``; with a rule it grows as the agent would grow it (by the
+    family's ``plan``, or only to rescue without one), deciding at
     each sample. Usage above the limit in force at a sample is a kill there; between samples usage
     is held at the earlier sample's value."""
     limit, pending, resizes = start_bytes, None, 0  # pending: (when it lands, new limit)
-    held = used = 0.0
+    held = used = level = 0.0
     for i, (t, u) in enumerate(zip(times_s, usage_bytes, strict=True)):
         if pending is not None and pending[0] <= t:
             limit, pending = pending[1], None
         if u > limit:
             return GrowthOutcome(False, t, held, used, resizes, limit)
+        level = max(level, u) if plan is not None else u  # a plan's level is the most used so far
         if rule is not None and pending is None:  # the first sample too, at no rate: as the agent
             rate = (u - usage_bytes[i - 1]) / max(t - times_s[i - 1], 1e-9) if i else 0.0
-            wanted = grown_limit(u, rate, limit, room_bytes, rule, headroom_bytes)
+            wanted = grown_limit(level, rate, limit, room_bytes, rule, plan, t)
             if wanted is not None:
                 pending, resizes = (t + rule.latency_s, wanted), resizes + 1
         if i + 1 < len(times_s):
@@ -155,63 +128,3 @@ def _held(limit: int, pending: tuple[float, int] | None, t0: float, t1: float) -
         return limit * (t1 - t0)
     landing = max(pending[0], t0)
     return limit * (landing - t0) + pending[1] * (t1 - landing)
-
-
-def profile_of(times_s: Sequence[float], usage_bytes: Sequence[float]) -> tuple[float, ...]:
-    """The first time each fraction of the peak was reached."""
-    peak = max(usage_bytes, default=0.0)
-    out, j = [], 0
-    for fraction in PROFILE_FRACTIONS:
-        while j < len(usage_bytes) and usage_bytes[j] < fraction * peak:
-            j += 1
-        out.append(float(times_s[min(j, len(times_s) - 1)]))
-    return tuple(out)
-
-
-MIN_GROWTH_HISTORY = 3  # profiles a family needs before its start and headroom are learnt
-
-
-@dataclass(frozen=True)
-class GrowthPlan:
-    """Where a try starts and how far above its usage it is kept, learnt from its family."""
-
-    start_bytes: int
-    headroom_bytes: int
-
-
-def _at_budget(values: Sequence[float], max_kill_rate: float) -> float:
-    """The (1 - budget) quantile, the same budget logic as the static decision's."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, math.ceil((1.0 - max_kill_rate) * (len(ordered) - 1)))]
-
-
-def learnt_plan(
-    history: Sequence[tuple[Sequence[float], float]],
-    decision_bytes: int,
-    window_s: float,
-    max_kill_rate: float,
-) -> GrowthPlan | None:
-    """The start and the headroom the family's finished tasks (profile, peak bytes) ask for at the
-    kill budget: what each may have reached within the first window, before growth can act, and
-    the most it may have risen within one later window.
-
-    Each is the budget quantile of the tasks' shares of their own peaks, times the decision: the
-    decision's margin for small samples and input sizes then carries over. Once the family has a
-    task beyond the quantile (n x budget >= 1), the quantile in bytes is trusted where it is lower:
-    the share of a task's peak overstates a large task's early memory, and a kill is set by bytes.
-
-    None (start at the decision, grow only to rescue) with fewer than ``MIN_GROWTH_HISTORY``
-    profiles, or when the start plus one headroom reaches the decision: its tasks rise too early or
-    jump too far for growth to hold less than the decision."""
-    if len(history) < MIN_GROWTH_HISTORY:
-        return None
-    early = [(early_share(p, window_s), peak) for p, peak in history]
-    jump = [(jump_share(p, window_s), peak) for p, peak in history]
-    start = _at_budget([e for e, _ in early], max_kill_rate) * decision_bytes
-    headroom = _at_budget([j for j, _ in jump], max_kill_rate) * decision_bytes
-    if len(history) * max_kill_rate >= 1.0:
-        start = min(start, _at_budget([e * peak for e, peak in early], max_kill_rate))
-        headroom = min(headroom, _at_budget([j * peak for j, peak in jump], max_kill_rate))
-    if start + headroom >= decision_bytes:
-        return None
-    return GrowthPlan(max(math.ceil(start), 1), math.ceil(headroom))

@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-from .growth import PROFILE_FRACTIONS
+from .growth_plan import PROFILE_FRACTIONS
 from .locality import StageReport
 from .model import PeakKind, Usage
 

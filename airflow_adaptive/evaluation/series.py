@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from airflow_adaptive.core.growth import GrowthPlan, GrowthRule, learnt_plan, profile_of, run_with_growth
+from airflow_adaptive.core.growth import GrowthRule, run_with_growth
+from airflow_adaptive.core.growth_plan import GrowthPlan, learnt_plan, profile_of
 from airflow_adaptive.evaluation.replay import (
     ReplayConfig,
     StrategyResult,
@@ -91,8 +92,8 @@ def grow_model(
     def outcome(index: int, run: TaskRun, number: int, limit: int) -> TryOutcome:
         s = series[index]
         plan = state.plan(run, limit) if number == 1 else None
-        start, headroom = (limit, None) if plan is None else (plan.start_bytes, plan.headroom_bytes)
-        out = run_with_growth(s.times_s.tolist(), s.usage_bytes.tolist(), start, cap, rule, headroom)
+        start = limit if plan is None else plan.start_bytes
+        out = run_with_growth(s.times_s.tolist(), s.usage_bytes.tolist(), start, cap, rule, plan)
         if out.succeeded:
             state.finished(s, out.seconds)
         return TryOutcome(

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from kubernetes.client import models as k8s
 
-from airflow_adaptive.core.growth import PROFILE_STEPS
+from airflow_adaptive.core.growth_plan import PROFILE_STEPS
 from airflow_adaptive.core.telemetry import USAGE_PREFIX
 
 TERMINATION_FILE_ENV = "ADAPTIVE_TERMINATION_FILE"

@@ -32,15 +32,16 @@ from airflow_adaptive.agent.watch import GrowthWatch
 from airflow_adaptive.core.growth import GrowthRule
 from airflow_adaptive.kubernetes.names import GROW_LABEL, HEADROOM_ANNOTATION
 from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
-from airflow_adaptive.kubernetes.resize import Resized, growth_note, note_growth, resize_memory
+from airflow_adaptive.kubernetes.resize import (
+    Resized,
+    growth_note,
+    note_growth,
+    plan_from_text,
+    resize_memory,
+)
 
 log = logging.getLogger(__name__)
 UNLIMITED_ROOM_BYTES = 1 << 62
-
-
-def _headroom(pod: k8s.V1Pod) -> int | None:
-    raw = (pod.metadata.annotations or {}).get(HEADROOM_ANNOTATION)
-    return int(raw) if raw and raw.isdigit() else None
 
 
 def _container_id(status: Any) -> str:
@@ -115,9 +116,10 @@ class GrowthAgent:
             log.warning("grow-agent: %s/%s left alone: %s", pod.metadata.namespace, pod.metadata.name, err)
             self._left_alone.add(uid)
             return 0
-        watch = self._watches.setdefault(
-            (uid, status.name), GrowthWatch(self.rule, self.room_bytes(), _headroom(pod))
-        )
+        watch = self._watches.get((uid, status.name))
+        if watch is None:
+            plan = plan_from_text((pod.metadata.annotations or {}).get(HEADROOM_ANNOTATION))
+            watch = self._watches[(uid, status.name)] = GrowthWatch(self.rule, self.room_bytes(), plan)
         wanted = watch.observe(self.clock(), usage, limit)
         if wanted is None or limit is None:
             return 0

@@ -19,7 +19,7 @@ from kubernetes.client import CoreV1Api
 from kubernetes.client import models as k8s
 from kubernetes.client.exceptions import ApiException
 
-from airflow_adaptive.core.growth import GrowthPlan
+from airflow_adaptive.core.growth_plan import GrowthPlan
 from airflow_adaptive.core.units import MIB, format_bytes
 from airflow_adaptive.kubernetes.names import (
     DECISION_ANNOTATION,
@@ -59,7 +59,7 @@ def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -
         container.resize_policy = [*policies, NOT_REQUIRED]
     if plan is None:
         return
-    start, headroom = max(plan.start_bytes, MIB), plan.headroom_bytes
+    start = max(plan.start_bytes, MIB)
     resources = container.resources or k8s.V1ResourceRequirements()
     container.resources = k8s.V1ResourceRequirements(
         requests={**(resources.requests or {}), "memory": format_memory(start)},
@@ -67,13 +67,38 @@ def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -
         claims=resources.claims,
     )
     note = (
-        f"; starts at {format_bytes(start)} and grows in place, {format_bytes(headroom)} above usage "
+        f"; starts at {format_bytes(start)} and grows in place up to {format_bytes(plan.ceiling_bytes)}, "
+        f"{format_bytes(plan.headroom_at(start))} to {format_bytes(plan.headroom_bytes)} above usage "
         "(learnt from the family's memory profiles)"
     )
     annotations = dict(pod.metadata.annotations or {})
-    annotations[HEADROOM_ANNOTATION] = str(headroom)
+    annotations[HEADROOM_ANNOTATION] = plan_text(plan)
     annotations[DECISION_ANNOTATION] = (annotations.get(DECISION_ANNOTATION, "") + note)[-1000:]
     pod.metadata.annotations = annotations
+
+
+def plan_text(plan: GrowthPlan) -> str:
+    """What the agent needs of a plan, for the pod's annotation: the ceiling, the headroom by level
+    and the first window."""
+    fields = {
+        "ceiling": plan.ceiling_bytes,
+        "rises": list(plan.rises_bytes),
+        "window_s": plan.window_s,
+    }
+    return json.dumps(fields, separators=(",", ":"))
+
+
+def plan_from_text(text: str | None) -> GrowthPlan | None:
+    """The plan an annotation holds; None when absent or unreadable (the agent then only rescues)."""
+    try:
+        raw = json.loads(text or "")
+        ceiling, rises = int(raw["ceiling"]), tuple(int(r) for r in raw["rises"])
+        window_s = float(raw.get("window_s", 0.0))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    if ceiling <= 0 or not rises or min(rises) < 0 or not 0.0 <= window_s < 3600:
+        return None
+    return GrowthPlan(0, rises, ceiling, window_s)  # the pod already started where it said
 
 
 def _pending_reason(pod: Any) -> str | None:

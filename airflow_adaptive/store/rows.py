@@ -12,7 +12,7 @@ from typing import Any
 
 from airflow_adaptive.core.fitted_model import FittedModel
 from airflow_adaptive.core.grouping import NodeProfile
-from airflow_adaptive.core.growth import PROFILE_FRACTIONS
+from airflow_adaptive.core.growth_plan import PROFILE_FRACTIONS
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.core.node_groups import StoredNode
 from airflow_adaptive.core.rollup import DayKey, DayTotals, FamilyRollup

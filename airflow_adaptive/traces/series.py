@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from airflow_adaptive.core.growth import profile_of
+from airflow_adaptive.core.growth_plan import profile_of
 from airflow_adaptive.core.units import MB
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.common import ImportResult, SkippedRow, completed_observation, trace_name

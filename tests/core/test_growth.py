@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_adaptive.core.growth import (
-    GrowthRule,
+from airflow_adaptive.core.growth import GrowthRule, grown_limit, run_with_growth
+from airflow_adaptive.core.growth_plan import (
+    GrowthPlan,
     early_share,
-    grown_limit,
+    flat_plan,
     jump_share,
+    learnt_plan,
     profile_of,
-    run_with_growth,
+    rise_table,
 )
 from airflow_adaptive.exceptions import InvalidSettingError
 
@@ -19,10 +21,10 @@ RULE = GrowthRule(latency_s=4.0, sample_s=2.0, default_headroom=0.2, factor=1.1,
 
 def test_a_learnt_headroom_grows_when_usage_comes_within_it() -> None:
     # 700 + 200 < 1000: safe; 850 + 200 >= 1000: usage + 2 x 200 = 1250
-    assert grown_limit(700, 0.0, 1000, 10_000, RULE, headroom_bytes=200) is None
-    assert grown_limit(850, 0.0, 1000, 10_000, RULE, headroom_bytes=200) == 1250
+    assert grown_limit(700, 0.0, 1000, 10_000, RULE, flat_plan(0, 200, 10_000)) is None
+    assert grown_limit(850, 0.0, 1000, 10_000, RULE, flat_plan(0, 200, 10_000)) == 1250
     # at least factor x limit: 1000 + 2 x 20 < 1100
-    assert grown_limit(990, 0.0, 1000, 10_000, RULE, headroom_bytes=20) == 1100
+    assert grown_limit(990, 0.0, 1000, 10_000, RULE, flat_plan(0, 20, 10_000)) == 1100
 
 
 def test_a_rescue_waits_for_usage_near_the_limit_then_counts_the_rise() -> None:
@@ -35,8 +37,8 @@ def test_a_rescue_waits_for_usage_near_the_limit_then_counts_the_rise() -> None:
 
 
 def test_growth_never_goes_above_the_room() -> None:
-    assert grown_limit(900, 0.0, 1000, 1200, RULE, headroom_bytes=200) == 1200
-    assert grown_limit(900, 0.0, 1000, 1000, RULE, headroom_bytes=200) is None
+    assert grown_limit(900, 0.0, 1000, 1200, RULE, flat_plan(0, 200, 10_000)) == 1200
+    assert grown_limit(900, 0.0, 1000, 1000, RULE, flat_plan(0, 200, 10_000)) is None
 
 
 def test_a_resize_lands_after_the_latency_and_saves_the_task() -> None:
@@ -44,20 +46,22 @@ def test_a_resize_lands_after_the_latency_and_saves_the_task() -> None:
     usage = [500.0, 900.0, 950.0, 1050.0, 1050.0]
     # t=2: 900 + 200 >= 1000 -> ask 1300, lands at t=6; at t=6 usage 1050 <= 1300 (and
     # 1050 + 200 < 1300: no second ask): it survives.
-    out = run_with_growth(times, usage, 1000, 10_000, RULE, headroom_bytes=200)
+    out = run_with_growth(times, usage, 1000, 10_000, RULE, flat_plan(0, 200, 10_000))
     assert out.succeeded and out.resizes == 1 and out.final_limit_bytes == 1300
     assert out.held_byte_s == pytest.approx(1000 * 6 + 1300 * 2)
     assert out.used_byte_s == pytest.approx(2 * (500 + 900 + 950 + 1050))
     # a longer latency lands at t=8: usage 1050 > 1000 at t=6 is a kill there
     slow = run_with_growth(
-        times, usage, 1000, 10_000, GrowthRule(latency_s=6.0, headrooms=2.0), headroom_bytes=200
+        times, usage, 1000, 10_000, GrowthRule(latency_s=6.0, headrooms=2.0), flat_plan(1000, 200, 10_000)
     )
     assert not slow.succeeded and slow.seconds == 6.0 and slow.held_byte_s == pytest.approx(6000)
 
 
 def test_the_first_sample_can_ask_as_the_agent_does() -> None:
     # t=0: 850 + 200 >= 1000 at no known rate -> ask 1250, landing at t=4 before usage passes 1000
-    out = run_with_growth([0.0, 2.0, 4.0, 6.0], [850.0, 950.0, 1040.0, 1040.0], 1000, 10_000, RULE, 200)
+    out = run_with_growth(
+        [0.0, 2.0, 4.0, 6.0], [850.0, 950.0, 1040.0, 1040.0], 1000, 10_000, RULE, flat_plan(1000, 200, 10_000)
+    )
     assert out.succeeded and out.resizes == 1 and out.final_limit_bytes == 1250
 
 
@@ -69,7 +73,9 @@ def test_without_a_rule_the_limit_is_constant() -> None:
 def test_a_resize_landing_between_samples_is_charged_from_when_it_lands() -> None:
     rule = GrowthRule(latency_s=1.0, sample_s=2.0, headrooms=2.0)
     # t=2 asks (900 + 200 >= 1000) for 1300, landing at t=3: 1000 x 1 + 1300 x 1 from 2 to 4
-    out = run_with_growth([0.0, 2.0, 4.0], [100.0, 900.0, 900.0], 1000, 10_000, rule, headroom_bytes=200)
+    out = run_with_growth(
+        [0.0, 2.0, 4.0], [100.0, 900.0, 900.0], 1000, 10_000, rule, flat_plan(1000, 200, 10_000)
+    )
     assert out.succeeded and out.held_byte_s == pytest.approx(1000 * 2 + 1000 + 1300)
 
 
@@ -102,8 +108,6 @@ STEADY = (0.0,) * 10 + tuple(10.0 * k for k in range(1, 41))  # 20 % at once, th
 
 
 def _plan(profile: tuple[float, ...], peaks: list[float], decision: int) -> tuple[int, int] | None:
-    from airflow_adaptive.core.growth import learnt_plan
-
     plan = learnt_plan([(profile, peak) for peak in peaks], decision, 6.0, 0.02)
     return None if plan is None else (plan.start_bytes, plan.headroom_bytes)
 
@@ -123,3 +127,43 @@ def test_the_plan_is_a_share_of_the_decision_until_the_family_has_a_task_beyond_
     assert _plan(STEADY, [500.0] * 50, 1000) == (pytest.approx(110, abs=1), pytest.approx(20, abs=1))
     # a share of the decision where that is lower: peaks above the decision
     assert _plan(STEADY, [2000.0] * 50, 1000) == (pytest.approx(220, abs=1), pytest.approx(40, abs=1))
+
+
+def test_a_plan_grows_no_higher_than_its_ceiling_until_usage_reaches_it() -> None:
+    plan = flat_plan(500, 200, 1200)
+    # 850 + 200 >= 1000: usage + 2 x 200 = 1250, but the decision (1200) holds the family's peak
+    assert grown_limit(850, 0.0, 1000, 10_000, RULE, plan) == 1200
+    # at the ceiling, only a rescue: 1000 + 0.2 x 1200 >= 1200 -> 1000 + 2 x 240
+    assert grown_limit(900, 0.0, 1200, 10_000, RULE, plan) is None
+    assert grown_limit(1000, 0.0, 1200, 10_000, RULE, plan) == 1480
+
+
+# 30 % at once, then 2 % every 10 s to 50 %, then the rest at once (t = 200)
+SLOW_THEN_JUMP = (0.0,) * 15 + tuple(10.0 * k for k in range(1, 11)) + (200.0,) * 25
+
+
+def test_the_headroom_is_the_rise_from_where_the_task_stands() -> None:
+    table = rise_table(SLOW_THEN_JUMP, 6.0)
+    # from 30 % .. 48 %, a step may come within 6 s (4 %, counting the step just under); from 50 %
+    # (surely held before t = 200), the jump to 100 %, carried up to its peak
+    assert table[15:25].tolist() == pytest.approx([0.04] * 10) and table[25:51].tolist() == pytest.approx(
+        [0.5] * 26
+    )
+    # below 30 % (never held after the first window) and above its peak: its largest rise
+    assert table[:15].tolist() == pytest.approx([0.5] * 15) and table[51] == pytest.approx(0.5)
+    plan = learnt_plan([(SLOW_THEN_JUMP, 1000.0)] * 5, 1000, 6.0, 0.02)
+    assert isinstance(plan, GrowthPlan) and plan.start_bytes == 320  # 32 % may be reached within 6 s
+    # levels 20 and 25 of 20 bytes each (a byte more where 0.04 x 1000 rounds up)
+    assert plan.headroom_at(400) == pytest.approx(40, abs=1) and plan.headroom_at(500) == 500
+    # within the first window (which the start covers only at the budget): the largest
+    assert plan.headroom_at(400, elapsed_s=2.0) == 500 and plan.headroom_at(100) == 500
+
+
+def test_past_its_first_window_a_slow_riser_is_kept_close_and_grown_before_its_jump() -> None:
+    times = [10.0 + 2.0 * i for i in range(145)]  # first seen 10 s in: past its first window
+    usage = [min(300.0 + t, 500.0) if t < 250 else 700.0 for t in times]
+    plan = learnt_plan([(SLOW_THEN_JUMP, 1000.0)] * 5, 1000, 6.0, 0.02)
+    out = run_with_growth(times, usage, 320, 10_000, RULE, plan)
+    # 40 above usage while it climbs; at 500 (the level it jumps from) it asks for the ceiling
+    assert out.succeeded and out.final_limit_bytes == 1000 and out.resizes > 3
+    assert out.held_byte_s < 0.8 * 1000 * (times[-1] - times[0])

@@ -14,11 +14,13 @@ from kubernetes import config as kube_config
 from kubernetes.client import ApiClient, CoreV1Api
 
 from airflow_adaptive.core.growth import GrowthRule
+from airflow_adaptive.core.growth_plan import flat_plan
 from airflow_adaptive.core.model import ExitReason, TaskKey
 from airflow_adaptive.core.units import MIB
 from airflow_adaptive.kubernetes.grow_agent import GrowthAgent
 from airflow_adaptive.kubernetes.names import GROW_LABEL, GROWN_ANNOTATION, HEADROOM_ANNOTATION
 from airflow_adaptive.kubernetes.observe import observe_pod
+from airflow_adaptive.kubernetes.resize import plan_text
 from tests.fake_kubernetes import FakeKubernetesApi
 
 NAMESPACE = "airflow"
@@ -40,7 +42,8 @@ def client(api: FakeKubernetesApi) -> ApiClient:
 
 def start_pod(api: FakeKubernetesApi, name: str, *, headroom: int | None = None) -> CoreV1Api:
     core = CoreV1Api(client(api))
-    annotations = {HEADROOM_ANNOTATION: str(headroom)} if headroom else {}
+    # a flat headroom under a ceiling far above: the agent's asks are the rule's alone
+    annotations = {HEADROOM_ANNOTATION: plan_text(flat_plan(0, headroom, 1 << 40))} if headroom else {}
     core.create_namespaced_pod(NAMESPACE, {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "labels": {GROW_LABEL: "true"}, "annotations": annotations},

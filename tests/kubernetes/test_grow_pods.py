@@ -15,6 +15,7 @@ from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.modes import Mode
 from airflow_adaptive.kubernetes.names import GROW_LABEL, HEADROOM_ANNOTATION
 from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
+from airflow_adaptive.kubernetes.resize import plan_from_text
 from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
 from airflow_adaptive.traces.series import read_series_history
 from tests.conftest import validate_pod
@@ -65,8 +66,11 @@ def test_a_family_with_profiles_starts_below_the_decision_and_tells_the_agent_it
     ]
     # the family sits at 30 % of its peak for its first 100 s: the start is well below the decision
     assert memory(grown, "limits") == memory(grown, "requests") < 0.6 * memory(static, "limits")
-    headroom = int(grown["metadata"]["annotations"][HEADROOM_ANNOTATION])
-    assert 0 < headroom < memory(static, "limits") / 2
+    plan = plan_from_text(grown["metadata"]["annotations"][HEADROOM_ANNOTATION])
+    assert (
+        plan is not None and abs(plan.ceiling_bytes - memory(static, "limits")) < 1 << 20
+    )  # the decision, unrounded
+    assert 0 < plan.headroom_at(memory(grown, "limits")) < memory(static, "limits") / 2
     assert "grows in place" in grown["metadata"]["annotations"]["adaptive.airflow.io/decision"]
 
 
@@ -76,3 +80,28 @@ def test_without_profiles_the_pod_keeps_the_decision_and_may_still_grow(tmp_path
     assert memory(grown, "limits") == memory(static, "limits")
     assert grown["metadata"]["labels"][GROW_LABEL] == "true"
     assert HEADROOM_ANNOTATION not in grown["metadata"]["annotations"]
+
+
+def test_the_plan_annotation_reads_back_and_bad_text_only_turns_the_plan_off() -> None:
+    from airflow_adaptive.core.growth_plan import GrowthPlan
+    from airflow_adaptive.kubernetes.resize import plan_text
+
+    plan = GrowthPlan(5 << 20, (1 << 20, 4 << 20), 64 << 20, 7.0)
+    back = plan_from_text(plan_text(plan))
+    assert back is not None and (back.rises_bytes, back.ceiling_bytes, back.window_s) == (
+        plan.rises_bytes,
+        64 << 20,
+        7.0,
+    )
+    # level 20 MiB is in the lower half of the 64 MiB ceiling; within the first 7 s, the largest
+    assert back.headroom_at(20 << 20) == 1 << 20 and back.headroom_at(20 << 20, elapsed_s=1.0) == 4 << 20
+    # an older agent's plain headroom, a hand edit, a negative or missing field: rescue only, no error
+    for text in (
+        "16777216",
+        "{",
+        '{"ceiling":0,"rises":[1]}',
+        '{"ceiling":9,"rises":[-1]}',
+        '{"rises":[1]}',
+        None,
+    ):
+        assert plan_from_text(text) is None

@@ -1,0 +1,186 @@
+"""What a family's finished tasks say about growing the next one: where it starts and how far above
+its usage it is kept, by how far it has come.
+
+A task's memory profile is the time (seconds from its start) at which it first reached each
+fraction in ``PROFILE_FRACTIONS`` of its peak (every 2 %); read as a step function (the level
+between two times is the lower fraction), it overstates every rise by less than one step, which
+errs towards growing early.
+
+The start covers what a task may reach within the first window (one resize latency and one
+sample), before any growth can land. The headroom is the rise to expect within a later window, and
+it depends on where the task is: a task that climbs slowly and then jumps (a JVM filling its heap,
+a sort merging its runs) jumps from a level, not from anywhere. So the headroom is learnt per level
+(``LEVELS`` steps of the decision), where a try's level is the most it has used so far, as a
+profile's is: at each, the budget quantile of the largest rise each task made within a window from
+that level.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+PROFILE_STEPS = 50  # a step of 2 % of the peak: each learnt share errs by less than that
+PROFILE_FRACTIONS = tuple(k / PROFILE_STEPS for k in range(1, PROFILE_STEPS + 1))
+LEVELS = 50  # the headroom is learnt at each 2 % of the decision
+MIN_GROWTH_HISTORY = 3  # profiles a family needs before its start and headroom are learnt
+
+
+def profile_of(times_s: Sequence[float], usage_bytes: Sequence[float]) -> tuple[float, ...]:
+    """The first time each fraction of the peak was reached."""
+    peak = max(usage_bytes, default=0.0)
+    out, j = [], 0
+    for fraction in PROFILE_FRACTIONS:
+        while j < len(usage_bytes) and usage_bytes[j] < fraction * peak:
+            j += 1
+        out.append(float(times_s[min(j, len(times_s) - 1)]))
+    return tuple(out)
+
+
+def _reached_before(profile_s: Sequence[float], t_s: float) -> float:
+    """The share of the peak surely reached strictly before ``t_s``."""
+    return max((f for f, t in zip(PROFILE_FRACTIONS, profile_s, strict=True) if t < t_s), default=0.0)
+
+
+def _below_at(profile_s: Sequence[float], t_s: float) -> float:
+    """The share of the peak usage may have reached by ``t_s``: just under the first fraction it
+    reached later (the whole peak once every fraction was reached)."""
+    return min((f for f, t in zip(PROFILE_FRACTIONS, profile_s, strict=True) if t > t_s), default=1.0)
+
+
+def early_share(profile_s: Sequence[float], window_s: float) -> float:
+    """The share of its peak a task may have reached within the first window, before growth acts."""
+    return _below_at(profile_s, window_s)
+
+
+def _rises(profile_s: Sequence[float], window_s: float) -> list[tuple[float, float]]:
+    """Each later window's (share surely held before it, largest share reached within it): windows
+    after the first (which the start covers) that start just after a step, where the rise from
+    that level is largest."""
+    return [
+        (_reached_before(profile_s, t), _below_at(profile_s, t + window_s) - _reached_before(profile_s, t))
+        for t in profile_s
+        if t >= window_s
+    ]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def rise_table(profile_s: tuple[float, ...], window_s: float) -> np.ndarray:
+    """Per share j / PROFILE_STEPS of the peak (j = 0 .. PROFILE_STEPS), the largest rise within a
+    later window from the highest level the task held at or below j (a task seen between two
+    levels it held is on its way up from the lower one); below any level it held after its first
+    window, and (one more column) above its peak, its largest rise: a task seen that low then is
+    slower than this one was, one above it larger, and either may be anywhere on its way."""
+    table = np.full(PROFILE_STEPS + 1, np.nan)
+    for base, rise in _rises(profile_s, window_s):
+        j = round(base * PROFILE_STEPS)
+        table[j] = rise if np.isnan(table[j]) else max(table[j], rise)
+    table = table[np.maximum.accumulate(np.where(~np.isnan(table), np.arange(table.size), 0))]
+    largest = float(np.nanmax(table, initial=0.0))
+    return np.append(np.nan_to_num(table, nan=largest), largest)
+
+
+def jump_share(profile_s: Sequence[float], window_s: float) -> float:
+    """The largest rise, as a share of the peak, a task may have made within one window after the
+    first."""
+    return float(rise_table(tuple(profile_s), window_s).max())
+
+
+@dataclass(frozen=True)
+class GrowthPlan:
+    """Where a try starts, and the headroom kept above its usage by its level (the most it has used
+    so far): ``rises_bytes[k]`` from above k and up to k + 1 steps of ``ceiling_bytes /
+    len(rises_bytes)``. Within its first ``window_s`` a try is kept the largest headroom: the start
+    covers that window only at the kill budget, and an ask made then lands before it ends. The
+    ceiling is the family's static decision: growth holds no more than it until usage nears it."""
+
+    start_bytes: int
+    rises_bytes: tuple[int, ...]
+    ceiling_bytes: int
+    window_s: float = 0.0
+
+    @property
+    def headroom_bytes(self) -> int:
+        """The largest headroom, at any level."""
+        return max(self.rises_bytes)
+
+    def headroom_at(self, level_bytes: float, elapsed_s: float = math.inf) -> int:
+        """The headroom for a try ``elapsed_s`` from its start that has used at most ``level_bytes``."""
+        if elapsed_s < self.window_s:
+            return self.headroom_bytes
+        step = self.ceiling_bytes / len(self.rises_bytes)
+        return self.rises_bytes[min(max(math.ceil(level_bytes / step), 1), len(self.rises_bytes)) - 1]
+
+
+def flat_plan(start_bytes: int, headroom_bytes: int, ceiling_bytes: int) -> GrowthPlan:
+    """One headroom at every level and time."""
+    return GrowthPlan(start_bytes, (headroom_bytes,), ceiling_bytes)
+
+
+def _at_budget(values: Sequence[float], max_kill_rate: float) -> float:
+    """The (1 - budget) quantile, the same budget logic as the static decision's."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil((1.0 - max_kill_rate) * (len(ordered) - 1)))]
+
+
+def _covered_max(rises: np.ndarray, largest: np.ndarray, max_kill_rate: float) -> np.ndarray:
+    """Per level, the largest rise of the tasks whose largest rise anywhere is within the budget
+    quantile: every one of those is covered at every level (a per-level quantile would let a task
+    beyond the budget at any one level through, and a try passes many)."""
+    covered = largest <= _at_budget(largest.tolist(), max_kill_rate)
+    return np.max(rises[covered], axis=0)
+
+
+def _level_rises(
+    history: Sequence[tuple[Sequence[float], float]],
+    decision_bytes: int,
+    window_s: float,
+    max_kill_rate: float,
+) -> tuple[int, ...]:
+    """The headroom at each of ``LEVELS`` levels up to the decision, in bytes. Where a task stands
+    at a level is its own (level / its peak); its rise counts as a share of the decision before the
+    family has a task beyond the quantile (the decision's margin for small samples carries over),
+    and in bytes where lower once it has (n x budget >= 1)."""
+    tables = np.array([rise_table(tuple(p), window_s) for p, _ in history])
+    largest = tables.max(axis=1)
+    peaks = np.array([max(peak, 1.0) for _, peak in history])
+    levels = decision_bytes * np.arange(1, LEVELS + 1) / LEVELS
+    at = np.minimum(np.floor(levels[None, :] / peaks[:, None] * PROFILE_STEPS + 1e-9), PROFILE_STEPS + 1)
+    shares = np.take_along_axis(tables, at.astype(int), axis=1)
+    rises = _covered_max(shares, largest, max_kill_rate) * decision_bytes
+    if len(history) * max_kill_rate >= 1.0:
+        in_bytes = _covered_max(shares * peaks[:, None], largest * peaks, max_kill_rate)
+        rises = np.fmin(rises, in_bytes)
+    return tuple(math.ceil(r) for r in rises)
+
+
+def learnt_plan(
+    history: Sequence[tuple[Sequence[float], float]],
+    decision_bytes: int,
+    window_s: float,
+    max_kill_rate: float,
+) -> GrowthPlan | None:
+    """The start and the headroom by level that the family's finished tasks (profile, peak bytes)
+    ask for at the kill budget.
+
+    The start is the budget quantile of what each reached within the first window, as a share of
+    its peak times the decision (the decision's margin for small samples carries over); once the
+    family has a task beyond the quantile (n x budget >= 1), in bytes where lower: a share of the
+    peak overstates a large task's early memory, and a kill is set by bytes.
+
+    None (start at the decision, grow only to rescue) with fewer than ``MIN_GROWTH_HISTORY``
+    profiles, or when the start plus the headroom there reaches the decision: its tasks rise too
+    early or jump too far for growth to hold less than the decision."""
+    if len(history) < MIN_GROWTH_HISTORY:
+        return None
+    reached = [(early_share(p, window_s), peak) for p, peak in history]
+    start = _at_budget([e for e, _ in reached], max_kill_rate) * decision_bytes
+    if len(history) * max_kill_rate >= 1.0:
+        start = min(start, _at_budget([e * peak for e, peak in reached], max_kill_rate))
+    rises = _level_rises(history, decision_bytes, window_s, max_kill_rate)
+    plan = GrowthPlan(max(math.ceil(start), 1), rises, decision_bytes, window_s)
+    return None if start + plan.headroom_at(start, 0.0) >= decision_bytes else plan
