@@ -37,7 +37,7 @@ class GrowthWatch:
     def __init__(self, rule: GrowthRule, room_bytes: int, plan: GrowthPlan | None = None) -> None:
         self.rule = rule
         self.room_bytes = room_bytes  # the most this container may be given; the agent may update it
-        self.plan = plan  # the family's headroom by level and ceiling, or None: the rule's rescue only
+        self.plan = plan  # the family's headroom by level, or None: the rule's rescue only
         self._previous: tuple[float, int] | None = None
         self._first_s: float | None = None  # the first sample: the try's start, as far as the watch knows
         self._level = 0  # the most used so far

@@ -9,11 +9,8 @@ above the room the node has. A resize takes ``latency_s`` to reach the cgroup;
 usage above the limit before then is an OOM kill, as it would be without growth.
 
 The headroom, by that level, and the start come from the family's finished
-tasks' memory profiles (``core/growth_plan.py``). A learnt plan grows no higher
-than the family's static decision (its ceiling) until usage reaches it: the
-decision already holds the family's peak at the kill budget. From there, and
-without a plan, growth only rescues: it waits for usage within the default share
-of the limit.
+tasks' memory profiles (``core/growth_plan.py``). Without a plan growth only
+rescues: it waits for usage within the default share of the limit.
 """
 
 from __future__ import annotations
@@ -58,12 +55,11 @@ def grown_limit(
     elapsed_s: float = math.inf,
 ) -> int | None:
     """The limit to ask for now, or None when the current one is safe for the window or the node has
-    no room above it. Below the plan's ceiling, the headroom is the family's at this usage and time
-    since the start (the rise rate is in it), and the ask stops at the ceiling. At the ceiling or
-    without a plan (a rescue) usage must come within the default share of the limit, and the step
-    adds the current rise over a window: a task's first ramp, which the decision covers, does not
-    grow it."""
-    if plan is None or limit_bytes >= plan.ceiling_bytes:
+    no room above it. With the family's plan, the headroom is its at this usage and time since the
+    start (the rise rate is in it). Without one (a rescue) usage must come within the default share
+    of the limit, and the step adds the current rise over a window: a task's first ramp, which the
+    decision covers, does not grow it."""
+    if plan is None:
         if usage_bytes + rule.default_headroom * limit_bytes < limit_bytes:
             return None
         rise = rule.default_headroom * limit_bytes + max(rate_bytes_per_s, 0.0) * rule.window_s
@@ -72,7 +68,7 @@ def grown_limit(
         rise = plan.headroom_at(usage_bytes, elapsed_s)
         if usage_bytes + rise < limit_bytes:
             return None
-        wanted = min(max(usage_bytes + rule.headrooms * rise, limit_bytes * rule.factor), plan.ceiling_bytes)
+        wanted = max(usage_bytes + rule.headrooms * rise, limit_bytes * rule.factor)
     wanted = min(wanted, room_bytes)
     return math.ceil(wanted) if wanted > limit_bytes else None
 

@@ -93,14 +93,14 @@ def jump_share(profile_s: Sequence[float], window_s: float) -> float:
 @dataclass(frozen=True)
 class GrowthPlan:
     """Where a try starts, and the headroom kept above its usage by its level (the most it has used
-    so far): ``rises_bytes[k]`` from above k and up to k + 1 steps of ``ceiling_bytes /
-    len(rises_bytes)``. Within its first ``window_s`` a try is kept the largest headroom: the start
-    covers that window only at the kill budget, and an ask made then lands before it ends. The
-    ceiling is the family's static decision: growth holds no more than it until usage nears it."""
+    so far): ``rises_bytes[k]`` from above k and up to k + 1 steps of ``decision_bytes /
+    len(rises_bytes)`` (the family's static decision). Within its first ``window_s`` a try is kept
+    the largest headroom: the start covers that window only at the kill budget, and an ask made
+    then lands before it ends."""
 
     start_bytes: int
     rises_bytes: tuple[int, ...]
-    ceiling_bytes: int
+    decision_bytes: int
     window_s: float = 0.0
 
     @property
@@ -112,13 +112,13 @@ class GrowthPlan:
         """The headroom for a try ``elapsed_s`` from its start that has used at most ``level_bytes``."""
         if elapsed_s < self.window_s:
             return self.headroom_bytes
-        step = self.ceiling_bytes / len(self.rises_bytes)
+        step = self.decision_bytes / len(self.rises_bytes)
         return self.rises_bytes[min(max(math.ceil(level_bytes / step), 1), len(self.rises_bytes)) - 1]
 
 
-def flat_plan(start_bytes: int, headroom_bytes: int, ceiling_bytes: int) -> GrowthPlan:
+def flat_plan(start_bytes: int, headroom_bytes: int, decision_bytes: int) -> GrowthPlan:
     """One headroom at every level and time."""
-    return GrowthPlan(start_bytes, (headroom_bytes,), ceiling_bytes)
+    return GrowthPlan(start_bytes, (headroom_bytes,), decision_bytes)
 
 
 def _at_budget(values: Sequence[float], max_kill_rate: float) -> float:

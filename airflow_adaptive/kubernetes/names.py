@@ -19,5 +19,5 @@ CAPABILITY_PREFIX = "capability.adaptive.airflow.io/"
 STRATEGY_ANNOTATION = f"{PREFIX}/strategy"
 FAMILY_ANNOTATION = f"{PREFIX}/task-family"
 GROW_LABEL = f"{PREFIX}/grow"  # the node agent may grow this pod's memory in place
-HEADROOM_ANNOTATION = f"{PREFIX}/grow-headroom"  # the family's headroom by usage level and ceiling (JSON)
+HEADROOM_ANNOTATION = f"{PREFIX}/grow-headroom"  # the family's headroom by level (JSON)
 GROWN_ANNOTATION = f"{PREFIX}/grown"  # what the agent grew (or could not), explained

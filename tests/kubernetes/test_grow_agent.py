@@ -42,7 +42,7 @@ def client(api: FakeKubernetesApi) -> ApiClient:
 
 def start_pod(api: FakeKubernetesApi, name: str, *, headroom: int | None = None) -> CoreV1Api:
     core = CoreV1Api(client(api))
-    # a flat headroom under a ceiling far above: the agent's asks are the rule's alone
+    # one headroom at every level
     annotations = {HEADROOM_ANNOTATION: plan_text(flat_plan(0, headroom, 1 << 40))} if headroom else {}
     core.create_namespaced_pod(NAMESPACE, {
         "apiVersion": "v1", "kind": "Pod",

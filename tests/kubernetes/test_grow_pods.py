@@ -68,7 +68,7 @@ def test_a_family_with_profiles_starts_below_the_decision_and_tells_the_agent_it
     assert memory(grown, "limits") == memory(grown, "requests") < 0.6 * memory(static, "limits")
     plan = plan_from_text(grown["metadata"]["annotations"][HEADROOM_ANNOTATION])
     assert (
-        plan is not None and abs(plan.ceiling_bytes - memory(static, "limits")) < 1 << 20
+        plan is not None and abs(plan.decision_bytes - memory(static, "limits")) < 1 << 20
     )  # the decision, unrounded
     assert 0 < plan.headroom_at(memory(grown, "limits")) < memory(static, "limits") / 2
     assert "grows in place" in grown["metadata"]["annotations"]["adaptive.airflow.io/decision"]
@@ -88,19 +88,19 @@ def test_the_plan_annotation_reads_back_and_bad_text_only_turns_the_plan_off() -
 
     plan = GrowthPlan(5 << 20, (1 << 20, 4 << 20), 64 << 20, 7.0)
     back = plan_from_text(plan_text(plan))
-    assert back is not None and (back.rises_bytes, back.ceiling_bytes, back.window_s) == (
+    assert back is not None and (back.rises_bytes, back.decision_bytes, back.window_s) == (
         plan.rises_bytes,
         64 << 20,
         7.0,
     )
-    # level 20 MiB is in the lower half of the 64 MiB ceiling; within the first 7 s, the largest
+    # level 20 MiB is in the lower half of the 64 MiB decision; within the first 7 s, the largest
     assert back.headroom_at(20 << 20) == 1 << 20 and back.headroom_at(20 << 20, elapsed_s=1.0) == 4 << 20
     # an older agent's plain headroom, a hand edit, a negative or missing field: rescue only, no error
     for text in (
         "16777216",
         "{",
-        '{"ceiling":0,"rises":[1]}',
-        '{"ceiling":9,"rises":[-1]}',
+        '{"decision":0,"rises":[1]}',
+        '{"decision":9,"rises":[-1]}',
         '{"rises":[1]}',
         None,
     ):
