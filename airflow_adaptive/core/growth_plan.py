@@ -109,11 +109,16 @@ class GrowthPlan:
         return max(self.rises_bytes)
 
     def headroom_at(self, level_bytes: float, elapsed_s: float = math.inf) -> int:
-        """The headroom for a try ``elapsed_s`` from its start that has used at most ``level_bytes``."""
+        """The headroom for a try ``elapsed_s`` from its start that has used at most ``level_bytes``.
+        Within its first window it may be anywhere up to its start by the time an ask lands (the
+        start covers that window only at the kill budget): the largest headroom up to there."""
         if elapsed_s < self.window_s:
-            return self.headroom_bytes
+            return max(self.rises_bytes[: self._level(max(level_bytes, self.start_bytes))])
+        return self.rises_bytes[self._level(level_bytes) - 1]
+
+    def _level(self, level_bytes: float) -> int:
         step = self.decision_bytes / len(self.rises_bytes)
-        return self.rises_bytes[min(max(math.ceil(level_bytes / step), 1), len(self.rises_bytes)) - 1]
+        return min(max(math.ceil(level_bytes / step), 1), len(self.rises_bytes))
 
 
 def flat_plan(start_bytes: int, headroom_bytes: int, decision_bytes: int) -> GrowthPlan:

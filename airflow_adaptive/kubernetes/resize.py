@@ -78,10 +78,11 @@ def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -
 
 
 def plan_text(plan: GrowthPlan) -> str:
-    """What the agent needs of a plan, for the pod's annotation: the decision its levels are steps
-    of, the headroom by level
+    """What the agent needs of a plan, for the pod's annotation: the start, the decision its levels
+    are steps of, the headroom by level
     and the first window."""
     fields = {
+        "start": plan.start_bytes,
         "decision": plan.decision_bytes,
         "rises": list(plan.rises_bytes),
         "window_s": plan.window_s,
@@ -94,12 +95,12 @@ def plan_from_text(text: str | None) -> GrowthPlan | None:
     try:
         raw = json.loads(text or "")
         decision, rises = int(raw["decision"]), tuple(int(r) for r in raw["rises"])
-        window_s = float(raw.get("window_s", 0.0))
+        start, window_s = int(raw.get("start", 0)), float(raw.get("window_s", 0.0))
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
-    if decision <= 0 or not rises or min(rises) < 0 or not 0.0 <= window_s < 3600:
+    if decision <= 0 or start < 0 or not rises or min(rises) < 0 or not 0.0 <= window_s < 3600:
         return None
-    return GrowthPlan(0, rises, decision, window_s)  # the pod already started where it said
+    return GrowthPlan(start, rises, decision, window_s)
 
 
 def _pending_reason(pod: Any) -> str | None:

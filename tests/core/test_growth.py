@@ -146,8 +146,20 @@ def test_the_headroom_is_the_rise_from_where_the_task_stands() -> None:
     assert isinstance(plan, GrowthPlan) and plan.start_bytes == 320  # 32 % may be reached within 6 s
     # levels 20 and 25 of 20 bytes each (a byte more where 0.04 x 1000 rounds up)
     assert plan.headroom_at(400) == pytest.approx(40, abs=1) and plan.headroom_at(500) == 500
-    # within the first window (which the start covers only at the budget): the largest
+    # within the first window (which the start covers only at the budget): the largest up to the
+    # start or the level; below 30 % this family was never seen after its first window
     assert plan.headroom_at(400, elapsed_s=2.0) == 500 and plan.headroom_at(100) == 500
+
+
+# 2 % every 10 s to 50 %, then the rest at once (t = 300)
+CLIMB_THEN_JUMP = tuple(10.0 * k for k in range(1, 26)) + (300.0,) * 25
+
+
+def test_in_its_first_window_a_slow_starter_keeps_the_headroom_of_the_levels_below_its_start() -> None:
+    plan = learnt_plan([(CLIMB_THEN_JUMP, 1000.0)] * 5, 1000, 6.0, 0.02)
+    assert isinstance(plan, GrowthPlan) and plan.start_bytes == 20  # 2 % may be reached within 6 s
+    # up to the start (level 1 of 20 bytes) it climbs a step at a time: not the jump from 50 %
+    assert plan.headroom_at(10, elapsed_s=2.0) == pytest.approx(40, abs=1) and plan.headroom_bytes == 500
 
 
 def test_past_its_first_window_a_slow_riser_is_kept_close_and_grown_before_its_jump() -> None:

@@ -86,21 +86,20 @@ def test_the_plan_annotation_reads_back_and_bad_text_only_turns_the_plan_off() -
     from airflow_adaptive.core.growth_plan import GrowthPlan
     from airflow_adaptive.kubernetes.resize import plan_text
 
-    plan = GrowthPlan(5 << 20, (1 << 20, 4 << 20), 64 << 20, 7.0)
+    plan = GrowthPlan(5 << 20, (1 << 20, 4 << 20, 2 << 20), 96 << 20, 7.0)
     back = plan_from_text(plan_text(plan))
-    assert back is not None and (back.rises_bytes, back.decision_bytes, back.window_s) == (
-        plan.rises_bytes,
-        64 << 20,
-        7.0,
-    )
-    # level 20 MiB is in the lower half of the 64 MiB decision; within the first 7 s, the largest
-    assert back.headroom_at(20 << 20) == 1 << 20 and back.headroom_at(20 << 20, elapsed_s=1.0) == 4 << 20
+    assert back == plan
+    # levels of 32 MiB: at 70 MiB, the third; within the first 7 s, the largest up to the level
+    # (or the start, where higher): 4 MiB at 70 MiB, 1 MiB at 20 MiB
+    assert back.headroom_at(70 << 20) == 2 << 20 and back.headroom_at(70 << 20, elapsed_s=1.0) == 4 << 20
+    assert back.headroom_at(20 << 20, elapsed_s=1.0) == 1 << 20
     # an older agent's plain headroom, a hand edit, a negative or missing field: rescue only, no error
     for text in (
         "16777216",
         "{",
         '{"decision":0,"rises":[1]}',
         '{"decision":9,"rises":[-1]}',
+        '{"start":-1,"decision":9,"rises":[1]}',
         '{"rises":[1]}',
         None,
     ):
