@@ -94,9 +94,8 @@ def jump_share(profile_s: Sequence[float], window_s: float) -> float:
 class GrowthPlan:
     """Where a try starts, and the headroom kept above its usage by its level (the most it has used
     so far): ``rises_bytes[k]`` from above k and up to k + 1 steps of ``decision_bytes /
-    len(rises_bytes)`` (the family's static decision). Within its first ``window_s`` a try is kept
-    the largest headroom: the start covers that window only at the kill budget, and an ask made
-    then lands before it ends."""
+    len(rises_bytes)`` (the family's static decision); ``window_s`` is the first window (see
+    :meth:`headroom_at`)."""
 
     start_bytes: int
     rises_bytes: tuple[int, ...]
