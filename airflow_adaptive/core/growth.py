@@ -1,9 +1,9 @@
 """Growing a running task's memory limit in place before the kernel kills it.
 
 One rule, used by the time-series replay and by the node agent that PATCHes
-``pods/resize``: when usage (the most the try has used so far) plus the rise to
-expect within one resize latency and one sample (the headroom) reaches the
-limit, ask for usage plus twice the headroom, as the next ask can land only a window after this one does (at least
+``pods/resize``: when usage (with a family's plan, the most the try has used so
+far) plus the rise to expect within one resize latency and one sample (the
+headroom) reaches the limit, ask for usage plus twice the headroom, as the next ask can land only a window after this one does (at least
 ``factor`` times the limit, so a slow riser is not resized every sample), never
 above the room the node has. A resize takes ``latency_s`` to reach the cgroup;
 usage above the limit before then is an OOM kill, as it would be without growth.

@@ -11,8 +11,8 @@ sample), before any growth can land. The headroom is the rise to expect within a
 it depends on where the task is: a task that climbs slowly and then jumps (a JVM filling its heap,
 a sort merging its runs) jumps from a level, not from anywhere. So the headroom is learnt per level
 (``LEVELS`` steps of the decision), where a try's level is the most it has used so far, as a
-profile's is: at each, the budget quantile of the largest rise each task made within a window from
-that level.
+profile's is: at each, the largest rise within a window from that level among the tasks whose
+largest rise anywhere is within the budget quantile.
 """
 
 from __future__ import annotations
@@ -81,7 +81,9 @@ def rise_table(profile_s: tuple[float, ...], window_s: float) -> np.ndarray:
         table[j] = rise if np.isnan(table[j]) else max(table[j], rise)
     table = table[np.maximum.accumulate(np.where(~np.isnan(table), np.arange(table.size), 0))]
     largest = float(np.nanmax(table, initial=0.0))
-    return np.append(np.nan_to_num(table, nan=largest), largest)
+    table = np.append(np.nan_to_num(table, nan=largest), largest)
+    table.setflags(write=False)  # cached: shared by every caller
+    return table
 
 
 def jump_share(profile_s: Sequence[float], window_s: float) -> float:
@@ -116,6 +118,7 @@ class GrowthPlan:
         return self.rises_bytes[self._level(level_bytes) - 1]
 
     def _level(self, level_bytes: float) -> int:
+        """The level's number, 1 .. len(rises_bytes)."""
         step = self.decision_bytes / len(self.rises_bytes)
         return min(max(math.ceil(level_bytes / step), 1), len(self.rises_bytes))
 
@@ -153,7 +156,8 @@ def _level_rises(
     largest = tables.max(axis=1)
     peaks = np.array([max(peak, 1.0) for _, peak in history])
     levels = decision_bytes * np.arange(1, LEVELS + 1) / LEVELS
-    at = np.minimum(np.floor(levels[None, :] / peaks[:, None] * PROFILE_STEPS + 1e-9), PROFILE_STEPS + 1)
+    at = np.floor(levels[None, :] / peaks[:, None] * PROFILE_STEPS + 1e-9)
+    at = np.where(levels[None, :] > peaks[:, None], PROFILE_STEPS + 1, np.minimum(at, PROFILE_STEPS))
     shares = np.take_along_axis(tables, at.astype(int), axis=1)
     rises = _covered_max(shares, largest, max_kill_rate) * decision_bytes
     if len(history) * max_kill_rate >= 1.0:

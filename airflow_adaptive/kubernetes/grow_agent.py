@@ -100,9 +100,18 @@ class GrowthAgent:
             self._started.setdefault(uid, self.clock())
             for status in (pod.status.container_statuses if pod.status else None) or []:
                 if status.state and status.state.running and self.off_reason is None:
-                    asked += self._container(pod, status)
+                    asked += self._guarded(pod, status)
         self._forget(running)
         return asked
+
+    def _guarded(self, pod: k8s.V1Pod, status: Any) -> int:
+        """One container; a pod this cannot handle is left alone, with one log line, not the node."""
+        try:
+            return self._container(pod, status)
+        except (ValueError, ArithmeticError) as err:
+            log.warning("grow-agent: %s/%s left alone: %s", pod.metadata.namespace, pod.metadata.name, err)
+            self._left_alone.add(pod.metadata.uid)
+            return 0
 
     def _container(self, pod: k8s.V1Pod, status: Any) -> int:
         uid = pod.metadata.uid

@@ -79,8 +79,7 @@ def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -
 
 def plan_text(plan: GrowthPlan) -> str:
     """What the agent needs of a plan, for the pod's annotation: the start, the decision its levels
-    are steps of, the headroom by level
-    and the first window."""
+    are steps of, the headroom by level and the first window."""
     fields = {
         "start": plan.start_bytes,
         "decision": plan.decision_bytes,
@@ -90,17 +89,35 @@ def plan_text(plan: GrowthPlan) -> str:
     return json.dumps(fields, separators=(",", ":"))
 
 
+MAX_PLAN_BYTES = 1 << 62  # beyond any node: a larger number in an annotation is not a plan
+MAX_PLAN_LEVELS = 1000
+
+
+def _plan_bytes(value: Any) -> int:
+    if type(value) is not int or not 0 <= value <= MAX_PLAN_BYTES:  # bool, float, str: not ours
+        raise ValueError(f"not a byte count: {value!r}")
+    return value
+
+
 def plan_from_text(text: str | None) -> GrowthPlan | None:
     """The plan an annotation holds; None when absent or unreadable (the agent then only rescues)."""
     try:
         raw = json.loads(text or "")
-        decision, rises = int(raw["decision"]), tuple(int(r) for r in raw["rises"])
-        start, window_s = int(raw.get("start", 0)), float(raw.get("window_s", 0.0))
-    except (ValueError, TypeError, KeyError, AttributeError):
+        rises = raw["rises"]
+        if not isinstance(rises, list) or not 0 < len(rises) <= MAX_PLAN_LEVELS:
+            return None
+        window_s = raw.get("window_s", 0.0)
+        if type(window_s) not in (int, float) or not 0.0 <= window_s < 3600:
+            return None
+        plan = GrowthPlan(
+            _plan_bytes(raw.get("start", 0)),
+            tuple(_plan_bytes(r) for r in rises),
+            _plan_bytes(raw["decision"]),
+            float(window_s),
+        )
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
         return None
-    if decision <= 0 or start < 0 or not rises or min(rises) < 0 or not 0.0 <= window_s < 3600:
-        return None
-    return GrowthPlan(start, rises, decision, window_s)
+    return plan if plan.decision_bytes > 0 else None
 
 
 def _pending_reason(pod: Any) -> str | None:

@@ -170,3 +170,17 @@ def test_past_its_first_window_a_slow_riser_is_kept_close_and_grown_before_its_j
     # 40 above usage while it climbs; at 500 (the level it jumps from), 500 above it
     assert out.succeeded and out.final_limit_bytes >= 1000 and out.resizes > 3
     assert out.held_byte_s < 1000 * (times[-1] - times[0])  # less than the decision held throughout
+
+
+# 2 % by 10 s, 60 % by 20 s, then 2 % every 10 s to its peak
+JUMP_THEN_CLIMB = (10.0,) + (20.0,) * 29 + tuple(30.0 + 10.0 * k for k in range(20))
+
+
+def test_a_try_above_a_tasks_peak_keeps_that_tasks_largest_rise() -> None:
+    plan = learnt_plan([(JUMP_THEN_CLIMB, 990.0)] * 5, 1000, 6.0, 0.02)
+    assert isinstance(plan, GrowthPlan)
+    # at 980 (98 % of the 990 peak) the task makes its last step, 2 %; at 1000, above its peak, a
+    # larger task may be anywhere on its way, its jump from 2 % to 60 % (62 %, a step high) included
+    assert plan.headroom_at(980) == pytest.approx(20, abs=1) and plan.headroom_at(1000) == pytest.approx(
+        600, abs=1
+    )

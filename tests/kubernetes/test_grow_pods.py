@@ -93,14 +93,15 @@ def test_the_plan_annotation_reads_back_and_bad_text_only_turns_the_plan_off() -
     # (or the start, where higher): 4 MiB at 70 MiB, 1 MiB at 20 MiB
     assert back.headroom_at(70 << 20) == 2 << 20 and back.headroom_at(70 << 20, elapsed_s=1.0) == 4 << 20
     assert back.headroom_at(20 << 20, elapsed_s=1.0) == 1 << 20
-    # an older agent's plain headroom, a hand edit, a negative or missing field: rescue only, no error
-    for text in (
-        "16777216",
-        "{",
-        '{"decision":0,"rises":[1]}',
-        '{"decision":9,"rises":[-1]}',
-        '{"start":-1,"decision":9,"rises":[1]}',
-        '{"rises":[1]}',
-        None,
-    ):
-        assert plan_from_text(text) is None
+    # the provider's older plain headroom, a hand edit, non-finite or huge numbers, booleans, a
+    # string, a negative or missing field: rescue only, no error
+    bad = (
+        "16777216", "{", '{"decision":0,"rises":[1]}', '{"decision":9,"rises":[-1]}',
+        '{"start":-1,"decision":9,"rises":[1]}', '{"rises":[1]}', '{"decision":Infinity,"rises":[1]}',
+        '{"decision":9,"rises":[1e400]}', '{"decision":9,"rises":[NaN]}',
+        '{"decision":1' + "0" * 400 + ',"rises":[1]}', '{"decision":true,"rises":[true]}',
+        '{"decision":9,"rises":"123"}', '{"decision":9,"rises":{"1":2}}',
+        '{"decision":9,"rises":[1],"window_s":Infinity}', None,
+    )  # fmt: skip
+    for text in bad:
+        assert plan_from_text(text) is None, text
