@@ -40,7 +40,7 @@ class GrowthWatch:
         self.plan = plan  # the family's headroom by level, or None: the rule's rescue only
         self._previous: tuple[float, int] | None = None
         self._first_s: float | None = None  # the first sample: the try's start, as far as the watch knows
-        self._level = 0  # the most used so far
+        self._level_bytes = 0  # the most used so far (with a plan; else the latest usage)
         self._ask: _Ask | None = None
 
     @property
@@ -57,13 +57,12 @@ class GrowthWatch:
         """The limit to ask for now, or None. Uses core.growth.grown_limit with the rate from the
         previous sample (none at the first: it decides on the headroom alone); with the family's
         plan, at the most used so far and the time since the first sample (where the plan says the
-        try stands); unlimited
-        containers are never grown; after an ask it asks nothing more until the limit in force
-        changes or 3 x rule.latency_s (at least one sample interval) passes (a resize may still be
-        landing)."""
+        try stands); unlimited containers are never grown; after an ask it asks nothing more until
+        the limit in force changes or 3 x rule.latency_s (at least one sample interval) passes (a
+        resize may still be landing)."""
         rate = self._rate(now_s, usage_bytes)
         self._first_s = now_s if self._first_s is None else self._first_s
-        self._level = max(self._level, usage_bytes) if self.plan is not None else usage_bytes
+        self._level_bytes = max(self._level_bytes, usage_bytes) if self.plan is not None else usage_bytes
         self._previous = (now_s, usage_bytes)
         if limit_bytes is None:
             self._ask = None
@@ -73,7 +72,7 @@ class GrowthWatch:
                 return None
             self._ask = None
         wanted = grown_limit(
-            self._level, rate, limit_bytes, self.room_bytes, self.rule, self.plan, now_s - self._first_s
+            self._level_bytes, rate, limit_bytes, self.room_bytes, self.rule, self.plan, now_s - self._first_s
         )
         if wanted is not None:
             self._ask = _Ask(now_s, limit_bytes, wanted)

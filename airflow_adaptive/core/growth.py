@@ -3,9 +3,10 @@
 One rule, used by the time-series replay and by the node agent that PATCHes
 ``pods/resize``: when usage (with a family's plan, the most the try has used so
 far) plus the rise to expect within one resize latency and one sample (the
-headroom) reaches the limit, ask for usage plus twice the headroom, as the next ask can land only a window after this one does (at least
-``factor`` times the limit, so a slow riser is not resized every sample), never
-above the room the node has. A resize takes ``latency_s`` to reach the cgroup;
+headroom) reaches the limit, ask for usage plus twice the headroom, as the next
+ask can land only a window after this one does (at least ``factor`` times the
+limit, so a slow riser is not resized every sample), never above the room the
+node has. A resize takes ``latency_s`` to reach the cgroup;
 usage above the limit before then is an OOM kill, as it would be without growth.
 
 The headroom, by that level, and the start come from the family's finished
@@ -63,13 +64,11 @@ def grown_limit(
         if usage_bytes + rule.default_headroom * limit_bytes < limit_bytes:
             return None
         rise = rule.default_headroom * limit_bytes + max(rate_bytes_per_s, 0.0) * rule.window_s
-        wanted = max(usage_bytes + rule.headrooms * rise, limit_bytes * rule.factor)
     else:
         rise = plan.headroom_at(usage_bytes, elapsed_s)
         if usage_bytes + rise < limit_bytes:
             return None
-        wanted = max(usage_bytes + rule.headrooms * rise, limit_bytes * rule.factor)
-    wanted = min(wanted, room_bytes)
+    wanted = min(max(usage_bytes + rule.headrooms * rise, limit_bytes * rule.factor), room_bytes)
     return math.ceil(wanted) if wanted > limit_bytes else None
 
 
@@ -95,9 +94,9 @@ def run_with_growth(
 ) -> GrowthOutcome:
     """Replay one try over its usage samples (times from its start, ascending; the last is its end).
     The limit starts at ``start_bytes``; with a rule it grows as the agent would grow it (by the
-    family's ``plan``, or only to rescue without one), deciding at
-    each sample. Usage above the limit in force at a sample is a kill there; between samples usage
-    is held at the earlier sample's value."""
+    family's ``plan``, or only to rescue without one), deciding at each sample. Usage above the
+    limit in force at a sample is a kill there; between samples usage is held at the earlier
+    sample's value."""
     limit, pending, resizes = start_bytes, None, 0  # pending: (when it lands, new limit)
     held = used = level = 0.0
     for i, (t, u) in enumerate(zip(times_s, usage_bytes, strict=True)):

@@ -86,12 +86,6 @@ def rise_table(profile_s: tuple[float, ...], window_s: float) -> np.ndarray:
     return table
 
 
-def jump_share(profile_s: Sequence[float], window_s: float) -> float:
-    """The largest rise, as a share of the peak, a task may have made within one window after the
-    first."""
-    return float(rise_table(tuple(profile_s), window_s).max())
-
-
 @dataclass(frozen=True)
 class GrowthPlan:
     """Where a try starts, and the headroom kept above its usage by its level (the most it has used
@@ -128,6 +122,12 @@ def flat_plan(start_bytes: int, headroom_bytes: int, decision_bytes: int) -> Gro
     return GrowthPlan(start_bytes, (headroom_bytes,), decision_bytes)
 
 
+def _trusts_bytes(tasks: int, max_kill_rate: float) -> bool:
+    """Whether a family has a task beyond the budget quantile (n x budget >= 1): its quantile in
+    bytes is then trusted where lower than the share of the decision."""
+    return tasks * max_kill_rate >= 1.0
+
+
 def _at_budget(values: Sequence[float], max_kill_rate: float) -> float:
     """The (1 - budget) quantile, the same budget logic as the static decision's."""
     ordered = sorted(values)
@@ -160,7 +160,7 @@ def _level_rises(
     at = np.where(levels[None, :] > peaks[:, None], PROFILE_STEPS + 1, np.minimum(at, PROFILE_STEPS))
     shares = np.take_along_axis(tables, at.astype(int), axis=1)
     rises = _covered_max(shares, largest, max_kill_rate) * decision_bytes
-    if len(history) * max_kill_rate >= 1.0:
+    if _trusts_bytes(len(history), max_kill_rate):
         in_bytes = _covered_max(shares * peaks[:, None], largest * peaks, max_kill_rate)
         rises = np.fmin(rises, in_bytes)
     return tuple(math.ceil(r) for r in rises)
@@ -187,7 +187,7 @@ def learnt_plan(
         return None
     reached = [(early_share(p, window_s), peak) for p, peak in history]
     start = _at_budget([e for e, _ in reached], max_kill_rate) * decision_bytes
-    if len(history) * max_kill_rate >= 1.0:
+    if _trusts_bytes(len(history), max_kill_rate):
         start = min(start, _at_budget([e * peak for e, peak in reached], max_kill_rate))
     rises = _level_rises(history, decision_bytes, window_s, max_kill_rate)
     plan = GrowthPlan(max(math.ceil(start), 1), rises, decision_bytes, window_s)

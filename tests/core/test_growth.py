@@ -9,7 +9,6 @@ from airflow_adaptive.core.growth_plan import (
     GrowthPlan,
     early_share,
     flat_plan,
-    jump_share,
     learnt_plan,
     profile_of,
     rise_table,
@@ -79,7 +78,7 @@ def test_a_resize_landing_between_samples_is_charged_from_when_it_lands() -> Non
     assert out.succeeded and out.held_byte_s == pytest.approx(1000 * 2 + 1000 + 1300)
 
 
-def test_profile_early_share_and_jump_share() -> None:
+def test_profile_early_share_and_largest_rise() -> None:
     times = [float(t) for t in range(0, 22, 2)]  # 0 .. 20 s
     usage = [0, 30, 30, 30, 30, 30, 30, 30, 95, 100, 100]
     profile = profile_of(times, usage)
@@ -88,10 +87,10 @@ def test_profile_early_share_and_jump_share() -> None:
     # within a 6 s window usage may have reached just under 32 %: the start must cover that
     assert early_share(profile, 6.0) == pytest.approx(0.32)
     # from 30 % before t=16 to 100 % by t=22: a rise of 70 % of the peak within one window
-    assert jump_share(profile, 6.0) == pytest.approx(0.7)
+    assert rise_table(profile, 6.0).max() == pytest.approx(0.7)
     # a task that rises only in its first window jumps by nothing later
     flat = (0.0,) * len(profile)
-    assert jump_share(flat, 6.0) == 0.0 and early_share(flat, 6.0) == 1.0
+    assert rise_table(flat, 6.0).max() == 0.0 and early_share(flat, 6.0) == 1.0
 
 
 def test_bad_rules_are_typed_errors() -> None:
