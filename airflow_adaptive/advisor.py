@@ -85,7 +85,11 @@ class Advisor:
         else:
             decision = keep_user(ask.user, "adaptive sizing is off for this task")
         placement = self.placement.place(
-            ask.task_family, ask.required_capabilities, decision.memory_request_bytes, ask.idle_nodes
+            ask.task_family,
+            ask.required_capabilities,
+            decision.memory_request_bytes,
+            ask.idle_nodes,
+            ask.input_size_bytes,
         )
         choice = self.placement.priority(ask.task_family, ask.static_weight)
         priority_class, note = class_of(choice)

@@ -10,6 +10,7 @@ from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.lff import check_failure_mode
 from airflow_adaptive.core.locality import BIG_FROM_BYTES, SMALL_BELOW_BYTES
 from airflow_adaptive.core.modes import FamilyRule, Mode, parse_family_rules, parse_mode
+from airflow_adaptive.core.placement import DEFAULT_PLACEMENT, PLACEMENT_POLICIES
 from airflow_adaptive.core.retention import DAYS_RULE, check_keep_days
 from airflow_adaptive.core.sizing import RETRY_POLICIES
 from airflow_adaptive.core.sizing.base import PREDICTORS
@@ -52,6 +53,7 @@ class AdaptiveSettings:
     family_modes: tuple[FamilyRule, ...] = ()
     grow_in_place: bool = False  # pods the agent may grow in place (kubernetes/grow_agent.py)
     grow_resize_latency_seconds: float = 5.0
+    placement_policy: str = DEFAULT_PLACEMENT  # a name in core/placement.py's PLACEMENT_POLICIES
 
 
 def _raw(name: str) -> str:
@@ -214,6 +216,7 @@ def load_settings() -> AdaptiveSettings:
         family_modes=_family_modes(),
         grow_in_place=_flag("grow_in_place"),
         grow_resize_latency_seconds=_growth_latency(),
+        placement_policy=_raw("placement_policy").strip(),
     )
 
 
@@ -224,10 +227,15 @@ def get_settings() -> AdaptiveSettings:
 
 
 def check_sizing_names(settings: AdaptiveSettings) -> None:
-    """Raise InvalidConfigError when ``strategy`` or ``oom_retry_policy`` names nothing registered.
+    """Raise InvalidConfigError when ``placement_policy``, ``strategy`` or ``oom_retry_policy`` names
+    nothing registered.
     Commands call it, so a typo is an error where it was typed; pods do not: their decision fails
     open to the user's request, the reason logged once (advisor.py)."""
     sizing = settings.sizing
+    try:
+        PLACEMENT_POLICIES.get(settings.placement_policy)
+    except UnknownStrategyError as err:
+        raise InvalidConfigError(f"[{SECTION}] placement_policy: {err}") from None
     try:
         PREDICTORS.get(sizing.strategy)
     except UnknownStrategyError as err:

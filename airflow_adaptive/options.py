@@ -110,6 +110,14 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "False",
         "Deprecated: ``True`` is read as ``mode = enforce`` while ``mode`` is ``off``.",
     ),
+    "placement_policy": (
+        "string",
+        "tarema",
+        "How pods prefer node groups: ``tarema`` (task labels matched to group ranks), ``finish-time`` "
+        "(the group where the family is expected to finish first: its runtime there, learnt from its "
+        "recorded runs and the groups' benchmarks, stretched by the group's load) or a baseline "
+        "(``sjfn``, ``fair``, ``fill-nodes``, ``round-robin``). Always preferred affinity, never required.",
+    ),
     "placement_live_load": (
         "boolean",
         "False",

@@ -8,7 +8,7 @@ per machine) and 4 Pegasus-style synthetic DAGs of about 1,000 tasks, each as
 one DAG run and as several concurrent runs. Prints, per cluster and overall,
 the geometric mean over workloads and seeds of each policy's makespan divided
 by round-robin's and by SJFN's (and of the lower bound no policy can beat), and for the
-default placement (the one pods get, whichever it is) and tarema-idle how many comparisons are no
+default placement (the one pods get, whichever it is), tarema-idle and finish-time how many comparisons are no
 slower than SJFN and how many more than 2 % slower; then the same with the interference model
 switched off. Then our
 placement with the users' memory requests against adaptive sizing, and the
@@ -37,7 +37,8 @@ from airflow_adaptive.simulation.placements import PLACEMENTS
 from airflow_adaptive.simulation.sources import load_workload
 from airflow_adaptive.simulation.workload import concurrent_runs
 
-OURS = (DEFAULT_PLACEMENT, "tarema-idle")  # the default, and what pods get with placement_live_load = True
+# The default; what pods get with placement_live_load = True; placement by predicted finish time.
+OURS = (DEFAULT_PLACEMENT, "tarema-idle", "finish-time")
 SLOWER = 1.02  # a comparison counts as slower than SJFN above this ratio
 SCALE_CLUSTER = """nodes:
   - {name: e2, count: 34, cores: 6, memory: 16Gi, benchmarks: {cpu_events_per_s: 370, memory_mib_per_s: 13500}}
@@ -65,6 +66,7 @@ def table(
     results: dict[Job, dict[str, float]],
     interference: float,
     clusters: tuple[str, ...] = CLUSTERS,
+    per_comparison: bool = False,
 ) -> None:
     print(f"\n### interference {interference:g} per similar co-running task\n")
     ours = " | ".join(f"{o} / SJFN | {o} <= SJFN | {o} > {SLOWER:g}x SJFN" for o in OURS)
@@ -89,6 +91,9 @@ def table(
         print(
             f"\nworst {o}/SJFN: {m[o] / m['sjfn']:.3f} on {Path(spec).name} x{runs}, {cluster}, seed {seed}"
         )
+        if per_comparison:
+            for (spec, runs, cluster, seed, *_), m in sorted(chosen.items()):
+                print(f"  {o}/SJFN {m[o] / m['sjfn']:.3f}  {Path(spec).name} x{runs}, {cluster}, seed {seed}")
     live = [m["tarema-idle"] / m[OURS[0]] for m in chosen.values()]  # what placement_live_load changes
     print(
         f"\n{OURS[1]} <= {OURS[0]} in {sum(r <= 1.0001 for r in live)}/{len(live)} comparisons, worst {max(live):.3f}"
@@ -162,7 +167,12 @@ def scale() -> None:
 
 
 def placement_tables(
-    jobs: list[Job], interferences: tuple[float, float], workers: int | None, size_cpu: bool, started: float
+    jobs: list[Job],
+    interferences: tuple[float, float],
+    workers: int | None,
+    size_cpu: bool,
+    started: float,
+    per_comparison: bool = False,
 ) -> None:
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
         results = dict(pool.map(one, jobs, chunksize=4))
@@ -171,10 +181,10 @@ def placement_tables(
         + (" with adaptive sizing and size_cpu" if size_cpu else "")
     )
     for interference in interferences:
-        table(results, interference)
+        table(results, interference, per_comparison=per_comparison)
     print("\n## The Lotaru workflows on the Lotaru cluster (2 nodes of each machine, measured runtimes)")
     for interference in interferences:
-        table(results, interference, ("lotaru",))
+        table(results, interference, ("lotaru",), per_comparison)
 
 
 def main() -> None:
@@ -189,6 +199,9 @@ def main() -> None:
     parser.add_argument(
         "--size-cpu", action="store_true", help="every policy under adaptive sizing with size_cpu on"
     )
+    parser.add_argument(
+        "--per-comparison", action="store_true", help="print every comparison's ratio to SJFN"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     interferences = (SimParams().interference_per_task, 0.0)
@@ -201,7 +214,7 @@ def main() -> None:
         for interference in interferences
     ]
     if not args.sizing_only:
-        placement_tables(jobs, interferences, args.workers, args.size_cpu, started)
+        placement_tables(jobs, interferences, args.workers, args.size_cpu, started, args.per_comparison)
     sizing_jobs = [
         (spec, cluster, h)
         for spec in workload_specs(args.data)

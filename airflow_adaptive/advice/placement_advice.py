@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from airflow_adaptive.advice.session import StoreSession
 from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, labels_from_distributions
 from airflow_adaptive.core.lff import FamilyProgress, PriorityChoice, choose_priority
-from airflow_adaptive.core.node_groups import summarize_groups
-from airflow_adaptive.core.placement import GroupView, PlacementEngine, PlacementResult, TaskDemandView
-from airflow_adaptive.exceptions import HistoryUnavailableError
+from airflow_adaptive.core.node_groups import StoredNode, summarize_groups
+from airflow_adaptive.core.placement import (
+    DEFAULT_PLACEMENT,
+    GroupView,
+    PlacementEngine,
+    PlacementResult,
+    TaskDemandView,
+    engine_for,
+)
+from airflow_adaptive.core.runtimes import StoredRun, feature_scores, fit_runtimes, runs_on_groups
+from airflow_adaptive.exceptions import HistoryUnavailableError, UnknownStrategyError
+from airflow_adaptive.failopen import warn_once
 from airflow_adaptive.store.api import SizingStore
 
 
@@ -48,11 +57,13 @@ class PlacementAdvice:
         required_capabilities: frozenset[str],
         memory_request_bytes: int | None,
         idle_nodes: Mapping[int, int] | None = None,
+        input_size_bytes: int | None = None,
     ) -> PlacementResult:
         """Preferred node groups for the family (no preference when groups or history are unavailable)."""
         task = TaskDemandView(task_family, None, memory_request_bytes, required_capabilities)
         try:
-            groups = summarize_groups(self.session.nodes())
+            nodes = self.session.nodes()
+            groups = summarize_groups(nodes)
             if not groups:
                 return PlacementResult((), (), False, ("no node groups profiled yet",))
             state = self.session.family(task_family)
@@ -64,6 +75,9 @@ class PlacementAdvice:
             [GroupCapacity(g.task_ranks, g.cores, g.memory_bytes, len(g.members)) for g in groups]
         )
         labels = labels_from_distributions(state.rollup.demand() if state else None, demand, capacities)
+        runtimes = expected_runtime_s(
+            state.model.runs if state and state.model else (), nodes, input_size_bytes
+        )
         views = [
             GroupView(
                 g.id,
@@ -75,7 +89,15 @@ class PlacementAdvice:
             )
             for g in groups
         ]
-        return PlacementEngine().place(replace(task, labels=labels), views)
+        return self._engine().place(replace(task, labels=labels, runtime_by_group_s=runtimes), views)
+
+    def _engine(self) -> PlacementEngine:
+        """The configured policy's engine; an unknown name places as the default does (logged once)."""
+        try:
+            return engine_for(self.settings.placement_policy)
+        except UnknownStrategyError as err:
+            warn_once(f"placement_policy: {err}", f"pods are placed by {DEFAULT_PLACEMENT}")
+            return engine_for(DEFAULT_PLACEMENT)
 
     def mean_runtime_s(self, task_family: str) -> float | None:
         """The family's mean recorded runtime; None when unknown or the store is unavailable."""
@@ -85,3 +107,29 @@ class PlacementAdvice:
             self.session.unavailable(err)
             return None
         return state.rollup.mean_wall_seconds if state else None
+
+
+def expected_runtime_s(
+    stored: Sequence[StoredRun], nodes: Sequence[StoredNode], input_size_bytes: int | None = None
+) -> dict[int, float] | None:
+    """Expected seconds per node group from a family's stored runs and the nodes' benchmark scores
+    (``core/runtimes.py``); None when the family has no run on a grouped node."""
+    group_of = {n.name: n.group_id for n in nodes if n.group_id is not None}
+    members: dict[int, list[StoredNode]] = {}
+    for n in nodes:
+        if n.group_id is not None:
+            members.setdefault(n.group_id, []).append(n)
+    scores = {g: feature_scores(_mean_benchmarks(ns)) for g, ns in members.items()}
+    model = fit_runtimes(runs_on_groups(stored, group_of), scores)
+    if model is None:
+        return None
+    return {g: e.seconds for g, e in model.expected(scores, input_size_bytes).items()}
+
+
+def _mean_benchmarks(nodes: Sequence[StoredNode]) -> dict[str, float]:
+    """Each benchmark's mean over the nodes that measured it."""
+    values: dict[str, list[float]] = {}
+    for n in nodes:
+        for name, value in n.profile.benchmarks.items():
+            values.setdefault(name, []).append(value)
+    return {name: sum(v) / len(v) for name, v in values.items()}

@@ -16,6 +16,7 @@ from typing import Any
 
 from .cpu import CpuHistory
 from .decide import SizingSettings, fresh_predictor
+from .runtimes import StoredRun
 from .sizing import Predictor, Sample
 from .sizing.state import STATE_FORMAT, fitted_state, restore_state
 
@@ -59,6 +60,7 @@ class FittedModel:
     fitted_through_id: int | None = None  # the newest attempt id it saw (store-assigned)
     cpu_cores: float | None = None  # the configured quantile of the window's cores busy (core/cpu.py)
     cpu_attempts: int = 0  # completed attempts with CPU known, in the window
+    runs: Sequence[StoredRun] = ()  # the window's newest completed runs: node, seconds, input bytes
 
 
 def fit_model(
@@ -68,6 +70,7 @@ def fit_model(
     fitted_through_id: int | None = None,
     previous: FittedModel | None = None,
     cpu: CpuHistory | None = None,
+    runs: Sequence[StoredRun] = (),
 ) -> FittedModel:
     """Fit the configured strategy on a family's window of samples.
 
@@ -88,6 +91,7 @@ def fit_model(
         fitted_through_id,
         cpu.cores if cpu else None,
         cpu.attempts if cpu else 0,
+        tuple(runs),
     )
 
 

@@ -37,6 +37,7 @@ class TaskDemandView:
     labels: Mapping[str, int] | None
     memory_request_bytes: int | None = None
     required_capabilities: frozenset[str] = frozenset()
+    runtime_by_group_s: Mapping[int, float] | None = None  # expected runtime per group (core/runtimes.py)
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,7 @@ class TaremaScorer:
 
     name: str = "tarema"
     higher_is_better: bool = False
+    unknown: str = "has no labels yet"
 
     def __call__(self, task: TaskDemandView, group: GroupView) -> float | None:
         if not task.labels:
@@ -142,6 +144,26 @@ class FastestScorer:
 
     def __call__(self, task: TaskDemandView, group: GroupView) -> float | None:
         return float(sum(group.ranks.values()))
+
+
+@dataclass(frozen=True)
+class FinishTimeScorer:
+    """The group where the task is expected to finish first: its expected runtime there
+    (``core/runtimes.py``), stretched by the share of the group already reserved, since pods there
+    share cores and caches with what runs; a group with an idle node has nothing to share.
+    None when the family's runtime is unknown (no preference: kube-scheduler spreads)."""
+
+    name: str = "finish-time"
+    higher_is_better: bool = False
+    unknown: str = "has no recorded runtime yet"
+    load_weight: float = 1.0
+
+    def __call__(self, task: TaskDemandView, group: GroupView) -> float | None:
+        runtime_s = (task.runtime_by_group_s or {}).get(group.id)
+        if runtime_s is None:
+            return None
+        load = 0.0 if group.idle_nodes else group.reserved_fraction
+        return runtime_s * (1.0 + self.load_weight * load)
 
 
 def group_weight(position: int) -> int:
@@ -206,7 +228,8 @@ class PlacementEngine:
         for scorer, weight in self.scorers:
             raw = {g.id: scorer(task, g) for g in passing}
             if any(v is None for v in raw.values()):
-                notes.append(f"{scorer.name}: task {task.family!r} has no labels yet")
+                unknown = getattr(scorer, "unknown", "is not known yet")
+                notes.append(f"{scorer.name}: task {task.family!r} {unknown}")
                 continue
             scored = True
             values = [float(v) for v in raw.values() if v is not None]
@@ -235,6 +258,7 @@ PLACEMENT_POLICIES.register(
 )
 PLACEMENT_POLICIES.register("sjfn", FastestScorer)
 PLACEMENT_POLICIES.register("tarema", TaremaScorer)
+PLACEMENT_POLICIES.register("finish-time", FinishTimeScorer)
 DEFAULT_PLACEMENT = "tarema"  # what pods get: PlacementEngine's scorer unless told otherwise
 
 

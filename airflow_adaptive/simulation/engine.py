@@ -26,6 +26,7 @@ from airflow_adaptive.core.grouping import task_feature_ranks
 from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, task_labels
 from airflow_adaptive.core.lff import class_tier
 from airflow_adaptive.core.placement import GroupView, TaskDemandView, engine_for
+from airflow_adaptive.core.runtimes import Run, RuntimeModel, feature_scores, fit_runtimes
 from airflow_adaptive.core.sketch import LogHistogram
 from airflow_adaptive.evaluation.replay import GB_H
 
@@ -41,6 +42,7 @@ from .sizing import SimSizing
 from .storage import SharedStorage
 from .workload import FamilyStats, SimTask, Workload, dominant_features, family_demands
 
+RUNTIME_WINDOW = 200  # recent runs a family's runtime model is fitted on
 SIZING = SizingSettings()  # the provider's defaults: strategy "adaptive", 64 MiB floor
 EPS = 1e-9
 
@@ -129,6 +131,7 @@ class Simulation:
         group_of = {m: g.id for g in grouping.groups for m in g.members}
         self.nodes = [_Node(s, i, group_of[s.name], s.cores, s.memory_bytes) for i, s in enumerate(specs)]
         self.group_ranks = {g.id: task_feature_ranks(g.ranks) for g in grouping.groups}
+        self.group_scores = {g.id: feature_scores(g.means) for g in grouping.groups}
         self.total_cores = {
             g.id: sum(n.spec.cores for n in self.nodes if n.group == g.id) for g in grouping.groups
         }
@@ -154,10 +157,29 @@ class Simulation:
         self._labels: dict[str, dict[str, int] | None] = {}
         self._learned = 0
         self._labelled_at = 0
+        self._runs: dict[str, list[Run]] = {}  # per family: the runs recorded, with their group
+        self._runtime_models: dict[str, RuntimeModel | None] = {}
         if prior_run:
-            for t in self.tasks:
+            for i, t in enumerate(self.tasks):
                 self._count(t.family, 1)
                 self._learn(t, t.runtime_s)
+                # The earlier run spread its pods over the nodes: each family ran where it landed.
+                node = self.nodes[i % len(self.nodes)]
+                self._ran(t, node.group, runtime_on(t, node.spec, self.dominant[t.family]))
+
+    def _ran(self, task: SimTask, group: int, runtime_s: float) -> None:
+        self._runs.setdefault(task.family, []).append(Run(group, runtime_s, task.input_size_bytes))
+        self._runtime_models.pop(task.family, None)
+
+    def expected_runtime_s(self, task: SimTask) -> dict[int, float]:
+        """The task's expected runtime per group, from its family's recorded runs (core/runtimes.py)."""
+        if task.family not in self._runtime_models:
+            window = self._runs.get(task.family, [])[-RUNTIME_WINDOW:]
+            self._runtime_models[task.family] = fit_runtimes(window, self.group_scores)
+        model = self._runtime_models[task.family]
+        if model is None:
+            return {}
+        return {g: e.seconds for g, e in model.expected(self.group_scores, task.input_size_bytes).items()}
 
     def _count(self, family: str, successes: int) -> None:
         """The store's view for least-finished-first: a family counted from its first attempt on."""
@@ -226,7 +248,11 @@ class Simulation:
         if not fits:
             return None
         demand = TaskDemandView(
-            task.family, self.labels(task.family), attempt.memory_bytes, task.required_capabilities
+            task.family,
+            self.labels(task.family),
+            attempt.memory_bytes,
+            task.required_capabilities,
+            self.expected_runtime_s(task) if self.base == "finish-time" else None,
         )
         result = self.engine.place(demand, self._group_views())
         if not result.ranked:
@@ -342,6 +368,7 @@ class Simulation:
             self.result.used_gb_h += task.peak_memory_bytes * ran_s / GB_H
             if self.params.history == "online":
                 self._learn(task, ran_s)
+                self._ran(task, node.group, ran_s)
             self.sizer.ended(attempt.task, attempt.number, attempt.memory_bytes, ran_s, self.env.now)
             for child in self.children[attempt.task]:
                 self.waiting_on[child] -= 1

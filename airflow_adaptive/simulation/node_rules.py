@@ -50,4 +50,5 @@ def node_rules(dominant: Mapping[str, str], node_count: int) -> dict[str, NodeRu
         "sjfn": fastest,
         "tarema": least_reserved,
         "tarema-idle": least_reserved,
+        "finish-time": least_reserved,
     }

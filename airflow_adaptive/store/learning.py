@@ -27,6 +27,7 @@ from airflow_adaptive.core.rollup import (
     FamilyRollup,
     day_terms,
 )
+from airflow_adaptive.core.runtimes import recorded_runs
 from airflow_adaptive.store.api import FamilyState
 
 
@@ -98,7 +99,10 @@ def learn(
     window, newest_id = tx.window(rollup.task_family, learning.history_window)
     samples = to_samples(window)
     cpu = cpu_history(window, sizing.cpu_quantile)  # kept whether or not size_cpu is on: ready when it is
-    refitted = fit_model(samples, sizing, rollup.usable_samples, newest_id, model if fresh else None, cpu)
+    previous = model if fresh else None
+    refitted = fit_model(
+        samples, sizing, rollup.usable_samples, newest_id, previous, cpu, recorded_runs(window)
+    )
     return FamilyState(rollup, refitted)
 
 

@@ -24,6 +24,7 @@ from airflow_adaptive.core.rollup import (
     Distributions,
     contributions,
 )
+from airflow_adaptive.core.runtimes import recorded_runs
 from airflow_adaptive.store import rows
 from airflow_adaptive.store.api import FamilyState
 from airflow_adaptive.store.learning import Learning, day_deltas
@@ -68,7 +69,9 @@ def family_state(
     newest_id = max(i for i, _ in window)
     observations = [obs for _, obs in window]
     cpu = cpu_history(observations, learning.sizing.cpu_quantile)
-    model = fit_model(to_samples(observations), learning.sizing, rollup.usable_samples, newest_id, None, cpu)
+    samples = to_samples(observations)
+    runs = recorded_runs(observations)
+    model = fit_model(samples, learning.sizing, rollup.usable_samples, newest_id, None, cpu, runs)
     return FamilyState(rollup, model)
 
 

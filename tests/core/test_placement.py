@@ -13,7 +13,13 @@ from kubernetes.client import models as k8s
 from airflow_adaptive.core.grouping import NodeProfile, group_nodes
 from airflow_adaptive.core.labels import FamilyDemand, interval_bounds, task_labels
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
-from airflow_adaptive.core.placement import GroupView, PlacementEngine, TaremaScorer, TaskDemandView
+from airflow_adaptive.core.placement import (
+    FinishTimeScorer,
+    GroupView,
+    PlacementEngine,
+    TaremaScorer,
+    TaskDemandView,
+)
 from airflow_adaptive.core.units import GIB
 from airflow_adaptive.exceptions import InvalidCapabilityError, InvalidSettingError, UnknownStrategyError
 from airflow_adaptive.kubernetes.names import DECISION_ANNOTATION, GROUP_LABEL, PLACEMENT_ANNOTATION
@@ -319,3 +325,64 @@ def test_size_cpu_requests_what_the_family_kept_busy(engine: Any, monkeypatch: p
         and "capped at the CPU limit" in requested["busy", True][2]
     )
     assert requested["never-seen", False][:2] == ("1", None)  # no history: the user's request stays
+
+
+def test_finish_time_weighs_each_groups_runtime_by_its_load() -> None:
+    groups = [
+        GroupView(1, {"cpu": 1}),
+        GroupView(2, {"cpu": 2}, reserved_fraction=0.5),
+        GroupView(3, {"cpu": 3}, reserved_fraction=0.9),
+    ]
+    task = TaskDemandView("f", None, runtime_by_group_s={1: 140.0, 2: 100.0, 3: 70.0})
+    # Expected finish: 140 s, 100·1.5 = 150 s, 70·1.9 = 133 s.
+    engine = PlacementEngine(scorers=((FinishTimeScorer(), 1.0),))
+    assert engine.place(task, groups).preferred_groups == (3, 1, 2)
+    # An idle node in group 2 means nothing to share with there: 100 s, the earliest.
+    groups[1] = GroupView(2, {"cpu": 2}, reserved_fraction=0.5, idle_nodes=1)
+    assert engine.place(task, groups).preferred_groups == (2, 3, 1)
+    unknown = engine.place(TaskDemandView("new", None), groups)
+    assert not unknown.preference and "no recorded runtime yet" in unknown.explain()
+
+
+def test_finish_time_policy_learns_runtimes_per_group_from_recorded_runs(
+    engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A family that ran only on the slow group is expected to finish first on the fast one: its
+    stored runs are scaled by the groups' CPU scores (I/O is the same everywhere). Runs on a node
+    that is in no group now drop; a family without runs gets no preference."""
+    from airflow_adaptive.config import get_settings
+
+    cluster(engine)
+    sql_store(engine).record(
+        [
+            Observation(
+                TaskKey("d", "align", f"r{i}", -1, 1),
+                "align",
+                Usage(GIB, 100.0, 100.0 + i, 10**6, 10**6, PeakKind.MEASURED),
+                ExitReason.COMPLETED,
+                0,
+                finished_at=datetime(2026, 11, 1, i, tzinfo=timezone.utc),
+                node_name="node-10" if i < 4 else "gone-node",
+            )
+            for i in range(5)
+        ]
+    )
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__PLACEMENT_POLICY", "finish-time")
+    get_settings.cache_clear()
+    try:
+        pod = build("align")
+        validate_pod(pod)
+        assert [g for _, g in preferred(pod)] == ["3", "2", "1"]
+        note = pod.metadata.annotations[PLACEMENT_ANNOTATION]
+        # Group 1: the runs' geometric mean, 101.494 s. Lotaru's halves of the CPU and (equal) I/O
+        # score ratios to the mean group (cpu 451.83) scale it: f(g) = 0.5 x 451.83 / cpu_g + 0.5.
+        f = {cpu: 0.5 * (370.5 + 460.5 + 524.5) / 3 / cpu + 0.5 for cpu in (370.5, 524.5)}
+        assert "group 1 (finish-time 101.494)" in note
+        mean_s = float(np.exp(np.mean(np.log([100.0, 101.0, 102.0, 103.0]))))
+        assert f"prefer group 3 (finish-time {mean_s * f[524.5] / f[370.5]:.6g})" in note
+        assert "no recorded runtime yet" in build("never-ran").metadata.annotations[PLACEMENT_ANNOTATION]
+        monkeypatch.setenv("AIRFLOW__ADAPTIVE__PLACEMENT_POLICY", "fastest-please")
+        get_settings.cache_clear()
+        assert "(tarema " in build("align").metadata.annotations[PLACEMENT_ANNOTATION]  # the default
+    finally:
+        get_settings.cache_clear()

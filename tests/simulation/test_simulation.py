@@ -66,6 +66,22 @@ def test_two_nodes_three_tasks_exact_makespans() -> None:
     )
 
 
+def test_finish_time_prefers_the_group_where_the_family_is_expected_to_end_first() -> None:
+    """The earlier run put a on a slow node and b on a fast one: a's runtime on the fast group is
+    scaled from the slow one by the CPU scores (core/runtimes.py), b's the other way."""
+    nodes = [node("slow", 1.0), node("fast", 2.0), node("slow2", 1.0), node("fast2", 2.0)]
+    tasks = [task("a", 100), task("b", 100), task("c", 50, "a", "b")]
+    sim = Simulation(Cluster("test", tuple(nodes)), Workload("w", tuple(tasks)), "finish-time", "user", PLAIN)
+    slow, fast = (sim.nodes[0].group, sim.nodes[1].group)
+    assert sim.expected_runtime_s(tasks[0]) == pytest.approx({slow: 100.0, fast: 50.0})
+    assert sim.expected_runtime_s(tasks[1]) == pytest.approx({slow: 100.0, fast: 50.0})
+    result = run(nodes, tasks, "finish-time")
+    # a on a fast node; for b the fast group is half reserved (50 s x 1.5 = 75 s) and still ends
+    # before the slow one (100 s); then c on a fast node (25 s).
+    assert {s.task: s.node for s in result.timeline} == {"a": "fast", "b": "fast2", "c": "fast"}
+    assert result.makespan_s == pytest.approx(75.0)
+
+
 def test_start_up_time_and_waiting_for_room() -> None:
     params = SimParams(pod_startup_s=5.0, interference_per_task=0.0, cpu_sharing=False, shuffle_nodes=False)
     result = run([node("only")], [task("a", 100), task("b", 100)], "fair", params)

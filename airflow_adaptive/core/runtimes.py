@@ -1,0 +1,190 @@
+"""A family's expected runtime on each node group (after Lotaru, Bader et al., FGCS 2024).
+
+Lotaru scales a task's runtime from one machine to another by its benchmark scores,
+``f = w·cpu_src/cpu_dst + (1 - w)·io_src/io_dst`` with fixed halves, and predicts the runtime on
+its own machine from input size. Here the family's recorded runs, wherever they ran, are fitted
+together in log space:
+
+    log runtime = a + b·log input size + log f_w(group) + δ_group
+
+- ``f_w`` is Lotaru's weighted score ratio (to the mean group) over the task features scored on
+  every group. Which resource binds a task is a property of the family, so the weights ``w`` are the
+  ones on the simplex (steps of 0.1) under which its runs agree best; without runs on two groups that
+  differ they cannot be told apart, and Lotaru's halves stand.
+- ``b`` is fitted when at least three runs have input sizes that vary; else runtime does not follow
+  input size here and ``b = 0``.
+- ``δ_group`` is what a group's own runs say beyond the benchmarks (the mean residual of its runs,
+  shrunk towards 0 as if the benchmark model were ``PRIOR_RUNS`` runs): a group the family ran on
+  is judged by its own runs once it has a few, a group it never ran on by the benchmarks alone.
+
+The spread of every estimate is the residual standard deviation in log space.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .grouping import TASK_FEATURE_BENCHMARKS
+from .model import ExitReason, Observation
+
+Scores = Mapping[str, float]  # task feature (cpu, memory, io) -> benchmark score, higher is faster
+LOTARU_WEIGHTS = {"cpu": 0.5, "io": 0.5}  # Lotaru's fixed halves: CPU and I/O
+WEIGHT_STEP = 0.1
+PRIOR_RUNS = 2.0  # how many runs the benchmark model counts as against a group's own runs
+MIN_SIZED_RUNS = 3
+MIN_LOG_SIZE_SPREAD = 0.1  # input sizes this close (in log space) say nothing about size
+RECENT_RUNS = 100  # completed attempts a family's stored model keeps for its runtime per group
+StoredRun = tuple[str, float, int | None]  # node name, seconds, input bytes: as the model stores it
+
+
+@dataclass(frozen=True)
+class Run:
+    """One completed attempt of the family: where it ran, how long, on how much input."""
+
+    group: int
+    runtime_s: float
+    input_size_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class RuntimeEstimate:
+    seconds: float
+    log_spread: float  # uncertainty: residual standard deviation in log space
+    runs: int  # the family's own runs on the group (0: from the benchmarks alone)
+
+
+@dataclass(frozen=True)
+class RuntimeModel:
+    """A family's fitted runtime model; ``expected`` gives the runtime per group."""
+
+    weights: Mapping[str, float]
+    reference: Mapping[str, float]  # per feature: the mean score of the groups it was fitted with
+    intercept: float
+    slope: float  # of log runtime on log input size (0: size not used)
+    typical_log_size: float  # the runs' median log input size (0 when size is not used)
+    offsets: Mapping[int, float]  # per group: delta, shrunk
+    counts: Mapping[int, int]
+    log_spread: float
+
+    def expected(
+        self, scores: Mapping[int, Scores], input_size_bytes: int | None = None
+    ) -> dict[int, RuntimeEstimate]:
+        """Expected seconds per group in ``scores`` for a task of ``input_size_bytes`` (typical if None)."""
+        size = self.typical_log_size
+        if self.slope and input_size_bytes is not None and input_size_bytes > 0:
+            size = math.log(input_size_bytes)
+        base = self.intercept + self.slope * (size - self.typical_log_size)
+        return {
+            g: RuntimeEstimate(
+                math.exp(base + _log_factor(self.weights, self.reference, s) + self.offsets.get(g, 0.0)),
+                self.log_spread,
+                self.counts.get(g, 0),
+            )
+            for g, s in scores.items()
+        }
+
+
+def recorded_runs(window: Sequence[Observation]) -> tuple[StoredRun, ...]:
+    """The newest completed attempts of a window that say where they ran and for how long. Nodes,
+    not groups, are kept: regrouping the nodes must not make the runs wrong."""
+    runs = [
+        (o.node_name, float(o.usage.wall_seconds), o.input_size_bytes)
+        for o in window
+        if o.exit_reason is ExitReason.COMPLETED
+        and o.node_name
+        and o.usage.wall_seconds is not None
+        and o.usage.wall_seconds > 0
+        and math.isfinite(o.usage.wall_seconds)
+    ]
+    return tuple(runs[-RECENT_RUNS:])
+
+
+def runs_on_groups(stored: Sequence[Sequence[object]], group_of: Mapping[str, int]) -> list[Run]:
+    """Stored runs on the groups their nodes are in now; runs on unknown nodes or malformed ones drop."""
+    runs = []
+    for item in stored:
+        try:
+            node, seconds, size = item
+            group = group_of.get(str(node))
+            runtime = float(seconds)  # type: ignore[arg-type]
+            input_size = int(size) if isinstance(size, (int, float)) and size > 0 else None
+        except (TypeError, ValueError, OverflowError):
+            continue
+        if group is not None and runtime > 0 and math.isfinite(runtime):
+            runs.append(Run(group, runtime, input_size))
+    return runs
+
+
+def feature_scores(benchmarks: Mapping[str, float]) -> dict[str, float]:
+    """A node's (or a group's mean) score per task feature: the geometric mean of its benchmarks."""
+    scores = {}
+    for feature, names in TASK_FEATURE_BENCHMARKS.items():
+        found = [benchmarks[b] for b in names if benchmarks.get(b, 0) > 0]
+        if found:
+            scores[feature] = math.exp(sum(math.log(v) for v in found) / len(found))
+    return scores
+
+
+def _log_factor(weights: Mapping[str, float], reference: Mapping[str, float], scores: Scores) -> float:
+    """log of Lotaru's runtime factor from the reference to a group; features it lacks drop out."""
+    usable = {f: w for f, w in weights.items() if w > 0 and scores.get(f) and reference.get(f)}
+    total = sum(usable.values())
+    if not total:
+        return 0.0
+    return math.log(sum(w * reference[f] / scores[f] for f, w in usable.items()) / total)
+
+
+def _simplex(features: Sequence[str]) -> list[dict[str, float]]:
+    steps = round(1 / WEIGHT_STEP)
+    return [
+        {f: p / steps for f, p in zip(features, parts, strict=True) if p}
+        for parts in itertools.product(range(steps + 1), repeat=len(features))
+        if sum(parts) == steps
+    ]
+
+
+def _design(runs: Sequence[Run]) -> tuple[np.ndarray, float]:
+    """Columns [1] or [1, log size - typical], and the typical log size (0 when size is not used)."""
+    sizes = [r.input_size_bytes for r in runs]
+    ones = np.ones((len(runs), 1))
+    if sum(1 for s in sizes if s and s > 0) < max(MIN_SIZED_RUNS, len(runs)):
+        return ones, 0.0
+    logs = np.log(np.array(sizes, dtype=float))
+    if float(np.std(logs)) < MIN_LOG_SIZE_SPREAD:
+        return ones, 0.0
+    typical = float(np.median(logs))
+    return np.column_stack([ones, logs - typical]), typical
+
+
+def fit_runtimes(runs: Sequence[Run], scores: Mapping[int, Scores]) -> RuntimeModel | None:
+    """The family's runtime model from its completed runs (None when it has none usable)."""
+    runs = [r for r in runs if r.group in scores and r.runtime_s > 0 and math.isfinite(r.runtime_s)]
+    if not runs:
+        return None
+    features = sorted(set.intersection(*(set(s) for s in scores.values())))
+    reference = {f: float(np.mean([s[f] for s in scores.values()])) for f in features}
+    y = np.log([r.runtime_s for r in runs])
+    x, typical = _design(runs)
+    halves = {f: w for f, w in LOTARU_WEIGHTS.items() if f in features} or {f: 1.0 for f in features}
+    best: tuple[float, Mapping[str, float], np.ndarray, np.ndarray] | None = None
+    for weights in [halves, *_simplex(features)]:
+        factors = {g: _log_factor(weights, reference, scores[g]) for g in {r.group for r in runs}}
+        target = y - np.array([factors[r.group] for r in runs])
+        coef = np.linalg.lstsq(x, target, rcond=None)[0]
+        residual = target - x @ coef
+        error = float(residual @ residual)
+        if best is None or error < best[0] * (1 - 1e-9) - 1e-12:  # ties keep Lotaru's halves
+            best = (error, weights, residual, coef)
+    assert best is not None
+    error, chosen, residual, fitted = best
+    groups = np.array([r.group for r in runs])
+    counts = {int(g): int(np.sum(groups == g)) for g in np.unique(groups)}
+    offsets = {g: float(residual[groups == g].sum()) / (n + PRIOR_RUNS) for g, n in counts.items()}
+    spread = math.sqrt(error / max(len(runs) - x.shape[1], 1)) if len(runs) > x.shape[1] else 0.0
+    slope = float(fitted[1]) if x.shape[1] > 1 else 0.0
+    return RuntimeModel(dict(chosen), reference, float(fitted[0]), slope, typical, offsets, counts, spread)
