@@ -13,9 +13,10 @@ together in log space:
   differ they cannot be told apart, and Lotaru's halves stand.
 - ``b`` is fitted when at least three runs have input sizes that vary; else runtime does not follow
   input size here and ``b = 0``.
-- ``δ_group`` is what a group's own runs say beyond the benchmarks (the mean residual of its runs,
-  shrunk towards 0 as if the benchmark model were ``PRIOR_RUNS`` runs): a group the family ran on
-  is judged by its own runs once it has a few, a group it never ran on by the benchmarks alone.
+- ``δ_group`` is what a group's own runs say beyond the benchmarks: the mean residual of its runs,
+  shrunk towards 0 by empirical Bayes (``_group_offsets``), so a group is judged by its own runs
+  as far as they differ by more than the spread of the family's runs, and a group the family never
+  ran on by the benchmarks alone.
 
 The spread of every estimate is the residual standard deviation in log space.
 """
@@ -35,7 +36,6 @@ from .model import ExitReason, Observation
 Scores = Mapping[str, float]  # task feature (cpu, memory, io) -> benchmark score, higher is faster
 LOTARU_WEIGHTS = {"cpu": 0.5, "io": 0.5}  # Lotaru's fixed halves: CPU and I/O
 WEIGHT_STEP = 0.1
-PRIOR_RUNS = 2.0  # how many runs the benchmark model counts as against a group's own runs
 MIN_SIZED_RUNS = 3
 MIN_LOG_SIZE_SPREAD = 0.1  # input sizes this close (in log space) say nothing about size
 RECENT_RUNS = 100  # completed attempts a family's stored model keeps for its runtime per group
@@ -161,6 +161,24 @@ def _design(runs: Sequence[Run]) -> tuple[np.ndarray, float]:
     return np.column_stack([ones, logs - typical]), typical
 
 
+def _group_offsets(groups: np.ndarray, residual: np.ndarray) -> tuple[dict[int, int], dict[int, float]]:
+    """Runs per group, and each group's mean residual shrunk by empirical Bayes: by
+    tau^2 / (tau^2 + sigma^2 / n), with sigma^2 the pooled spread of runs within a group and tau^2 the
+    spread of the groups' means beyond what sigma^2 alone would give (method of moments). Groups
+    that differ no more than their runs' noise keep the benchmarks' word (offset 0)."""
+    ids = [int(g) for g in np.unique(groups)]
+    counts = {g: int(np.sum(groups == g)) for g in ids}
+    means = {g: float(residual[groups == g].mean()) for g in ids}
+    within = sum(float(((residual[groups == g] - means[g]) ** 2).sum()) for g in ids)
+    if len(ids) < 2 or len(residual) <= len(ids):
+        return counts, {g: 0.0 for g in ids}
+    sigma2 = within / (len(residual) - len(ids))
+    between = float(np.var(list(means.values()), ddof=1))
+    tau2 = max(0.0, between - float(np.mean([sigma2 / n for n in counts.values()])))
+    shrink = {g: tau2 / (tau2 + sigma2 / counts[g]) if tau2 + sigma2 > 0 else 0.0 for g in ids}
+    return counts, {g: means[g] * shrink[g] for g in ids}
+
+
 def fit_runtimes(runs: Sequence[Run], scores: Mapping[int, Scores]) -> RuntimeModel | None:
     """The family's runtime model from its completed runs (None when it has none usable)."""
     runs = [r for r in runs if r.group in scores and r.runtime_s > 0 and math.isfinite(r.runtime_s)]
@@ -182,9 +200,7 @@ def fit_runtimes(runs: Sequence[Run], scores: Mapping[int, Scores]) -> RuntimeMo
             best = (error, weights, residual, coef)
     assert best is not None
     error, chosen, residual, fitted = best
-    groups = np.array([r.group for r in runs])
-    counts = {int(g): int(np.sum(groups == g)) for g in np.unique(groups)}
-    offsets = {g: float(residual[groups == g].sum()) / (n + PRIOR_RUNS) for g, n in counts.items()}
+    counts, offsets = _group_offsets(np.array([r.group for r in runs]), residual)
     spread = math.sqrt(error / max(len(runs) - x.shape[1], 1)) if len(runs) > x.shape[1] else 0.0
     slope = float(fitted[1]) if x.shape[1] > 1 else 0.0
     return RuntimeModel(dict(chosen), reference, float(fitted[0]), slope, typical, offsets, counts, spread)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from airflow_adaptive.core.runtimes import (
     LOTARU_WEIGHTS,
-    PRIOR_RUNS,
     Run,
+    _group_offsets,
     feature_scores,
     fit_runtimes,
 )
@@ -52,19 +53,28 @@ def test_runs_on_two_groups_teach_which_resource_binds_the_family() -> None:
     assert io_bound is not None and io_bound.weights == {"io": 1.0}
 
 
-def test_a_groups_own_runs_move_its_estimate_beyond_the_benchmarks_shrunk() -> None:
-    # Group 2 runs 1.5x slower than the benchmarks say, against one run on group 1 that they explain.
-    runs = [Run(2, 200.0), Run(2, 200.0), Run(2, 200.0), Run(1, 100.0 * 4 / 3)]
-    model = fit_runtimes(runs, {1: SCORES[1], 2: SCORES[2]})
+def test_a_groups_own_runs_count_as_far_as_they_differ_beyond_the_noise() -> None:
+    # Residuals 0.1, 0.3 on group 1 and -0.1, -0.3 on group 2: means +-0.2, pooled within-group
+    # variance 0.04 / 2 = 0.02, variance of the means 0.08, so tau^2 = 0.08 - 0.02 / 2 = 0.07 and
+    # each mean is shrunk by 0.07 / (0.07 + 0.02 / 2) = 0.875.
+    groups = np.array([1, 1, 2, 2])
+    counts, offsets = _group_offsets(groups, np.array([0.1, 0.3, -0.1, -0.3]))
+    assert counts == {1: 2, 2: 2}
+    assert offsets == pytest.approx({1: 0.175, 2: -0.175})
+    # Means that differ less than the runs' noise say nothing: the benchmarks stand.
+    assert _group_offsets(groups, np.array([0.5, -0.5, 0.5, -0.5]))[1] == {1: 0.0, 2: 0.0}
+    assert _group_offsets(np.array([3, 3]), np.array([0.2, -0.2]))[1] == {3: 0.0}  # one group
+
+
+def test_a_group_slower_than_its_benchmarks_keeps_its_own_runtime() -> None:
+    # Runtime follows the CPU score on groups 1 and 3 (runs of 200 s and 66.7 s, +-1 %), but group 2
+    # runs 1.5x slower than its scores say: its estimate moves most of the way to its own runs.
+    runs = [Run(1, 200.0 * k) for k in (0.99, 1.01)] + [Run(3, 200.0 / 3 * k) for k in (0.99, 1.01)]
+    runs += [Run(2, 150.0 * k) for k in (0.99, 1.01)]
+    model = fit_runtimes(runs, SCORES)
     assert model is not None
-    # Halves and {cpu: 1} etc. are compared; whichever wins, the residuals of group 2 sum to
-    # 3·(log 200 - a - f2) and its offset is that over 3 + PRIOR_RUNS.
-    f = {g: model.expected({g: SCORES[g]})[g].seconds for g in (1, 2)}
-    ys = {1: math.log(100.0 * 4 / 3), 2: math.log(200.0)}
-    base = {g: math.log(f[g]) - model.offsets[g] for g in (1, 2)}
-    assert model.offsets[2] == pytest.approx(3 * (ys[2] - base[2]) / (3 + PRIOR_RUNS))
-    assert model.offsets[1] == pytest.approx((ys[1] - base[1]) / (1 + PRIOR_RUNS))
-    assert f[2] > f[1] * 0.75 * 1.1  # slower than the benchmarks alone say (they say 0.75x group 1)
+    expected = model.expected(SCORES)
+    assert 140.0 < expected[2].seconds < 150.0 and expected[2].runs == 2
 
 
 def test_runtime_follows_input_size_when_sizes_vary() -> None:
