@@ -61,7 +61,7 @@ def generated_history(runs: int = 12, seed: int = 7) -> list[Observation]:
                     memory_request_bytes=request,
                     memory_limit_bytes=request,
                     user_request_bytes=EXAMPLE_REQUEST_GIB[family] * GIB,
-                    node_name=f"node-{run % 3}",
+                    node_name=f"node-{run % 3}{run % 2}",  # six nodes, in three groups when profiled
                     finished_at=start + timedelta(days=run),
                     strategy="adaptive" if run >= runs // 2 else "user",
                     explanation="generated example history",

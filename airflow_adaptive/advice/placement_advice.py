@@ -12,13 +12,20 @@ from airflow_adaptive.core.lff import FamilyProgress, PriorityChoice, choose_pri
 from airflow_adaptive.core.node_groups import StoredNode, summarize_groups
 from airflow_adaptive.core.placement import (
     DEFAULT_PLACEMENT,
+    FinishTimeScorer,
     GroupView,
     PlacementEngine,
     PlacementResult,
     TaskDemandView,
     engine_for,
 )
-from airflow_adaptive.core.runtimes import StoredRun, feature_scores, fit_runtimes, runs_on_groups
+from airflow_adaptive.core.runtimes import (
+    RuntimeEstimate,
+    StoredRun,
+    feature_scores,
+    fit_runtimes,
+    runs_on_groups,
+)
 from airflow_adaptive.exceptions import HistoryUnavailableError, UnknownStrategyError
 from airflow_adaptive.failopen import warn_once
 from airflow_adaptive.store.api import SizingStore
@@ -58,8 +65,11 @@ class PlacementAdvice:
         memory_request_bytes: int | None,
         idle_nodes: Mapping[int, int] | None = None,
         input_size_bytes: int | None = None,
+        *,
+        with_runtimes: bool = False,
     ) -> PlacementResult:
-        """Preferred node groups for the family (no preference when groups or history are unavailable)."""
+        """Preferred node groups for the family (no preference when groups or history are unavailable).
+        Its expected runtime per group is learnt when the policy needs it or ``with_runtimes``."""
         task = TaskDemandView(task_family, None, memory_request_bytes, required_capabilities)
         try:
             nodes = self.session.nodes()
@@ -75,9 +85,11 @@ class PlacementAdvice:
             [GroupCapacity(g.task_ranks, g.cores, g.memory_bytes, len(g.members)) for g in groups]
         )
         labels = labels_from_distributions(state.rollup.demand() if state else None, demand, capacities)
-        runtimes = expected_runtime_s(
-            state.model.runs if state and state.model else (), nodes, input_size_bytes
-        )
+        engine = self._engine()
+        runtimes = None
+        if with_runtimes or any(isinstance(s, FinishTimeScorer) for s, _ in engine.scorers):
+            stored = state.model.runs if state and state.model else ()
+            runtimes = expected_runtime_s(stored, nodes, input_size_bytes)
         views = [
             GroupView(
                 g.id,
@@ -89,7 +101,7 @@ class PlacementAdvice:
             )
             for g in groups
         ]
-        return self._engine().place(replace(task, labels=labels, runtime_by_group_s=runtimes), views)
+        return engine.place(replace(task, labels=labels, runtime_by_group_s=runtimes), views)
 
     def _engine(self) -> PlacementEngine:
         """The configured policy's engine; an unknown name places as the default does (logged once)."""
@@ -112,8 +124,16 @@ class PlacementAdvice:
 def expected_runtime_s(
     stored: Sequence[StoredRun], nodes: Sequence[StoredNode], input_size_bytes: int | None = None
 ) -> dict[int, float] | None:
-    """Expected seconds per node group from a family's stored runs and the nodes' benchmark scores
-    (``core/runtimes.py``); None when the family has no run on a grouped node."""
+    """Expected seconds per node group (None when the family has no run on a grouped node)."""
+    estimates = runtime_estimates(stored, nodes, input_size_bytes)
+    return {g: e.seconds for g, e in estimates.items()} if estimates else None
+
+
+def runtime_estimates(
+    stored: Sequence[StoredRun], nodes: Sequence[StoredNode], input_size_bytes: int | None = None
+) -> dict[int, RuntimeEstimate]:
+    """A family's expected runtime per node group from its stored runs and the nodes' benchmark
+    scores (``core/runtimes.py``); empty when it has no run on a grouped node."""
     group_of = {n.name: n.group_id for n in nodes if n.group_id is not None}
     members: dict[int, list[StoredNode]] = {}
     for n in nodes:
@@ -121,9 +141,7 @@ def expected_runtime_s(
             members.setdefault(n.group_id, []).append(n)
     scores = {g: feature_scores(_mean_benchmarks(ns)) for g, ns in members.items()}
     model = fit_runtimes(runs_on_groups(stored, group_of), scores)
-    if model is None:
-        return None
-    return {g: e.seconds for g, e in model.expected(scores, input_size_bytes).items()}
+    return model.expected(scores, input_size_bytes) if model else {}
 
 
 def _mean_benchmarks(nodes: Sequence[StoredNode]) -> dict[str, float]:

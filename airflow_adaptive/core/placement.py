@@ -185,6 +185,7 @@ class PlacementResult:
     preference: bool = True  # False when no scorer had anything to say (e.g. an unknown task)
     notes: tuple[str, ...] = field(default_factory=tuple)
     labels: Mapping[str, int] | None = None
+    runtime_by_group_s: Mapping[int, float] | None = None  # the task's, when known
 
     @property
     def preferred_groups(self) -> tuple[int, ...]:
@@ -220,7 +221,9 @@ class PlacementEngine:
             else:
                 passing.append(group)
         if not passing:
-            return PlacementResult((), tuple(rejected), labels=task.labels)
+            return PlacementResult(
+                (), tuple(rejected), labels=task.labels, runtime_by_group_s=task.runtime_by_group_s
+            )
         totals = {g.id: 0.0 for g in passing}
         reasons: dict[int, list[str]] = {g.id: [] for g in passing}
         scored = False
@@ -246,7 +249,9 @@ class PlacementEngine:
         strength = {g.id: sum(g.ranks.values()) for g in passing}
         order = sorted(passing, key=lambda g: (-totals[g.id], -strength[g.id], g.id))
         ranked = tuple(RankedGroup(g, totals[g.id], tuple(reasons[g.id])) for g in order)
-        return PlacementResult(ranked, tuple(rejected), scored, tuple(notes), task.labels)
+        return PlacementResult(
+            ranked, tuple(rejected), scored, tuple(notes), task.labels, task.runtime_by_group_s
+        )
 
 
 # Each policy's scorer, made afresh per engine (round-robin remembers where it placed last).

@@ -28,6 +28,7 @@ ASSETS = {  # the only files served: name -> media type
     "app.js": "text/javascript",
     "format.js": "text/javascript",
     "whatif.js": "text/javascript",
+    "runtimes.js": "text/javascript",
     "app.css": "text/css",
     "vendor/uplot/uPlot.iife.min.js": "text/javascript",
     "vendor/uplot/uPlot.min.css": "text/css",

@@ -7,16 +7,19 @@ attempt of another DAG. Byte-seconds are reported as GB·h (10^9 bytes x 3600 s)
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from datetime import date
 from typing import Any
 
+from airflow_adaptive.advice.placement_advice import runtime_estimates
 from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.model import MemoryRequest, Observation, PeakKind
-from airflow_adaptive.core.node_groups import summarize_groups
+from airflow_adaptive.core.node_groups import StoredNode, summarize_groups
 from airflow_adaptive.core.rollup import DayTotals
+from airflow_adaptive.core.runtimes import StoredRun, recorded_runs
 from airflow_adaptive.core.sizing import predictor_names, quick_predictor_names
 from airflow_adaptive.evaluation.replay import GB_H, ReplayConfig, replay
 from airflow_adaptive.kubernetes.quantity import format_memory, parse_memory_bytes
@@ -188,7 +191,8 @@ def family_detail(
     history = store.history(task_family, limit=limit, dag_ids=dags)
     if not history:
         return None
-    group_of = {n.name: n.group_id for n in store.nodes() if n.group_id is not None}
+    nodes = store.nodes()
+    group_of = {n.name: n.group_id for n in nodes if n.group_id is not None}
     advisor = Advisor(settings, lambda: store)
     request = MemoryRequest(history[-1].user_request_bytes)
     decision = next_decision(store, settings, advisor, dags, task_family, request)
@@ -211,11 +215,21 @@ def family_detail(
         "decision": _decision_json(decision),
         "labels": dict(placement.labels or {}) if placement else {},
         "preferred_groups": list(placement.preferred_groups) if placement else [],
+        "runtime_by_group": _runtimes_json(recorded_runs(history), nodes),
         "placement": placement.explain() if placement else PLACEMENT_HIDDEN,
         **hidden_note(hidden),
     }
 
 
+def _runtimes_json(runs: Sequence[StoredRun], nodes: Sequence[StoredNode]) -> list[dict[str, Any]]:
+    """Expected runtime per node group from the attempts shown (a restricted user's own DAGs only)."""
+    return [
+        {"group": g, "seconds": e.seconds, "log_spread": e.log_spread, "runs": e.runs}
+        for g, e in sorted(runtime_estimates(runs, nodes).items())
+    ]
+
+
+RUNTIME_FAMILIES = 20  # the busiest families whose runtime per group the Nodes page shows
 _whatif_lock = threading.Lock()
 _whatif_cache: dict[tuple[tuple[TaskRun, ...], str], tuple[dict[str, Any], ...]] = {}
 WHATIF_CACHED = 64  # replays kept, the oldest dropped first
@@ -282,15 +296,21 @@ def nodes(
         cached.setdefault(copy.node, []).append(entry)
     groups = summarize_groups(stored)
     labelled: dict[int, list[str]] = {g.id: [] for g in groups}
+    runtimes: list[dict[str, Any]] = []
     if groups and dags is None:  # labels rank against every DAG's families: only for who may read them all
         advisor = Advisor(settings, lambda: store, refit_stale=False)
         busiest, _ = store.family_totals(TotalsQuery(), limit=top_families)
         for row in busiest:
-            placement = advisor.placement.place(row.task_family, frozenset(), None)
+            placement = advisor.placement.place(row.task_family, frozenset(), None, with_runtimes=True)
             if placement.preferred_groups:
                 labelled[placement.preferred_groups[0]].append(row.task_family)
+            if placement.runtime_by_group_s and len(runtimes) < RUNTIME_FAMILIES:
+                by_group = {str(g): s for g, s in sorted(placement.runtime_by_group_s.items())}
+                runtimes.append({"task_family": row.task_family, "seconds_by_group": by_group})
     return {
         "groups": [{**_group_json(g), "families": labelled[g.id]} for g in groups],
+        "placement_policy": settings.placement_policy,
+        "runtimes": runtimes,  # the busiest families' expected runtime per group
         "nodes": [
             {
                 "node": n.name,

@@ -390,3 +390,49 @@ def test_modes_per_dag_and_per_family(
     assert family["recommending"] is False
     whatif = client.get("/adaptive/api/family/whatif", params={"name": "modes.work"}, headers=auth).json()
     assert whatif["configured"] == "adaptive"  # what the page compares with the users' requests
+
+
+def test_the_runtime_per_group_comes_from_the_attempts_the_user_may_read() -> None:
+    """The slow group's runs (100 s, on the readable DAG) give it 100 s and the fast group, scaled by
+    the CPU scores, 50 s; the secret DAG's runs on the fast group (10 s) count only for who may read
+    every DAG."""
+    from airflow_adaptive.core.grouping import NodeProfile, group_nodes
+
+    store = InMemoryHistoryStore()
+    profiles = [
+        NodeProfile(name, {"cpu_events_per_s": cpu + i}, 8, 32 * GIB)
+        for cpu, prefix in ((200.0, "slow"), (400.0, "fast"))
+        for i, name in enumerate((f"{prefix}-1", f"{prefix}-2"))
+    ]
+    store.save_nodes(profiles, group_nodes(profiles))
+    runs = [
+        replace(
+            attempt(n, family="align"),
+            usage=replace(attempt(n).usage, wall_seconds=100.0),
+            node_name="slow-1",
+        )
+        for n in range(4)
+    ]
+    secret = [
+        replace(
+            o,
+            key=replace(o.key, dag_id="secret"),
+            usage=replace(o.usage, wall_seconds=10.0),
+            node_name="fast-1",
+        )
+        for o in runs
+    ]
+    store.record([*runs, *secret])
+    settings = get_settings()
+    mine = views.family_detail(store, settings, frozenset({"dag"}), "align", 100)
+    assert mine is not None
+    slow, fast = mine["runtime_by_group"]
+    assert (slow["seconds"], slow["runs"]) == (pytest.approx(100.0), 4)
+    assert (fast["seconds"], fast["runs"]) == (pytest.approx(100.0 * 200.5 / 400.5), 0)
+    everyone = views.family_detail(store, settings, None, "align", 100)
+    assert everyone is not None and [g["runs"] for g in everyone["runtime_by_group"]] == [4, 4]
+    assert everyone["runtime_by_group"][1]["seconds"] == pytest.approx(10.0)
+    # The Nodes page reads the runs the family's stored model kept, learnt when they were recorded.
+    (row,) = views.nodes(store, settings, None)["runtimes"]
+    assert row["task_family"] == "align" and row["seconds_by_group"] == pytest.approx({"1": 100.0, "2": 10.0})
+    assert views.nodes(store, settings, frozenset({"dag"}))["runtimes"] == []  # ranks every DAG's families

@@ -124,6 +124,11 @@ def check_family(walk: Walk, store: Any) -> None:
     assert "Recorded: 1 of the 13 attempts shown were really OOM-killed" in budget
     placement = browser.find_element(By.ID, "placement").text
     assert "{" not in placement and placement.startswith("Task labels: ")  # "none" or key=value
+    # The demo's attempts ran on all six profiled nodes: every group is judged by its own runs.
+    runtimes = browser.find_elements(By.CSS_SELECTOR, "#runtime-table tbody tr")
+    assert [r.get_attribute("data-group") for r in runtimes] == ["1", "2", "3"]
+    assert all("of its runs there" in r.text for r in runtimes)
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#runtime-table tr.best")) == 1
     explained = {
         a.text: a.get_attribute("title") for a in browser.find_elements(By.CSS_SELECTOR, "#whatif-table abbr")
     }
@@ -152,6 +157,9 @@ def check_family(walk: Walk, store: Any) -> None:
     browser.execute_script("document.getElementById('whatif-plane').scrollIntoView()")
     walk.shot("family-whatif")
     walk.tab("family")
+    browser.execute_script("document.getElementById('runtime-table').scrollIntoView()")
+    walk.shot("family-runtime")
+    walk.tab("family")
     browser.execute_script("window.scrollTo(0, 0)")
     walk.shot("family")
 
@@ -166,6 +174,8 @@ def check_nodes_and_locality(walk: Walk, store: Any) -> None:
     assert len(groups) == len({n.group_id for n in store.nodes()}) == 3
     held = browser.find_elements(By.CSS_SELECTOR, "#nodes-table td[data-cached]")
     assert [int(td.get_attribute("data-cached")) for td in held] == [2, 0, 0, 1, 0, 0]
+    families = browser.find_elements(By.CSS_SELECTOR, "#runtimes-table tbody tr")
+    assert {r.get_attribute("data-family") for r in families} == {f.task_family for f in store.families()}
     walk.shot("nodes")
     walk.tab("nodes")
     walk.open("locality")

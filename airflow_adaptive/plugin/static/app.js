@@ -216,6 +216,7 @@ async function family(name) {
       ${esc(data.decision.explanation)}</p>
     ${budgetText(data.decision, attempts.length, oom)}
     <p id="placement">Task labels: ${esc(labelText(data.labels))}. ${esc(data.placement)}</p>
+    ${runtimeSection(data.runtime_by_group)}
     ${modesText(data.modes)}
     <h2>What if: every strategy on this family's history</h2><div id="whatif" class="muted">Replaying…</div>
     <h2>Attempts</h2><div class="scroll"><table id="attempts-table"><thead><tr><th>Finished</th><th>DAG / run / try</th><th>Exit</th>
@@ -262,10 +263,11 @@ async function nodes() {
       <td class="text">${n.capabilities.map(esc).join(", ") || "–"}</td><td class="text">${esc(when(n.profiled_at))}</td>
       <td class="text" data-cached="${(cached[n.node] || []).length}">${held(n.node)}</td></tr>`).join("");
   view.innerHTML = `<h2>Node groups</h2><div class="scroll"><table id="groups-table"><thead><tr><th>Group</th><th>Members</th>
-      <th>Ranks (1 = weakest)</th><th>Capabilities</th><th>Cores</th><th>Memory</th><th>Families labelled for it</th></tr></thead>
+      <th>Ranks (1 = weakest)</th><th>Capabilities</th><th>Cores</th><th>Memory</th><th>Families that prefer it</th></tr></thead>
       <tbody>${groups}</tbody></table></div>
     <h2>Nodes</h2><div class="scroll"><table id="nodes-table"><thead><tr><th>Node</th><th>Group</th>${benches.map((b) => `<th>${esc(b)} (rank)</th>`).join("")}
-      <th>Capabilities</th><th>Profiled</th><th>Cached inputs</th></tr></thead><tbody>${nodeRows}</tbody></table></div>`;
+      <th>Capabilities</th><th>Profiled</th><th>Cached inputs</th></tr></thead><tbody>${nodeRows}</tbody></table></div>
+    ${nodesRuntimeSection(data)}`;
 }
 
 async function locality() {
