@@ -18,6 +18,7 @@ from airflow_adaptive.advice.session import Clock, StoreSession, utc_now
 from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.lff import PriorityChoice
 from airflow_adaptive.core.model import Decision, MemoryRequest, Observation, TaskKey
+from airflow_adaptive.core.placement import GroupLoad
 from airflow_adaptive.store.access import open_store
 from airflow_adaptive.store.api import HistoryStore
 
@@ -42,7 +43,7 @@ class PodAsk:
     program: str | None = None
     required_capabilities: frozenset[str] = frozenset()
     static_weight: int = 0
-    idle_nodes: Mapping[int, int] | None = None  # per node group, when live load is known
+    group_loads: Mapping[int, GroupLoad] | None = None  # per node group, when live load is known
 
 
 def required_note(capabilities: frozenset[str]) -> str:
@@ -88,7 +89,7 @@ class Advisor:
             ask.task_family,
             ask.required_capabilities,
             decision.memory_request_bytes,
-            ask.idle_nodes,
+            ask.group_loads,
             ask.input_size_bytes,
         )
         choice = self.placement.priority(ask.task_family, ask.static_weight)

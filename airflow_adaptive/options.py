@@ -122,13 +122,14 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "boolean",
         "False",
         "Before placing a pod, the operator reads which node groups have an idle node, so that they may "
-        "take tasks labelled for weaker groups (two list calls, shared by a machine's pods for "
+        "take tasks labelled for weaker groups, and how much of each group's CPU is requested, which "
+        "``finish-time`` weighs (two list calls, shared by a machine's pods for "
         "``placement_live_load_ttl_seconds``).",
     ),
     "placement_live_load_ttl_seconds": (
         "float",
         "10.0",
-        "How long the pods of one machine share a view of the idle node groups (its staleness at most); "
+        "How long the pods of one machine share a view of the node groups' load (its staleness at most); "
         "0: every pod lists the cluster itself.",
     ),
     "lff_failures": (

@@ -13,6 +13,7 @@ from airflow_adaptive.core.node_groups import StoredNode, summarize_groups
 from airflow_adaptive.core.placement import (
     DEFAULT_PLACEMENT,
     FinishTimeScorer,
+    GroupLoad,
     GroupView,
     PlacementEngine,
     PlacementResult,
@@ -63,7 +64,7 @@ class PlacementAdvice:
         task_family: str,
         required_capabilities: frozenset[str],
         memory_request_bytes: int | None,
-        idle_nodes: Mapping[int, int] | None = None,
+        loads: Mapping[int, GroupLoad] | None = None,
         input_size_bytes: int | None = None,
         *,
         with_runtimes: bool = False,
@@ -97,7 +98,8 @@ class PlacementAdvice:
                 g.capabilities,
                 g.largest_memory_bytes,
                 g.members,
-                idle_nodes=(idle_nodes or {}).get(g.id, 0),
+                reserved_fraction=(loads or {}).get(g.id, GroupLoad()).reserved_fraction,
+                idle_nodes=(loads or {}).get(g.id, GroupLoad()).idle_nodes,
             )
             for g in groups
         ]

@@ -32,6 +32,14 @@ class GroupView:
 
 
 @dataclass(frozen=True)
+class GroupLoad:
+    """What runs on a group now, when the cluster was asked (live load)."""
+
+    idle_nodes: int = 0  # schedulable members running nothing but per-node pods
+    reserved_fraction: float = 0.0  # CPU requested by unfinished pods over the members' allocatable cores
+
+
+@dataclass(frozen=True)
 class TaskDemandView:
     family: str
     labels: Mapping[str, int] | None

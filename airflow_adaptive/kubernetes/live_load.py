@@ -1,6 +1,7 @@
-"""Which node groups have an idle node, read from the cluster at most once per ``ttl_seconds`` on a
-machine: the task processes of a worker share one view through a small JSON file, so a burst of
-pods costs two list calls, not two per pod, and a view is at most ``ttl_seconds`` old."""
+"""How loaded each node group is (idle nodes, requested CPU share), read from the cluster at most
+once per ``ttl_seconds`` on a machine: the task processes of a worker share one view through a small
+JSON file, so a burst of pods costs two list calls, not two per pod, and a view is at most
+``ttl_seconds`` old."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from airflow_adaptive.kubernetes.nodes import idle_nodes_by_group
+from airflow_adaptive.core.placement import GroupLoad
+from airflow_adaptive.kubernetes.nodes import group_loads
 
 
 def live_load_path(state_dir: str) -> str:
@@ -19,39 +21,43 @@ def live_load_path(state_dir: str) -> str:
     return os.path.join(state_dir, "cache", "live-load.json")
 
 
-def shared_idle_nodes(
+def shared_group_loads(
     core_v1: Callable[[], Any], path: str, ttl_seconds: float, now: Callable[[], float] = time.time
-) -> dict[int, int]:
-    """Idle nodes per group: the shared view when it is fresh, else listed now and shared."""
+) -> dict[int, GroupLoad]:
+    """Load per group: the shared view when it is fresh, else listed now and shared."""
     seen = _fresh(path, ttl_seconds, now())
     if seen is not None:
         return seen
-    idle = idle_nodes_by_group(core_v1())
+    loads = group_loads(core_v1())
     if ttl_seconds > 0:
-        _share(path, idle, now())
-    return idle
+        _share(path, loads, now())
+    return loads
 
 
-def _fresh(path: str, ttl_seconds: float, at: float) -> dict[int, int] | None:
+def _fresh(path: str, ttl_seconds: float, at: float) -> dict[int, GroupLoad] | None:
     try:
         with open(path, encoding="utf-8") as handle:
             view = json.load(handle)
         age = at - float(view["listed_at"])
         if not 0 <= age < ttl_seconds:  # stale, or written by a clock ahead of ours
             return None
-        return {int(group): int(count) for group, count in view["idle"].items()}
+        return {
+            int(group): GroupLoad(int(idle), float(reserved))
+            for group, (idle, reserved) in view["groups"].items()
+        }
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None  # none yet, or unreadable: list the cluster
+        return None  # none yet, unreadable or an older format: list the cluster
 
 
-def _share(path: str, idle: dict[int, int], at: float) -> None:
+def _share(path: str, loads: dict[int, GroupLoad], at: float) -> None:
     """Write the view whole (a temporary file renamed over the old one: readers never see half)."""
     folder = os.path.dirname(path)
     try:
         os.makedirs(folder, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp")
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump({"listed_at": at, "idle": {str(g): n for g, n in idle.items()}}, out)
+            groups = {str(g): [load.idle_nodes, load.reserved_fraction] for g, load in loads.items()}
+            json.dump({"listed_at": at, "groups": groups}, out)
         os.replace(temporary, path)
     except OSError:
         pass  # a read-only or full disk: every pod lists the cluster itself, as without sharing

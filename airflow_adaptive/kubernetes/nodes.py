@@ -8,9 +8,11 @@ from typing import Any
 from kubernetes.client import models as k8s
 
 from airflow_adaptive.core.grouping import Grouping
+from airflow_adaptive.core.placement import GroupLoad
+from airflow_adaptive.exceptions import InvalidQuantityError
 from airflow_adaptive.kubernetes.names import CAPABILITY_PREFIX, GROUP_LABEL, PREFIX
 from airflow_adaptive.kubernetes.pods import capability_label
-from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
+from airflow_adaptive.kubernetes.quantity import parse_cpu_millicores, parse_memory_bytes
 
 RANK_PREFIX = f"{PREFIX}/rank-"
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
@@ -32,8 +34,9 @@ def _per_node_pod(pod: k8s.V1Pod) -> bool:
     return any(o.kind == "DaemonSet" for o in owners) or MIRROR_ANNOTATION in (pod.metadata.annotations or {})
 
 
-def idle_nodes_by_group(core_v1: Any) -> dict[int, int]:
-    """Per node group, the schedulable nodes running nothing but per-node (DaemonSet, static) pods.
+def group_loads(core_v1: Any) -> dict[int, GroupLoad]:
+    """Per node group: its schedulable nodes running nothing but per-node (DaemonSet, static) pods,
+    and the share of their allocatable CPU that unfinished pods request.
 
     Live load for placement: two list calls (labelled nodes, unfinished pods of every namespace).
     """
@@ -42,14 +45,39 @@ def idle_nodes_by_group(core_v1: Any) -> dict[int, int]:
         field_selector="status.phase!=Succeeded,status.phase!=Failed"
     ).items
     busy = {p.spec.node_name for p in pods if p.spec and p.spec.node_name and not _per_node_pod(p)}
+    requested: dict[str, float] = {}
+    for pod in pods:
+        if pod.spec and pod.spec.node_name:
+            requested[pod.spec.node_name] = requested.get(pod.spec.node_name, 0.0) + _cpu_request(pod)
     idle: dict[int, int] = {}
+    cores: dict[int, float] = {}
+    reserved: dict[int, float] = {}
     for node in nodes:
         try:
             group = int((node.metadata.labels or {})[GROUP_LABEL])
         except (KeyError, ValueError):
             continue  # not one of our groups (a label someone else wrote)
-        idle[group] = idle.get(group, 0) + (schedulable(node) and node.metadata.name not in busy)
-    return idle
+        ready = schedulable(node)
+        idle[group] = idle.get(group, 0) + (ready and node.metadata.name not in busy)
+        if ready:
+            cores[group] = cores.get(group, 0.0) + (node_facts(node)["cores"] or 0)
+            reserved[group] = reserved.get(group, 0.0) + requested.get(node.metadata.name, 0.0)
+    return {
+        g: GroupLoad(n, min(1.0, reserved.get(g, 0.0) / cores[g]) if cores.get(g) else 0.0)
+        for g, n in idle.items()
+    }
+
+
+def _cpu_request(pod: k8s.V1Pod) -> float:
+    """Cores a pod requests (its containers'; an unreadable quantity counts as none)."""
+    total = 0.0
+    for container in pod.spec.containers or []:
+        value = ((container.resources.requests if container.resources else None) or {}).get("cpu")
+        try:
+            total += parse_cpu_millicores(value) / 1000 if value is not None else 0.0
+        except InvalidQuantityError:
+            continue
+    return total
 
 
 def node_facts(node: k8s.V1Node) -> dict[str, Any]:

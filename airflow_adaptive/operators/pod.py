@@ -16,11 +16,12 @@ from airflow_adaptive.attempt import pod_mode, prepare_pod, record_final_pod, re
 from airflow_adaptive.config import get_settings, settings_readable
 from airflow_adaptive.core.model import Decision, ExitReason, Observation, TaskKey, family_of_task
 from airflow_adaptive.core.modes import Mode, ModeChoice, dag_mode, parse_mode
+from airflow_adaptive.core.placement import GroupLoad
 from airflow_adaptive.core.units import format_bytes
 from airflow_adaptive.exceptions import InvalidConfigError, InvalidQuantityError
 from airflow_adaptive.failopen import warn_once
 from airflow_adaptive.kubernetes.command_wrapper import container_wrapped
-from airflow_adaptive.kubernetes.live_load import live_load_path, shared_idle_nodes
+from airflow_adaptive.kubernetes.live_load import live_load_path, shared_group_loads
 from airflow_adaptive.kubernetes.metrics import PeakSampler
 from airflow_adaptive.kubernetes.names import MANAGED_LABEL
 from airflow_adaptive.kubernetes.pods import (
@@ -210,7 +211,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
             program=program,
             required_capabilities=self.required_capabilities,
             static_weight=self.priority_weight,
-            idle_nodes=self._idle_nodes() if choice.mode.enforces else None,
+            group_loads=self._group_loads() if choice.mode.enforces else None,
         )
         enabled = advisor.settings.priority_classes and not dry_run
         return prepare_pod(
@@ -223,13 +224,13 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
             managed_by="operator",
         )
 
-    def _idle_nodes(self) -> dict[int, int] | None:
-        """Idle nodes per group when live load is on; None (no load known) when off or unreachable."""
+    def _group_loads(self) -> dict[int, GroupLoad] | None:
+        """Load per group when live load is on; None (no load known) when off or unreachable."""
         settings = get_settings()
         if not settings.placement_live_load:
             return None
         try:
-            return shared_idle_nodes(
+            return shared_group_loads(
                 lambda: self.client,
                 live_load_path(settings.spool_dir),
                 settings.placement_live_load_ttl_seconds,

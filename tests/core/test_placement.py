@@ -236,7 +236,8 @@ def test_live_load_lets_a_light_task_use_an_idle_strong_group(
     from kubernetes import config as k8s_config
 
     from airflow_adaptive.config import get_settings
-    from airflow_adaptive.kubernetes.nodes import idle_nodes_by_group
+    from airflow_adaptive.core.placement import GroupLoad
+    from airflow_adaptive.kubernetes.nodes import group_loads
     from tests.fake_kubernetes import FakeKubernetesApi
 
     cluster(engine)
@@ -254,7 +255,8 @@ def test_live_load_lets_a_light_task_use_an_idle_strong_group(
         api.add_pod("kube-system", "proxy-31", "node-31", owner_kind="DaemonSet")  # does not count
         api.add_pod("default", "done-10", "node-10", phase="Succeeded")  # finished: does not count
         core_v1 = k8s_client.CoreV1Api(k8s_config.new_client_from_config(str(api.kubeconfig)))
-        assert idle_nodes_by_group(core_v1) == {1: 2, 2: 0, 3: 1}
+        # The fake's pods request no CPU: every group's requested share is 0 (tests/kubernetes has one).
+        assert group_loads(core_v1) == {1: GroupLoad(2), 2: GroupLoad(0), 3: GroupLoad(1)}
         monkeypatch.setenv("AIRFLOW__ADAPTIVE__PLACEMENT_LIVE_LOAD", "True")
         monkeypatch.setenv("AIRFLOW__ADAPTIVE__SPOOL_DIR", str(tmp_path / "state"))
         get_settings.cache_clear()

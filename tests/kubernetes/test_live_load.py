@@ -1,4 +1,4 @@
-"""The idle-node view the pods of one machine share (placement_live_load): fresh, stale, unreadable."""
+"""The group-load view the pods of one machine share (placement_live_load): fresh, stale, unreadable."""
 
 from __future__ import annotations
 
@@ -6,11 +6,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from airflow_adaptive.kubernetes.live_load import live_load_path, shared_idle_nodes
+import pytest
+
+from airflow_adaptive.core.placement import GroupLoad
+from airflow_adaptive.kubernetes.live_load import live_load_path, shared_group_loads
+
+IDLE = {1: GroupLoad(1, 0.0)}
 
 
 class CountingCoreV1:
-    """Stands in for the CoreV1Api calls idle_nodes_by_group makes: one node of group 1, idle."""
+    """Stands in for the CoreV1Api calls group_loads makes: one node of group 1, idle."""
 
     def __init__(self) -> None:
         self.calls = 0
@@ -36,13 +41,13 @@ class CountingCoreV1:
 def test_a_view_is_shared_until_it_is_older_than_the_ttl(tmp_path: Path) -> None:
     api, path, clock = CountingCoreV1(), live_load_path(str(tmp_path)), [1000.0]
     for _ in range(3):
-        assert shared_idle_nodes(lambda: api, path, 10.0, lambda: clock[0]) == {1: 1}
+        assert shared_group_loads(lambda: api, path, 10.0, lambda: clock[0]) == IDLE
     assert api.calls == 2  # listed once, then read from the shared file
     clock[0] += 9.9
-    shared_idle_nodes(lambda: api, path, 10.0, lambda: clock[0])
+    shared_group_loads(lambda: api, path, 10.0, lambda: clock[0])
     assert api.calls == 2
     clock[0] += 0.2  # 10.1 s old: listed again
-    shared_idle_nodes(lambda: api, path, 10.0, lambda: clock[0])
+    shared_group_loads(lambda: api, path, 10.0, lambda: clock[0])
     assert api.calls == 4
     assert Path(path).parent.name == "cache"  # beside the spool, never read by it
 
@@ -50,11 +55,62 @@ def test_a_view_is_shared_until_it_is_older_than_the_ttl(tmp_path: Path) -> None
 def test_a_broken_or_future_view_is_listed_again(tmp_path: Path) -> None:
     api, path = CountingCoreV1(), live_load_path(str(tmp_path))
     Path(path).parent.mkdir(parents=True)
-    for broken in ("{", json.dumps({"listed_at": 2000.0, "idle": {"1": 0}}), json.dumps({"idle": []})):
+    old_format = json.dumps({"listed_at": 1000.0, "idle": {"1": 0}})  # before the CPU share was kept
+    future = json.dumps({"listed_at": 2000.0, "groups": {"1": [0, 0.5]}})
+    for broken in ("{", future, json.dumps({"groups": []}), old_format):
         Path(path).write_text(broken)
-        assert shared_idle_nodes(lambda: api, path, 10.0, lambda: 1000.0) == {1: 1}
+        assert shared_group_loads(lambda: api, path, 10.0, lambda: 1000.0) == IDLE
         Path(path).write_text(broken)
-    assert api.calls == 6
+    assert api.calls == 8
     blocked = tmp_path / "file"
     blocked.write_text("")  # the cache folder cannot be made: still an answer, just not shared
-    assert shared_idle_nodes(lambda: api, live_load_path(str(blocked)), 10.0) == {1: 1}
+    assert shared_group_loads(lambda: api, live_load_path(str(blocked)), 10.0) == IDLE
+
+
+def test_a_groups_load_is_its_idle_nodes_and_the_cpu_share_its_pods_request() -> None:
+    """Two ready 4-core nodes of group 2: one runs a task asking 1500m + 500m (two containers) and a
+    DaemonSet pod asking 100m, which never makes a node busy but does take its CPU; the other runs a
+    DaemonSet pod and a pod whose request cannot be read (busy, asking nothing). A cordoned node
+    neither counts as idle nor adds cores."""
+    from kubernetes.client import models as k8s
+
+    from airflow_adaptive.kubernetes.nodes import group_loads
+
+    def node(name: str, unschedulable: bool = False) -> k8s.V1Node:
+        return k8s.V1Node(
+            metadata=k8s.V1ObjectMeta(name=name, labels={"adaptive.airflow.io/group": "2"}),
+            spec=k8s.V1NodeSpec(unschedulable=unschedulable),
+            status=k8s.V1NodeStatus(
+                allocatable={"cpu": "4", "memory": "16Gi"},
+                conditions=[k8s.V1NodeCondition(type="Ready", status="True")],
+            ),
+        )
+
+    def pod(on: str, *cpus: str, daemon: bool = False) -> k8s.V1Pod:
+        owners = [k8s.V1OwnerReference(api_version="apps/v1", kind="DaemonSet", name="d", uid="u")]
+        containers = [
+            k8s.V1Container(name=f"c{i}", resources=k8s.V1ResourceRequirements(requests={"cpu": c}))
+            for i, c in enumerate(cpus)
+        ]
+        return k8s.V1Pod(
+            metadata=k8s.V1ObjectMeta(name="p", owner_references=owners if daemon else None),
+            spec=k8s.V1PodSpec(node_name=on, containers=containers),
+        )
+
+    class Cluster:
+        def list_node(self, **_: Any) -> Any:
+            return k8s.V1NodeList(items=[node("a"), node("b"), node("cordoned", unschedulable=True)])
+
+        def list_pod_for_all_namespaces(self, **_: Any) -> Any:
+            pods = [
+                pod("a", "1500m", "500m"),
+                pod("a", "100m", daemon=True),
+                pod("b", "100m", daemon=True),
+                pod("cordoned", "4"),
+                pod("b", "not-a-quantity"),  # unreadable: asks for nothing, but the node is busy
+            ]
+            return k8s.V1PodList(items=pods)
+
+    (load,) = group_loads(Cluster()).values()
+    assert load.idle_nodes == 0
+    assert load.reserved_fraction == pytest.approx((1.5 + 0.5 + 0.1 + 0.1) / 8)
