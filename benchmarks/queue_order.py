@@ -1,7 +1,7 @@
 """Queue-order benchmark: least-finished-first against FIFO (Witt et al.), with online sizing.
 
     python benchmarks/queue_order.py [--data ../shared/data] [--seeds 3] [--runs 1,4] [--workers N]
-                                     [--orders fifo,lff-persevere,...]
+                                     [--orders fifo,lff-persevere,...] [--per-comparison]
 
 Workloads: the 15 WfInstances DAGs, the 3 Lotaru workflows and 4 Pegasus-style synthetic DAGs,
 each as one DAG run and as 4 concurrent runs, on both Tarema clusters, seeds 0-2, at times to
@@ -81,6 +81,7 @@ def report(results: dict[Job, dict[str, tuple[float, float, int]]], queues: tupl
 def main() -> None:
     parser = workload_parser(__doc__)
     parser.add_argument("--orders", default=",".join(QUEUES), help="queue orders, FIFO first")
+    parser.add_argument("--per-comparison", action="store_true", help="print every scenario's ratio to FIFO")
     args = parser.parse_args()
     queues = tuple(args.orders.split(","))
     started = time.perf_counter()
@@ -99,6 +100,17 @@ def main() -> None:
         f"learning online ({time.perf_counter() - started:.0f} s)\n"
     )
     report(results, queues)
+    if args.per_comparison:
+        print_each(results, queues)
+
+
+def print_each(results: dict[Job, dict[str, tuple[float, float, int]]], queues: tuple[str, ...]) -> None:
+    """Every scenario's makespan ratio to FIFO, per order, slowest first."""
+    for queue in queues[1:]:
+        print(f"\n### {queue} / FIFO, every scenario (slowest first)\n")
+        ratios = sorted(((m[queue][0] / m["fifo"][0], k) for k, m in results.items()), reverse=True)
+        for ratio, (spec, runs, cluster, seed, ttf, _) in ratios:
+            print(f"- {ratio:.3f}  {spec.rsplit('/', 1)[-1]} x{runs}, {cluster}, seed {seed}, TTF {ttf}")
 
 
 if __name__ == "__main__":
