@@ -189,17 +189,27 @@ def fit_runtimes(runs: Sequence[Run], scores: Mapping[int, Scores]) -> RuntimeMo
     y = np.log([r.runtime_s for r in runs])
     x, typical = _design(runs)
     halves = {f: w for f, w in LOTARU_WEIGHTS.items() if f in features} or {f: 1.0 for f in features}
-    best: tuple[float, Mapping[str, float], np.ndarray, np.ndarray] | None = None
-    for weights in [halves, *_simplex(features)]:
-        factors = {g: _log_factor(weights, reference, scores[g]) for g in {r.group for r in runs}}
-        target = y - np.array([factors[r.group] for r in runs])
-        coef = np.linalg.lstsq(x, target, rcond=None)[0]
-        residual = target - x @ coef
-        error = float(residual @ residual)
-        if best is None or error < best[0] * (1 - 1e-9) - 1e-12:  # ties keep Lotaru's halves
-            best = (error, weights, residual, coef)
-    assert best is not None
-    error, chosen, residual, fitted = best
+    candidates = [halves, *_simplex(features)]
+    groups = sorted({r.group for r in runs})
+    # Every candidate at once: log f_w per (candidate, group), the runs' targets, one least squares.
+    log_factors = np.zeros((len(candidates), len(groups)))
+    if features:  # Lotaru's factor, as _log_factor computes it, for every candidate and group
+        weights = np.array([[w.get(f, 0.0) for f in features] for w in candidates])
+        ratios = np.array([[reference[f] / scores[g][f] for g in groups] for f in features])
+        log_factors = np.log(weights @ ratios / weights.sum(axis=1, keepdims=True))
+    targets = y[:, None] - log_factors[:, [groups.index(r.group) for r in runs]].T
+    coefs = np.linalg.lstsq(x, targets, rcond=None)[0]
+    residuals = targets - x @ coefs
+    errors = (residuals**2).sum(axis=0)
+    best = int(np.argmin(errors))
+    if errors[0] <= errors[best] * (1 + 1e-9) + 1e-12:
+        best = 0  # ties keep Lotaru's halves
+    chosen, residual, fitted, error = (
+        candidates[best],
+        residuals[:, best],
+        coefs[:, best],
+        float(errors[best]),
+    )
     counts, offsets = _group_offsets(np.array([r.group for r in runs]), residual)
     spread = math.sqrt(error / max(len(runs) - x.shape[1], 1)) if len(runs) > x.shape[1] else 0.0
     slope = float(fitted[1]) if x.shape[1] > 1 else 0.0
