@@ -8,7 +8,8 @@ per machine) and 4 Pegasus-style synthetic DAGs of about 1,000 tasks, each as
 one DAG run and as several concurrent runs. Prints, per cluster and overall,
 the geometric mean over workloads and seeds of each policy's makespan divided
 by round-robin's and by SJFN's (and of the lower bound no policy can beat), and for the
-default placement (the one pods get, whichever it is), tarema-idle and finish-time how many comparisons are no
+default placement (the one pods get, whichever it is), tarema-idle and finish-time (without and with
+live load) how many comparisons are no
 slower than SJFN and how many more than 2 % slower; then the same with the interference model
 switched off. Then our
 placement with the users' memory requests against adaptive sizing, and the
@@ -37,8 +38,9 @@ from airflow_adaptive.simulation.placements import PLACEMENTS
 from airflow_adaptive.simulation.sources import load_workload
 from airflow_adaptive.simulation.workload import concurrent_runs
 
-# The default; what pods get with placement_live_load = True; placement by predicted finish time.
-OURS = (DEFAULT_PLACEMENT, "tarema-idle", "finish-time")
+# The default; what pods get with placement_live_load = True; placement by predicted finish time,
+# without and with live load.
+OURS = (DEFAULT_PLACEMENT, "tarema-idle", "finish-time", "finish-time-live")
 SLOWER = 1.02  # a comparison counts as slower than SJFN above this ratio
 SCALE_CLUSTER = """nodes:
   - {name: e2, count: 34, cores: 6, memory: 16Gi, benchmarks: {cpu_events_per_s: 370, memory_mib_per_s: 13500}}

@@ -96,6 +96,11 @@ def main() -> None:
     )
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     args = parser.parse_args()
+    missing = [m for m in MACHINES if not (args.data / "lotaru" / m).is_dir()]
+    if missing:
+        raise SystemExit(
+            f"runtimes.py: no Lotaru data for {', '.join(missing)} under {args.data / 'lotaru'} (--data)"
+        )
     group_scores = scores()
     tables = [runtimes(args.data, w) for w in WORKFLOWS]
     protocols = ("unscaled", "halves", "learnt", "learnt-own")

@@ -89,8 +89,9 @@ class PlacementAdvice:
         engine = self._engine()
         runtimes = None
         if with_runtimes or any(isinstance(s, FinishTimeScorer) for s, _ in engine.scorers):
-            stored = state.model.runs if state and state.model else ()
-            runtimes = expected_runtime_s(stored, nodes, input_size_bytes)
+            runtimes = self._runtimes(
+                state.model.runs if state and state.model else (), nodes, input_size_bytes
+            )
         views = [
             GroupView(
                 g.id,
@@ -104,6 +105,20 @@ class PlacementAdvice:
             for g in groups
         ]
         return engine.place(replace(task, labels=labels, runtime_by_group_s=runtimes), views)
+
+    @staticmethod
+    def _runtimes(
+        stored: Sequence[StoredRun], nodes: Sequence[StoredNode], input_size_bytes: int | None
+    ) -> dict[int, float] | None:
+        """Expected runtime per group; None (no preference by runtime) when it cannot be learnt: a
+        pod is never stopped by it."""
+        try:
+            return expected_runtime_s(stored, nodes, input_size_bytes)
+        except Exception as err:  # numerical trouble in stored runs or profiles: place without
+            warn_once(
+                f"expected runtimes unavailable ({type(err).__name__}: {err})", "pods are placed without them"
+            )
+            return None
 
     def _engine(self) -> PlacementEngine:
         """The configured policy's engine; an unknown name places as the default does (logged once)."""

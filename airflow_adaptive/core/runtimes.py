@@ -11,8 +11,8 @@ together in log space:
   every group. Which resource binds a task is a property of the family, so the weights ``w`` are the
   ones on the simplex (steps of 0.1) under which its runs agree best; without runs on two groups that
   differ they cannot be told apart, and Lotaru's halves stand.
-- ``b`` is fitted when at least three runs have input sizes that vary; else runtime does not follow
-  input size here and ``b = 0``.
+- ``b`` is fitted when at least three runs, all of them with input sizes, vary in size (else
+  ``b = 0``), and kept within 0..``MAX_SIZE_SLOPE``.
 - ``δ_group`` is what a group's own runs say beyond the benchmarks: the mean residual of its runs,
   shrunk towards 0 by empirical Bayes (``_group_offsets``), so a group is judged by its own runs
   as far as they differ by more than the spread of the family's runs, and a group the family never
@@ -38,6 +38,10 @@ LOTARU_WEIGHTS = {"cpu": 0.5, "io": 0.5}  # Lotaru's fixed halves: CPU and I/O
 WEIGHT_STEP = 0.1
 MIN_SIZED_RUNS = 3
 MIN_LOG_SIZE_SPREAD = 0.1  # input sizes this close (in log space) say nothing about size
+# Runtime grows at most quadratically with input size in the tools we know; a steeper line (three
+# close sizes give any slope) would send a large input's estimate past any float.
+MAX_SIZE_SLOPE = 2.0
+MAX_LOG_SECONDS = 700.0  # exp() of more overflows a float
 RECENT_RUNS = 100  # completed attempts a family's stored model keeps for its runtime per group
 StoredRun = tuple[str, float, int | None]  # node name, seconds, input bytes: as the model stores it
 
@@ -81,7 +85,12 @@ class RuntimeModel:
         base = self.intercept + self.slope * (size - self.typical_log_size)
         return {
             g: RuntimeEstimate(
-                math.exp(base + _log_factor(self.weights, self.reference, s) + self.offsets.get(g, 0.0)),
+                math.exp(
+                    min(
+                        MAX_LOG_SECONDS,
+                        base + _log_factor(self.weights, self.reference, s) + self.offsets.get(g, 0.0),
+                    )
+                ),
                 self.log_spread,
                 self.counts.get(g, 0),
             )
@@ -124,7 +133,7 @@ def feature_scores(benchmarks: Mapping[str, float]) -> dict[str, float]:
     """A node's (or a group's mean) score per task feature: the geometric mean of its benchmarks."""
     scores = {}
     for feature, names in TASK_FEATURE_BENCHMARKS.items():
-        found = [benchmarks[b] for b in names if benchmarks.get(b, 0) > 0]
+        found = [v for b in names if (v := benchmarks.get(b, 0.0)) > 0 and math.isfinite(v)]
         if found:
             scores[feature] = math.exp(sum(math.log(v) for v in found) / len(found))
     return scores
@@ -212,5 +221,5 @@ def fit_runtimes(runs: Sequence[Run], scores: Mapping[int, Scores]) -> RuntimeMo
     )
     counts, offsets = _group_offsets(np.array([r.group for r in runs]), residual)
     spread = math.sqrt(error / max(len(runs) - x.shape[1], 1)) if len(runs) > x.shape[1] else 0.0
-    slope = float(fitted[1]) if x.shape[1] > 1 else 0.0
+    slope = min(max(float(fitted[1]), 0.0), MAX_SIZE_SLOPE) if x.shape[1] > 1 else 0.0
     return RuntimeModel(dict(chosen), reference, float(fitted[0]), slope, typical, offsets, counts, spread)

@@ -60,12 +60,21 @@ def group_loads(core_v1: Any) -> dict[int, GroupLoad]:
         ready = schedulable(node)
         idle[group] = idle.get(group, 0) + (ready and node.metadata.name not in busy)
         if ready:
-            cores[group] = cores.get(group, 0.0) + (node_facts(node)["cores"] or 0)
+            cores[group] = cores.get(group, 0.0) + _allocatable_cores(node)
             reserved[group] = reserved.get(group, 0.0) + requested.get(node.metadata.name, 0.0)
     return {
         g: GroupLoad(n, min(1.0, reserved.get(g, 0.0) / cores[g]) if cores.get(g) else 0.0)
         for g, n in idle.items()
     }
+
+
+def _allocatable_cores(node: k8s.V1Node) -> float:
+    """A node's allocatable cores, fractions kept ("3920m" is 3.92); 0 when unknown or unreadable."""
+    value = ((node.status.allocatable if node.status else None) or {}).get("cpu")
+    try:
+        return parse_cpu_millicores(value) / 1000 if value is not None else 0.0
+    except InvalidQuantityError:
+        return 0.0
 
 
 def _cpu_request(pod: k8s.V1Pod) -> float:

@@ -35,7 +35,7 @@ from .cluster import Cluster, SimNode
 from .cpu_sizer import CpuSizer
 from .node_rules import node_rules
 from .params import DEFAULT_PARAMS, SIZINGS, SimParams
-from .placements import LOCALITY, base_placement
+from .placements import LIVE, LOCALITY, WITHOUT_LIVE_LOAD, base_placement
 from .queues import PendingQueue
 from .results import RunResult, Span
 from .sizing import SimSizing
@@ -89,8 +89,9 @@ class Simulation:
         self.record_timeline = record_timeline
         self.env = simpy.Environment()
         self.result = RunResult(placement, sizing, queue)
-        self.engine = engine_for(self.base.removesuffix("-idle"))
-        self.live_idle = self.base == "tarema-idle"
+        self.engine = engine_for(self.base.removesuffix("-idle").removesuffix("-live"))
+        self.live = self.base in LIVE  # told each group's load now, as placement_live_load does
+        self.blind = self.base == WITHOUT_LIVE_LOAD
         self.tasks: Sequence[SimTask] = workload.tasks
         specs = list(cluster.nodes)
         if params.shuffle_nodes:
@@ -227,8 +228,10 @@ class Simulation:
         return [
             replace(
                 view,
-                reserved_fraction=self._reserved_cores.get(gid, 0.0) / self._group_cores[gid],
-                idle_nodes=self._idle[gid] if self.live_idle else 0,
+                reserved_fraction=0.0
+                if self.blind
+                else self._reserved_cores.get(gid, 0.0) / self._group_cores[gid],
+                idle_nodes=self._idle[gid] if self.live else 0,
             )
             for gid, view in self._views.items()
         ]
@@ -252,7 +255,7 @@ class Simulation:
             self.labels(task.family),
             attempt.memory_bytes,
             task.required_capabilities,
-            self.expected_runtime_s(task) if self.base == "finish-time" else None,
+            self.expected_runtime_s(task) if self.base.startswith("finish-time") else None,
         )
         result = self.engine.place(demand, self._group_views())
         if not result.ranked:

@@ -51,4 +51,5 @@ def node_rules(dominant: Mapping[str, str], node_count: int) -> dict[str, NodeRu
         "tarema": least_reserved,
         "tarema-idle": least_reserved,
         "finish-time": least_reserved,
+        "finish-time-live": least_reserved,
     }

@@ -383,6 +383,17 @@ def test_finish_time_policy_learns_runtimes_per_group_from_recorded_runs(
         mean_s = float(np.exp(np.mean(np.log([100.0, 101.0, 102.0, 103.0]))))
         assert f"prefer group 3 (finish-time {mean_s * f[524.5] / f[370.5]:.6g})" in note
         assert "no recorded runtime yet" in build("never-ran").metadata.annotations[PLACEMENT_ANNOTATION]
+
+        # Runtimes that cannot be learnt (here: a numerical error) leave the pod without a runtime
+        # preference, never without a pod.
+        def broken(*_: Any) -> None:
+            raise FloatingPointError("overflow")
+
+        monkeypatch.setattr("airflow_adaptive.advice.placement_advice.fit_runtimes", broken)
+        pod = build("align")
+        validate_pod(pod)
+        assert "no recorded runtime yet" in pod.metadata.annotations[PLACEMENT_ANNOTATION]
+        monkeypatch.undo()
         monkeypatch.setenv("AIRFLOW__ADAPTIVE__PLACEMENT_POLICY", "fastest-please")
         get_settings.cache_clear()
         assert "(tarema " in build("align").metadata.annotations[PLACEMENT_ANNOTATION]  # the default

@@ -9,6 +9,7 @@ import pytest
 
 from airflow_adaptive.core.runtimes import (
     LOTARU_WEIGHTS,
+    MAX_SIZE_SLOPE,
     Run,
     _group_offsets,
     feature_scores,
@@ -61,9 +62,10 @@ def test_a_groups_own_runs_count_as_far_as_they_differ_beyond_the_noise() -> Non
     counts, offsets = _group_offsets(groups, np.array([0.1, 0.3, -0.1, -0.3]))
     assert counts == {1: 2, 2: 2}
     assert offsets == pytest.approx({1: 0.175, 2: -0.175})
-    # Means that differ less than the runs' noise say nothing: the benchmarks stand.
-    assert _group_offsets(groups, np.array([0.5, -0.5, 0.5, -0.5]))[1] == {1: 0.0, 2: 0.0}
-    assert _group_offsets(np.array([3, 3]), np.array([0.2, -0.2]))[1] == {3: 0.0}  # one group
+    # Means of +-0.1 that differ less than the runs' noise (sigma^2 = 0.5 / 2 = 0.25; the means'
+    # variance 0.02 is below sigma^2 / 2) say nothing: tau^2 = 0 and the benchmarks stand.
+    assert _group_offsets(groups, np.array([0.6, -0.4, 0.4, -0.6]))[1] == {1: 0.0, 2: 0.0}
+    assert _group_offsets(np.array([3, 3]), np.array([0.3, 0.1]))[1] == {3: 0.0}  # one group: none
 
 
 def test_a_group_slower_than_its_benchmarks_keeps_its_own_runtime() -> None:
@@ -87,6 +89,21 @@ def test_runtime_follows_input_size_when_sizes_vary() -> None:
     assert model.expected(SCORES)[2].seconds == pytest.approx(20.0)  # the typical (median) size
     unsized = fit_runtimes([Run(2, 10.0, gib), Run(2, 30.0, None), Run(2, 20.0, 2 * gib)], SCORES)
     assert unsized is not None and unsized.slope == 0.0  # one run without a size: size is not used
+
+
+def test_a_steep_size_line_is_bounded_and_no_estimate_overflows() -> None:
+    # Three close sizes fit a slope of about 34; it is kept at MAX_SIZE_SLOPE, so a petabyte input
+    # gets a large but finite estimate instead of an OverflowError.
+    runs = [Run(2, 10.0 * (k / 1000) ** 34, k) for k in (1000, 1200, 1500)]
+    model = fit_runtimes(runs, SCORES)
+    assert model is not None and model.slope == MAX_SIZE_SLOPE
+    assert math.isfinite(model.expected(SCORES, 10**15)[2].seconds)
+    shrinking = fit_runtimes([Run(2, 100.0 / k, k * 2**30) for k in (1, 2, 8)], SCORES)
+    assert shrinking is not None and shrinking.slope == 0.0  # runtime falling with size: not used
+
+
+def test_non_finite_benchmarks_are_no_scores() -> None:
+    assert feature_scores({"cpu_events_per_s": math.inf, "memory_mib_per_s": math.nan}) == {}
 
 
 def test_no_usable_runs_means_no_model() -> None:

@@ -68,7 +68,7 @@ def test_a_broken_or_future_view_is_listed_again(tmp_path: Path) -> None:
 
 
 def test_a_groups_load_is_its_idle_nodes_and_the_cpu_share_its_pods_request() -> None:
-    """Two ready 4-core nodes of group 2: one runs a task asking 1500m + 500m (two containers) and a
+    """Two ready nodes of group 2, of 4 and 3.92 allocatable cores: one runs a task asking 1500m + 500m (two containers) and a
     DaemonSet pod asking 100m, which never makes a node busy but does take its CPU; the other runs a
     DaemonSet pod and a pod whose request cannot be read (busy, asking nothing). A cordoned node
     neither counts as idle nor adds cores."""
@@ -76,12 +76,12 @@ def test_a_groups_load_is_its_idle_nodes_and_the_cpu_share_its_pods_request() ->
 
     from airflow_adaptive.kubernetes.nodes import group_loads
 
-    def node(name: str, unschedulable: bool = False) -> k8s.V1Node:
+    def node(name: str, cpu: str = "4", unschedulable: bool = False) -> k8s.V1Node:
         return k8s.V1Node(
             metadata=k8s.V1ObjectMeta(name=name, labels={"adaptive.airflow.io/group": "2"}),
             spec=k8s.V1NodeSpec(unschedulable=unschedulable),
             status=k8s.V1NodeStatus(
-                allocatable={"cpu": "4", "memory": "16Gi"},
+                allocatable={"cpu": cpu, "memory": "16Gi"},
                 conditions=[k8s.V1NodeCondition(type="Ready", status="True")],
             ),
         )
@@ -99,7 +99,8 @@ def test_a_groups_load_is_its_idle_nodes_and_the_cpu_share_its_pods_request() ->
 
     class Cluster:
         def list_node(self, **_: Any) -> Any:
-            return k8s.V1NodeList(items=[node("a"), node("b"), node("cordoned", unschedulable=True)])
+            nodes = [node("a"), node("b", "3920m"), node("cordoned", unschedulable=True)]
+            return k8s.V1NodeList(items=nodes)
 
         def list_pod_for_all_namespaces(self, **_: Any) -> Any:
             pods = [
@@ -113,4 +114,4 @@ def test_a_groups_load_is_its_idle_nodes_and_the_cpu_share_its_pods_request() ->
 
     (load,) = group_loads(Cluster()).values()
     assert load.idle_nodes == 0
-    assert load.reserved_fraction == pytest.approx((1.5 + 0.5 + 0.1 + 0.1) / 8)
+    assert load.reserved_fraction == pytest.approx((1.5 + 0.5 + 0.1 + 0.1) / (4 + 3.92))
