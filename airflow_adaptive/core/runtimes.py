@@ -83,18 +83,14 @@ class RuntimeModel:
         if self.slope and input_size_bytes is not None and input_size_bytes > 0:
             size = math.log(input_size_bytes)
         base = self.intercept + self.slope * (size - self.typical_log_size)
+        factors = _log_factors([self.weights], self.reference, list(scores.values()))[0]
         return {
             g: RuntimeEstimate(
-                math.exp(
-                    min(
-                        MAX_LOG_SECONDS,
-                        base + _log_factor(self.weights, self.reference, s) + self.offsets.get(g, 0.0),
-                    )
-                ),
+                math.exp(min(MAX_LOG_SECONDS, base + factor + self.offsets.get(g, 0.0))),
                 self.log_spread,
                 self.counts.get(g, 0),
             )
-            for g, s in scores.items()
+            for (g, factor) in zip(scores, factors, strict=True)
         }
 
 
@@ -139,13 +135,26 @@ def feature_scores(benchmarks: Mapping[str, float]) -> dict[str, float]:
     return scores
 
 
-def _log_factor(weights: Mapping[str, float], reference: Mapping[str, float], scores: Scores) -> float:
-    """log of Lotaru's runtime factor from the reference to a group; features it lacks drop out."""
-    usable = {f: w for f, w in weights.items() if w > 0 and scores.get(f) and reference.get(f)}
-    total = sum(usable.values())
-    if not total:
-        return 0.0
-    return math.log(sum(w * reference[f] / scores[f] for f, w in usable.items()) / total)
+def _log_factors(
+    candidates: Sequence[Mapping[str, float]], reference: Mapping[str, float], groups: Sequence[Scores]
+) -> np.ndarray:
+    """log of Lotaru's runtime factor from the reference to each group, per candidate weighting
+    (candidates x groups); a feature a group or the reference lacks drops out and the rest are
+    renormalised, and with none left the factor is 1."""
+    features = sorted({f for w in candidates for f, v in w.items() if v > 0})
+    if not features or not groups:
+        return np.zeros((len(candidates), len(groups)))
+    weights = np.array([[w.get(f, 0.0) for f in features] for w in candidates])
+    known = np.array([[bool(s.get(f)) and bool(reference.get(f)) for s in groups] for f in features])
+    ratios = np.array(
+        [
+            [reference[f] / s[f] if k else 0.0 for s, k in zip(groups, row, strict=True)]
+            for f, row in zip(features, known, strict=True)
+        ]
+    )
+    total = weights @ known
+    factor = np.divide(weights @ ratios, total, out=np.ones_like(total), where=total > 0)
+    return np.log(factor)
 
 
 def _simplex(features: Sequence[str]) -> list[dict[str, float]]:
@@ -201,11 +210,7 @@ def fit_runtimes(runs: Sequence[Run], scores: Mapping[int, Scores]) -> RuntimeMo
     candidates = [halves, *_simplex(features)]
     groups = sorted({r.group for r in runs})
     # Every candidate at once: log f_w per (candidate, group), the runs' targets, one least squares.
-    log_factors = np.zeros((len(candidates), len(groups)))
-    if features:  # Lotaru's factor, as _log_factor computes it, for every candidate and group
-        weights = np.array([[w.get(f, 0.0) for f in features] for w in candidates])
-        ratios = np.array([[reference[f] / scores[g][f] for g in groups] for f in features])
-        log_factors = np.log(weights @ ratios / weights.sum(axis=1, keepdims=True))
+    log_factors = _log_factors(candidates, reference, [scores[g] for g in groups])
     targets = y[:, None] - log_factors[:, [groups.index(r.group) for r in runs]].T
     coefs = np.linalg.lstsq(x, targets, rcond=None)[0]
     residuals = targets - x @ coefs
