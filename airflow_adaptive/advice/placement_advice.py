@@ -12,7 +12,6 @@ from airflow_adaptive.core.lff import FamilyProgress, PriorityChoice, choose_pri
 from airflow_adaptive.core.node_groups import StoredNode, summarize_groups
 from airflow_adaptive.core.placement import (
     DEFAULT_PLACEMENT,
-    FinishTimeScorer,
     GroupLoad,
     GroupView,
     PlacementEngine,
@@ -88,10 +87,11 @@ class PlacementAdvice:
         labels = labels_from_distributions(state.rollup.demand() if state else None, demand, capacities)
         engine = self._engine()
         runtimes = None
-        if with_runtimes or any(isinstance(s, FinishTimeScorer) for s, _ in engine.scorers):
+        if with_runtimes or engine.needs_runtimes:
             runtimes = self._runtimes(
                 state.model.runs if state and state.model else (), nodes, input_size_bytes
             )
+        load = {g.id: (loads or {}).get(g.id, GroupLoad()) for g in groups}
         views = [
             GroupView(
                 g.id,
@@ -99,8 +99,8 @@ class PlacementAdvice:
                 g.capabilities,
                 g.largest_memory_bytes,
                 g.members,
-                reserved_fraction=(loads or {}).get(g.id, GroupLoad()).reserved_fraction,
-                idle_nodes=(loads or {}).get(g.id, GroupLoad()).idle_nodes,
+                reserved_fraction=load[g.id].reserved_fraction,
+                idle_nodes=load[g.id].idle_nodes,
             )
             for g in groups
         ]
@@ -113,7 +113,8 @@ class PlacementAdvice:
         """Expected runtime per group; None (no preference by runtime) when it cannot be learnt: a
         pod is never stopped by it."""
         try:
-            return expected_runtime_s(stored, nodes, input_size_bytes)
+            estimates = runtime_estimates(stored, nodes, input_size_bytes)
+            return {g: e.seconds for g, e in estimates.items()} if estimates else None
         except Exception as err:  # numerical trouble in stored runs or profiles: place without
             warn_once(
                 f"expected runtimes unavailable ({type(err).__name__}: {err})", "pods are placed without them"
@@ -136,14 +137,6 @@ class PlacementAdvice:
             self.session.unavailable(err)
             return None
         return state.rollup.mean_wall_seconds if state else None
-
-
-def expected_runtime_s(
-    stored: Sequence[StoredRun], nodes: Sequence[StoredNode], input_size_bytes: int | None = None
-) -> dict[int, float] | None:
-    """Expected seconds per node group (None when the family has no run on a grouped node)."""
-    estimates = runtime_estimates(stored, nodes, input_size_bytes)
-    return {g: e.seconds for g, e in estimates.items()} if estimates else None
 
 
 def runtime_estimates(

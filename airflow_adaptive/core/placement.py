@@ -164,14 +164,12 @@ class FinishTimeScorer:
     name: str = "finish-time"
     higher_is_better: bool = False
     unknown: str = "has no recorded runtime yet"
-    load_weight: float = 1.0
 
     def __call__(self, task: TaskDemandView, group: GroupView) -> float | None:
         runtime_s = (task.runtime_by_group_s or {}).get(group.id)
         if runtime_s is None:
             return None
-        load = 0.0 if group.idle_nodes else group.reserved_fraction
-        return runtime_s * (1.0 + self.load_weight * load)
+        return runtime_s * (1.0 + (0.0 if group.idle_nodes else group.reserved_fraction))
 
 
 def group_weight(position: int) -> int:
@@ -218,6 +216,8 @@ class PlacementEngine:
     ) -> None:
         self.filters = tuple(filters)
         self.scorers = tuple(scorers)
+        # Whether a task's expected runtime per group must be learnt before placing it.
+        self.needs_runtimes = any(isinstance(s, FinishTimeScorer) for s, _ in self.scorers)
 
     def place(self, task: TaskDemandView, groups: Sequence[GroupView]) -> PlacementResult:
         passing, rejected = [], []

@@ -68,25 +68,24 @@ def group_loads(core_v1: Any) -> dict[int, GroupLoad]:
     }
 
 
-def _allocatable_cores(node: k8s.V1Node) -> float:
-    """A node's allocatable cores, fractions kept ("3920m" is 3.92); 0 when unknown or unreadable."""
-    value = ((node.status.allocatable if node.status else None) or {}).get("cpu")
+def _cores(value: object) -> float:
+    """Cores of a CPU quantity, fractions kept ("3920m" is 3.92); 0 when absent or unreadable."""
     try:
         return parse_cpu_millicores(value) / 1000 if value is not None else 0.0
     except InvalidQuantityError:
         return 0.0
 
 
+def _allocatable_cores(node: k8s.V1Node) -> float:
+    return _cores(((node.status.allocatable if node.status else None) or {}).get("cpu"))
+
+
 def _cpu_request(pod: k8s.V1Pod) -> float:
-    """Cores a pod requests (its containers'; an unreadable quantity counts as none)."""
-    total = 0.0
-    for container in pod.spec.containers or []:
-        value = ((container.resources.requests if container.resources else None) or {}).get("cpu")
-        try:
-            total += parse_cpu_millicores(value) / 1000 if value is not None else 0.0
-        except InvalidQuantityError:
-            continue
-    return total
+    """Cores a pod requests: its containers' requests."""
+    return sum(
+        _cores(((c.resources.requests if c.resources else None) or {}).get("cpu"))
+        for c in pod.spec.containers or []
+    )
 
 
 def node_facts(node: k8s.V1Node) -> dict[str, Any]:

@@ -255,7 +255,7 @@ class Simulation:
             self.labels(task.family),
             attempt.memory_bytes,
             task.required_capabilities,
-            self.expected_runtime_s(task) if self.base.startswith("finish-time") else None,
+            self.expected_runtime_s(task) if self.engine.needs_runtimes else None,
         )
         result = self.engine.place(demand, self._group_views())
         if not result.ranked:
