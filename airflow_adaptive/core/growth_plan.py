@@ -122,16 +122,18 @@ def flat_plan(start_bytes: int, headroom_bytes: int, decision_bytes: int) -> Gro
     return GrowthPlan(start_bytes, (headroom_bytes,), decision_bytes)
 
 
-def _trusts_bytes(tasks: int, max_kill_rate: float) -> bool:
-    """Whether a family has a task beyond the budget quantile (n x budget >= 1): its quantile in
-    bytes is then trusted where lower than the share of the decision."""
-    return tasks * max_kill_rate >= 1.0
-
-
 def _at_budget(values: Sequence[float], max_kill_rate: float) -> float:
     """The (1 - budget) quantile, the same budget logic as the static decision's."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, math.ceil((1.0 - max_kill_rate) * (len(ordered) - 1)))]
+
+
+def _margin(peaks: Sequence[float], decision_bytes: int, max_kill_rate: float) -> float:
+    """How far the decision stands above the history's peaks at the budget quantile: the margin it
+    keeps for what a small or drifting history has not shown yet (its small-sample bound), which a
+    plan in bytes must keep too, or a start at the history's own quantile kills at the whole budget
+    before any later rise is counted."""
+    return max(1.0, decision_bytes / max(_at_budget([float(p) for p in peaks], max_kill_rate), 1.0))
 
 
 def _covered_max(rises: np.ndarray, largest: np.ndarray, max_kill_rate: float) -> np.ndarray:
@@ -149,9 +151,9 @@ def _level_rises(
     max_kill_rate: float,
 ) -> tuple[int, ...]:
     """The headroom at each of ``LEVELS`` levels up to the decision, in bytes. Where a task stands
-    at a level is its own (level / its peak); its rise counts as a share of the decision before the
-    family has a task beyond the quantile (the decision's margin for small samples carries over),
-    and in bytes where lower once it has (n x budget >= 1)."""
+    at a level is its own (level / its peak); its rise counts as a share of its peak times the
+    decision, or in bytes times the decision's margin where lower (a large task's share overstates
+    a small one's rise)."""
     tables = np.array([rise_table(tuple(p), window_s) for p, _ in history])
     largest = tables.max(axis=1)
     peaks = np.array([max(peak, 1.0) for _, peak in history])
@@ -160,9 +162,8 @@ def _level_rises(
     at = np.where(levels[None, :] > peaks[:, None], PROFILE_STEPS + 1, np.minimum(at, PROFILE_STEPS))
     shares = np.take_along_axis(tables, at.astype(int), axis=1)
     rises = _covered_max(shares, largest, max_kill_rate) * decision_bytes
-    if _trusts_bytes(len(history), max_kill_rate):
-        in_bytes = _covered_max(shares * peaks[:, None], largest * peaks, max_kill_rate)
-        rises = np.fmin(rises, in_bytes)
+    in_bytes = _covered_max(shares * peaks[:, None], largest * peaks, max_kill_rate)
+    rises = np.fmin(rises, in_bytes * _margin(peaks.tolist(), decision_bytes, max_kill_rate))
     return tuple(math.ceil(r) for r in rises)
 
 
@@ -175,10 +176,10 @@ def learnt_plan(
     """The start and the headroom by level that the family's finished tasks (profile, peak bytes)
     ask for at the kill budget.
 
-    The start is the budget quantile of what each reached within the first window, as a share of
-    its peak times the decision (the decision's margin for small samples carries over); once the
-    family has a task beyond the quantile (n x budget >= 1), in bytes where lower: a share of the
-    peak overstates a large task's early memory, and a kill is set by bytes.
+    The start is the budget quantile of what each reached within the first window: as a share of
+    its peak times the decision, or in bytes times the decision's margin where lower (a share of the
+    peak overstates a large task's early memory, and a kill is set by bytes). Both carry the
+    decision's margin above the history's peaks.
 
     None (start at the decision, grow only to rescue) with fewer than ``MIN_GROWTH_HISTORY``
     profiles, or when the start plus the headroom there reaches the decision: its tasks rise too
@@ -186,9 +187,11 @@ def learnt_plan(
     if len(history) < MIN_GROWTH_HISTORY:
         return None
     reached = [(early_share(p, window_s), peak) for p, peak in history]
-    start = _at_budget([e for e, _ in reached], max_kill_rate) * decision_bytes
-    if _trusts_bytes(len(history), max_kill_rate):
-        start = min(start, _at_budget([e * peak for e, peak in reached], max_kill_rate))
+    margin = _margin([peak for _, peak in history], decision_bytes, max_kill_rate)
+    start = min(
+        _at_budget([e for e, _ in reached], max_kill_rate) * decision_bytes,
+        _at_budget([e * peak for e, peak in reached], max_kill_rate) * margin,
+    )
     rises = _level_rises(history, decision_bytes, window_s, max_kill_rate)
     plan = GrowthPlan(max(math.ceil(start), 1), rises, decision_bytes, window_s)
     return None if start + plan.headroom_at(start, 0.0) >= decision_bytes else plan

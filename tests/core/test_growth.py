@@ -6,6 +6,7 @@ import pytest
 
 from airflow_adaptive.core.growth import GrowthRule, grown_limit, run_with_growth
 from airflow_adaptive.core.growth_plan import (
+    PROFILE_STEPS,
     GrowthPlan,
     early_share,
     flat_plan,
@@ -118,14 +119,22 @@ def test_a_family_grows_only_when_its_start_and_headroom_fit_under_the_decision(
     assert _plan((0.0,) * 45 + (100.0,) * 5, [1000.0] * 5, 1000) is None  # 90 % at once
 
 
-def test_the_plan_is_a_share_of_the_decision_until_the_family_has_a_task_beyond_the_budget() -> None:
+def test_the_plan_keeps_the_decisions_margin_above_the_history_in_shares_and_in_bytes() -> None:
     # STEADY: by 6 s at most 22 % (the first step after); within any later 6 s, 4 % (2 % surely
-    # had before a step, the next step may come within the window)
-    assert _plan(STEADY, [500.0] * 49, 1000) == (pytest.approx(220, abs=1), pytest.approx(40, abs=1))
-    # 50 tasks at a 2 % budget: the quantile in bytes, 22 % and 4 % of the 500-byte peaks
-    assert _plan(STEADY, [500.0] * 50, 1000) == (pytest.approx(110, abs=1), pytest.approx(20, abs=1))
-    # a share of the decision where that is lower: peaks above the decision
+    # had before a step, the next step may come within the window). Peaks of 500 under a decision
+    # of 1000: 22 % of the decision, which is 22 % of the peaks times the decision's margin (2)
+    assert _plan(STEADY, [500.0] * 3, 1000) == (pytest.approx(220, abs=1), pytest.approx(40, abs=1))
+    assert _plan(STEADY, [500.0] * 50, 1000) == (pytest.approx(220, abs=1), pytest.approx(40, abs=1))
+    # peaks above the decision: no margin, a share of the decision is the lower
     assert _plan(STEADY, [2000.0] * 50, 1000) == (pytest.approx(220, abs=1), pytest.approx(40, abs=1))
+    # small tasks at their 100-byte peak from the start beside large STEADY ones: as a share they
+    # reached 100 % early (a start at the decision); in bytes 100, below the large ones' 110, so
+    # the start is 110 times the margin above the largest peak (1000 / 500)
+    flat = (0.0,) * PROFILE_STEPS
+    mixed = [(STEADY, 500.0)] * 10 + [(flat, 100.0)] * 10
+    plan = learnt_plan(mixed, 1000, 6.0, 0.02)
+    assert plan is not None
+    assert (plan.start_bytes, plan.headroom_bytes) == (pytest.approx(220, abs=1), pytest.approx(40, abs=1))
 
 
 # 30 % at once, then 2 % every 10 s to 50 %, then the rest at once (t = 200)
