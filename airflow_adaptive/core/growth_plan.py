@@ -128,12 +128,12 @@ def _at_budget(values: Sequence[float], max_kill_rate: float) -> float:
     return ordered[min(len(ordered) - 1, math.ceil((1.0 - max_kill_rate) * (len(ordered) - 1)))]
 
 
-def _margin(peaks: Sequence[float], decision_bytes: int, max_kill_rate: float) -> float:
+def _margin(peaks: Sequence[float], decision_bytes: int, max_kill_rate: float) -> float:  # peaks: not empty
     """How far the decision stands above the history's peaks at the budget quantile: the margin it
     keeps for what a small or drifting history has not shown yet (its small-sample bound), which a
     plan in bytes must keep too, or a start at the history's own quantile kills at the whole budget
     before any later rise is counted."""
-    return max(1.0, decision_bytes / max(_at_budget([float(p) for p in peaks], max_kill_rate), 1.0))
+    return max(1.0, decision_bytes / max(_at_budget(peaks, max_kill_rate), 1.0))
 
 
 def _covered_max(rises: np.ndarray, largest: np.ndarray, max_kill_rate: float) -> np.ndarray:
@@ -149,11 +149,12 @@ def _level_rises(
     decision_bytes: int,
     window_s: float,
     max_kill_rate: float,
+    margin: float,
 ) -> tuple[int, ...]:
     """The headroom at each of ``LEVELS`` levels up to the decision, in bytes. Where a task stands
     at a level is its own (level / its peak); its rise counts as a share of its peak times the
-    decision, or in bytes times the decision's margin where lower (a large task's share overstates
-    a small one's rise)."""
+    decision, or in bytes times the decision's ``margin`` where lower (a large task's share
+    overstates a small one's rise)."""
     tables = np.array([rise_table(tuple(p), window_s) for p, _ in history])
     largest = tables.max(axis=1)
     peaks = np.array([max(peak, 1.0) for _, peak in history])
@@ -163,7 +164,7 @@ def _level_rises(
     shares = np.take_along_axis(tables, at.astype(int), axis=1)
     rises = _covered_max(shares, largest, max_kill_rate) * decision_bytes
     in_bytes = _covered_max(shares * peaks[:, None], largest * peaks, max_kill_rate)
-    rises = np.fmin(rises, in_bytes * _margin(peaks.tolist(), decision_bytes, max_kill_rate))
+    rises = np.fmin(rises, in_bytes * margin)
     return tuple(math.ceil(r) for r in rises)
 
 
@@ -192,6 +193,6 @@ def learnt_plan(
         _at_budget([e for e, _ in reached], max_kill_rate) * decision_bytes,
         _at_budget([e * peak for e, peak in reached], max_kill_rate) * margin,
     )
-    rises = _level_rises(history, decision_bytes, window_s, max_kill_rate)
+    rises = _level_rises(history, decision_bytes, window_s, max_kill_rate, margin)
     plan = GrowthPlan(max(math.ceil(start), 1), rises, decision_bytes, window_s)
     return None if start + plan.headroom_at(start, 0.0) >= decision_bytes else plan

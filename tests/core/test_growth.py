@@ -129,12 +129,18 @@ def test_the_plan_keeps_the_decisions_margin_above_the_history_in_shares_and_in_
     assert _plan(STEADY, [2000.0] * 50, 1000) == (pytest.approx(220, abs=1), pytest.approx(40, abs=1))
     # small tasks at their 100-byte peak from the start beside large STEADY ones: as a share they
     # reached 100 % early (a start at the decision); in bytes 100, below the large ones' 110, so
-    # the start is 110 times the margin above the largest peak (1000 / 500)
+    # the start is 110 times the margin (1000 over the peaks' budget quantile, here the largest, 500)
     flat = (0.0,) * PROFILE_STEPS
     mixed = [(STEADY, 500.0)] * 10 + [(flat, 100.0)] * 10
     plan = learnt_plan(mixed, 1000, 6.0, 0.02)
     assert plan is not None
     assert (plan.start_bytes, plan.headroom_bytes) == (pytest.approx(220, abs=1), pytest.approx(40, abs=1))
+    # small tasks that jump 80 % of their 100-byte peak at 100 s: as a share, a headroom of 800
+    # (start plus headroom would reach the decision: no plan); in bytes 80 times the margin 2
+    jump = (0.0,) * 10 + (100.0,) * 40
+    plan = learnt_plan([(STEADY, 500.0)] * 10 + [(jump, 100.0)] * 10, 1000, 6.0, 0.02)
+    assert plan is not None
+    assert (plan.start_bytes, plan.headroom_bytes) == (pytest.approx(220, abs=1), pytest.approx(160, abs=1))
 
 
 # 30 % at once, then 2 % every 10 s to 50 %, then the rest at once (t = 200)
