@@ -184,7 +184,9 @@ def learnt_plan(
 
     None (start at the decision, grow only to rescue) with fewer than ``MIN_GROWTH_HISTORY``
     profiles, or when the start plus the headroom there reaches the decision: its tasks rise too
-    early or jump too far for growth to hold less than the decision."""
+    early or jump too far for growth to hold less than the decision. A task that used nothing
+    says nothing of a shape, and would put a plan in bytes at nothing: it is left out."""
+    history = [(p, peak) for p, peak in history if peak > 0]
     if len(history) < MIN_GROWTH_HISTORY:
         return None
     reached = [(early_share(p, window_s), peak) for p, peak in history]
