@@ -144,6 +144,28 @@ def _covered_max(rises: np.ndarray, largest: np.ndarray, max_kill_rate: float) -
     return np.max(rises[covered], axis=0)
 
 
+def _steps_at(levels_bytes: np.ndarray, peaks: np.ndarray) -> np.ndarray:
+    """Per task (row) and level (column), the column of its rise table a try at that level reads:
+    its step (level / peak), or past its peak the extra column."""
+    at = np.floor(levels_bytes[None, :] / peaks[:, None] * PROFILE_STEPS + 1e-9)
+    above = levels_bytes[None, :] > peaks[:, None]
+    return np.where(above, PROFILE_STEPS + 1, np.minimum(at, PROFILE_STEPS)).astype(int)
+
+
+def span_max(tables: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Per row, the largest entry of ``tables`` from column ``edges[:, k]`` to ``edges[:, k + 1]``,
+    both included: a level spans every step of a task from its lower edge to its upper, and a try
+    anywhere in it may be at the step with the largest rise. ``edges`` must not fall along a row.
+    One ``maximum.reduceat`` over the rows laid end to end: each span ends before the next one
+    starts, so the upper edge is read apart, and a closing start per row ends its last span (a
+    padding entry keeps the last row's closing start in range)."""
+    rows, width = tables.shape
+    starts = np.hstack([edges[:, :-1], edges[:, -1:] + 1]) + width * np.arange(rows)[:, None]
+    flat = np.append(tables.ravel(), -np.inf)
+    below_upper = np.maximum.reduceat(flat, starts.ravel()).reshape(rows, -1)[:, :-1]
+    return np.maximum(below_upper, np.take_along_axis(tables, edges[:, 1:], axis=1))
+
+
 def _level_rises(
     history: Sequence[tuple[Sequence[float], float]],
     decision_bytes: int,
@@ -158,10 +180,7 @@ def _level_rises(
     tables = np.array([rise_table(tuple(p), window_s) for p, _ in history])
     largest = tables.max(axis=1)
     peaks = np.array([max(peak, 1.0) for _, peak in history])
-    levels = decision_bytes * np.arange(1, LEVELS + 1) / LEVELS
-    at = np.floor(levels[None, :] / peaks[:, None] * PROFILE_STEPS + 1e-9)
-    at = np.where(levels[None, :] > peaks[:, None], PROFILE_STEPS + 1, np.minimum(at, PROFILE_STEPS))
-    shares = np.take_along_axis(tables, at.astype(int), axis=1)
+    shares = span_max(tables, _steps_at(decision_bytes * np.arange(LEVELS + 1) / LEVELS, peaks))
     rises = _covered_max(shares, largest, max_kill_rate) * decision_bytes
     in_bytes = _covered_max(shares * peaks[:, None], largest * peaks, max_kill_rate)
     rises = np.fmin(rises, in_bytes * margin)
