@@ -89,7 +89,10 @@ def _cmd_replay_series(args: argparse.Namespace, out: TextIO) -> int:
         raise AdaptiveError("replay --time-series: --plot and --budget-sweep are for peak traces")
     folders = [p for p in args.traces if is_series_folder(p)]
     for path in sorted(set(args.traces) - set(folders)):
-        raise TraceFormatError(f"{path}: not a time-series folder (tasks.csv with memory.csv[.gz] beside it)")
+        raise TraceFormatError(
+            f"{path}: not a time-series folder (tasks.csv with memory.csv[.gz] beside it, "
+            "or <process>/<task>_memory.csv exports)"
+        )
     latencies = _latencies(args.resize_latency) if args.resize_latency else RESIZE_LATENCIES_S
     config = _replay_config(args)  # a kill's time is in the samples
     names = [name for value in args.strategy or ["all"] for name in value.split(",") if name]

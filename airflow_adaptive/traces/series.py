@@ -1,4 +1,5 @@
-"""Memory over time: the k-Segments trace format (``tasks.csv`` and ``memory.csv[.gz]`` in one folder).
+"""Memory over time: the k-Segments trace format (``tasks.csv`` and ``memory.csv[.gz]`` in one folder,
+or the published InfluxDB exports, read into the same tables by ``traces/influx_series.py``).
 
 ``tasks.csv``: workflow, process, task, input_bytes, requested_bytes, start_s, duration_s, peak_mb
 (more columns are ignored); ``memory.csv``: task, t_s (seconds since the task's first sample),
@@ -22,6 +23,7 @@ from airflow_adaptive.core.growth_plan import profile_of
 from airflow_adaptive.core.units import MB
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.common import ImportResult, SkippedRow, completed_observation, trace_name
+from airflow_adaptive.traces.influx_series import is_influx_series_folder, read_influx_series
 from airflow_adaptive.traces.runs import TaskRun
 
 TASK_COLUMNS = ("workflow", "process", "task", "input_bytes", "requested_bytes", "start_s", "duration_s")
@@ -47,7 +49,10 @@ class SeriesTrace:
 
 
 def is_series_folder(path: str | os.PathLike[str]) -> bool:
-    folder = Path(path)
+    return _is_converted(Path(path)) or is_influx_series_folder(path)
+
+
+def _is_converted(folder: Path) -> bool:
     return (folder / "tasks.csv").is_file() and any((folder / name).is_file() for name in MEMORY_FILES)
 
 
@@ -71,14 +76,24 @@ def _numbers(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     return out
 
 
+def _tables(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The folder's tasks and samples, as text, from either layout."""
+    if _is_converted(folder):
+        memory_file = next(folder / name for name in MEMORY_FILES if (folder / name).is_file())
+        return _read(folder / "tasks.csv", TASK_COLUMNS), _read(memory_file, SAMPLE_COLUMNS)
+    if is_influx_series_folder(folder):
+        return read_influx_series(folder)
+    raise TraceFormatError(
+        f"{folder}: no tasks.csv with a memory.csv or memory.csv.gz beside it, "
+        "and no <process>/<task>_memory.csv exports"
+    )
+
+
 def read_series(path: str | os.PathLike[str]) -> SeriesTrace:
     """The tasks of a k-Segments folder, in start order, each with its samples sorted by time."""
     folder = Path(path)
-    if not is_series_folder(folder):
-        raise TraceFormatError(f"{folder}: no tasks.csv with a memory.csv or memory.csv.gz beside it")
-    tasks = _numbers(_read(folder / "tasks.csv", TASK_COLUMNS), TASK_COLUMNS[3:])
-    memory_file = folder / "memory.csv.gz" if (folder / "memory.csv.gz").is_file() else folder / "memory.csv"
-    samples = _numbers(_read(memory_file, SAMPLE_COLUMNS), SAMPLE_COLUMNS[1:])
+    tasks, samples = _tables(folder)
+    tasks, samples = _numbers(tasks, TASK_COLUMNS[3:]), _numbers(samples, SAMPLE_COLUMNS[1:])
     bad_samples = samples[["t_s", "memory_mb"]].isna().any(axis=1) | (samples[["t_s", "memory_mb"]] < 0).any(
         axis=1
     )

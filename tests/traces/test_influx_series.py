@@ -1,0 +1,69 @@
+"""The k-Segments traces as published (InfluxDB exports per task) read as the converted format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from airflow_adaptive.cli import main
+from airflow_adaptive.exceptions import TraceFormatError
+from airflow_adaptive.traces.series import is_series_folder, read_series
+
+MEMORY_HEAD = (
+    "#datatype,string,long,dateTime:RFC3339,dateTime:RFC3339,dateTime:RFC3339,double,string,string,string\n"
+    "#group,false,false,true,true,false,false,true,true,true\n"
+    "#default,_result,,,,,,,,\n"
+    ",result,table,_start,_stop,_time,_value,_field,_measurement,name\n"
+)
+META_HEAD = (
+    "#datatype,string,long,string,string,dateTime:RFC3339,dateTime:RFC3339,dateTime:RFC3339,long,string\n"
+    ",result,table,_field,_measurement,_start,_stop,_time,_value,name\n"
+)
+T0 = "2023-06-02T00:29:3"  # seconds 4, 6, 8 (and the output event at 9.5) follow
+
+
+def write_task(process_dir: Path, name: str, mb: list[float], *, metadata: bool = True) -> None:
+    process_dir.mkdir(parents=True, exist_ok=True)
+    rows = [
+        f",,0,s,e,{T0}{4 + 2 * k}.641383723Z,{v},docker_used_memory_mb,{name},{name}\n"
+        for k, v in enumerate(mb)
+    ]
+    (process_dir / f"{name}_memory.csv").write_text(MEMORY_HEAD + "".join(rows))
+    if metadata:
+        meta = [
+            f",,0,files_input_total_size,{name},s,e,{T0}1.0Z,3732192122,{name}\n",
+            f",,1,max_mem,{name},s,e,{T0}4.0Z,17179869184,{name}\n",
+            f",,2,files_output_total_size,{name},s,e,{T0}9.641383723Z,6,{name}\n",
+        ]
+        (process_dir / f"{name}_metadata.csv").write_text(META_HEAD + "".join(meta))
+
+
+def test_a_published_folder_reads_as_the_converted_format(tmp_path: Path) -> None:
+    folder = tmp_path / "eager"
+    write_task(folder / "adapter_removal", "adapter_removal (DA100_L1) (36)", [44.74, 52.16, 47.05])
+    write_task(folder / "bwa", "bwa (DA38) (919)", [10.0], metadata=False)
+    assert is_series_folder(folder)
+    trace = read_series(folder)
+    by_family = {s.run.family: s for s in trace.runs}
+    s = by_family["eager:adapter_removal"]
+    # samples at 4, 6 and 8 s past the minute; the output event at 9.64 ends the task
+    assert list(s.times_s[:3]) == pytest.approx([0.0, 2.0, 4.0]) and s.run.wall_seconds == pytest.approx(5.0)
+    assert s.run.peak_bytes == 52_160_000 and s.run.input_size_bytes == 3_732_192_122
+    assert s.run.user_request_bytes == 17_179_869_184
+    # without metadata: no input size or request, and the task ends at its only sample
+    bwa = by_family["eager:bwa"].run
+    assert bwa.input_size_bytes is None and bwa.user_request_bytes is None and bwa.wall_seconds == 0.0
+
+
+def test_a_broken_export_is_one_typed_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "wf"
+    (folder / "p").mkdir(parents=True)
+    (folder / "p" / "t_memory.csv").write_text(
+        ",result,table,_time,_value,_field\n,,0,yesterday,1,docker_used_memory_mb\n"
+    )
+    with pytest.raises(TraceFormatError, match="not an InfluxDB memory export"):
+        read_series(folder)
+    assert main(["replay", "--time-series", str(folder)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not an InfluxDB memory export" in err[0]
