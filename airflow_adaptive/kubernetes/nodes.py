@@ -105,7 +105,7 @@ def node_facts(node: k8s.V1Node) -> dict[str, Any]:
     memory = allocatable.get("memory")
     return {
         "name": node.metadata.name,
-        "cores": int(float(str(cpu).rstrip("m")) / (1000 if str(cpu).endswith("m") else 1)) if cpu else None,
+        "cores": int(_cores(cpu)) if cpu else None,  # whole cores, as the profiling DAG sizes its runs
         "memory_bytes": parse_memory_bytes(memory) if memory else None,
         "capabilities": sorted(capabilities),
     }
