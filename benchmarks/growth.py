@@ -4,8 +4,9 @@
                                 [--json-out FILE] [FOLDER ...]
 
 Each FOLDER holds a k-Segments ``tasks.csv`` and ``memory.csv[.gz]`` (default: the shared
-nf-core/eager set), or is a workflow's folder of long2mao1/k-segments-traces as published. Every folder is replayed by ``replay --time-series`` (``evaluation/series_report.py``):
-every quick static strategy, KS+, and ``grow`` at each latency. Per folder, history and latency it
+nf-core/eager set), or is a workflow's folder of long2mao1/k-segments-traces as published.
+Every folder is replayed by ``replay --time-series`` (``evaluation/series_report.py``): every
+quick static strategy, KS+, and ``grow`` at each latency. Per folder, history and latency it
 prints grow's waste and kills per 100 tasks beside KS+'s and the static default's, the ratios of
 waste, and whether grow meets the goal: at most 1 kill per 100 tasks and less waste than both at
 no more kills than either. It also names every static strategy that beats grow on both waste and

@@ -68,10 +68,10 @@ def test_a_broken_or_future_view_is_listed_again(tmp_path: Path) -> None:
 
 
 def test_a_groups_load_is_its_idle_nodes_and_the_cpu_share_its_pods_request() -> None:
-    """Two ready nodes of group 2, of 4 and 3.92 allocatable cores: one runs a task asking 1500m + 500m (two containers) and a
-    DaemonSet pod asking 100m, which never makes a node busy but does take its CPU; the other runs a
-    DaemonSet pod and a pod whose request cannot be read (busy, asking nothing). A cordoned node
-    neither counts as idle nor adds cores."""
+    """Two ready nodes of group 2, of 4 and 3.92 allocatable cores: one runs a task asking 1500m +
+    500m (two containers) and a DaemonSet pod asking 100m, which never makes a node busy but does
+    take its CPU; the other runs a DaemonSet pod and a pod whose request cannot be read (busy,
+    asking nothing). A cordoned node neither counts as idle nor adds cores."""
     from kubernetes.client import models as k8s
 
     from airflow_adaptive.kubernetes.nodes import group_loads
