@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from .labels import TASK_FEATURES, FamilyDemand
 from .model import ExitReason, Observation, PeakKind
+from .sizing.small_samples import SpreadMoments
 from .sketch import LogHistogram
 
 
@@ -225,14 +226,17 @@ def day_terms(obs: Observation, now: datetime | None = None) -> tuple[DayKey, Da
 @dataclass
 class Distributions:
     """Store-wide: every family's mean demand per task feature and every family's successful
-    attempts (least-finished-first ranks a family among the others), and the peaks of all
-    completed attempts (a cold family that asks for no memory starts from them)."""
+    attempts (least-finished-first ranks a family among the others), the peaks of all
+    completed attempts (a cold family that asks for no memory starts from them), and the moments
+    of every family's spread of log peaks (a small family's bound learns its prior spread from
+    them; None in a store written before they were kept, until it is rebuilt)."""
 
     demand: dict[str, LogHistogram] = field(
         default_factory=lambda: {feature: LogHistogram() for feature in TASK_FEATURES}
     )
     successes: LogHistogram = field(default_factory=LogHistogram)
     peaks: LogHistogram = field(default_factory=LogHistogram)
+    spread: SpreadMoments | None = field(default_factory=SpreadMoments)
 
     def move_family(self, before: FamilyRollup | None, after: FamilyRollup) -> None:
         """A family's means and counts changed from ``before`` to ``after``: move it between buckets."""
@@ -247,6 +251,10 @@ class Distributions:
                 self.demand[feature].add(old, -1)
             if new is not None:
                 self.demand[feature].add(new, +1)
+        if self.spread is not None:
+            for rollup, sign in ((before, -1), (after, +1)):
+                if rollup is not None:
+                    self.spread.add(*rollup.peaks.log_variance(), sign)
 
     def add_peaks(self, other: Distributions, sign: int = 1) -> None:
         """Add (``sign=-1``: remove) the peaks ``other`` counted."""
@@ -265,6 +273,7 @@ class Distributions:
             "demand": {k: v.to_json() for k, v in self.demand.items()},
             "successes": self.successes.to_json(),
             "peaks": self.peaks.to_json(),
+            **({"spread": self.spread.to_json()} if self.spread is not None else {}),
         }
 
     @classmethod
@@ -273,8 +282,11 @@ class Distributions:
         demand = data.get("demand")
         demand = demand if isinstance(demand, dict) else {}
         successes, peaks = data.get("successes"), data.get("peaks")
+        # an empty store starts counting spreads; one written without them knows none until rebuilt
+        spread = SpreadMoments.from_json(data["spread"]) if "spread" in data else None
         return cls(
             {feature: LogHistogram(demand.get(feature)) for feature in TASK_FEATURES},
             LogHistogram(successes if isinstance(successes, dict) else None),
             LogHistogram(peaks if isinstance(peaks, dict) else None),
+            spread if data else SpreadMoments(),
         )

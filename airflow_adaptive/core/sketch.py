@@ -79,6 +79,17 @@ class LogHistogram:
         below = sum(count for key, count in self.counts.items() if _order(key) < _order(bucket_of(value)))
         return below / total
 
+    def log_variance(self) -> tuple[float, int]:
+        """The sample variance of the logs of the counted values (each its bucket's middle, in
+        log) and its degrees of freedom, n - 1; zero values are left out."""
+        counts = [(int(key), n) for key, n in self.counts.items() if key != ZERO_BUCKET]
+        total = sum(n for _, n in counts)
+        if total < 2:
+            return 0.0, 0
+        mean = sum(i * n for i, n in counts) / total
+        squares = sum(n * (i - mean) ** 2 for i, n in counts)
+        return squares * _LOG_G**2 / (total - 1), total - 1  # bucket index differences, in log
+
     def combined(self, other: LogHistogram, sign: int = 1) -> LogHistogram:
         """A new histogram: this one with ``other``'s counts added (``sign=-1``: removed)."""
         result = LogHistogram(self.counts)

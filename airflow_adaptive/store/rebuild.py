@@ -1,7 +1,7 @@
 """Recompute every family's rollup and model and the store-wide distributions from the attempts.
 
 Used after a bulk load with SQL or a manual fix (``airflow-adaptive history rebuild``) and by the
-migration that introduced rollups. Attempts are streamed in family order, so memory stays at one
+migration that introduced rollups; :func:`count_spreads` by the one that introduced spreads. Attempts are streamed in family order, so memory stays at one
 family's window.
 """
 
@@ -25,6 +25,8 @@ from airflow_adaptive.core.rollup import (
     contributions,
 )
 from airflow_adaptive.core.runtimes import recorded_runs
+from airflow_adaptive.core.sizing.small_samples import SpreadMoments
+from airflow_adaptive.core.sketch import LogHistogram
 from airflow_adaptive.store import rows
 from airflow_adaptive.store.api import FamilyState
 from airflow_adaptive.store.learning import Learning, day_deltas
@@ -121,3 +123,17 @@ def rebuild_all(conn: Connection, learning: Learning | None) -> int:
     conn.execute(delete(aggregate))
     conn.execute(aggregate.insert().values(id=1, distributions=distributions.to_json(), updated_at=now))
     return len(values)
+
+
+def count_spreads(conn: Connection) -> None:
+    """Count every family's spread of log peaks into the store-wide row, from the families' peak
+    histograms (the migration that introduced the counts; a store without that row has nothing)."""
+    stored = conn.execute(select(aggregate.c.distributions).where(aggregate.c.id == 1)).first()
+    if stored is None:
+        return
+    distributions = Distributions.from_json(stored.distributions)
+    distributions.spread = SpreadMoments()
+    for (peaks,) in conn.execute(select(family.c.peaks).execution_options(yield_per=_BATCH)):
+        histogram = LogHistogram(peaks if isinstance(peaks, dict) else None)
+        distributions.spread.add(*histogram.log_variance())
+    conn.execute(aggregate.update().where(aggregate.c.id == 1).values(distributions=distributions.to_json()))

@@ -111,7 +111,8 @@ def test_predictor_estimator_rules(name: str) -> None:
 
 
 def test_anchors_are_the_published_strategies() -> None:
-    assert set(ANCHORS) == set(predictor_names()) - {"user", "whole-node", "adaptive", "percentile-margin"}
+    ours = {"user", "whole-node", "adaptive", "adaptive-pooled", "percentile-margin"}
+    assert set(ANCHORS) == set(predictor_names()) - ours
 
 
 def test_adaptive_scoring_is_incremental_and_exact() -> None:

@@ -261,6 +261,12 @@ def test_migration_builds_rollups_from_existing_attempts(tmp_path: Path) -> None
         command.downgrade(config, "f5c2a8e7d914")
         command.upgrade(config, "head")
         assert SqlHistoryStore(migrated).distributions().peaks.total == 12
+        # 0013: every family's spread of log peaks, counted from the same histograms
+        command.downgrade(config, "f7b2d5e8a146")
+        assert SqlHistoryStore(migrated).distributions().spread is None  # not counted: unknown
+        command.upgrade(config, "head")
+        spread = SqlHistoryStore(migrated).distributions().spread
+        assert spread is not None and spread.families == 1 and spread.df_sum == 11
     finally:
         command.downgrade(config, "base")
         command.upgrade(config, "head")

@@ -1,7 +1,7 @@
 """Memory predictors and retry policies, registered by name."""
 
 # Importing the strategy modules registers them.
-from . import adaptive, baselines, bucketing, percentile, regression, sizey, tovar
+from . import adaptive, baselines, bucketing, percentile, pooled, regression, sizey, tovar
 from .base import (
     ANCHORS,
     Predictor,
@@ -28,6 +28,7 @@ __all__ = [
     "get_retry_policy",
     "make_predictor",
     "percentile",
+    "pooled",
     "predictor_names",
     "quick_predictor_names",
     "register_predictor",

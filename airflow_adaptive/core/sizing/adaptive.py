@@ -55,7 +55,7 @@ from .base import (
 )
 from .lines import PI_QUANTILES, SIZE_MODELS, Line, fit_line, line_at, line_bound
 from .retry import double, vpa_bump
-from .small_samples import lognormal_bound
+from .small_samples import SpreadPrior, fits_prior, lognormal_bound
 
 TARGET_FRACTION = 0.5  # of the budget: what rules aim at (benchmarks/sizing.py chooses it out of sample)
 MIN_PEAKS_ABOVE = 3  # peaks above a killed limit before the retry is chosen among candidates
@@ -65,6 +65,7 @@ RETRY_QUANTILES = (0.5, 0.9, 1.0)  # of the peaks above a killed limit: retry ca
 class AdaptivePredictor(Predictor):
     name = "adaptive"
     min_samples = 1
+    learns_prior_spread = False  # the small-sample bound's prior spread: fixed, or learnt across families
 
     def tags(self) -> Tags:
         return Tags(borrows_when_cold=True, guards_unfinished=True)
@@ -160,17 +161,35 @@ class AdaptivePredictor(Predictor):
         spread, n = line[4][:2]
         return line_bound(at, spread, n, leverage, self.target or 0.0)
 
+    def _learnt_spread(self) -> SpreadPrior | None:
+        """The prior spread learnt across families, when this strategy learns one, the store knows
+        it and the family's own spread is plausible under it (else the fixed one applies)."""
+        prior = getattr(self, "_prior", None)
+        if not (self.learns_prior_spread and prior is not None and self.bound_) or math.isinf(self.bound_):
+            return None
+        learnt = prior.spread()
+        return learnt if learnt is not None and fits_prior(self.peaks_, learnt, self.target or 0.0) else None
+
+    def _bound(self) -> float:
+        """The log-normal bound over the family's peaks, its spread pooled with a prior one."""
+        learnt = self._learnt_spread()
+        if learnt is None:
+            return self.bound_
+        return lognormal_bound(self.peaks_, self.target, learnt.log_spread, learnt.weight)
+
     def _small_sample_floor(self, input_size_bytes: int | None, user_request_bytes: int | None) -> float:
         """The least a warm family with too few peaks gets (0: enough peaks)."""
         if not self.bound_:
             return 0.0
         line = self._line_bound(input_size_bytes) if math.isfinite(self.bound_) else None
-        bound = self.bound_ if line is None else line
+        bound = self._bound() if line is None else line
         cap = self._bound_cap(user_request_bytes)
         return min(bound, cap if cap is not None else float(2**62))
 
     def draws_on_prior(self, user_request_bytes: int | None) -> bool:
-        return self.warm and not user_request_bytes and self.bound_ > 0.0
+        """While the bound applies without a request (capped by what other families' tasks used),
+        or with a prior spread learnt across families."""
+        return self.warm and self.bound_ > 0.0 and (self.learns_prior_spread or not user_request_bytes)
 
     def retry(
         self, failed_bytes: int, input_size_bytes: int | None = None, user_request_bytes: int | None = None
@@ -340,7 +359,7 @@ class AdaptivePredictor(Predictor):
 
     def _bound_bytes(self) -> int | None:
         """The log-normal small-sample bound in bytes (None: none, the request, or a line's own)."""
-        return None if self._line_chosen or not self.bound_ or math.isinf(self.bound_) else int(self.bound_)
+        return None if self._line_chosen or not self.bound_ or math.isinf(self.bound_) else int(self._bound())
 
     def explain(self) -> str:
         rates = self.oom_rates()
@@ -368,7 +387,10 @@ class AdaptivePredictor(Predictor):
             elif math.isinf(self.bound_):
                 bound = "the request"
             else:
-                bound = f"their log-normal {level} prediction bound {format_bytes(self.bound_)}"
+                bound = f"their log-normal {level} prediction bound {format_bytes(self._bound())}"
+                learnt = self._learnt_spread()
+                if learnt is not None:
+                    bound += f" (spread pooled with other families': {learnt.log_spread:.3g} on {learnt.weight:.2g} peaks)"
             needed = math.ceil(1.0 / max(budget, 1e-9))
             cap = f"at most the request (without one, other families' {level} peak)"
             said += f"; {self.n_samples_} of the {needed} peaks a {budget:.1%} target needs: at least {bound}, {cap}"

@@ -18,7 +18,7 @@ import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from ..registry import Registry
 from ..sketch import LogHistogram
 from ..units import GIB, MIB
 from .retry import double
+
+if TYPE_CHECKING:  # small_samples reads lines, which reads this module
+    from .small_samples import SpreadMoments, SpreadPrior
 
 
 @dataclass(frozen=True)
@@ -236,13 +239,22 @@ class PeakPrior:
             self._peak_array = np.asarray(self._peaks)
         return self._scaled(float(np.quantile(self._peak_array, quantile)))
 
+    def spread(self) -> SpreadPrior | None:
+        """The prior spread of a family's log peaks learnt across families (None: not known)."""
+        return None
+
 
 class HistogramPeakPrior(PeakPrior):
-    """The same prior, read from the store's maintained histogram of every recorded peak."""
+    """The same prior, read from the store's maintained histogram of every recorded peak, with the
+    spread learnt from every family's (``moments``; None in a store that has not counted them)."""
 
-    def __init__(self, peaks: LogHistogram, **params: Any) -> None:
+    def __init__(self, peaks: LogHistogram, moments: SpreadMoments | None = None, **params: Any) -> None:
         super().__init__(**params)
         self.peaks = peaks
+        self.moments = moments
+
+    def spread(self) -> SpreadPrior | None:
+        return self.moments.prior() if self.moments is not None else None
 
     def peak_bytes(self, quantile: float) -> float | None:
         if self.peaks.total < self.min_peaks:

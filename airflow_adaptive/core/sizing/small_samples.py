@@ -5,15 +5,120 @@ A quantile of n peaks cannot tell a 1-in-50 peak until n is about 50. Until a fa
 peak at ``1 - budget``: log-normal over the peaks, with Student's t and the spread pooled with a
 prior one, or, when a line on input size was chosen, that line's own prediction interval
 (``lines.line_bound``).
+
+The prior spread is learnt across families (:class:`SpreadMoments`) as limma's empirical Bayes
+does for genes (Smyth 2004, "Linear models and empirical Bayes methods for assessing differential
+expression", section 6.2): the families' variances of log peaks are taken as draws from a scaled
+inverse chi-squared distribution whose scale (the prior spread) and degrees of freedom (its
+weight) are fitted by the moments of their logarithms. A store of steady families then tightens a
+new family's bound after two peaks; a store whose families differ widely keeps the prior weak.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import astuple, dataclass
+from functools import lru_cache
+from typing import ClassVar, NamedTuple
 
 import numpy as np
+from scipy.special import digamma, polygamma
+from scipy.stats import f as f_dist
 
 from .lines import t_quantile
+
+MIN_FAMILIES = 3  # with a spread each (two peaks or more) before the learnt prior replaces the fixed one
+# A spread of log peaks below the peak histograms' resolution (buckets 1 % wide) is not measured:
+# the variance of a uniform error over one bucket, log(1.01)^2 / 12.
+RESOLUTION_VARIANCE = math.log1p(0.01) ** 2 / 12.0
+
+
+class SpreadPrior(NamedTuple):
+    log_spread: float  # the prior standard deviation of a family's log peaks
+    weight: float  # its degrees of freedom: how many peaks' worth of evidence it counts for
+
+
+@dataclass
+class SpreadMoments:
+    """Sums over families of what limma's moment estimate needs, so that a family's term can be
+    removed and added again as its peaks change (the store keeps these in one row). The sums are
+    integers in units of ``1 / UNITS``: removing a family takes away exactly what adding it
+    counted, and recording in any order sums to what a rebuild does."""
+
+    families: int = 0
+    log_sum: int = 0  # sum of e = log s^2 - digamma(d/2) + log(d/2)
+    log_squares: int = 0  # sum of e^2
+    trigammas: int = 0  # sum of trigamma(d/2): the sampling variance of log s^2
+    df_sum: int = 0  # the families' degrees of freedom, summed: the most the prior may weigh
+
+    UNITS: ClassVar[int] = 10**9
+
+    def add(self, variance: float, df: int, sign: int = 1) -> None:
+        """Count (``sign=-1``: remove) one family's variance of log peaks on ``df`` degrees of freedom."""
+        if df < 1:
+            return
+        e = math.log(max(variance, RESOLUTION_VARIANCE)) - float(digamma(df / 2)) + math.log(df / 2)
+        self.families += sign
+        self.log_sum += sign * round(e * self.UNITS)
+        self.log_squares += sign * round(e * e * self.UNITS)
+        self.trigammas += sign * round(float(polygamma(1, df / 2)) * self.UNITS)
+        self.df_sum += sign * df
+
+    def prior(self) -> SpreadPrior | None:
+        """The fitted prior (None: fewer than ``MIN_FAMILIES`` families with a spread)."""
+        g = self.families
+        if g < MIN_FAMILIES:
+            return None
+        mean = self.log_sum / self.UNITS / g
+        excess = (self.log_squares / self.UNITS - g * mean * mean) / (g - 1) - self.trigammas / self.UNITS / g
+        if excess <= 0:  # the spreads differ no more than sampling explains: one shared spread
+            return SpreadPrior(math.sqrt(math.exp(mean)), float(self.df_sum))
+        weight = min(2.0 * trigamma_inverse(excess), float(self.df_sum))
+        scale = math.exp(mean + float(digamma(weight / 2)) - math.log(weight / 2))
+        return SpreadPrior(math.sqrt(scale), weight)
+
+    def to_json(self) -> list[int]:
+        return list(astuple(self))
+
+    @classmethod
+    def from_json(cls, data: object) -> SpreadMoments | None:
+        """The moments ``to_json`` wrote (None: absent or unreadable, so not known)."""
+        if not isinstance(data, list) or len(data) != 5 or not all(isinstance(v, int) for v in data):
+            return None
+        return cls(*data)
+
+
+def fits_prior(peaks: np.ndarray, prior: SpreadPrior, budget: float) -> bool:
+    """Whether a family's own spread of log peaks is plausible under ``prior``: below the
+    ``1 - budget`` quantile of the F distribution that the ratio of its variance to the prior's
+    follows (limma's moderated variances assume every family is drawn from the prior; one that is
+    not keeps its own evidence, as robust empirical Bayes treats an outlying gene)."""
+    if peaks.size < 2:
+        return True
+    logs = np.log(np.maximum(peaks, 1.0))
+    ratio = float(logs.var(ddof=1)) / max(prior.log_spread**2, RESOLUTION_VARIANCE)
+    return ratio <= f_quantile(1.0 - budget, peaks.size - 1, prior.weight)
+
+
+@lru_cache(maxsize=4096)
+def f_quantile(p: float, df_own: float, df_prior: float) -> float:
+    return float(f_dist.ppf(p, df_own, df_prior))
+
+
+def trigamma_inverse(y: float) -> float:
+    """The x > 0 with trigamma(x) = y (y > 0), by Newton's method from limma's start 0.5 + 1/y."""
+    if y > 1e7:
+        return 1.0 / math.sqrt(y)
+    if y < 1e-6:
+        return 1.0 / y
+    x = 0.5 + 1.0 / y
+    for _ in range(50):
+        tri = float(polygamma(1, x))
+        step = tri * (1.0 - tri / y) / float(polygamma(2, x))
+        x += step
+        if -step / x < 1e-8:
+            break
+    return x
 
 
 def lognormal_bound(
