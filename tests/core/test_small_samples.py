@@ -126,3 +126,18 @@ def test_a_family_sized_by_its_inputs_is_bounded_by_its_line_not_by_the_spread_o
     small = predictor.predict(2 * GIB, 256 * GIB)
     assert GIB <= small < 3 * GIB  # the log-normal bound of all 39 peaks would be above 40 GiB
     assert predictor.details()["small_sample_bound_bytes"] is None  # the line's own interval, not it
+
+
+def test_the_bound_reads_the_spread_above_the_mean_not_a_tail_below() -> None:
+    # Peaks piled under a ceiling with one far below (bwa's 10 GiB with a 5 GiB task): the spread
+    # above the mean is small, so the bound stays near the pile; mirrored (one far above), it does not.
+    pile = [Sample(int(9.9 * GIB))] * 8
+    below = AdaptivePredictor().fit([*pile, Sample(5 * GIB)]).details()["small_sample_bound_bytes"]
+    above = (
+        AdaptivePredictor().fit([*pile, Sample(int(9.9**2 / 5 * GIB))]).details()["small_sample_bound_bytes"]
+    )
+    assert isinstance(below, int) and isinstance(above, int)
+    # below: squares above the mean 2 x 8 x 0.0759² = 0.092; with the prior's 0.09 over 9 degrees of
+    # freedom s = 0.142, so 9.17 GiB x exp(t(0.99; 9) 2.82 x 0.142 x 1.054) = 14.0 GiB (all squares: 18.5)
+    assert below == pytest.approx(14.0 * GIB, rel=0.01)
+    assert above > 1.8 * below  # 26 GiB: the same tail above counts in full
