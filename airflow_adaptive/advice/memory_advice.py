@@ -19,7 +19,7 @@ from airflow_adaptive.core.fitted_model import restore_predictor, staleness
 from airflow_adaptive.core.growth import GrowthRule
 from airflow_adaptive.core.growth_plan import GrowthPlan, learnt_plan
 from airflow_adaptive.core.model import Decision, MemoryRequest, Observation, TaskKey
-from airflow_adaptive.core.sizing.base import HistogramPeakPrior
+from airflow_adaptive.core.sizing.prior import HistogramPeakPrior
 from airflow_adaptive.core.sizing.similar import Identity, pick_donor
 from airflow_adaptive.core.unfinished import STALE_AFTER_S, Unfinished
 from airflow_adaptive.core.units import format_bytes

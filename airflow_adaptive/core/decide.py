@@ -10,7 +10,7 @@ from .defaults import MAX_OOM_RATE
 from .model import Decision, MemoryRequest, Observation, PeakKind
 from .rollup import is_usable_sample
 from .sizing import Predictor, Sample, get_retry_policy, make_predictor
-from .sizing.base import PeakPrior
+from .sizing.prior import PeakPrior
 from .sizing.retry import STRATEGY_RETRY, RetryPolicy, vpa_bump
 from .sizing.similar import MIN_SIMILARITY, Donor, borrowed_allocation
 from .unfinished import Unfinished

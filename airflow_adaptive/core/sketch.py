@@ -86,8 +86,9 @@ class LogHistogram:
         total = sum(n for _, n in counts)
         if total < 2:
             return 0.0, 0
-        mean = sum(i * n for i, n in counts) / total
-        squares = sum(n * (i - mean) ** 2 for i, n in counts)
+        # integer sums of bucket indices: the same answer in any order the buckets are read
+        first, second = sum(i * n for i, n in counts), sum(i * i * n for i, n in counts)
+        squares = (second * total - first * first) / total
         return squares * _LOG_G**2 / (total - 1), total - 1  # bucket index differences, in log
 
     def combined(self, other: LogHistogram, sign: int = 1) -> LogHistogram:

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from airflow_adaptive.core.sizing import ANCHORS, base, make_predictor, predictor_names
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
-from airflow_adaptive.core.sizing.base import PeakPrior, Sample, linear_quantiles, prefix_quantiles
+from airflow_adaptive.core.sizing.base import Sample, linear_quantiles, prefix_quantiles
 from airflow_adaptive.core.sizing.lines import SIZE_MODELS, fit_line
+from airflow_adaptive.core.sizing.prior import PeakPrior
 from airflow_adaptive.core.sizing.state import fitted_state, restore_state
 from airflow_adaptive.core.units import GIB, MIB
 from airflow_adaptive.evaluation.replay import ReplayConfig, default_cap_bytes, replay

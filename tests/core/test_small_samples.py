@@ -14,7 +14,8 @@ from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.decide import SizingSettings, decide_memory
 from airflow_adaptive.core.model import MemoryRequest
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
-from airflow_adaptive.core.sizing.base import PeakPrior, Sample
+from airflow_adaptive.core.sizing.base import Sample
+from airflow_adaptive.core.sizing.prior import PeakPrior
 from airflow_adaptive.core.sizing.state import fitted_state, restore_state
 from airflow_adaptive.core.units import GIB
 from airflow_adaptive.evaluation.replay import ReplayConfig, replay

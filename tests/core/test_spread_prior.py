@@ -15,8 +15,9 @@ from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.model import MemoryRequest
 from airflow_adaptive.core.rollup import Distributions, contributions
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
-from airflow_adaptive.core.sizing.base import HistogramPeakPrior, Sample
+from airflow_adaptive.core.sizing.base import Sample
 from airflow_adaptive.core.sizing.pooled import PooledAdaptivePredictor
+from airflow_adaptive.core.sizing.prior import HistogramPeakPrior
 from airflow_adaptive.core.sizing.small_samples import SpreadMoments, trigamma_inverse
 from airflow_adaptive.core.sketch import LogHistogram
 from airflow_adaptive.core.units import GIB
@@ -150,3 +151,57 @@ def test_the_advisor_learns_the_spread_from_the_store(store: HistoryStore) -> No
     assert (decision.memory_request_bytes or 0) < 4 * GIB
     fixed = Advisor(settings, lambda: store).memory.decide("f", request)  # the default: a fixed prior
     assert "spread pooled" not in fixed.explanation and (fixed.memory_request_bytes or 0) > 8 * GIB
+
+
+def test_a_capped_weight_keeps_the_fitted_scale() -> None:
+    # Spreads that differ a little more than sampling explains: d0 is large but finite, above the
+    # 9 degrees of freedom it was learnt from. The weight is capped there; the scale is d0's own.
+    variances = [0.0100, 0.0104, 0.0098]
+    moments = moments_of(variances, 3)
+    prior = moments.prior()
+    assert prior is not None and prior.weight == 9.0
+    d = 3.0
+    e = [math.log(v) - float(digamma(d / 2)) + math.log(d / 2) for v in variances]
+    mean = sum(e) / 3
+    excess = sum((x - mean) ** 2 for x in e) / 2 - float(polygamma(1, d / 2))
+    if excess > 0:  # a finite d0: its scale, not the capped weight's
+        fitted = 2 * trigamma_inverse(excess)
+        assert fitted > 9.0
+        scale = math.exp(mean + float(digamma(fitted / 2)) - math.log(fitted / 2))
+    else:  # the spreads differ no more than sampling explains
+        scale = math.exp(mean)
+    assert prior.log_spread == pytest.approx(math.sqrt(scale), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        [3, 1, 1, 1],
+        [3, 1, 1, 1, "2"],
+        [3, 1, 1, 1, True],
+        [-1, 0, 0, 0, 0],
+        [5, 0, 0, 0, 2],
+        [3, 0, 0, -1, 9],
+    ],
+)
+def test_unreadable_or_impossible_moments_are_not_known(stored: list[object]) -> None:
+    assert SpreadMoments.from_json(stored) is None
+    assert Distributions.from_json({"peaks": {}, "spread": stored}).spread is None
+
+
+def test_absurd_moments_raise_nothing() -> None:
+    for moments in (SpreadMoments(3, 10**40, 10**70, 3 * 10**9, 9), SpreadMoments(3, -(10**40), 0, 0, 9)):
+        prior = moments.prior()  # a spread past any cap (the request then stands) or none, not an error
+        assert prior is None or (math.isfinite(prior.log_spread) and prior.weight > 0)
+
+
+def test_a_histogram_variance_does_not_depend_on_the_order_of_its_buckets() -> None:
+    rng = np.random.default_rng(4)
+    values = rng.lognormal(20.0, 0.4, 300)
+    forward, backward = LogHistogram(), LogHistogram()
+    for v in values:
+        forward.add(float(v))
+    for v in values[::-1]:
+        backward.add(float(v))
+    assert list(forward.counts) != list(backward.counts)
+    assert forward.log_variance() == backward.log_variance()

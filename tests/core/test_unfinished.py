@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from airflow_adaptive.core.decide import SizingSettings, decide_memory
 from airflow_adaptive.core.model import MemoryRequest
-from airflow_adaptive.core.sizing.base import PeakPrior
+from airflow_adaptive.core.sizing.prior import PeakPrior
 from airflow_adaptive.core.unfinished import STALE_AFTER_S, Running, Unfinished
 from airflow_adaptive.core.units import GIB
 from airflow_adaptive.evaluation.replay import ReplayConfig, replay

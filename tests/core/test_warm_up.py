@@ -12,7 +12,8 @@ from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.decide import Fitted, SizingSettings, decide_memory, decide_with, fresh_predictor
 from airflow_adaptive.core.model import MemoryRequest
-from airflow_adaptive.core.sizing.base import PeakPrior, Sample
+from airflow_adaptive.core.sizing.base import Sample
+from airflow_adaptive.core.sizing.prior import PeakPrior
 from airflow_adaptive.core.sizing.similar import Donor
 from airflow_adaptive.core.units import GIB, MIB
 from airflow_adaptive.evaluation.replay import ReplayConfig, replay

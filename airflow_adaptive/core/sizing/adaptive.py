@@ -21,8 +21,8 @@ over the same decayed replay, and only rules whose rate stays within that target
 (the first rule too); when none does, the cheapest of the rules within one target of the fewest
 kills is used, and the explanation says so. Until a family has ``1 / target`` peaks, its
 allocation is at least their prediction bound at ``1 - target``, at most the user's request
-(``small_samples.py``): steady families tighten after a few tasks, noisy ones keep headroom, and
-a lower budget keeps it longer. A family with no history of its own (nor a similar family to
+(``small_samples.py``): steady families tighten after a few tasks, those whose peaks rise above
+their mean keep headroom (a tail below does not widen it), and a lower budget keeps it longer. A family with no history of its own (nor a similar family to
 borrow from, ``similar.py``) starts at the user's request: all its tasks that start before one
 finishes share that one decision, so a guess below it risks a batch of kills, not one.
 
@@ -390,7 +390,7 @@ class AdaptivePredictor(Predictor):
                 bound = f"their log-normal {level} prediction bound {format_bytes(self._bound())}"
                 learnt = self._learnt_spread()
                 if learnt is not None:
-                    bound += f" (spread pooled with other families': {learnt.log_spread:.3g} on {learnt.weight:.2g} peaks)"
+                    bound += f" (spread pooled with other families': {learnt.log_spread:.3g} on {learnt.weight:.1f} peaks)"
             needed = math.ceil(1.0 / max(budget, 1e-9))
             cap = f"at most the request (without one, other families' {level} peak)"
             said += f"; {self.n_samples_} of the {needed} peaks a {budget:.1%} target needs: at least {bound}, {cap}"

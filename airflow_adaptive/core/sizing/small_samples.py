@@ -6,7 +6,8 @@ peak at ``1 - budget``: log-normal over the peaks, with Student's t and the spre
 semi-variance) pooled with a prior one, or, when a line on input size was chosen, that line's own prediction interval
 (``lines.line_bound``).
 
-The prior spread is learnt across families (:class:`SpreadMoments`) as limma's empirical Bayes
+``adaptive`` pools with a fixed prior spread; ``adaptive-pooled`` learns it across families
+(:class:`SpreadMoments`) as limma's empirical Bayes
 does for genes (Smyth 2004, "Linear models and empirical Bayes methods for assessing differential
 expression", section 6.2): the families' variances of log peaks are taken as draws from a scaled
 inverse chi-squared distribution whose scale (the prior spread) and degrees of freedom (its
@@ -65,17 +66,21 @@ class SpreadMoments:
         self.df_sum += sign * df
 
     def prior(self) -> SpreadPrior | None:
-        """The fitted prior (None: fewer than ``MIN_FAMILIES`` families with a spread)."""
+        """The fitted prior (None: fewer than ``MIN_FAMILIES`` families with a spread). Its weight
+        is at most the degrees of freedom it was learnt from; its scale is the fitted one."""
         g = self.families
-        if g < MIN_FAMILIES:
+        if g < MIN_FAMILIES or self.df_sum < g:
             return None
         mean = self.log_sum / self.UNITS / g
         excess = (self.log_squares / self.UNITS - g * mean * mean) / (g - 1) - self.trigammas / self.UNITS / g
         if excess <= 0:  # the spreads differ no more than sampling explains: one shared spread
-            return SpreadPrior(math.sqrt(math.exp(mean)), float(self.df_sum))
-        weight = min(2.0 * trigamma_inverse(excess), float(self.df_sum))
-        scale = math.exp(mean + float(digamma(weight / 2)) - math.log(weight / 2))
-        return SpreadPrior(math.sqrt(scale), weight)
+            scale, weight = math.exp(min(mean, 700.0)), float(self.df_sum)
+        else:
+            fitted = 2.0 * trigamma_inverse(excess)
+            scale = math.exp(min(mean + float(digamma(fitted / 2)) - math.log(fitted / 2), 700.0))
+            weight = min(fitted, float(self.df_sum))
+        spread = math.sqrt(scale)
+        return SpreadPrior(spread, weight) if math.isfinite(spread) and spread > 0 and weight > 0 else None
 
     def to_json(self) -> list[int]:
         return list(astuple(self))
@@ -83,9 +88,12 @@ class SpreadMoments:
     @classmethod
     def from_json(cls, data: object) -> SpreadMoments | None:
         """The moments ``to_json`` wrote (None: absent or unreadable, so not known)."""
-        if not isinstance(data, list) or len(data) != 5 or not all(isinstance(v, int) for v in data):
+        if not isinstance(data, list) or len(data) != 5:
             return None
-        return cls(*data)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in data):
+            return None
+        moments = cls(*data)
+        return moments if 0 <= moments.families <= moments.df_sum and moments.trigammas >= 0 else None
 
 
 def fits_prior(peaks: np.ndarray, prior: SpreadPrior, budget: float) -> bool:

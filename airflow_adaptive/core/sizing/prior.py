@@ -1,0 +1,67 @@
+"""What tasks of other families used, as a family's decision may read it: their peaks (a cold
+family that asks for no memory starts from them) and, where the store counted them, the spread
+of every family's log peaks (``adaptive-pooled`` learns its small-sample prior from it)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..sketch import LogHistogram
+
+if TYPE_CHECKING:  # small_samples reads lines, which reads base, which reads this module
+    from .small_samples import SpreadMoments, SpreadPrior
+
+
+class PeakPrior:
+    """What tasks of *other* families used, in bytes: a family with neither history nor a request
+    can start at a high quantile of their peaks (:meth:`peak_bytes`; ``adaptive`` takes the one its
+    OOM target allows), and double if killed, where it would otherwise start at a fixed
+    ``default_bytes``.
+    """
+
+    def __init__(self, margin_fraction: float = 0.10, min_peaks: int = 20) -> None:
+        self.margin_fraction = margin_fraction
+        self.min_peaks = min_peaks
+        self._peaks: list[float] = []
+        self._peak_array: np.ndarray | None = None
+
+    def add(self, peak_bytes: int) -> None:
+        if peak_bytes > 0:
+            self._peaks.append(float(peak_bytes))
+            self._peak_array = None
+
+    def _scaled(self, q: float | None) -> float | None:
+        return None if q is None else q * (1.0 + self.margin_fraction)
+
+    def peak_bytes(self, quantile: float) -> float | None:
+        """The ``quantile`` of the peaks of other families' tasks + the margin; None until
+        ``min_peaks`` peaks were seen."""
+        if len(self._peaks) < self.min_peaks:
+            return None
+        if self._peak_array is None:
+            self._peak_array = np.asarray(self._peaks)
+        return self._scaled(float(np.quantile(self._peak_array, quantile)))
+
+    def spread(self) -> SpreadPrior | None:
+        """The prior spread of a family's log peaks learnt across families (None: not known)."""
+        return None
+
+
+class HistogramPeakPrior(PeakPrior):
+    """The same prior, read from the store's maintained histogram of every recorded peak, with the
+    spread learnt from every family's (``moments``; None in a store that has not counted them)."""
+
+    def __init__(self, peaks: LogHistogram, moments: SpreadMoments | None = None, **params: Any) -> None:
+        super().__init__(**params)
+        self.peaks = peaks
+        self.moments = moments
+
+    def spread(self) -> SpreadPrior | None:
+        return self.moments.prior() if self.moments is not None else None
+
+    def peak_bytes(self, quantile: float) -> float | None:
+        if self.peaks.total < self.min_peaks:
+            return None
+        return self._scaled(self.peaks.quantile(quantile))
