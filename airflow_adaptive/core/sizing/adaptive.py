@@ -22,9 +22,9 @@ over the same decayed replay, and only rules whose rate stays within that target
 kills is used, and the explanation says so. Until a family has ``1 / target`` peaks, its
 allocation is at least their prediction bound at ``1 - target``, at most the user's request
 (``small_samples.py``): steady families tighten after a few tasks, those whose peaks rise above
-their mean keep headroom (a tail below does not widen it), and a lower budget keeps it longer. A family with no history of its own (nor a similar family to
-borrow from, ``similar.py``) starts at the user's request: all its tasks that start before one
-finishes share that one decision, so a guess below it risks a batch of kills, not one.
+their mean keep headroom, and a lower budget keeps it longer. A family with no history of its own
+(nor a similar family to borrow from, ``similar.py``) starts at the user's request: all its tasks
+that start before one finishes share that one decision, so a guess below it risks a batch of kills.
 
 Scoring is incremental: refitting on the same history plus new tasks only
 scores the new tasks. From scratch, only the last ten half-lives of tasks
