@@ -1,8 +1,8 @@
 """Recompute every family's rollup and model and the store-wide distributions from the attempts.
 
 Used after a bulk load with SQL or a manual fix (``airflow-adaptive history rebuild``) and by the
-migration that introduced rollups; :func:`count_spreads` by the one that introduced spreads. Attempts are streamed in family order, so memory stays at one
-family's window.
+migration that introduced rollups; :func:`count_spreads` by the one that introduced spreads.
+Attempts are streamed in family order, so memory stays at one family's window.
 """
 
 from __future__ import annotations

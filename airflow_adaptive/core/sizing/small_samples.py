@@ -3,13 +3,12 @@
 A quantile of n peaks cannot tell a 1-in-50 peak until n is about 50. Until a family has
 ``1 / budget`` peaks, ``adaptive`` allocates at least the one-sided prediction bound for the next
 peak at ``1 - budget``: log-normal over the peaks, with Student's t and the spread (from the upper
-semi-variance) pooled with a prior one, or, when a line on input size was chosen, that line's own prediction interval
-(``lines.line_bound``).
+semi-variance) pooled with a prior one, or, when a line on input size was chosen, that line's own
+prediction interval (``lines.line_bound``).
 
 ``adaptive`` pools with a fixed prior spread; ``adaptive-pooled`` learns it across families
-(:class:`SpreadMoments`) as limma's empirical Bayes
-does for genes (Smyth 2004, "Linear models and empirical Bayes methods for assessing differential
-expression", section 6.2): the families' variances of log peaks are taken as draws from a scaled
+(:class:`SpreadMoments`) as limma's empirical Bayes does for genes (Smyth 2004, "Linear models and
+empirical Bayes methods for assessing differential expression", section 6.2): the families' variances of log peaks are taken as draws from a scaled
 inverse chi-squared distribution whose scale (the prior spread) and degrees of freedom (its
 weight) are fitted by the moments of their logarithms. A store of steady families then tightens a
 new family's bound after two peaks; a store whose families differ widely keeps the prior weak.
