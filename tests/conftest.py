@@ -48,8 +48,32 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 EXAMPLES = Path(__file__).resolve().parents[1] / "docs" / "examples"
 
 
+# Pure policy and research code (``core/``, the simulator, trace readers, the node benchmarks) reads
+# no database: on PostgreSQL only those of its tests that ask for one (``engine``, ``store``, the
+# ``database`` mark) run; the SQLite pass checks that the others execute no SQL.
+_TESTS = Path(__file__).resolve().parent
+_PURE_DIRS = frozenset({"core", "simulation", "traces", "nodebench", "agent", "evaluation"})
+_DATABASE_FIXTURES = frozenset({"engine", "store"})
+
+
 def pytest_report_header() -> str:
     return f"airflow-adaptive tests on {DB_KIND}: {DB_URL.split('@')[-1]}"
+
+
+def uses_database(item: pytest.Item) -> bool:
+    parts = Path(str(item.path)).resolve().relative_to(_TESTS).parts
+    fixtures = set(getattr(item, "fixturenames", ()))
+    marked = item.get_closest_marker("database") is not None
+    return len(parts) < 2 or parts[0] not in _PURE_DIRS or marked or bool(_DATABASE_FIXTURES & fixtures)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if DB_KIND != "postgres":
+        return
+    pure = [item for item in items if not uses_database(item)]
+    if pure:
+        config.hook.pytest_deselected(items=pure)
+        items[:] = [item for item in items if uses_database(item)]
 
 
 @pytest.fixture(scope="session")
@@ -126,6 +150,28 @@ def clean_history(airflow_db: str) -> Iterator[None]:
     # dag.test() leaves Airflow's scoped session inside a transaction; on PostgreSQL its locks
     # would block later DDL (``airflow db reset`` in a subprocess).
     settings.Session.remove()
+
+
+@pytest.fixture(autouse=True)
+def pure_tests_run_no_sql(clean_history: None, request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test the PostgreSQL pass leaves out (``uses_database``) must execute no SQL."""
+    if uses_database(request.node):
+        yield
+        return
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    statements: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", count)
+    try:
+        yield
+    finally:
+        event.remove(Engine, "before_cursor_execute", count)
+    assert not statements, f"executed SQL: mark it pytest.mark.database: {statements[0][:80]}"
 
 
 def sql_store(engine: Any) -> Any:

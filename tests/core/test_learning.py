@@ -75,15 +75,16 @@ def test_a_stored_model_decides_exactly_as_a_refit(name: str, seed: int) -> None
             TaskKey("d", "t", "x", -1, 1), "fam", Usage(peak_kind=PeakKind.CENSORED), ExitReason.OOM_KILLED,
             memory_request_bytes=3 * GIB, memory_limit_bytes=3 * GIB,
         )  # fmt: skip
+        refitted, restored_fit = fit_history(history, settings), stored(history, settings)
         for size in (None, 5 * 10**9, 19 * 10**9):
             for previous in (None, killed):
-                refit = decide_with(fit_history(history, settings), user, settings,
+                refit = decide_with(refitted, user, settings,
                                     input_size_bytes=size, previous_attempt=previous)  # fmt: skip
-                restored = decide_with(stored(history, settings), user, settings,
+                restored = decide_with(restored_fit, user, settings,
                                        input_size_bytes=size, previous_attempt=previous)  # fmt: skip
                 assert restored == refit, (name, sized, n, size, previous)
         fresh = make_predictor(name, cap_bytes=settings.cap_bytes).fit(to_samples(history))
-        again = stored(history, settings).predictor
+        again = restored_fit.predictor
         assert again.retry(GIB, 5 * 10**9) == fresh.retry(GIB, 5 * 10**9)
 
 

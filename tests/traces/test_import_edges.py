@@ -24,6 +24,8 @@ from airflow_adaptive.traces import nextflow
 from airflow_adaptive.traces.load import detect_format, read_trace
 from tests.conftest import sql_store
 
+pytestmark = pytest.mark.database  # the import command writes to the store
+
 HEADER = "task_id,hash,process,name,status,exit,attempt,memory,peak_rss,realtime,%cpu,rchar,wchar,complete,hostname"
 FIELDS = HEADER.count(",") + 1
 

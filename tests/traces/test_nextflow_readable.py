@@ -109,6 +109,7 @@ def test_a_trace_with_nextflows_default_fields_only(tmp_path: Path) -> None:
     assert third.usage.peak_memory_bytes == rows["peak_rss"][2] and third.memory_request_bytes is None
 
 
+@pytest.mark.database  # imports through the CLI, into the store
 def test_a_value_that_is_neither_raw_nor_readable_is_reported_on_its_row(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
