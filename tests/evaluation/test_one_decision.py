@@ -43,9 +43,10 @@ def traces() -> list[str]:
     return sorted(found) + sorted(examples)
 
 
-def first_arrivals(path: str) -> tuple[list[TaskRun], int]:
+@functools.cache  # read once for both histories
+def first_arrivals(path: str) -> tuple[tuple[TaskRun, ...], int]:
     runs, _ = replay_input(path)
-    return [runs[i] for i in arrival_order(runs)[:ARRIVALS]], default_cap_bytes(runs)
+    return tuple(runs[i] for i in arrival_order(runs)[:ARRIVALS]), default_cap_bytes(runs)
 
 
 def _at(when: datetime) -> datetime:
