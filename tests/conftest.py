@@ -61,6 +61,7 @@ def pytest_report_header() -> str:
 
 
 def uses_database(item: pytest.Item) -> bool:
+    """Whether the test runs on PostgreSQL too: outside the pure folders, or asking for a database."""
     parts = Path(str(item.path)).resolve().relative_to(_TESTS).parts
     fixtures = set(getattr(item, "fixturenames", ()))
     marked = item.get_closest_marker("database") is not None
@@ -70,10 +71,13 @@ def uses_database(item: pytest.Item) -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if DB_KIND != "postgres":
         return
-    pure = [item for item in items if not uses_database(item)]
+    kept: list[pytest.Item] = []
+    pure: list[pytest.Item] = []
+    for item in items:
+        (kept if uses_database(item) else pure).append(item)
     if pure:
         config.hook.pytest_deselected(items=pure)
-        items[:] = [item for item in items if uses_database(item)]
+        items[:] = kept
 
 
 @pytest.fixture(scope="session")
