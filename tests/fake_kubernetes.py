@@ -60,8 +60,9 @@ class FakeKubernetesApi:
         self.priority_classes: dict[str, dict[str, Any]] = {}  # name -> PriorityClass JSON
         self.leases: dict[tuple[str, str], dict[str, Any]] = {}  # (namespace, name) -> Lease JSON
         self.deletions: list[str] = []  # pod names, as DELETE was asked
-        # In-place resize (pods/resize): "apply", "defer", "infeasible", "forbid" (403) or "absent"
-        # (404, a cluster older than 1.33); every request body, in order.
+        # In-place resize (pods/resize): "apply", "defer", "infeasible", "forbid" (403), "absent"
+        # (404, a cluster older than 1.33) or "grow-only" (a 1.33 cluster: a memory-limit decrease is
+        # 422 Invalid, an increase applied); every request body, in order.
         self.resize_mode = "apply"
         self.resizes: list[tuple[str, dict[str, Any]]] = []
         # Memory over time: when set, a container runs in a thread through these usage samples (bytes,
@@ -199,6 +200,17 @@ class FakeKubernetesApi:
         del self._series[name]
         with self._lock:
             self._run_container(pod, oom=usage is not None)
+        return False
+
+    @staticmethod
+    def lowers_a_limit(pod: dict[str, Any], body: dict[str, Any]) -> bool:
+        """Whether a pods/resize body asks any container for a lower memory limit than it has."""
+        wanted = {c["name"]: (c.get("resources") or {}).get("limits", {}) for c in body["spec"]["containers"]}
+        for container in pod["spec"]["containers"]:
+            now = (container.get("resources") or {}).get("limits", {}).get("memory")
+            new = wanted.get(container["name"], {}).get("memory")
+            if now and new and parse_quantity(new) < parse_quantity(now):
+                return True
         return False
 
     def resize(self, pod: dict[str, Any], body: dict[str, Any]) -> None:

@@ -166,11 +166,15 @@ class Handler(BaseHTTPRequestHandler):
         if mode == "absent":  # an API server without the subresource names no pod
             return self._send(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
                                     "code": 404, "message": "the server could not find the requested resource"})  # fmt: skip
+        if mode == "grow-only" and self.api.lowers_a_limit(pod, body):
+            return self._send(422, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Invalid",
+                                    "code": 422, "message": "Pod \"x\" is invalid: spec.containers[0].resources.limits[memory]: "
+                                    "Forbidden: memory limits cannot be decreased unless resizePolicy is RestartContainer"})  # fmt: skip
         with self.api._lock:
             conditions = [
                 c for c in pod["status"].get("conditions") or [] if not c["type"].startswith("PodResize")
             ]
-            if mode == "apply":
+            if mode in ("apply", "grow-only"):
                 self.api.resize(pod, body)
                 conditions.append({"type": "PodResizeInProgress", "status": "True"})
             else:

@@ -1,9 +1,10 @@
 """Deciding, sample by sample, when to grow one container's memory limit, and a local loop that
 applies the decisions to a cgroup itself (tests, and nodes where no kubelet does it).
 
-The decision is ``core.growth.grown_limit``, the rule the time-series replay scores; this adds
-what a live agent needs on top: the rise rate from the previous sample, and not asking again
-while an earlier resize may still be on its way to the cgroup.
+The decisions are ``core.growth.grown_limit`` and ``lowered_limit``, the rule the time-series
+replay scores; this adds what a live agent needs on top: the rise rate from the previous sample,
+how long the try has not risen, and not asking again while an earlier resize may still be on its
+way to the cgroup.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from airflow_adaptive.agent.cgroup import CgroupUnavailable, MemoryCgroup
-from airflow_adaptive.core.growth import GrowthRule, grown_limit
+from airflow_adaptive.core.growth import GrowthRule, grown_limit, lowered_limit
 from airflow_adaptive.core.growth_plan import GrowthPlan
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ class GrowthWatch:
         self._previous: tuple[float, int] | None = None
         self._first_s: float | None = None  # the first sample: the try's start, as far as the watch knows
         self._level_bytes = 0  # the most used so far (with a plan; else the latest usage)
+        self._risen_s = 0.0  # when usage last rose above the level
         self._ask: _Ask | None = None
 
     @property
@@ -59,9 +61,11 @@ class GrowthWatch:
         plan, at the most used so far and the time since the first sample (where the plan says the
         try stands); unlimited containers are never grown; after an ask it asks nothing more until
         the limit in force changes or 3 x rule.latency_s (at least one sample interval) passes (a
-        resize may still be landing)."""
+        resize may still be landing). With a plan, a try that has stopped rising is lowered by
+        ``lowered_limit`` when it needs no growth."""
         rate = self._rate(now_s, usage_bytes)
         self._first_s = now_s if self._first_s is None else self._first_s
+        self._risen_s = now_s if usage_bytes > self._level_bytes else self._risen_s
         self._level_bytes = max(self._level_bytes, usage_bytes) if self.plan is not None else usage_bytes
         self._previous = (now_s, usage_bytes)
         if limit_bytes is None:
@@ -71,9 +75,13 @@ class GrowthWatch:
             if limit_bytes == self._ask.limit_then and now_s - self._ask.at_s < self.hold_s:
                 return None
             self._ask = None
+        elapsed_s = now_s - self._first_s
         wanted = grown_limit(
-            self._level_bytes, rate, limit_bytes, self.room_bytes, self.rule, self.plan, now_s - self._first_s
+            self._level_bytes, rate, limit_bytes, self.room_bytes, self.rule, self.plan, elapsed_s
         )
+        if wanted is None:
+            flat_s = now_s - self._risen_s
+            wanted = lowered_limit(self._level_bytes, limit_bytes, self.rule, self.plan, elapsed_s, flat_s)
         if wanted is not None:
             self._ask = _Ask(now_s, limit_bytes, wanted)
         return wanted
@@ -121,11 +129,13 @@ def watch_locally(
 def _land(
     cgroup: MemoryCgroup, pending: list[tuple[float, int]], now_s: float, growths: list[Growth]
 ) -> None:
-    """Put the resizes due by now in force; one that would not raise the limit is dropped. A
-    growth records the limit read back: the kernel rounds what it is given down to whole pages."""
+    """Put the resizes due by now in force. A decrease below the working set is skipped, as
+    Kubernetes (1.34+) skips it; one to the limit in force, or of an unlimited cgroup, is dropped. A
+    change records the limit read back: the kernel rounds what it is given down to whole pages."""
     for item in [p for p in pending if p[0] <= now_s]:
         pending.remove(item)
         old = cgroup.limit_bytes()
-        if old is not None and item[1] > old:  # never shrink, never limit an unlimited cgroup
-            cgroup.set_limit(item[1])
-            growths.append((now_s, old, cgroup.limit_bytes() or item[1]))
+        if old is None or item[1] == old or (item[1] < old and cgroup.working_set_bytes() >= item[1]):
+            continue
+        cgroup.set_limit(item[1])
+        growths.append((now_s, old, cgroup.limit_bytes() or item[1]))

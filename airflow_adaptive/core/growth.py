@@ -9,9 +9,18 @@ limit, so a slow riser is not resized every sample), never above the room the
 node has. A resize takes ``latency_s`` to reach the cgroup;
 usage above the limit before then is an OOM kill, as it would be without growth.
 
+A grown limit is lowered again once the try has stopped rising for a whole
+window (a plateau, or a fall): to its level plus ``kept_headrooms`` headrooms,
+which keeps it above the point where the next rise asks for growth in time (one
+headroom) with a quarter to spare, so a plateau's wobble does not ask at once.
+A climbing try is not lowered: it would be grown again within the window.
+Kubernetes applies a decrease from 1.34 on (best-effort: skipped while usage is
+above the new limit); the agent turns lowering off where it is refused.
+
 The headroom, by that level, and the start come from the family's finished
 tasks' memory profiles (``core/growth_plan.py``). Without a plan growth only
-rescues: it waits for usage within the default share of the limit.
+rescues: it waits for usage within the default share of the limit, and never
+lowers.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ class GrowthRule:
     default_headroom: float = 0.1  # share of the limit a rescue keeps, when no headroom was learnt
     factor: float = 1.1  # the least growth step
     headrooms: float = 2.0  # an ask must hold until the next can land: two windows' rise
+    kept_headrooms: float = 1.25  # what a try that stopped rising keeps (0: never lower)
 
     def __post_init__(self) -> None:
         if not (0 <= self.latency_s < 3600 and 0 < self.sample_s < 3600):
@@ -39,6 +49,8 @@ class GrowthRule:
             )
         if not 0.0 < self.default_headroom <= 1.0 or self.factor < 1.0 or self.headrooms < 1.0:
             raise InvalidSettingError("default_headroom must be in (0, 1], factor and headrooms at least 1")
+        if self.kept_headrooms and not 1.0 < self.kept_headrooms <= self.headrooms:
+            raise InvalidSettingError("kept_headrooms must be 0 (never lower) or in (1, headrooms]")
 
     @property
     def window_s(self) -> float:
@@ -72,6 +84,23 @@ def grown_limit(
     return math.ceil(wanted) if wanted > limit_bytes else None
 
 
+def lowered_limit(
+    level_bytes: float,
+    limit_bytes: int,
+    rule: GrowthRule,
+    plan: GrowthPlan | None,
+    elapsed_s: float,
+    flat_s: float,
+) -> int | None:
+    """The lower limit to ask for now, or None: with the family's plan, past its first window, for
+    a try that has not risen for ``flat_s`` >= one window, its level plus ``kept_headrooms``
+    headrooms there, when the limit is more than one growth step above that."""
+    if plan is None or not rule.kept_headrooms or elapsed_s < plan.window_s or flat_s < rule.window_s:
+        return None
+    kept = level_bytes + rule.kept_headrooms * plan.headroom_at(level_bytes, elapsed_s)
+    return math.ceil(kept) if kept * rule.factor < limit_bytes else None
+
+
 @dataclass(frozen=True)
 class GrowthOutcome:
     """One try under growth: did it finish, for how long, what it held (byte-seconds) and used."""
@@ -93,21 +122,25 @@ def run_with_growth(
     plan: GrowthPlan | None = None,
 ) -> GrowthOutcome:
     """Replay one try over its usage samples (times from its start, ascending; the last is its end).
-    The limit starts at ``start_bytes``; with a rule it grows as the agent would grow it (by the
-    family's ``plan``, or only to rescue without one), deciding at each sample. Usage above the
+    The limit starts at ``start_bytes``; with a rule it grows (and, with a plan, is lowered) as the
+    agent would change it (by the family's ``plan``, or only to rescue without one), deciding at
+    each sample. Usage above the
     limit in force at a sample is a kill there; between samples usage is held at the earlier
     sample's value."""
     limit, pending, resizes = start_bytes, None, 0  # pending: (when it lands, new limit)
-    held = used = level = 0.0
+    held = used = level = risen_s = 0.0
     for i, (t, u) in enumerate(zip(times_s, usage_bytes, strict=True)):
         if pending is not None and pending[0] <= t:
             limit, pending = pending[1], None
         if u > limit:
             return GrowthOutcome(False, t, held, used, resizes, limit)
+        risen_s = t if u > level else risen_s
         level = max(level, u) if plan is not None else u  # a plan's level is the most used so far
         if rule is not None and pending is None:  # the first sample too, at no rate: as the agent
             rate = (u - usage_bytes[i - 1]) / max(t - times_s[i - 1], 1e-9) if i else 0.0
             wanted = grown_limit(level, rate, limit, room_bytes, rule, plan, t)
+            if wanted is None:
+                wanted = lowered_limit(level, limit, rule, plan, t, t - risen_s)
             if wanted is not None:
                 pending, resizes = (t + rule.latency_s, wanted), resizes + 1
         if i + 1 < len(times_s):

@@ -10,8 +10,10 @@ pods on its node that carry the grow label, runs ``core/growth.py``'s rule, and 
 
 It fails open: a pod whose resize is pending (Deferred, Infeasible) is left alone and, if it
 outgrows its limit, is OOM-killed and retried as without growth; an RBAC refusal or a cluster
-without ``pods/resize`` turns the agent off with one log line; an unreadable cgroup skips that
-container once, logged. It never creates, deletes or restarts a pod.
+without ``pods/resize`` turns the agent off with one log line; a lowered limit the cluster does
+not apply (a memory-limit decrease is refused before Kubernetes 1.34) turns lowering off, with
+one log line, and growth goes on; an unreadable cgroup skips that container once, logged. It
+never creates, deletes or restarts a pod.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +137,9 @@ class GrowthAgent:
             return 0
         answer = resize_memory(self.core, pod, status.name, wanted)
         at_s = self.clock() - self._started[uid]
+        if wanted < limit and answer.outcome is Resized.PENDING:
+            self._stop_lowering(answer.reason)
+            return 0
         if answer.outcome in (Resized.REFUSED, Resized.UNSUPPORTED):
             self.off_reason = answer.reason
             log.warning("grow-agent: growth off: %s; pods keep their limits and OOM retries", answer.reason)
@@ -146,6 +152,13 @@ class GrowthAgent:
                      pod.metadata.namespace, pod.metadata.name, answer.reason)  # fmt: skip
             self._left_alone.add(uid)
         return 1
+
+    def _stop_lowering(self, reason: str | None) -> None:
+        """A decrease not applied: lower no limit again (growth goes on), said once."""
+        log.warning("grow-agent: lowering limits off (%s); grown limits stay until the pod ends", reason)
+        self.rule = replace(self.rule, kept_headrooms=0.0)
+        for watch in self._watches.values():
+            watch.rule = self.rule
 
     def _forget(self, running: set[str]) -> None:
         """Drop the state of pods that no longer run here."""

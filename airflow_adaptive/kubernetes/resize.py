@@ -127,13 +127,19 @@ def _pending_reason(pod: Any) -> str | None:
     return None
 
 
+def _status(err: ApiException) -> dict[str, Any]:
+    """The Status object the API server answered with, or nothing."""
+    try:
+        status = json.loads(err.body or "{}")
+    except (ValueError, TypeError):
+        return {}
+    return status if isinstance(status, dict) else {}
+
+
 def _names_pod(err: ApiException) -> bool:
     """A 404 about the pod itself (a Status naming kind pods), not about a missing subresource."""
-    try:
-        details = json.loads(err.body or "{}").get("details") or {}
-    except (ValueError, AttributeError):
-        return False
-    return bool(details.get("kind") == "pods" and details.get("name"))
+    details = _status(err).get("details") or {}
+    return bool(isinstance(details, dict) and details.get("kind") == "pods" and details.get("name"))
 
 
 def resize_memory(core: CoreV1Api, pod: k8s.V1Pod, container: str, limit_bytes: int) -> ResizeAnswer:
@@ -151,7 +157,7 @@ def resize_memory(core: CoreV1Api, pod: k8s.V1Pod, container: str, limit_bytes: 
         if err.status in (404, 405):
             return ResizeAnswer(Resized.UNSUPPORTED, "no pods/resize subresource (Kubernetes < 1.33)")
         if err.status in (409, 422):  # e.g. the pod ended, or a resize policy refuses it
-            return ResizeAnswer(Resized.PENDING, f"{err.status} {err.reason}")
+            return ResizeAnswer(Resized.PENDING, f"{err.status} {_status(err).get('message') or err.reason}")
         raise
     pending = _pending_reason(answered)
     return ResizeAnswer(Resized.PENDING, pending) if pending else ResizeAnswer(Resized.APPLIED)
@@ -171,10 +177,9 @@ def note_growth(core: CoreV1Api, pod: k8s.V1Pod, notes: list[str]) -> None:
 
 
 def growth_note(old_bytes: int, new_bytes: int, usage_bytes: int, at_s: float, answer: ResizeAnswer) -> str:
+    verb = "grown" if new_bytes > old_bytes else "lowered"
     what = (
-        "grown"
-        if answer.outcome is Resized.APPLIED
-        else f"not grown ({answer.reason or answer.outcome.value})"
+        verb if answer.outcome is Resized.APPLIED else f"not {verb} ({answer.reason or answer.outcome.value})"
     )
     return (
         f"{what} {format_bytes(old_bytes)} → {format_bytes(new_bytes)} at {at_s:.0f} s, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from airflow_adaptive.core.growth import GrowthRule, grown_limit, run_with_growth
+from airflow_adaptive.core.growth import GrowthRule, grown_limit, lowered_limit, run_with_growth
 from airflow_adaptive.core.growth_plan import (
     PROFILE_STEPS,
     GrowthPlan,
@@ -81,6 +81,45 @@ def test_a_resize_landing_between_samples_is_charged_from_when_it_lands() -> Non
     assert out.succeeded and out.held_byte_s == pytest.approx(1000 * 2 + 1000 + 1300)
 
 
+def test_a_try_that_stopped_rising_is_lowered_to_its_level_and_a_quarter_headroom_more() -> None:
+    plan = flat_plan(0, 200, 10_000)
+    # flat for one window (6 s): 1000 + 1.25 x 200 = 1250, and 1250 x 1.1 < 1400
+    assert lowered_limit(1000, 1400, RULE, plan, elapsed_s=10.0, flat_s=6.0) == 1250
+    assert lowered_limit(1000, 1400, RULE, plan, elapsed_s=10.0, flat_s=4.0) is None  # rose lately
+    assert lowered_limit(1000, 1370, RULE, plan, elapsed_s=10.0, flat_s=6.0) is None  # not a step above
+    assert lowered_limit(1000, 1400, RULE, None, elapsed_s=10.0, flat_s=6.0) is None  # a rescue
+    in_first_window = GrowthPlan(0, (200,), 10_000, window_s=12.0)
+    assert lowered_limit(1000, 1400, RULE, in_first_window, elapsed_s=10.0, flat_s=10.0) is None
+    never = GrowthRule(latency_s=4.0, sample_s=2.0, kept_headrooms=0.0)
+    assert lowered_limit(1000, 1400, never, plan, elapsed_s=10.0, flat_s=6.0) is None
+
+
+def test_the_replay_lowers_a_plateau_after_a_window_and_grows_it_again_when_it_rises() -> None:
+    times = [float(t) for t in range(0, 22, 2)]
+    usage = [500.0, 900.0, 900.0, 900.0, 900.0, 900.0, 900.0, 900.0, 1100.0, 1100.0, 1100.0]
+    out = run_with_growth(times, usage, 1000, 10_000, RULE, flat_plan(0, 200, 10_000))
+    # t=2 asks 1300 (lands at 6); flat since t=2, at t=8 it asks 900 + 250 = 1150 (lands at 12);
+    # t=16: 1100 + 200 >= 1150 asks 1500 (lands at 20): three resizes, no kill
+    assert out.succeeded and out.resizes == 3 and out.final_limit_bytes == 1500
+    held = 1000 * 6 + 1300 * 6 + 1150 * 8 + 1500 * 0
+    assert out.held_byte_s == pytest.approx(held)
+    kept = run_with_growth(times, usage, 1000, 10_000, GrowthRule(latency_s=4.0, sample_s=2.0, kept_headrooms=0.0),
+                           flat_plan(0, 200, 10_000))  # fmt: skip
+    # never lowered: 1300 from t=6 to the end (1100 + 200 >= 1300 asks 1500 at t=16, landing at 20)
+    assert kept.resizes == 2 and kept.held_byte_s == pytest.approx(1000 * 6 + 1300 * 14)
+
+
+def test_a_climbing_try_is_never_lowered() -> None:
+    times = [float(t) for t in range(0, 40, 2)]
+    usage = [500.0 + 40 * k for k in range(20)]
+    plan = flat_plan(0, 200, 10_000)
+    out = run_with_growth(times, usage, 1000, 10_000, RULE, plan)
+    never = run_with_growth(
+        times, usage, 1000, 10_000, GrowthRule(latency_s=4.0, sample_s=2.0, kept_headrooms=0.0), plan
+    )
+    assert out == never and out.succeeded
+
+
 def test_profile_early_share_and_largest_rise() -> None:
     times = [float(t) for t in range(0, 22, 2)]  # 0 .. 20 s
     usage = [0, 30, 30, 30, 30, 30, 30, 30, 95, 100, 100]
@@ -103,6 +142,10 @@ def test_bad_rules_are_typed_errors() -> None:
         GrowthRule(sample_s=0.0)
     with pytest.raises(InvalidSettingError):
         GrowthRule(factor=0.5)
+    with pytest.raises(InvalidSettingError):
+        GrowthRule(kept_headrooms=1.0)  # at one headroom the next sample would grow it again
+    with pytest.raises(InvalidSettingError):
+        GrowthRule(kept_headrooms=3.0)  # above what an ask keeps
 
 
 SLOW = (0.0,) * 15 + (100.0,) * 35  # 30 % at once, the rest 100 s later

@@ -120,6 +120,57 @@ def test_a_refusal_or_an_old_cluster_turns_growth_off_with_one_line(
     assert GROWN_ANNOTATION not in (pod.metadata.annotations or {})
 
 
+PLATEAU = RISE + [max(RISE)] * 20  # rises to 168 MiB, then stays there
+
+
+def run_on_a_clock(api: FakeKubernetesApi, name: str) -> tuple[GrowthAgent, Any]:
+    """The plateau under an agent whose clock moves one second a sample (a try is flat only for
+    as long as its clock says), asking three headrooms when it grows so that a plateau's limit is
+    more than one growth step above its level and a quarter headroom more."""
+    api.series_for = lambda pod: PLATEAU
+    seconds = [0.0]
+    rule = GrowthRule(latency_s=0.0, sample_s=0.5, headrooms=3.0)
+    agent = GrowthAgent(client(api), "node-a", api.cgroup_root, rule, clock=lambda: seconds[0])
+    start_pod(api, name, headroom=40 * MIB)  # asks 180 MiB at 60 MiB used, 260 at 140
+    while api.step(name):
+        agent.cycle()
+        seconds[0] += 1.0
+    return agent, CoreV1Api(client(api)).read_namespaced_pod(name, NAMESPACE)
+
+
+def _limits_asked(api: FakeKubernetesApi) -> list[int]:
+    return [int(body["spec"]["containers"][0]["resources"]["limits"]["memory"].removesuffix("Mi"))
+            for _, body in api.resizes]  # fmt: skip
+
+
+def test_a_pod_that_stops_rising_is_lowered_in_place_and_completes(api: FakeKubernetesApi) -> None:
+    agent, pod = run_on_a_clock(api, "plateau")
+    assert pod.status.phase == "Succeeded" and agent.off_reason is None
+    asked = _limits_asked(api)
+    # grown while it climbed, then one ask down to 168 + 1.25 x 40 = 218 MiB, which it kept
+    assert asked[:-1] == sorted(asked[:-1]) and asked[-1] == 218 < asked[-2]
+    assert pod.spec.containers[0].resources.limits["memory"] == "218Mi"
+    assert f"; lowered {asked[-2]} MiB → 218 MiB at " in pod.metadata.annotations[GROWN_ANNOTATION]
+
+
+def test_a_cluster_that_refuses_a_decrease_turns_lowering_off_and_growth_goes_on(
+    api: FakeKubernetesApi, caplog: pytest.LogCaptureFixture
+) -> None:
+    api.resize_mode = "grow-only"  # as Kubernetes 1.33: a memory-limit decrease is 422 Invalid
+    with caplog.at_level(logging.WARNING, logger="airflow_adaptive.kubernetes.grow_agent"):
+        agent, pod = run_on_a_clock(api, "kept")
+    assert pod.status.phase == "Succeeded" and agent.off_reason is None and agent.rule.kept_headrooms == 0
+    asked = _limits_asked(api)
+    assert asked[-1] == 218 and asked[:-1] == sorted(asked[:-1])  # asked down once, refused, not again
+    assert int(pod.spec.containers[0].resources.limits["memory"].removesuffix("Mi")) == asked[-2]
+    assert [r.message for r in caplog.records] == [caplog.records[0].message]
+    assert (
+        "lowering limits off" in caplog.records[0].message
+        and "memory limits cannot be decreased" in caplog.records[0].message
+    )
+    assert "lowered" not in pod.metadata.annotations[GROWN_ANNOTATION]
+
+
 def test_a_pod_without_a_readable_cgroup_is_left_alone_once(
     api: FakeKubernetesApi, caplog: pytest.LogCaptureFixture
 ) -> None:
