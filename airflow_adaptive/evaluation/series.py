@@ -6,7 +6,8 @@ integral of limit minus usage) for a finished try, everything held for a killed 
 
 - A static strategy is the live decision (``replay``), its limit constant over the try.
 - ``grow`` is the default decision, started smaller and grown by ``core/growth.py``'s rule (the one
-  the node agent runs) after the resize latency, never above the node (the cap). From the family's
+  the node agent runs) after the resize latency, never above the node (the cap), and lowered again
+  once a try stops rising. From the family's
   finished tasks' memory profiles (fifty numbers each, as the store keeps them) it learns two shares
   of the decision at the (1 - OOM budget) quantile, the same budget logic the static decision uses:
   the start (what they may reach before a resize can land) and the headroom (what they may rise
