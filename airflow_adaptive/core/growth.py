@@ -124,9 +124,8 @@ def run_with_growth(
     """Replay one try over its usage samples (times from its start, ascending; the last is its end).
     The limit starts at ``start_bytes``; with a rule it grows (and, with a plan, is lowered) as the
     agent would change it (by the family's ``plan``, or only to rescue without one), deciding at
-    each sample. Usage above the
-    limit in force at a sample is a kill there; between samples usage is held at the earlier
-    sample's value."""
+    each sample. Usage above the limit in force at a sample is a kill there; between samples usage
+    is held at the earlier sample's value."""
     limit, pending, resizes = start_bytes, None, 0  # pending: (when it lands, new limit)
     held = used = level = risen_s = 0.0
     for i, (t, u) in enumerate(zip(times_s, usage_bytes, strict=True)):
