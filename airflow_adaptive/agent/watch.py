@@ -31,6 +31,10 @@ class _Ask:
     limit_then: int  # the limit in force when asked: a change means the resize (or another) landed
     limit_bytes: int
 
+    @property
+    def lowers(self) -> bool:
+        return self.limit_bytes < self.limit_then
+
 
 class GrowthWatch:
     """Per container: the previous sample for the rise rate, and an outstanding ask."""
@@ -39,6 +43,7 @@ class GrowthWatch:
         self.rule = rule
         self.room_bytes = room_bytes  # the most this container may be given; the agent may update it
         self.plan = plan  # the family's headroom by level, or None: the rule's rescue only
+        self.lowering = True  # off once a decrease did not land: the kubelet skipped it
         self._previous: tuple[float, int] | None = None
         self._first_s: float | None = None  # the first sample: the try's start, as far as the watch knows
         self._level_bytes = 0  # the most used so far (with a plan; else the latest usage)
@@ -55,36 +60,57 @@ class GrowthWatch:
         """The limit last asked for and not yet seen in force, if any."""
         return self._ask.limit_bytes if self._ask is not None else None
 
-    def observe(self, now_s: float, usage_bytes: int, limit_bytes: int | None) -> int | None:
+    def observe(
+        self, now_s: float, usage_bytes: int, limit_bytes: int | None, charged_bytes: int | None = None
+    ) -> int | None:
         """The limit to ask for now, or None. Uses core.growth.grown_limit with the rate from the
         previous sample (none at the first: it decides on the headroom alone); with the family's
         plan, at the most used so far and the time since the first sample (where the plan says the
-        try stands); unlimited containers are never grown; after an ask it asks nothing more until
+        try stands); unlimited containers are never grown. After an ask it asks nothing more until
         the limit in force changes or 3 x rule.latency_s (at least one sample interval) passes (a
-        resize may still be landing). With a plan, a try that has stopped rising is lowered by
-        ``lowered_limit`` when it needs no growth."""
+        resize may still be landing), but growth overrides a pending decrease. With a plan, a try
+        that has stopped rising is lowered by ``lowered_limit``, never to ``charged_bytes`` or below
+        (memory.current, page cache included: what the kubelet compares a decrease with). A
+        decrease that did not land is taken back (the limit in force is asked for) and the
+        container is not lowered again."""
         rate = self._rate(now_s, usage_bytes)
-        self._first_s = now_s if self._first_s is None else self._first_s
+        if self._first_s is None:
+            self._first_s = self._risen_s = now_s
         self._risen_s = now_s if usage_bytes > self._level_bytes else self._risen_s
         self._level_bytes = max(self._level_bytes, usage_bytes) if self.plan is not None else usage_bytes
         self._previous = (now_s, usage_bytes)
         if limit_bytes is None:
             self._ask = None
             return None
-        if self._ask is not None:
-            if limit_bytes == self._ask.limit_then and now_s - self._ask.at_s < self.hold_s:
-                return None
-            self._ask = None
         elapsed_s = now_s - self._first_s
-        wanted = grown_limit(
+        grown = grown_limit(
             self._level_bytes, rate, limit_bytes, self.room_bytes, self.rule, self.plan, elapsed_s
         )
-        if wanted is None:
-            flat_s = now_s - self._risen_s
-            wanted = lowered_limit(self._level_bytes, limit_bytes, self.rule, self.plan, elapsed_s, flat_s)
+        ask, self._ask = self._ask, None
+        if ask is not None and limit_bytes == ask.limit_then:
+            if now_s - ask.at_s < self.hold_s and (grown is None or not ask.lowers):
+                self._ask = ask  # still landing
+                return None
+            if ask.lowers and grown is None:  # the kubelet skipped it: take it back, lower no more
+                self.lowering = False
+                return limit_bytes
+        wanted = grown if grown is not None else self._lowered(now_s, limit_bytes, elapsed_s, charged_bytes)
         if wanted is not None:
             self._ask = _Ask(now_s, limit_bytes, wanted)
         return wanted
+
+    def not_lowered(self) -> None:
+        """The cluster did not take the decrease asked: nothing is on its way, lower no more."""
+        self._ask, self.lowering = None, False
+
+    def _lowered(
+        self, now_s: float, limit_bytes: int, elapsed_s: float, charged_bytes: int | None
+    ) -> int | None:
+        if not self.lowering:
+            return None
+        flat_s = now_s - self._risen_s
+        wanted = lowered_limit(self._level_bytes, limit_bytes, self.rule, self.plan, elapsed_s, flat_s)
+        return None if wanted is None or (charged_bytes is not None and charged_bytes >= wanted) else wanted
 
     def _rate(self, now_s: float, usage_bytes: int) -> float:
         if self._previous is None or now_s <= self._previous[0]:
@@ -129,13 +155,12 @@ def watch_locally(
 def _land(
     cgroup: MemoryCgroup, pending: list[tuple[float, int]], now_s: float, growths: list[Growth]
 ) -> None:
-    """Put the resizes due by now in force. A decrease below the working set is skipped, as
-    Kubernetes (1.34+) skips it; one to the limit in force, or of an unlimited cgroup, is dropped. A
-    change records the limit read back: the kernel rounds what it is given down to whole pages."""
+    """Put the resizes due by now in force; one that would not raise the limit is dropped (the
+    local loop has no plan, so it only grows). A growth records the limit read back: the kernel
+    rounds what it is given down to whole pages."""
     for item in [p for p in pending if p[0] <= now_s]:
         pending.remove(item)
         old = cgroup.limit_bytes()
-        if old is None or item[1] == old or (item[1] < old and cgroup.working_set_bytes() >= item[1]):
-            continue
-        cgroup.set_limit(item[1])
-        growths.append((now_s, old, cgroup.limit_bytes() or item[1]))
+        if old is not None and item[1] > old:  # never shrink, never limit an unlimited cgroup
+            cgroup.set_limit(item[1])
+            growths.append((now_s, old, cgroup.limit_bytes() or item[1]))

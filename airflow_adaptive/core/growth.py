@@ -9,13 +9,15 @@ limit, so a slow riser is not resized every sample), never above the room the
 node has. A resize takes ``latency_s`` to reach the cgroup;
 usage above the limit before then is an OOM kill, as it would be without growth.
 
-A grown limit is lowered again once the try has stopped rising for a whole
-window (a plateau, or a fall): to its level plus ``kept_headrooms`` headrooms,
-which keeps it above the point where the next rise asks for growth in time (one
-headroom) with a quarter to spare, so a plateau's wobble does not ask at once.
-A climbing try is not lowered: it would be grown again within the window.
-Kubernetes applies a decrease from 1.34 on (best-effort: skipped while usage is
-above the new limit); the agent turns lowering off where it is refused.
+The limit (the start, or a grown one) is lowered once the try has stopped
+rising for a whole window (a plateau, or a fall): to its level plus
+``kept_headrooms`` headrooms, which keeps it above the point where the next rise
+asks for growth in time (one headroom) with a quarter to spare, so a plateau's
+wobble does not ask at once. A climbing try is not lowered: it would be grown
+again within the window. Kubernetes applies a decrease from 1.34 on
+(best-effort: the kubelet skips it while memory.current, page cache included, is
+above the new limit); the agent turns lowering off where it is refused, takes
+back one that was skipped, and growth overrides a decrease on its way.
 
 The headroom, by that level, and the start come from the family's finished
 tasks' memory profiles (``core/growth_plan.py``). Without a plan growth only
@@ -125,28 +127,44 @@ def run_with_growth(
     The limit starts at ``start_bytes``; with a rule it grows (and, with a plan, is lowered) as the
     agent would change it (by the family's ``plan``, or only to rescue without one), deciding at
     each sample. Usage above the limit in force at a sample is a kill there; between samples usage
-    is held at the earlier sample's value."""
+    is held at the earlier sample's value. A decrease landing at or below usage is skipped, and the
+    try is not lowered again (as the kubelet and the agent do)."""
     limit, pending, resizes = start_bytes, None, 0  # pending: (when it lands, new limit)
     held = used = level = risen_s = 0.0
+    lowering = True  # until a decrease does not land
     for i, (t, u) in enumerate(zip(times_s, usage_bytes, strict=True)):
         if pending is not None and pending[0] <= t:
-            limit, pending = pending[1], None
+            pending, lowering = _landed(pending, limit, u, lowering)
+            limit, pending = (pending[1], None) if pending is not None else (limit, None)
         if u > limit:
             return GrowthOutcome(False, t, held, used, resizes, limit)
         risen_s = t if u > level else risen_s
         level = max(level, u) if plan is not None else u  # a plan's level is the most used so far
-        if rule is not None and pending is None:  # the first sample too, at no rate: as the agent
+        # the first sample too, at no rate, as the agent; growth overrides a pending decrease
+        if rule is not None and (pending is None or pending[1] < limit):
             rate = (u - usage_bytes[i - 1]) / max(t - times_s[i - 1], 1e-9) if i else 0.0
             wanted = grown_limit(level, rate, limit, room_bytes, rule, plan, t)
-            if wanted is None:
+            if wanted is None and lowering and pending is None:
                 wanted = lowered_limit(level, limit, rule, plan, t, t - risen_s)
             if wanted is not None:
                 pending, resizes = (t + rule.latency_s, wanted), resizes + 1
         if i + 1 < len(times_s):
+            if pending is not None and pending[0] < times_s[i + 1]:
+                pending, lowering = _landed(pending, limit, u, lowering)
             held += _held(limit, pending, t, times_s[i + 1])
             used += u * (times_s[i + 1] - t)
     end = times_s[-1] if len(times_s) else 0.0
     return GrowthOutcome(True, end, held, used, resizes, limit)
+
+
+def _landed(
+    pending: tuple[float, int], limit: int, usage_bytes: float, lowering: bool
+) -> tuple[tuple[float, int] | None, bool]:
+    """A resize as it lands: the kubelet skips a decrease to usage or below it (the agent takes it
+    back and lowers that try no more)."""
+    if pending[1] < limit and usage_bytes >= pending[1]:
+        return None, False
+    return pending, lowering
 
 
 def _held(limit: int, pending: tuple[float, int] | None, t0: float, t1: float) -> float:

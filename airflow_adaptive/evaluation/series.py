@@ -10,8 +10,8 @@ integral of limit minus usage) for a finished try, everything held for a killed 
   once a try stops rising. From the family's finished tasks' memory profiles (fifty numbers each,
   as the store keeps them) it learns two shares of the decision at the (1 - OOM budget) quantile,
   the same budget logic the static decision uses: the start (what they may reach before a resize
-  can land) and the headroom (what they may rise within one resize latency and sample). With fewer than three such tasks, or for a retry, it
-  starts at the decision with the rule's default headroom.
+  can land) and the headroom (what they may rise within one resize latency and sample). With fewer
+  than three such tasks, or for a retry, it starts at the decision with the rule's default headroom.
 - KS+ predicts k segments per try from the family's finished series (``core/sizing/ksplus.py``).
 """
 

@@ -10,10 +10,12 @@ pods on its node that carry the grow label, runs ``core/growth.py``'s rule, and 
 
 It fails open: a pod whose resize is pending (Deferred, Infeasible) is left alone and, if it
 outgrows its limit, is OOM-killed and retried as without growth; an RBAC refusal or a cluster
-without ``pods/resize`` turns the agent off with one log line; a lowered limit the cluster does
-not apply (a memory-limit decrease is refused before Kubernetes 1.34) turns lowering off, with
-one log line, and growth goes on; an unreadable cgroup skips that container once, logged. It
-never creates, deletes or restarts a pod.
+without ``pods/resize`` turns the agent off with one log line; a cluster that refuses a
+memory-limit decrease (before Kubernetes 1.34) turns lowering off, with one log line, and growth
+goes on; a decrease the kubelet skips (it compares it with memory.current, page cache included)
+is taken back and that container is not lowered again; an unreadable cgroup, or a container a
+memory resize would restart, is left alone, logged once. It never creates, deletes or restarts a
+pod.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from airflow_adaptive.kubernetes.resize import (
 
 log = logging.getLogger(__name__)
 UNLIMITED_ROOM_BYTES = 1 << 62
+DECREASE_REFUSED = "cannot be decreased"  # what a 1.33 API server says of any memory-limit decrease
 
 
 def _container_id(status: Any) -> str:
@@ -117,44 +120,85 @@ class GrowthAgent:
             return 0
 
     def _container(self, pod: k8s.V1Pod, status: Any) -> int:
+        read = self._read(pod, status)
+        watch = self._watch(pod, status.name) if read is not None else None
+        if read is None or watch is None:
+            return 0
+        usage, charged, limit = read
+        wanted = watch.observe(self.clock(), usage, limit, charged)
+        if wanted is None or limit is None:
+            return 0
+        answer = resize_memory(self.core, pod, status.name, wanted)
+        at_s = self.clock() - self._started[pod.metadata.uid]
+        if wanted <= limit:
+            note = growth_note(limit, wanted, usage, at_s, answer) if wanted < limit else None
+            return self._lowering_answered(pod, watch, note, answer)
+        if answer.outcome in (Resized.REFUSED, Resized.UNSUPPORTED):
+            self.off_reason = answer.reason
+            log.warning("grow-agent: growth off: %s; pods keep their limits and OOM retries", answer.reason)
+            return 0
+        if answer.outcome is not Resized.GONE:
+            self._note(pod, growth_note(limit, wanted, usage, at_s, answer))
+        if answer.outcome is Resized.PENDING:
+            log.info("grow-agent: %s/%s resize pending (%s): left to the OOM retry",
+                     pod.metadata.namespace, pod.metadata.name, answer.reason)  # fmt: skip
+            self._left_alone.add(pod.metadata.uid)
+        return 1
+
+    def _read(self, pod: k8s.V1Pod, status: Any) -> tuple[int, int, int | None] | None:
+        """The container's working set, memory.current and limit; None (left alone, logged once)
+        when its cgroup cannot be read."""
         uid = pod.metadata.uid
         paths = [p for p in pod_cgroups(self.cgroup_root, uid) if _container_id(status) in p.name]
         try:
             if len(paths) != 1:
                 raise CgroupUnavailable(f"no single cgroup for container {status.name} of pod {uid}")
             cgroup = MemoryCgroup(paths[0])
-            usage, limit = cgroup.working_set_bytes(), cgroup.limit_bytes()  # page cache can be dropped
+            # growth follows the working set (page cache can be dropped); the kubelet compares a
+            # decrease with memory.current
+            return cgroup.working_set_bytes(), cgroup.usage_bytes(), cgroup.limit_bytes()
         except CgroupUnavailable as err:
             log.warning("grow-agent: %s/%s left alone: %s", pod.metadata.namespace, pod.metadata.name, err)
             self._left_alone.add(uid)
-            return 0
-        watch = self._watches.get((uid, status.name))
-        if watch is None:
-            plan = plan_from_text((pod.metadata.annotations or {}).get(HEADROOM_ANNOTATION))
-            watch = self._watches[(uid, status.name)] = GrowthWatch(self.rule, self.room_bytes(), plan)
-        wanted = watch.observe(self.clock(), usage, limit)
-        if wanted is None or limit is None:
-            return 0
-        answer = resize_memory(self.core, pod, status.name, wanted)
-        at_s = self.clock() - self._started[uid]
-        if wanted < limit and answer.outcome is Resized.PENDING:
-            self._stop_lowering(answer.reason)
-            return 0
-        if answer.outcome in (Resized.REFUSED, Resized.UNSUPPORTED):
-            self.off_reason = answer.reason
-            log.warning("grow-agent: growth off: %s; pods keep their limits and OOM retries", answer.reason)
-            return 0
-        if answer.outcome is not Resized.GONE:
-            self._notes.setdefault(uid, []).append(growth_note(limit, wanted, usage, at_s, answer))
-            note_growth(self.core, pod, self._notes[uid])
-        if answer.outcome is Resized.PENDING:
-            log.info("grow-agent: %s/%s resize pending (%s): left to the OOM retry",
-                     pod.metadata.namespace, pod.metadata.name, answer.reason)  # fmt: skip
-            self._left_alone.add(uid)
-        return 1
+            return None
 
-    def _stop_lowering(self, reason: str | None) -> None:
-        """A decrease not applied: lower no limit again (growth goes on), said once."""
+    def _watch(self, pod: k8s.V1Pod, name: str) -> GrowthWatch | None:
+        """The container's watch; None (left alone, logged once) when a memory resize would restart
+        it (its own resizePolicy says RestartContainer): a restart loses the task's work."""
+        key = (pod.metadata.uid, name)
+        if key not in self._watches:
+            spec = next((c for c in pod.spec.containers if c.name == name), None)
+            policies = (spec.resize_policy if spec is not None else None) or []
+            if any(p.resource_name == "memory" and p.restart_policy == "RestartContainer" for p in policies):
+                log.warning("grow-agent: %s/%s left alone: a memory resize restarts its container %s",
+                            pod.metadata.namespace, pod.metadata.name, name)  # fmt: skip
+                self._left_alone.add(pod.metadata.uid)
+                return None
+            plan = plan_from_text((pod.metadata.annotations or {}).get(HEADROOM_ANNOTATION))
+            self._watches[key] = GrowthWatch(self.rule, self.room_bytes(), plan)
+        return self._watches[key]
+
+    def _lowering_answered(self, pod: k8s.V1Pod, watch: GrowthWatch, note: str | None, answer: Any) -> int:
+        """A decrease, or the take-back of one the kubelet skipped, answered. Never turns growth
+        off: a 1.33 refusal turns lowering off for the agent, any other answer that did not apply it
+        (the pod ended, an admission limit) for this container."""
+        if answer.outcome is Resized.APPLIED:
+            if note is not None:  # a take-back changes nothing to say
+                self._note(pod, note)
+            return 1
+        if answer.outcome is not Resized.GONE:
+            if DECREASE_REFUSED in (answer.reason or ""):
+                self._stop_lowering(answer.reason or DECREASE_REFUSED)
+            watch.not_lowered()
+        return 0
+
+    def _note(self, pod: k8s.V1Pod, text: str) -> None:
+        self._notes.setdefault(pod.metadata.uid, []).append(text)
+        note_growth(self.core, pod, self._notes[pod.metadata.uid])
+
+    def _stop_lowering(self, reason: str) -> None:
+        """Kubernetes before 1.34 refuses any decrease: lower no limit again (growth goes on), said
+        once."""
         log.warning("grow-agent: lowering limits off (%s); grown limits stay until the pod ends", reason)
         self.rule = replace(self.rule, kept_headrooms=0.0)
         for watch in self._watches.values():

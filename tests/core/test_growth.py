@@ -109,6 +109,25 @@ def test_the_replay_lowers_a_plateau_after_a_window_and_grows_it_again_when_it_r
     assert kept.resizes == 2 and kept.held_byte_s == pytest.approx(1000 * 6 + 1300 * 14)
 
 
+def test_a_decrease_landing_at_or_below_usage_is_skipped_and_the_try_not_lowered_again() -> None:
+    times = [float(t) for t in range(0, 16, 2)]
+    usage = [900.0] * 5 + [1160.0] * 3
+    out = run_with_growth(times, usage, 2000, 10_000, RULE, flat_plan(0, 200, 10_000))
+    # flat from t=0, at t=6 it asks 900 + 250 = 1150 (1265 < 2000), landing at t=10, where usage is
+    # 1160: the kubelet skips it (applied, 1160 > 1150 would be a kill); 1160 + 200 < 2000 asks nothing
+    assert out.succeeded and out.resizes == 1 and out.final_limit_bytes == 2000
+    assert out.held_byte_s == pytest.approx(2000 * 14)
+
+
+def test_growth_overrides_a_pending_decrease() -> None:
+    times = [float(t) for t in range(0, 16, 2)]
+    usage = [900.0] * 4 + [1850.0] * 4
+    out = run_with_growth(times, usage, 2000, 10_000, RULE, flat_plan(0, 200, 10_000))
+    # t=6 asks 1150 (landing at 10); t=8: 1850 + 200 >= 2000 asks 2250 over it, landing at 12
+    assert out.succeeded and out.resizes == 2 and out.final_limit_bytes == 2250
+    assert out.held_byte_s == pytest.approx(2000 * 12 + 2250 * 2)
+
+
 def test_a_climbing_try_is_never_lowered() -> None:
     times = [float(t) for t in range(0, 40, 2)]
     usage = [500.0 + 40 * k for k in range(20)]

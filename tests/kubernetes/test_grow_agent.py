@@ -40,7 +40,9 @@ def client(api: FakeKubernetesApi) -> ApiClient:
     return kube_config.new_client_from_config(str(api.kubeconfig))
 
 
-def start_pod(api: FakeKubernetesApi, name: str, *, headroom: int | None = None) -> CoreV1Api:
+def start_pod(
+    api: FakeKubernetesApi, name: str, *, headroom: int | None = None, memory_policy: str = "NotRequired"
+) -> CoreV1Api:
     core = CoreV1Api(client(api))
     # one headroom at every level
     annotations = {HEADROOM_ANNOTATION: plan_text(flat_plan(0, headroom, 1 << 40))} if headroom else {}
@@ -50,7 +52,7 @@ def start_pod(api: FakeKubernetesApi, name: str, *, headroom: int | None = None)
         "spec": {"restartPolicy": "Never", "containers": [{
             "name": "base", "image": "busybox", "command": ["true"],
             "resources": {"requests": {"memory": "100Mi"}, "limits": {"memory": "100Mi"}},
-            "resizePolicy": [{"resourceName": "memory", "restartPolicy": "NotRequired"}]}]},
+            "resizePolicy": [{"resourceName": "memory", "restartPolicy": memory_policy}]}]},
     })  # fmt: skip
     core.read_namespaced_pod(name, NAMESPACE)  # Pending
     assert core.read_namespaced_pod(name, NAMESPACE).status.phase == "Running"
@@ -120,7 +122,7 @@ def test_a_refusal_or_an_old_cluster_turns_growth_off_with_one_line(
     assert GROWN_ANNOTATION not in (pod.metadata.annotations or {})
 
 
-PLATEAU = RISE + [max(RISE)] * 20  # rises to 168 MiB, then stays there
+PLATEAU = RISE + [max(RISE)] * 20 + [max(RISE) + int(4 * k * MIB) for k in range(1, 41)]  # climbs again
 
 
 def run_on_a_clock(api: FakeKubernetesApi, name: str) -> tuple[GrowthAgent, Any]:
@@ -143,14 +145,18 @@ def _limits_asked(api: FakeKubernetesApi) -> list[int]:
             for _, body in api.resizes]  # fmt: skip
 
 
-def test_a_pod_that_stops_rising_is_lowered_in_place_and_completes(api: FakeKubernetesApi) -> None:
+def test_a_pod_that_stops_rising_is_lowered_in_place_grown_again_and_completes(
+    api: FakeKubernetesApi,
+) -> None:
     agent, pod = run_on_a_clock(api, "plateau")
     assert pod.status.phase == "Succeeded" and agent.off_reason is None
     asked = _limits_asked(api)
-    # grown while it climbed, then one ask down to 168 + 1.25 x 40 = 218 MiB, which it kept
-    assert asked[:-1] == sorted(asked[:-1]) and asked[-1] == 218 < asked[-2]
-    assert pod.spec.containers[0].resources.limits["memory"] == "218Mi"
-    assert f"; lowered {asked[-2]} MiB → 218 MiB at " in pod.metadata.annotations[GROWN_ANNOTATION]
+    # grown while it climbed, then asked down once to 168 + 1.25 x 40 = 218 MiB, then grown again
+    down = asked.index(218)
+    assert asked[:down] == sorted(asked[:down]) and asked[down - 1] == 260 and asked.count(218) == 1
+    assert asked[down + 1 :] == sorted(asked[down + 1 :]) and asked[down + 1] > 218
+    assert int(pod.spec.containers[0].resources.limits["memory"].removesuffix("Mi")) * MIB >= max(PLATEAU)
+    assert "; lowered 260 MiB → 218 MiB at " in pod.metadata.annotations[GROWN_ANNOTATION]
 
 
 def test_a_cluster_that_refuses_a_decrease_turns_lowering_off_and_growth_goes_on(
@@ -161,14 +167,26 @@ def test_a_cluster_that_refuses_a_decrease_turns_lowering_off_and_growth_goes_on
         agent, pod = run_on_a_clock(api, "kept")
     assert pod.status.phase == "Succeeded" and agent.off_reason is None and agent.rule.kept_headrooms == 0
     asked = _limits_asked(api)
-    assert asked[-1] == 218 and asked[:-1] == sorted(asked[:-1])  # asked down once, refused, not again
-    assert int(pod.spec.containers[0].resources.limits["memory"].removesuffix("Mi")) == asked[-2]
+    down = asked.index(218)  # asked down once, refused, not again: growth went on from 260
+    assert asked.count(218) == 1 and asked[down - 1] == 260 and asked[down + 1] > 260
+    assert asked[:down] + asked[down + 1 :] == sorted(asked[:down] + asked[down + 1 :])
+    assert int(pod.spec.containers[0].resources.limits["memory"].removesuffix("Mi")) * MIB >= max(PLATEAU)
     assert [r.message for r in caplog.records] == [caplog.records[0].message]
-    assert (
-        "lowering limits off" in caplog.records[0].message
-        and "memory limits cannot be decreased" in caplog.records[0].message
-    )
+    assert "lowering limits off" in caplog.records[0].message
+    assert "memory limits cannot be decreased" in caplog.records[0].message
     assert "lowered" not in pod.metadata.annotations[GROWN_ANNOTATION]
+
+
+def test_a_container_that_a_memory_resize_would_restart_is_left_alone_once(
+    api: FakeKubernetesApi, caplog: pytest.LogCaptureFixture
+) -> None:
+    start_pod(api, "restarts", headroom=16 * MIB, memory_policy="RestartContainer")
+    agent = agent_for(api)
+    with caplog.at_level(logging.WARNING, logger="airflow_adaptive.kubernetes.grow_agent"):
+        pod = run(api, agent, "restarts")
+    assert not api.resizes and agent.off_reason is None
+    assert len([r for r in caplog.records if "restarts its container" in r.message]) == 1
+    assert pod.status.container_statuses[0].state.terminated.reason == "OOMKilled"  # as without growth
 
 
 def test_a_pod_without_a_readable_cgroup_is_left_alone_once(
