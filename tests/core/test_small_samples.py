@@ -139,6 +139,10 @@ def test_the_bound_reads_the_spread_above_the_mean_not_a_tail_below() -> None:
     )
     assert isinstance(below, int) and isinstance(above, int)
     # below: squares above the mean 2 x 8 x 0.0759² = 0.092; with the prior's 0.09 over 9 degrees of
-    # freedom s = 0.142, so 9.17 GiB x exp(t(0.99; 9) 2.82 x 0.142 x 1.054) = 14.0 GiB (all squares: 18.5)
-    assert below == pytest.approx(14.0 * GIB, rel=0.01)
-    assert above > 1.8 * below  # 26 GiB: the same tail above counts in full
+    # freedom s = 0.142, so 9.17 GiB x exp(t(0.99; 9) 2.821 x 0.142 x 1.054) = 14.0 GiB (all squares:
+    # 18.5); about the median, the pile, nothing is above: s = sqrt(0.09 / 9) = 0.1, so
+    # 9.9 GiB x exp(2.821 x 0.1 x 1.054) = 13.33 GiB, the lesser
+    assert below == pytest.approx(13.33 * GIB, rel=0.002)
+    # above: about the mean (10.68 GiB, squares 0.737, s = 0.303) 26.3 GiB; about the median (9.9
+    # GiB, squares 0.933, s = 0.337) 27.0 GiB: the tail above counts in full either way
+    assert above == pytest.approx(26.3 * GIB, rel=0.005)

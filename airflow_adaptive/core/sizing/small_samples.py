@@ -134,16 +134,22 @@ def lognormal_bound(
     """``exp(m + t(1 - budget; n - 1 + k) * s * sqrt(1 + 1/n))`` over the log peaks, ``s`` pooled
     from twice their squares above ``m`` (the upper semi-variance: the same as all squares for
     symmetric peaks, but a family whose peaks pile up under a ceiling with a tail below is not
-    given room above for that tail) and ``k`` degrees of freedom of ``prior_log_spread``; 0 once
-    ``1 / budget`` peaks are known or with no budget, infinite with a budget of 0."""
+    given room above for that tail) and ``k`` degrees of freedom of ``prior_log_spread``; the
+    lesser of that bound about the mean and about the median for ``m`` (a tail below pulls the mean
+    down and so counts as spread above it, and does not move the median; for symmetric peaks the
+    two agree, and for a tail above the mean's is usually the lesser); 0 once ``1 / budget`` peaks are
+    known or with no budget, infinite with a budget of 0."""
     if budget is None or peaks.size >= 1.0 / max(budget, 1e-9):
         return 0.0
     if budget <= 0.0:
         return math.inf
     logs = np.log(np.maximum(peaks, 1.0))
     df = peaks.size - 1 + prior_weight
-    above = np.maximum(logs - logs.mean(), 0.0)  # an OOM kill is on the high side
-    squares = 2.0 * float(above @ above)
-    spread = math.sqrt((prior_weight * prior_log_spread**2 + squares) / df)
-    exponent = float(logs.mean()) + t_quantile(1.0 - budget, df) * spread * math.sqrt(1.0 + 1.0 / peaks.size)
+    t = t_quantile(1.0 - budget, df) * math.sqrt(1.0 + 1.0 / peaks.size)
+
+    def about(centre: float) -> float:
+        above = np.maximum(logs - centre, 0.0)  # an OOM kill is on the high side
+        return centre + t * math.sqrt((prior_weight * prior_log_spread**2 + 2.0 * float(above @ above)) / df)
+
+    exponent = min(about(float(logs.mean())), about(float(np.median(logs))))
     return math.exp(min(exponent, 700.0))  # e^700 bytes: past any cap, short of overflow
