@@ -7,13 +7,15 @@ import argparse
 import os
 import signal
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from airflow_adaptive.exceptions import AdaptiveError, InvalidSettingError
 
+if TYPE_CHECKING:
+    from airflow_adaptive.core.growth import GrowthRule
+
 
 def cmd_grow_agent(args: argparse.Namespace, out: TextIO) -> int:
-    from airflow_adaptive.core.growth import GrowthRule
     from airflow_adaptive.kubernetes.grow_agent import GrowthAgent
 
     node = args.node or os.environ.get("NODE_NAME", "")
@@ -26,11 +28,7 @@ def cmd_grow_agent(args: argparse.Namespace, out: TextIO) -> int:
         from airflow_adaptive.config import get_settings
 
         latency_s = get_settings().grow_resize_latency_seconds
-    try:
-        rule = GrowthRule(latency_s=latency_s, sample_s=args.interval)
-    except InvalidSettingError as err:
-        raise AdaptiveError(f"grow-agent: {err}") from None
-    agent = GrowthAgent(_api_client(), node, Path(args.cgroup_root), rule)
+    agent = GrowthAgent(_api_client(), node, Path(args.cgroup_root), growth_rule(args, latency_s))
     if args.once:
         print(f"asked {agent.cycle()} resizes", file=out)
         return 0
@@ -40,6 +38,18 @@ def cmd_grow_agent(args: argparse.Namespace, out: TextIO) -> int:
     if agent.off_reason:
         print(f"growth off: {agent.off_reason}", file=out)
     return 0
+
+
+def growth_rule(args: argparse.Namespace, latency_s: float) -> GrowthRule:
+    """The agent's rule from its command line: the latency, the sampling interval, and with
+    ``--no-lowering`` no limit lowered (``kept_headrooms`` 0)."""
+    from airflow_adaptive.core.growth import GrowthRule
+
+    try:
+        never_lower = {"kept_headrooms": 0.0} if args.no_lowering else {}
+        return GrowthRule(latency_s=latency_s, sample_s=args.interval, **never_lower)
+    except InvalidSettingError as err:
+        raise AdaptiveError(f"grow-agent: {err}") from None
 
 
 def _api_client() -> Any:
@@ -60,6 +70,12 @@ def add_grow_agent_command(sub: Any) -> None:
         type=float,
         help="seconds a resize takes to reach the cgroup on this cluster "
         "(default: [adaptive] grow_resize_latency_seconds, 5; see replay --time-series)",
+    )
+    grow.add_argument(
+        "--no-lowering",
+        action="store_true",
+        help="never lower a limit once a task stops rising (Kubernetes 1.34+ applies a decrease; "
+        "1.33 refuses it, and the agent then stops asking by itself)",
     )
     grow.add_argument("--once", action="store_true", help="one look at every pod, then exit")
     grow.set_defaults(func=cmd_grow_agent)

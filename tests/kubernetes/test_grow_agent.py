@@ -220,6 +220,22 @@ def test_the_grow_agent_command_runs_one_cycle_and_says_a_missing_node_in_one_li
     )
 
 
+def test_no_lowering_on_the_command_line_keeps_every_limit_it_grew() -> None:
+    import argparse
+
+    from airflow_adaptive.exceptions import AdaptiveError
+    from airflow_adaptive.grow_agent_cli import add_grow_agent_command, growth_rule
+
+    parser = argparse.ArgumentParser()
+    add_grow_agent_command(parser.add_subparsers())
+    lowering = growth_rule(parser.parse_args(["grow-agent", "--interval", "1"]), 5.0)
+    never = growth_rule(parser.parse_args(["grow-agent", "--no-lowering"]), 5.0)
+    assert lowering.kept_headrooms == 1.25 and lowering.sample_s == 1.0
+    assert never.kept_headrooms == 0 and never.latency_s == 5.0
+    with pytest.raises(AdaptiveError, match="grow-agent: resize latency must be in"):
+        growth_rule(parser.parse_args(["grow-agent"]), -1.0)
+
+
 def test_the_shipped_grow_agent_manifest_is_valid_runs_as_no_root_and_asks_only_what_it_uses() -> None:
     import kubernetes_validate
     import yaml
