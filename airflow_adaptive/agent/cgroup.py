@@ -40,8 +40,13 @@ class MemoryCgroup:
     def working_set_bytes(self) -> int:
         """Usage less the inactive page cache, which the kernel reclaims before it OOM-kills: what
         the kubelet and cAdvisor call the working set (a task writing files runs at its limit)."""
+        return self.usage_and_working_set_bytes()[1]
+
+    def usage_and_working_set_bytes(self) -> tuple[int, int]:
+        """Usage (page cache included) and the working set, from one read of each file."""
+        usage = self.usage_bytes()
         inactive = self._keyed("memory.stat", "inactive_file" if self.version == 2 else "total_inactive_file")
-        return max(self.usage_bytes() - inactive, 0)
+        return usage, max(usage - inactive, 0)
 
     def limit_bytes(self) -> int | None:
         """The limit in force, or None when there is none."""

@@ -156,7 +156,8 @@ class GrowthAgent:
             cgroup = MemoryCgroup(paths[0])
             # growth follows the working set (page cache can be dropped); the kubelet compares a
             # decrease with memory.current
-            return cgroup.working_set_bytes(), cgroup.usage_bytes(), cgroup.limit_bytes()
+            usage, working_set = cgroup.usage_and_working_set_bytes()
+            return working_set, usage, cgroup.limit_bytes()
         except CgroupUnavailable as err:
             log.warning("grow-agent: %s/%s left alone: %s", pod.metadata.namespace, pod.metadata.name, err)
             self._left_alone.add(uid)
