@@ -135,7 +135,7 @@ def run_with_growth(
     for i, (t, u) in enumerate(zip(times_s, usage_bytes, strict=True)):
         if pending is not None and pending[0] <= t:
             pending, lowering = _landed(pending, limit, u, lowering)
-            limit, pending = (pending[1], None) if pending is not None else (limit, None)
+            limit, pending = (limit if pending is None else pending[1]), None
         if u > limit:
             return GrowthOutcome(False, t, held, used, resizes, limit)
         risen_s = t if u > level else risen_s
