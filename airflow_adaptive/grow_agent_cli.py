@@ -28,7 +28,8 @@ def cmd_grow_agent(args: argparse.Namespace, out: TextIO) -> int:
         from airflow_adaptive.config import get_settings
 
         latency_s = get_settings().grow_resize_latency_seconds
-    agent = GrowthAgent(_api_client(), node, Path(args.cgroup_root), growth_rule(args, latency_s))
+    rule = growth_rule(args, latency_s)  # a bad setting is said before the cluster is asked
+    agent = GrowthAgent(_api_client(), node, Path(args.cgroup_root), rule)
     if args.once:
         print(f"asked {agent.cycle()} resizes", file=out)
         return 0
