@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_adaptive.core.defaults import MAX_OOM_RATE
+from airflow_adaptive.core.defaults import MAX_OOM_RATE, MIN_MEMORY_MIB
 
 SECTION = "adaptive"
 
@@ -83,7 +83,11 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "64Gi",
         "Largest memory any node can allocate (Kubernetes quantity). No decision goes above it.",
     ),
-    "min_memory": ("string", "64Mi", "Smallest memory request a decision gives (Kubernetes quantity)."),
+    "min_memory": (
+        "string",
+        f"{MIN_MEMORY_MIB}Mi",
+        "Smallest memory request a decision gives (Kubernetes quantity).",
+    ),
     "limit_to_request_ratio": (
         "float",
         "1.0",

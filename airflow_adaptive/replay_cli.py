@@ -8,7 +8,7 @@ from typing import Any, TextIO
 
 from airflow_adaptive.cli_args import require_research
 from airflow_adaptive.core.normalise import escape_surrogates
-from airflow_adaptive.exceptions import AdaptiveError, InvalidSettingError
+from airflow_adaptive.exceptions import AdaptiveError, InvalidQuantityError, InvalidSettingError
 from airflow_adaptive.history_cli import print_json
 
 
@@ -20,6 +20,16 @@ def _configured(args: argparse.Namespace, name: str) -> Any:
     return given if given is not None else getattr(get_settings().sizing, name)
 
 
+def _min_memory(args: argparse.Namespace) -> int:
+    """``--min-memory`` in bytes, or the configured ``[adaptive] min_memory``."""
+    from airflow_adaptive.config import get_settings
+    from airflow_adaptive.kubernetes.quantity import parse_memory_amount
+
+    if args.min_memory is None:
+        return get_settings().sizing.floor_bytes
+    return parse_memory_amount(args.min_memory, what="--min-memory")
+
+
 def _replay_config(args: argparse.Namespace, **terms: Any) -> Any:
     """The replay's terms from the options; a bad one is a one-line error."""
     from airflow_adaptive.evaluation.replay import ReplayConfig
@@ -27,13 +37,14 @@ def _replay_config(args: argparse.Namespace, **terms: Any) -> Any:
     try:
         return ReplayConfig(
             history=args.history,
+            floor_bytes=_min_memory(args),
             max_oom_rate=_configured(args, "max_oom_rate"),
             min_observations=_configured(args, "min_observations"),
             cap_bytes=args.cap_bytes,
             refit_growth=args.refit_growth,
             **terms,
         )
-    except InvalidSettingError as err:
+    except (InvalidSettingError, InvalidQuantityError) as err:
         raise AdaptiveError(f"replay: {err}") from None
 
 
@@ -216,6 +227,11 @@ def add_replay_command(sub: Any) -> None:
         metavar="N",
         help="finished tasks a family needs before it is sized; fewer keep the request "
         "(default: [adaptive] min_observations, 1)",
+    )
+    rep.add_argument(
+        "--min-memory",
+        metavar="QUANTITY",
+        help="the least memory a decision gives, e.g. 64Mi (default: [adaptive] min_memory, 64Mi)",
     )
     rep.add_argument("--cap-bytes", type=int, help="largest node (default: largest peak, next power of two)")
     rep.add_argument(

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .defaults import MAX_OOM_RATE
+from .defaults import MAX_OOM_RATE, MIN_MEMORY_MIB
 from .model import Decision, MemoryRequest, Observation, PeakKind
 from .rollup import is_usable_sample
 from .sizing import Predictor, Sample, get_retry_policy, make_predictor
@@ -23,7 +23,7 @@ class SizingSettings:
 
     strategy: str = "adaptive"
     min_observations: int = 1
-    floor_bytes: int = 64 * MIB
+    floor_bytes: int = MIN_MEMORY_MIB * MIB
     cap_bytes: int = 64 * 1024 * MIB
     retry_policy: str = STRATEGY_RETRY
     limit_to_request_ratio: float = 1.0

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_adaptive.core.decide import SizingSettings
-from airflow_adaptive.core.defaults import MAX_OOM_RATE
+from airflow_adaptive.core.defaults import MAX_OOM_RATE, MIN_MEMORY_MIB
 from airflow_adaptive.core.model import Decision, MemoryRequest
 from airflow_adaptive.core.sizing.similar import MIN_SIMILARITY
 from airflow_adaptive.core.units import MIB
@@ -35,7 +35,7 @@ class ReplayConfig:
     history: str = "completed"
     time_to_failure: float = 1.0
     cap_bytes: int | None = None  # default: the largest peak rounded up to a power of two
-    floor_bytes: int = MIB
+    floor_bytes: int = MIN_MEMORY_MIB * MIB  # as a deployment's default ``min_memory``
     # As the store refits: after every completion while a family has fewer than 20 samples, then each
     # time its history grew by this fraction (0: after every completion). Bounds replay cost on long traces.
     refit_growth: float = 0.05

@@ -167,7 +167,13 @@ def test_folders_expand_to_the_traces_inside(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "option", [["--max-oom-rate", "2"], ["--time-to-failure", "0"], ["--min-observations", "0"]]
+    "option",
+    [
+        ["--max-oom-rate", "2"],
+        ["--time-to-failure", "0"],
+        ["--min-observations", "0"],
+        ["--min-memory", "1m"],
+    ],
 )
 def test_replay_refuses_bad_settings_in_one_line(
     option: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -254,6 +260,28 @@ def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.Ca
     )
     table = " ".join(capsys.readouterr().out.split())  # the title may wrap
     assert "the request until 5 tasks finished" in table  # the table says so
+
+
+def test_replay_floors_allocations_at_the_deployments_min_memory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As a deployment does: no decision below ``min_memory`` (64Mi unless configured), so a family
+    whose peaks (13-36 MiB) outgrow its first ones is not killed; with ``--min-memory 1Mi`` it is."""
+    peaks_mb = [20, 22, 13, 20, 19, 22, 17, 17, 20, 21, 30, 36]
+    rows = "\n".join(f"{i} -- 1 -- {peaks_mb[i % 12]} -- 0 -- 0 -- 10 -- 1 -- 0" for i in range(48))
+    trace = write(
+        tmp_path / "t.txt", "task_id -- core -- memory -- v -- d -- time -- a -- tag\n" + rows + "\n"
+    )
+    argv = ["replay", str(trace), "--strategy", "adaptive", "--workers", "1", "--json"]
+    points = []
+    for floor in ([], ["--min-memory", "1Mi"]):
+        assert main([*argv, *floor]) == 0
+        points.append(json.loads(capsys.readouterr().out)["traces"][0]["strategies"]["adaptive"])
+    floored, unfloored = points
+    assert floored["retries_per_100"] == 0 < unfloored["retries_per_100"]
+    # every task held at least 64 MiB for its 10 s: waste at least (64 MiB - peak) * 10 s each
+    least = sum(64 - peaks_mb[i % 12] for i in range(48)) * 2**20 * 10 / 3600 / 1e9
+    assert floored["waste_gb_h"] >= least * (1 - 1e-9) and floored["waste_gb_h"] > unfloored["waste_gb_h"]
 
 
 @pytest.mark.parametrize(
