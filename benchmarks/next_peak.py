@@ -20,12 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
+from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
 from airflow_adaptive.core.sizing.small_samples import lognormal_bound
 from airflow_adaptive.traces.load import expand_paths, replay_input
 
 ROOT = Path(__file__).resolve().parents[1]
 GROUPS = ((1, 1), (2, 2), (3, 3), (4, 5), (6, 9), (10, 17), (18, 33), (34, 65), (66, 99))
-PRIOR_LOG_SPREAD, PRIOR_WEIGHT = 0.3, 1.0  # the default's (core/sizing/adaptive.py)
+DEFAULT = AdaptivePredictor()  # the default's prior spread and weight
 
 
 def families(path: str) -> list[np.ndarray]:
@@ -44,7 +45,7 @@ def next_peaks(peak_lists: list[np.ndarray], target: float) -> dict[int, list[tu
     for peaks in peak_lists:
         largest = np.maximum.accumulate(peaks)
         for known in range(1, min(peaks.size, int(1 / target))):
-            bound = lognormal_bound(peaks[:known], target, PRIOR_LOG_SPREAD, PRIOR_WEIGHT)
+            bound = lognormal_bound(peaks[:known], target, DEFAULT.prior_log_spread, DEFAULT.prior_weight)
             found[known].append((peaks[known] / largest[known - 1], bool(peaks[known] > bound)))
     return found
 
