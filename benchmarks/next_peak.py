@@ -2,9 +2,10 @@
 
     python benchmarks/next_peak.py [--data ../shared/data] [--target 0.01] [TRACE ...]
 
-Every family of every trace, its peaks in the order they finished (trace order without times): for
-each task after the first, the ratio of its peak to the largest of the peaks before it, grouped by
-how many peaks were known. Printed per group: how many such tasks, the ratio's median and its
+Every family of every trace with two peaks or more, its peaks in the order they finished (trace
+order without times): for each task after the first, the ratio of its peak to the largest of the
+peaks that finished before it did (what a decision in that order knows; one made when the task
+started may know fewer), grouped by how many peaks were known. Printed per group: how many such tasks, the ratio's median and its
 ``1 - target`` quantile (how much headroom above the largest known peak a rule needs to keep the
 next task's kill chance at the target, judged across the traces' families), and the share of those
 tasks above the default's small-sample bound at the target (``core/sizing/small_samples.py``,
@@ -22,6 +23,7 @@ import numpy as np
 
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
 from airflow_adaptive.core.sizing.small_samples import lognormal_bound
+from airflow_adaptive.exceptions import AdaptiveError
 from airflow_adaptive.traces.load import expand_paths, replay_input
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,17 +60,27 @@ def main() -> int:
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--target", type=float, default=0.01, help="the OOM target (half the 2 %% budget)")
     args = parser.parse_args()
+    if not 0.0 < args.target < 0.5:
+        parser.error(f"--target {args.target:g} is not in (0, 0.5)")
     paths, _ = expand_paths([str(args.data), *args.traces])
-    peak_lists = [peaks for path in paths for peaks in families(path) if peaks.size >= 2]
+    if not paths:
+        parser.error(f"no trace files under {args.data} {' '.join(args.traces)}".rstrip())
+    try:
+        peak_lists = [peaks for path in paths for peaks in families(path) if peaks.size >= 2]
+    except AdaptiveError as err:
+        parser.error(str(err))
     found = next_peaks(peak_lists, args.target)
     quantile = 1.0 - args.target
-    print(f"{len(peak_lists)} families of {len(paths)} traces; target {args.target:g}\n")
+    print(
+        f"{len(peak_lists)} families with two peaks or more, of {len(paths)} traces; target {args.target:g}\n"
+    )
     print(f"| peaks known | tasks | next / largest known: median | P{quantile * 100:g} | above the bound |")
     print("|---|---:|---:|---:|---:|")
     for low, high in GROUPS:
         rows = [row for known in range(low, high + 1) for row in found.get(known, [])]
         if not rows:
             continue
+        high = min(high, max(known for known in found if known <= high))  # the bound ends at 1 / target
         ratios = np.array([ratio for ratio, _ in rows])
         above = np.mean([passed for _, passed in rows])
         span = f"{low}" if low == high else f"{low}-{high}"

@@ -190,7 +190,8 @@ class MemoryAdvice:
             for o in history
             if o.memory_profile_s and o.usage.peak_memory_bytes and not o.oom_killed
         ]
-        return learnt_plan(profiles, decision_bytes, rule.window_s, self.settings.sizing.max_oom_rate)
+        sizing = self.settings.sizing
+        return learnt_plan(profiles, decision_bytes, rule.window_s, sizing.max_oom_rate, sizing.floor_bytes)
 
     def _borrowed(self, cold: Identity) -> Fitted | None:
         """For a family with no history: the model of the most similar family that has one (warm

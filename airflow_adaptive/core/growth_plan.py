@@ -192,9 +192,10 @@ def learnt_plan(
     decision_bytes: int,
     window_s: float,
     max_kill_rate: float,
+    floor_bytes: int = 1,
 ) -> GrowthPlan | None:
     """The start and the headroom by level that the family's finished tasks (profile, peak bytes)
-    ask for at the kill budget.
+    ask for at the kill budget; the start at least ``floor_bytes`` (``min_memory``, as any decision).
 
     The start is the budget quantile of what each reached within the first window: as a share of
     its peak times the decision, or in bytes times the decision's margin where lower (a share of the
@@ -215,5 +216,6 @@ def learnt_plan(
         _at_budget([e * peak for e, peak in reached], max_kill_rate) * margin,
     )
     rises = _level_rises(history, decision_bytes, window_s, max_kill_rate, margin)
-    plan = GrowthPlan(max(math.ceil(start), 1), rises, decision_bytes, window_s)
+    plan = GrowthPlan(max(math.ceil(start), floor_bytes, 1), rises, decision_bytes, window_s)
+    start = plan.start_bytes
     return None if start + plan.headroom_at(start, 0.0) >= decision_bytes else plan

@@ -116,6 +116,7 @@ def evaluate(
         "time_to_failure": config.time_to_failure,
         "max_oom_rate": config.max_oom_rate,
         "min_observations": config.min_observations,
+        "min_memory_bytes": config.floor_bytes,
         "default_strategy": DEFAULT_STRATEGY,
         "anchor_strategies": list(ANCHORS),
         "traces": [{**t, "pareto": pareto(t, DEFAULT_STRATEGY, ANCHORS)} for t in traces.values()],

@@ -65,6 +65,7 @@ class _GrowState:
     rule: GrowthRule
     max_oom_rate: float
     completed: bool
+    floor_bytes: int  # min_memory: no plan starts below it
     history: dict[str, list[tuple[float, tuple[tuple[float, ...], float]]]] = field(default_factory=dict)
 
     def plan(self, run: TaskRun, decision_bytes: int) -> GrowthPlan | None:
@@ -74,7 +75,7 @@ class _GrowState:
             for finish, h in self.history.get(run.family, [])
             if not self.completed or finish <= (run.start_s or 0.0)
         ]
-        return learnt_plan(known, decision_bytes, self.rule.window_s, self.max_oom_rate)
+        return learnt_plan(known, decision_bytes, self.rule.window_s, self.max_oom_rate, self.floor_bytes)
 
     def finished(self, s: SeriesRun, seconds: float) -> None:
         profile = profile_of(s.times_s.tolist(), s.usage_bytes.tolist())
@@ -82,12 +83,11 @@ class _GrowState:
         self.history.setdefault(s.run.family, []).append(((s.run.start_s or 0.0) + seconds, entry))
 
 
-def grow_model(
-    series: Sequence[SeriesRun], cap: int, rule: GrowthRule, max_oom_rate: float, completed: bool
-) -> TryModel:
+def grow_model(series: Sequence[SeriesRun], cap: int, rule: GrowthRule, config: ReplayConfig) -> TryModel:
     """Tries that start where the family's plan says and grow by its headroom (a retry, or a family
     without a plan: the decision, grown by the rule's default only to be rescued)."""
-    state = _GrowState(rule, max_oom_rate, completed)
+    completed = config.history == "completed"
+    state = _GrowState(rule, config.max_oom_rate, completed, config.floor_bytes)
 
     def outcome(index: int, run: TaskRun, number: int, limit: int) -> TryOutcome:
         s = series[index]
@@ -118,11 +118,10 @@ def replay_series(
     cap = config.cap_bytes or default_cap_bytes(runs)
     if strategy == KSPLUS:
         return replay_ksplus(series, config, cap)
-    completed = config.history == "completed"
     if strategy == GROW:
         rule = rule or GrowthRule()
         rule = replace(rule, sample_s=max(rule.sample_s, sampling_interval_s(series)))
-        model = grow_model(series, cap, rule, config.max_oom_rate, completed)
+        model = grow_model(series, cap, rule, config)
         return replay(runs, "adaptive", config, model=model)
 
     def outcome(index: int, run: TaskRun, number: int, limit: int) -> TryOutcome:
@@ -161,8 +160,9 @@ def replay_ksplus(series: Sequence[SeriesRun], config: ReplayConfig, cap: int) -
     return result
 
 
-def _capped(segments: Segments, cap: int) -> Segments:
-    return type(segments)(segments.ends_s, tuple(min(p, cap) for p in segments.peaks_bytes))
+def _bounded(segments: Segments, floor: int, cap: int) -> Segments:
+    """The segments' sizes within [``floor``, ``cap``], as the replay bounds every strategy."""
+    return type(segments)(segments.ends_s, tuple(min(max(p, floor), cap) for p in segments.peaks_bytes))
 
 
 def _ksplus_tries(
@@ -171,13 +171,13 @@ def _ksplus_tries(
     """Tries until one fits, KS+ retrying each kill; the byte-seconds held and whether it fitted."""
     from airflow_adaptive.core.sizing.ksplus import Segments, retry_segments
 
-    held = 0.0
-    request = min(s.run.user_request_bytes or cap, cap)
+    held, floor = 0.0, min(config.floor_bytes, cap)
+    request = min(max(s.run.user_request_bytes or cap, floor), cap)
     for _ in range(config.max_attempts):
         limits = (
             np.full(len(s.times_s), request, dtype=float)
             if segments is None
-            else np.array([_capped(segments, cap).limit_at(t) for t in s.times_s], dtype=float)
+            else np.array([_bounded(segments, floor, cap).limit_at(t) for t in s.times_s], dtype=float)
         )
         over = np.flatnonzero(s.usage_bytes > limits)
         end = len(s.times_s) - 1 if over.size == 0 else int(over[0])

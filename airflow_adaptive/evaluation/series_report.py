@@ -95,6 +95,7 @@ def evaluate_series(
     return {
         "history": config.history,
         "max_oom_rate": config.max_oom_rate,
+        "min_memory_bytes": config.floor_bytes,
         "resize_latencies_s": list(latencies_s) if with_grow else [],
         "default_strategy": DEFAULT_STRATEGY,
         "anchor_strategies": anchors,

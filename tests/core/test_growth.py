@@ -209,6 +209,15 @@ def test_the_plan_keeps_the_decisions_margin_above_the_history_in_shares_and_in_
     assert (plan.start_bytes, plan.headroom_bytes) == (pytest.approx(220, abs=1), pytest.approx(160, abs=1))
 
 
+def test_no_plan_starts_below_min_memory() -> None:
+    # STEADY under a decision of 1000 starts at 220 (above); a floor of 300 lifts the start, one
+    # of 980 leaves no room for its headroom under the decision: no plan, the decision and rescue
+    history = [(STEADY, 500.0)] * 3
+    plan = learnt_plan(history, 1000, 6.0, 0.02, floor_bytes=300)
+    assert plan is not None and plan.start_bytes == 300
+    assert learnt_plan(history, 1000, 6.0, 0.02, floor_bytes=980) is None
+
+
 # 30 % at once, then 2 % every 10 s to 50 %, then the rest at once (t = 200)
 SLOW_THEN_JUMP = (0.0,) * 15 + tuple(10.0 * k for k in range(1, 11)) + (200.0,) * 25
 

@@ -96,6 +96,19 @@ def test_growth_wastes_less_than_the_static_decision_at_no_more_kills(tmp_path: 
         assert grown.resizes >= len(runs) - 4  # learnt tasks start below their plateau's end and grow
 
 
+def test_every_strategy_over_time_is_floored_at_min_memory(tmp_path: Path) -> None:
+    """KS+'s segments, growth's learnt start and the static decisions alike: none below the floor."""
+    runs = read_series(write_folder(tmp_path / "t", family())).runs
+    seconds = sum(float(s.times_s[-1]) for s in runs)
+    floor = 2 * 1024**3  # above every task's peak (about 1 GB)
+    for strategy in ("adaptive", "ks+", "grow"):
+        unfloored = replay_series(runs, strategy, ReplayConfig(history="sequential"))
+        floored = replay_series(runs, strategy, ReplayConfig(history="sequential", floor_bytes=floor))
+        held = floored.waste_byte_s + floored.used_byte_s  # nothing is killed above every peak
+        assert floored.retries == 0 and held >= floor * seconds * (1 - 1e-9), strategy
+        assert unfloored.waste_byte_s + unfloored.used_byte_s < held, strategy
+
+
 def test_growth_slower_than_the_rise_is_killed_and_retried_as_today(tmp_path: Path) -> None:
     # every task jumps from 10 % to its peak within one sample: no latency saves a small start
     jumpy = {f"align-{i}": [100.0] * 20 + [1000.0] * 3 for i in range(8)}

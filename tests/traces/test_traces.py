@@ -218,6 +218,7 @@ def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.Ca
     } <= set(report)
     assert report["max_oom_rate"] == 0.02  # [adaptive] max_oom_rate's default
     assert report["min_observations"] == 1  # [adaptive] min_observations's default
+    assert report["min_memory_bytes"] == 64 * 2**20  # [adaptive] min_memory's default
     assert report["default_strategy"] == "adaptive" and "user" not in report["anchor_strategies"]
     (entry,) = report["traces"]
     assert entry["instances"] == 60 and entry["history"] == "sequential"
@@ -276,7 +277,9 @@ def test_replay_floors_allocations_at_the_deployments_min_memory(
     points = []
     for floor in ([], ["--min-memory", "1Mi"]):
         assert main([*argv, *floor]) == 0
-        points.append(json.loads(capsys.readouterr().out)["traces"][0]["strategies"]["adaptive"])
+        report = json.loads(capsys.readouterr().out)
+        assert report["min_memory_bytes"] == (2**20 if floor else 64 * 2**20)  # the report says which
+        points.append(report["traces"][0]["strategies"]["adaptive"])
     floored, unfloored = points
     assert floored["retries_per_100"] == 0 < unfloored["retries_per_100"]
     # every task held at least 64 MiB for its 10 s: waste at least (64 MiB - peak) * 10 s each
