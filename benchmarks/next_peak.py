@@ -5,11 +5,11 @@
 Every family of every trace with two peaks or more, its peaks in the order they finished (trace
 order without times): for each task after the first, the ratio of its peak to the largest of the
 peaks that finished before it did (what a decision in that order knows; one made when the task
-started may know fewer), grouped by how many peaks were known. Printed per group: how many such tasks, the ratio's median and its
-``1 - target`` quantile (how much headroom above the largest known peak a rule needs to keep the
-next task's kill chance at the target, judged across the traces' families), and the share of those
-tasks above the default's small-sample bound at the target (``core/sizing/small_samples.py``,
-fixed prior): calibrated where it is near the target. The bound applies until ``1 / target`` peaks
+started may know fewer), grouped by how many peaks were known. Printed per group: how many such
+tasks, the ratio's median and its ``1 - target`` quantile (how much headroom above the largest
+known peak a rule needs to keep the next task's kill chance at the target, judged across the
+traces' families), and the share of those tasks above the default's small-sample bound at the
+target (``core/sizing/small_samples.py``, fixed prior): calibrated where it is near the target. The bound applies until ``1 / target`` peaks
 are known. A measurement of the data and the rule, no parameter is fitted here.
 """
 
