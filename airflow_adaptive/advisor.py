@@ -39,6 +39,7 @@ class PodAsk:
     previous_attempt: Observation | None = None
     input_size_bytes: int | None = None
     cpu_limit_millicores: int | None = None
+    cpu_request_millicores: int | None = None  # the user's
     image: str | None = None
     program: str | None = None
     required_capabilities: frozenset[str] = frozenset()
@@ -85,12 +86,14 @@ class Advisor:
             )
         else:
             decision = keep_user(ask.user, "adaptive sizing is off for this task")
+        cpu_millicores = decision.cpu_request_millicores or ask.cpu_request_millicores or 0
         placement = self.placement.place(
             ask.task_family,
             ask.required_capabilities,
             decision.memory_request_bytes,
             ask.group_loads,
             ask.input_size_bytes,
+            request_cores=cpu_millicores / 1000,
         )
         choice = self.placement.priority(ask.task_family, ask.static_weight)
         priority_class, note = class_of(choice)
@@ -99,6 +102,7 @@ class Advisor:
             preferred_groups=placement.preferred_groups,
             required_capabilities=ask.required_capabilities,
             placement=placement.explain() + required_note(ask.required_capabilities),
+            busy_cores=placement.busy_cores,
             priority_class=priority_class,
             priority=choice.explain() + note if choice else "",
         )

@@ -25,7 +25,14 @@ from airflow_adaptive.kubernetes.names import (
     MODE_LABEL,
 )
 from airflow_adaptive.kubernetes.observe import observe_pod
-from airflow_adaptive.kubernetes.pods import cpu_limit_of, find_container, memory_of, tool_of, user_memory_of
+from airflow_adaptive.kubernetes.pods import (
+    cpu_limit_of,
+    cpu_request_of,
+    find_container,
+    memory_of,
+    tool_of,
+    user_memory_of,
+)
 from airflow_adaptive.kubernetes.resize import allow_growth
 
 
@@ -106,6 +113,7 @@ def ask_of_pod(pod: k8s.V1Pod, container_name: str, family: str, previous: Obser
         None,
         previous_attempt=previous,
         cpu_limit_millicores=cpu_limit_of(resources),
+        cpu_request_millicores=cpu_request_of(resources),
         image=image,
         program=program,
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_adaptive.core.defaults import MAX_OOM_RATE, MIN_MEMORY_MIB
+from airflow_adaptive.core.placement import DEFAULT_PLACEMENT
 
 SECTION = "adaptive"
 
@@ -116,10 +117,11 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
     ),
     "placement_policy": (
         "string",
-        "tarema",
-        "How pods prefer node groups: ``tarema`` (task labels matched to group ranks), ``finish-time`` "
-        "(the group where the family is expected to finish first: its runtime there, learnt from its "
-        "recorded runs and the groups' benchmarks, stretched by the group's load) or a baseline "
+        DEFAULT_PLACEMENT,
+        "How pods prefer node groups: ``finish-time`` (the group where the family is expected to finish "
+        "first: its runtime there, learnt from its recorded runs and the groups' benchmarks, stretched "
+        "by the CPU sharing it would meet there when live load is on; tarema's labels for a family with "
+        "no run on a profiled node yet), ``tarema`` (task labels matched to group ranks) or a baseline "
         "(``sjfn``, ``fair``, ``fill-nodes``, ``round-robin``). Always preferred affinity, never required.",
     ),
     "placement_live_load": (

@@ -120,16 +120,21 @@ class FakeKubernetesApi:
         }
 
     def add_pod(self, namespace: str, name: str, node: str, *, phase: str = "Running",
-                owner_kind: str | None = None) -> None:  # fmt: skip
+                owner_kind: str | None = None, cpu: str | None = None,
+                annotations: dict[str, str] | None = None) -> None:  # fmt: skip
         """A pod some other workload runs on ``node`` (for live-load listings)."""
         owners = (
             [{"apiVersion": "apps/v1", "kind": owner_kind, "name": "owner", "uid": "u"}] if owner_kind else []
         )
+        container: dict[str, Any] = {"name": "c", "image": "busybox"}
+        if cpu is not None:
+            container["resources"] = {"requests": {"cpu": cpu}}
+        metadata = {"name": name, "namespace": namespace, "ownerReferences": owners}
         self.pods[(namespace, name)] = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "ownerReferences": owners},
-            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
+            "metadata": {**metadata, "annotations": annotations} if annotations else metadata,
+            "spec": {"nodeName": node, "containers": [container]},
             "status": {"phase": phase},
         }
 

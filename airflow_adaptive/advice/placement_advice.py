@@ -66,11 +66,14 @@ class PlacementAdvice:
         loads: Mapping[int, GroupLoad] | None = None,
         input_size_bytes: int | None = None,
         *,
+        request_cores: float = 0.0,
         with_runtimes: bool = False,
     ) -> PlacementResult:
         """Preferred node groups for the family (no preference when groups or history are unavailable).
         Its expected runtime per group is learnt when the policy needs it or ``with_runtimes``."""
-        task = TaskDemandView(task_family, None, memory_request_bytes, required_capabilities)
+        task = TaskDemandView(
+            task_family, None, memory_request_bytes, required_capabilities, request_cores=request_cores
+        )
         try:
             nodes = self.session.nodes()
             groups = summarize_groups(nodes)
@@ -84,7 +87,8 @@ class PlacementAdvice:
         capacities = feature_capacities(
             [GroupCapacity(g.task_ranks, g.cores, g.memory_bytes, len(g.members)) for g in groups]
         )
-        labels = labels_from_distributions(state.rollup.demand() if state else None, demand, capacities)
+        own = state.rollup.demand() if state else None
+        labels = labels_from_distributions(own, demand, capacities)
         engine = self._engine()
         runtimes = None
         if with_runtimes or engine.needs_runtimes:
@@ -101,10 +105,12 @@ class PlacementAdvice:
                 g.members,
                 reserved_fraction=load[g.id].reserved_fraction,
                 idle_nodes=load[g.id].idle_nodes,
+                nodes=load[g.id].nodes,
             )
             for g in groups
         ]
-        return engine.place(replace(task, labels=labels, runtime_by_group_s=runtimes), views)
+        busy = own.cpu_cores if own else None
+        return engine.place(replace(task, labels=labels, runtime_by_group_s=runtimes, busy_cores=busy), views)
 
     @staticmethod
     def _runtimes(

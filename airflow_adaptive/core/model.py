@@ -130,6 +130,7 @@ class Decision:
     priority_class: str | None = None  # Kubernetes PriorityClass to set (least-finished-first)
     priority: str = ""  # the least-finished-first rank and why, in words
     cpu_request_millicores: int | None = None  # with size_cpu: the CPU request (None: the user's)
+    busy_cores: float | None = None  # the family's recorded mean cores busy, for live load (None: unknown)
 
     def summary(self, max_chars: int = 240) -> str:
         """The explanation, shortened for a pod annotation."""

@@ -19,6 +19,16 @@ from .registry import Registry
 
 
 @dataclass(frozen=True)
+class NodeLoad:
+    """One node as live load saw it: its allocatable cores, the cores its unfinished pods request, and
+    the cores they are expected to keep busy (each pod's family's recorded mean, else its request)."""
+
+    cores: float
+    requested_cores: float = 0.0
+    busy_cores: float = 0.0
+
+
+@dataclass(frozen=True)
 class GroupView:
     """A node group as placement sees it."""
 
@@ -29,6 +39,7 @@ class GroupView:
     members: tuple[str, ...] = ()
     reserved_fraction: float = 0.0  # share of the group's resources already reserved (0..1)
     idle_nodes: int = 0  # members running nothing now (0 when unknown)
+    nodes: tuple[NodeLoad, ...] = ()  # its schedulable members' load (empty when unknown)
 
 
 @dataclass(frozen=True)
@@ -37,6 +48,7 @@ class GroupLoad:
 
     idle_nodes: int = 0  # schedulable members running nothing but per-node pods
     reserved_fraction: float = 0.0  # CPU requested by unfinished pods over the members' allocatable cores
+    nodes: tuple[NodeLoad, ...] = ()  # each schedulable member's load
 
 
 @dataclass(frozen=True)
@@ -46,6 +58,8 @@ class TaskDemandView:
     memory_request_bytes: int | None = None
     required_capabilities: frozenset[str] = frozenset()
     runtime_by_group_s: Mapping[int, float] | None = None  # expected runtime per group (core/runtimes.py)
+    request_cores: float = 0.0  # the pod's CPU request
+    busy_cores: float | None = None  # the family's recorded mean cores busy (None: unknown)
 
 
 @dataclass(frozen=True)
@@ -154,12 +168,25 @@ class FastestScorer:
         return float(sum(group.ranks.values()))
 
 
+def cpu_slowdown(task: TaskDemandView, nodes: Sequence[NodeLoad]) -> float:
+    """How much slower the task runs on the node kube-scheduler would likely give it (the least
+    requested one its CPU request fits) than alone: cores kept busy there, its own included, over the
+    node's cores, when above 1. Kubernetes packs by requests, so a node whose pods use more cores
+    than they request shares them; no live load (no nodes): 1."""
+    usable = [n for n in nodes if n.cores > 0]
+    fitting = [n for n in usable if n.cores - n.requested_cores >= task.request_cores] or usable
+    if not fitting:
+        return 1.0
+    node = min(fitting, key=lambda n: n.requested_cores / n.cores)
+    own = task.busy_cores if task.busy_cores is not None else task.request_cores
+    return max(1.0, (node.busy_cores + own) / node.cores)
+
+
 @dataclass(frozen=True)
 class FinishTimeScorer:
     """The group where the task is expected to finish first: its expected runtime there
-    (``core/runtimes.py``), stretched by the share of the group already reserved, since pods there
-    share cores and caches with what runs; a group with an idle node has nothing to share.
-    None when the family's runtime is unknown (no preference: kube-scheduler spreads)."""
+    (``core/runtimes.py``), stretched by the CPU sharing it would meet (``cpu_slowdown``, with live
+    load). None when the family's runtime is unknown: tarema's labels decide (``engine_for``)."""
 
     name: str = "finish-time"
     higher_is_better: bool = False
@@ -169,7 +196,7 @@ class FinishTimeScorer:
         runtime_s = (task.runtime_by_group_s or {}).get(group.id)
         if runtime_s is None:
             return None
-        return runtime_s * (1.0 + (0.0 if group.idle_nodes else group.reserved_fraction))
+        return runtime_s * cpu_slowdown(task, group.nodes)
 
 
 def group_weight(position: int) -> int:
@@ -192,6 +219,7 @@ class PlacementResult:
     notes: tuple[str, ...] = field(default_factory=tuple)
     labels: Mapping[str, int] | None = None
     runtime_by_group_s: Mapping[int, float] | None = None  # the task's, when known
+    busy_cores: float | None = None  # the task's family's recorded mean cores busy, when known
 
     @property
     def preferred_groups(self) -> tuple[int, ...]:
@@ -205,7 +233,8 @@ class PlacementResult:
             return "no placement preference (" + ("; ".join(self.notes) or "nothing known") + ")"
         order = " > ".join(f"group {r.group.id} ({'; '.join(r.reasons)})" for r in self.ranked)
         labels = " ".join(f"{f}={v}" for f, v in (self.labels or {}).items())
-        return f"task labels {labels}: prefer {order}" if labels else f"prefer {order}"
+        text = f"task labels {labels}: prefer {order}" if labels else f"prefer {order}"
+        return text + (f" ({'; '.join(self.notes)})" if self.notes else "")
 
 
 class PlacementEngine:
@@ -213,9 +242,11 @@ class PlacementEngine:
         self,
         filters: Sequence[Filter] = (CapabilityFilter(), MemoryFitFilter()),
         scorers: Sequence[tuple[Scorer, float]] = ((TaremaScorer(), 1.0),),
+        fallback: Scorer | None = None,
     ) -> None:
         self.filters = tuple(filters)
         self.scorers = tuple(scorers)
+        self.fallback = fallback  # scores alone when none of ``scorers`` knows the task
         # Whether a task's expected runtime per group must be learnt before placing it.
         self.needs_runtimes = any(isinstance(s, FinishTimeScorer) for s, _ in self.scorers)
 
@@ -230,36 +261,55 @@ class PlacementEngine:
                 passing.append(group)
         if not passing:
             return PlacementResult(
-                (), tuple(rejected), labels=task.labels, runtime_by_group_s=task.runtime_by_group_s
+                (),
+                tuple(rejected),
+                labels=task.labels,
+                runtime_by_group_s=task.runtime_by_group_s,
+                busy_cores=task.busy_cores,
             )
-        totals = {g.id: 0.0 for g in passing}
-        reasons: dict[int, list[str]] = {g.id: [] for g in passing}
-        scored = False
-        notes = []
-        for scorer, weight in self.scorers:
-            raw = {g.id: scorer(task, g) for g in passing}
-            if any(v is None for v in raw.values()):
-                unknown = getattr(scorer, "unknown", "is not known yet")
-                notes.append(f"{scorer.name}: task {task.family!r} {unknown}")
-                continue
-            scored = True
-            values = [float(v) for v in raw.values() if v is not None]
-            lo, hi = min(values), max(values)
-            for g in passing:
-                value = float(raw[g.id])  # type: ignore[arg-type]
-                normal = 100.0 if hi == lo else 100.0 * (value - lo) / (hi - lo)
-                totals[g.id] += weight * (normal if scorer.higher_is_better else 100.0 - normal)
-                reasons[g.id].append(f"{scorer.name} {value:g}")
+        totals, reasons, notes = _scores(self.scorers, task, passing)
+        if not reasons and self.fallback is not None:
+            totals, reasons, _ = _scores(((self.fallback, 1.0),), task, passing)
         for scorer, _ in self.scorers:
             placed = getattr(scorer, "placed", None)
             if placed is not None:
                 placed()
         strength = {g.id: sum(g.ranks.values()) for g in passing}
-        order = sorted(passing, key=lambda g: (-totals[g.id], -strength[g.id], g.id))
-        ranked = tuple(RankedGroup(g, totals[g.id], tuple(reasons[g.id])) for g in order)
+        order = sorted(passing, key=lambda g: (-totals.get(g.id, 0.0), -strength[g.id], g.id))
+        ranked = tuple(RankedGroup(g, totals.get(g.id, 0.0), tuple(reasons.get(g.id, ()))) for g in order)
         return PlacementResult(
-            ranked, tuple(rejected), scored, tuple(notes), task.labels, task.runtime_by_group_s
+            ranked,
+            tuple(rejected),
+            bool(reasons),
+            tuple(notes),
+            task.labels,
+            task.runtime_by_group_s,
+            task.busy_cores,
         )
+
+
+def _scores(
+    scorers: Sequence[tuple[Scorer, float]], task: TaskDemandView, groups: Sequence[GroupView]
+) -> tuple[dict[int, float], dict[int, list[str]], list[str]]:
+    """Each group's weighted, normalised total (0..100 per scorer) and its reasons; a scorer that
+    cannot score every group is left out with a note. No reasons: no scorer knew the task."""
+    totals = {g.id: 0.0 for g in groups}
+    reasons: dict[int, list[str]] = {}
+    notes = []
+    for scorer, weight in scorers:
+        raw = {g.id: scorer(task, g) for g in groups}
+        if any(v is None for v in raw.values()):
+            unknown = getattr(scorer, "unknown", "is not known yet")
+            notes.append(f"{scorer.name}: task {task.family!r} {unknown}")
+            continue
+        values = [float(v) for v in raw.values() if v is not None]
+        lo, hi = min(values), max(values)
+        for g in groups:
+            value = float(raw[g.id])  # type: ignore[arg-type]
+            normal = 100.0 if hi == lo else 100.0 * (value - lo) / (hi - lo)
+            totals[g.id] += weight * (normal if scorer.higher_is_better else 100.0 - normal)
+            reasons.setdefault(g.id, []).append(f"{scorer.name} {value:g}")
+    return totals, reasons, notes
 
 
 # Each policy's scorer, made afresh per engine (round-robin remembers where it placed last).
@@ -272,9 +322,13 @@ PLACEMENT_POLICIES.register(
 PLACEMENT_POLICIES.register("sjfn", FastestScorer)
 PLACEMENT_POLICIES.register("tarema", TaremaScorer)
 PLACEMENT_POLICIES.register("finish-time", FinishTimeScorer)
-DEFAULT_PLACEMENT = "tarema"  # what pods get: PlacementEngine's scorer unless told otherwise
+DEFAULT_PLACEMENT = "finish-time"  # what pods get unless placement_policy says otherwise
 
 
 def engine_for(policy: str) -> PlacementEngine:
-    """The placement engine of a named policy: ``tarema`` (ours) or a published baseline."""
-    return PlacementEngine(scorers=((PLACEMENT_POLICIES.get(policy)(), 1.0),))
+    """The placement engine of a named policy: ours or a published baseline. Finish-time places a
+    family whose runtime is not known yet (no run on a profiled node) by tarema's labels, which come
+    from any recorded attempt."""
+    scorer = PLACEMENT_POLICIES.get(policy)()
+    fallback = TaremaScorer() if isinstance(scorer, FinishTimeScorer) else None
+    return PlacementEngine(scorers=((scorer, 1.0),), fallback=fallback)

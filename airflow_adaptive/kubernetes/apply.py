@@ -3,6 +3,7 @@ labels, annotations, priority class). Airflow's own labels are never touched."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from kubernetes.client import models as k8s
@@ -11,6 +12,7 @@ from airflow_adaptive.core.model import Decision
 from airflow_adaptive.core.modes import ModeChoice
 from airflow_adaptive.core.placement import group_weight
 from airflow_adaptive.kubernetes.names import (
+    BUSY_CORES_ANNOTATION,
     DECISION_ANNOTATION,
     FAMILY_ANNOTATION,
     FAMILY_LABEL,
@@ -110,6 +112,8 @@ def apply_decision(
     metadata.annotations[FAMILY_ANNOTATION] = task_family
     metadata.annotations[STRATEGY_ANNOTATION] = strategy
     metadata.annotations.setdefault(USER_MEMORY_ANNOTATION, user_memory_note(user))
+    if decision.busy_cores is not None and math.isfinite(decision.busy_cores) and decision.busy_cores >= 0:
+        metadata.annotations[BUSY_CORES_ANNOTATION] = f"{round(decision.busy_cores, 3):g}"
     if choice is not None:
         metadata.labels[MODE_LABEL] = choice.mode.value
         metadata.annotations[MODE_ANNOTATION] = choice.note()

@@ -10,9 +10,10 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import astuple
 from typing import Any
 
-from airflow_adaptive.core.placement import GroupLoad
+from airflow_adaptive.core.placement import GroupLoad, NodeLoad
 from airflow_adaptive.kubernetes.nodes import group_loads
 
 
@@ -42,8 +43,10 @@ def _fresh(path: str, ttl_seconds: float, at: float) -> dict[int, GroupLoad] | N
         if not 0 <= age < ttl_seconds:  # stale, or written by a clock ahead of ours
             return None
         return {
-            int(group): GroupLoad(int(idle), float(reserved))
-            for group, (idle, reserved) in view["groups"].items()
+            int(group): GroupLoad(
+                int(idle), float(reserved), tuple(NodeLoad(*map(float, node)) for node in nodes)
+            )
+            for group, (idle, reserved, nodes) in view["groups"].items()
         }
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # none yet, unreadable or an older format: list the cluster
@@ -56,7 +59,10 @@ def _share(path: str, loads: dict[int, GroupLoad], at: float) -> None:
         os.makedirs(folder, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp")
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            groups = {str(g): [load.idle_nodes, load.reserved_fraction] for g, load in loads.items()}
+            groups = {
+                str(g): [load.idle_nodes, load.reserved_fraction, [astuple(n) for n in load.nodes]]
+                for g, load in loads.items()
+            }
             json.dump({"listed_at": at, "groups": groups}, out)
         os.replace(temporary, path)
     except OSError:

@@ -18,6 +18,7 @@ RECORD_FINALIZER = f"{PREFIX}/record"  # kept until the observer has recorded th
 CAPABILITY_PREFIX = "capability.adaptive.airflow.io/"
 STRATEGY_ANNOTATION = f"{PREFIX}/strategy"
 FAMILY_ANNOTATION = f"{PREFIX}/task-family"
+BUSY_CORES_ANNOTATION = f"{PREFIX}/cores-busy"  # its family's recorded mean cores busy (live load reads it)
 GROW_LABEL = f"{PREFIX}/grow"  # the node agent may grow this pod's memory in place
 HEADROOM_ANNOTATION = f"{PREFIX}/grow-headroom"  # the family's headroom by level (JSON)
 GROWN_ANNOTATION = f"{PREFIX}/grown"  # what the agent grew (or could not), explained

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from kubernetes.client import models as k8s
 
 from airflow_adaptive.core.grouping import Grouping
-from airflow_adaptive.core.placement import GroupLoad
+from airflow_adaptive.core.placement import GroupLoad, NodeLoad
 from airflow_adaptive.exceptions import InvalidQuantityError
-from airflow_adaptive.kubernetes.names import CAPABILITY_PREFIX, GROUP_LABEL, PREFIX
+from airflow_adaptive.kubernetes.names import BUSY_CORES_ANNOTATION, CAPABILITY_PREFIX, GROUP_LABEL, PREFIX
 from airflow_adaptive.kubernetes.pods import capability_label
 from airflow_adaptive.kubernetes.quantity import parse_cpu_millicores, parse_memory_bytes
 
@@ -36,7 +37,7 @@ def _per_node_pod(pod: k8s.V1Pod) -> bool:
 
 def group_loads(core_v1: Any) -> dict[int, GroupLoad]:
     """Per node group: its schedulable nodes running nothing but per-node (DaemonSet, static) pods,
-    and the share of their allocatable CPU that unfinished pods request.
+    the share of their allocatable CPU that unfinished pods request, and each node's load.
 
     Live load for placement: two list calls (labelled nodes, unfinished pods of every namespace).
     """
@@ -46,12 +47,14 @@ def group_loads(core_v1: Any) -> dict[int, GroupLoad]:
     ).items
     busy = {p.spec.node_name for p in pods if p.spec and p.spec.node_name and not _per_node_pod(p)}
     requested: dict[str, float] = {}
+    expected: dict[str, float] = {}
     for pod in pods:
         if pod.spec and pod.spec.node_name:
-            requested[pod.spec.node_name] = requested.get(pod.spec.node_name, 0.0) + _cpu_request(pod)
+            name, cores_requested = pod.spec.node_name, _cpu_request(pod)
+            requested[name] = requested.get(name, 0.0) + cores_requested
+            expected[name] = expected.get(name, 0.0) + _busy_cores(pod, cores_requested)
     idle: dict[int, int] = {}
-    cores: dict[int, float] = {}
-    reserved: dict[int, float] = {}
+    members: dict[int, list[NodeLoad]] = {}
     for node in nodes:
         try:
             group = int((node.metadata.labels or {})[GROUP_LABEL])
@@ -60,12 +63,26 @@ def group_loads(core_v1: Any) -> dict[int, GroupLoad]:
         ready = schedulable(node)
         idle[group] = idle.get(group, 0) + (ready and node.metadata.name not in busy)
         if ready:
-            cores[group] = cores.get(group, 0.0) + _allocatable_cores(node)
-            reserved[group] = reserved.get(group, 0.0) + requested.get(node.metadata.name, 0.0)
-    return {
-        g: GroupLoad(n, min(1.0, reserved.get(g, 0.0) / cores[g]) if cores.get(g) else 0.0)
-        for g, n in idle.items()
-    }
+            name = node.metadata.name
+            load = NodeLoad(_allocatable_cores(node), requested.get(name, 0.0), expected.get(name, 0.0))
+            members.setdefault(group, []).append(load)
+    return {g: _group_load(n, members.get(g, [])) for g, n in idle.items()}
+
+
+def _group_load(idle_nodes: int, nodes: list[NodeLoad]) -> GroupLoad:
+    cores = sum(n.cores for n in nodes)
+    reserved = min(1.0, sum(n.requested_cores for n in nodes) / cores) if cores else 0.0
+    return GroupLoad(idle_nodes, reserved, tuple(nodes))
+
+
+def _busy_cores(pod: k8s.V1Pod, requested_cores: float) -> float:
+    """Cores the pod is expected to keep busy: what its family's history says (our annotation),
+    else its request."""
+    try:
+        value = float((pod.metadata.annotations or {})[BUSY_CORES_ANNOTATION])
+    except (KeyError, ValueError, TypeError):
+        return requested_cores
+    return value if math.isfinite(value) and value >= 0 else requested_cores
 
 
 def _cores(value: object) -> float:

@@ -85,10 +85,20 @@ def memory_of(resources: k8s.V1ResourceRequirements | dict | None, *, what: str 
 
 def cpu_limit_of(resources: k8s.V1ResourceRequirements | dict | None) -> int | None:
     """The container's CPU limit in millicores (None: none set, or not a quantity)."""
-    limits = (
-        resources.get("limits") if isinstance(resources, dict) else resources.limits if resources else None
-    )
-    value = (limits or {}).get("cpu")
+    return _cpu_of(resources, "limits")
+
+
+def cpu_request_of(resources: k8s.V1ResourceRequirements | dict | None) -> int | None:
+    """The container's CPU request in millicores (None: none set, or not a quantity)."""
+    return _cpu_of(resources, "requests")
+
+
+def _cpu_of(resources: k8s.V1ResourceRequirements | dict | None, kind: str) -> int | None:
+    if isinstance(resources, dict):
+        values = resources.get(kind)
+    else:
+        values = getattr(resources, kind) if resources else None
+    value = (values or {}).get("cpu")
     try:
         return parse_cpu_millicores(value) if value is not None else None
     except InvalidQuantityError:

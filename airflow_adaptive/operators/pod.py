@@ -27,6 +27,7 @@ from airflow_adaptive.kubernetes.names import MANAGED_LABEL
 from airflow_adaptive.kubernetes.pods import (
     capability_label,
     cpu_limit_of,
+    cpu_request_of,
     find_container,
     memory_of,
     tool_of,
@@ -207,6 +208,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
             task_key(context),
             input_size_bytes=self._input_size(),
             cpu_limit_millicores=cpu_limit_of(resources),
+            cpu_request_millicores=cpu_request_of(resources),
             image=image,
             program=program,
             required_capabilities=self.required_capabilities,

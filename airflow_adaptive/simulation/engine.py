@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
@@ -25,7 +25,7 @@ from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.grouping import task_feature_ranks
 from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, task_labels
 from airflow_adaptive.core.lff import class_tier
-from airflow_adaptive.core.placement import GroupView, TaskDemandView, engine_for
+from airflow_adaptive.core.placement import TaskDemandView, engine_for
 from airflow_adaptive.core.runtimes import Run, RuntimeModel, feature_scores, fit_runtimes
 from airflow_adaptive.core.sketch import LogHistogram
 from airflow_adaptive.evaluation.replay import GB_H
@@ -33,6 +33,7 @@ from airflow_adaptive.evaluation.replay import GB_H
 from .bounds import runtime_on
 from .cluster import Cluster, SimNode
 from .cpu_sizer import CpuSizer
+from .group_state import GroupState, NodeState
 from .node_rules import node_rules
 from .params import DEFAULT_PARAMS, SIZINGS, SimParams
 from .placements import LIVE, LOCALITY, WITHOUT_LIVE_LOAD, base_placement
@@ -45,17 +46,6 @@ from .workload import FamilyStats, SimTask, Workload, dominant_features, family_
 RUNTIME_WINDOW = 200  # recent runs a family's runtime model is fitted on
 SIZING = SizingSettings()  # the provider's defaults: strategy "adaptive", 64 MiB floor
 EPS = 1e-9
-
-
-@dataclass
-class _Node:
-    spec: SimNode
-    position: int  # in the (shuffled) node list
-    group: int
-    free_cores: float
-    free_memory_bytes: int
-    active: bool = False
-    running: dict[int, tuple[str, float]] = field(default_factory=dict)  # attempt -> (dominant, cores used)
 
 
 @dataclass
@@ -122,16 +112,13 @@ class Simulation:
         self._waits = 0.0
         self._reserved_core_s: dict[int, float] = {}
         self._work_core_s: dict[int, float] = {}
-        self._reserved_cores: dict[int, float] = {}  # per group, now
-        self._views: dict[int, GroupView] = {}
-        self._group_cores: dict[int, float] = {}
-        self._idle: dict[int, int] = {}  # per group, active nodes running nothing
 
     def _groups(self, cluster: Cluster, specs: Sequence[SimNode]) -> None:
         grouping = cluster.grouping
         group_of = {m: g.id for g in grouping.groups for m in g.members}
-        self.nodes = [_Node(s, i, group_of[s.name], s.cores, s.memory_bytes) for i, s in enumerate(specs)]
+        self.nodes = [NodeState(s, i, group_of[s.name], s.cores, s.memory_bytes) for i, s in enumerate(specs)]
         self.group_ranks = {g.id: task_feature_ranks(g.ranks) for g in grouping.groups}
+        self.groups = GroupState(self.group_ranks)
         self.group_scores = {g.id: feature_scores(g.means) for g in grouping.groups}
         self.total_cores = {
             g.id: sum(n.spec.cores for n in self.nodes if n.group == g.id) for g in grouping.groups
@@ -210,33 +197,7 @@ class Simulation:
         return self.stats.mean_runtime_s(family) or 0.0
 
     # --- placement -------------------------------------------------------------------------
-    def _refresh_groups(self) -> None:
-        """Group views without their load; rebuilt when a node joins."""
-        self._views = {}
-        self._group_cores = {}
-        for gid in sorted(self.group_ranks):
-            members = [n for n in self.nodes if n.group == gid and n.active]
-            if members:
-                caps = frozenset().union(*(n.spec.capabilities for n in members))
-                largest = max(n.spec.memory_bytes for n in members)
-                names = tuple(n.spec.name for n in members)
-                self._views[gid] = GroupView(gid, self.group_ranks[gid], caps, largest, names)
-                self._group_cores[gid] = sum(n.spec.cores for n in members)
-                self._idle[gid] = sum(1 for n in members if not n.running)
-
-    def _group_views(self) -> list[GroupView]:
-        return [
-            replace(
-                view,
-                reserved_fraction=0.0
-                if self.blind
-                else self._reserved_cores.get(gid, 0.0) / self._group_cores[gid],
-                idle_nodes=self._idle[gid] if self.live else 0,
-            )
-            for gid, view in self._views.items()
-        ]
-
-    def pick(self, attempt: _Attempt) -> _Node | None:
+    def pick(self, attempt: _Attempt) -> NodeState | None:
         task = self.tasks[attempt.task]
         if attempt.cores > self._most_free_cores + EPS:
             return None
@@ -256,8 +217,12 @@ class Simulation:
             attempt.memory_bytes,
             task.required_capabilities,
             self.expected_runtime_s(task) if self.engine.needs_runtimes else None,
+            attempt.cores,
+            self.stats.mean_cores_used(task.family),
         )
-        result = self.engine.place(demand, self._group_views())
+        by_node = self.live and self.engine.needs_runtimes  # what live load tells finish-time
+        views = self.groups.now(self.nodes, blind=self.blind, live=self.live, by_node=by_node)
+        result = self.engine.place(demand, views)
         if not result.ranked:
             return None
         local = self.storage.local_bytes(task)
@@ -302,7 +267,7 @@ class Simulation:
             if following is not None:
                 heapq.heappush(heads, following)
 
-    def _start(self, aid: int, node: _Node) -> None:
+    def _start(self, aid: int, node: NodeState) -> None:
         attempt, p = self.attempts[aid], self.params
         task = self.tasks[attempt.task]
         dominant = self.dominant[task.family]
@@ -321,11 +286,11 @@ class Simulation:
         oom = task.peak_memory_bytes > attempt.memory_bytes
         ran = runtime * p.time_to_failure if oom else runtime
         node.free_cores -= attempt.cores
-        self._reserved_cores[node.group] = self._reserved_cores.get(node.group, 0.0) + attempt.cores
+        self.groups.started(node, attempt.cores)
         node.free_memory_bytes -= attempt.memory_bytes
-        if not node.running:
-            self._idle[node.group] -= 1
         node.running[aid] = (dominant, task.cpu_cores_used)
+        # What the pod's annotation would say: its family's recorded mean, else its request.
+        node.expected_busy[aid] = self.stats.mean_cores_used(task.family) or attempt.cores
         now = self.env.now
         self.sizer.started(attempt.task, attempt.number, now + p.pod_startup_s)  # noted again: running
         self._waits += now - attempt.ready_s
@@ -343,15 +308,14 @@ class Simulation:
         event = self.env.timeout(duration)
         event.callbacks.append(partial(self._finish, aid, node, ran, oom))
 
-    def _finish(self, aid: int, node: _Node, ran_s: float, oom: bool, _event: object = None) -> None:
+    def _finish(self, aid: int, node: NodeState, ran_s: float, oom: bool, _event: object = None) -> None:
         attempt = self.attempts[aid]
         task = self.tasks[attempt.task]
         node.free_cores += attempt.cores
-        self._reserved_cores[node.group] -= attempt.cores
         node.free_memory_bytes += attempt.memory_bytes
         del node.running[aid]
-        if not node.running:
-            self._idle[node.group] += 1
+        del node.expected_busy[aid]
+        self.groups.ended(node, attempt.cores)
         self.result.makespan_s = max(self.result.makespan_s, self.env.now)
         self._count(task.family, 0 if oom else 1)
         if oom:
@@ -385,9 +349,9 @@ class Simulation:
         cores = self.cpu.request_cores(task) if self.cpu else task.request_cores
         self._submit(task_index, 1, max(SIZING.floor_bytes, min(int(alloc), self.cap_bytes)), cores)
 
-    def _activate(self, node: _Node, _event: object = None) -> None:
+    def _activate(self, node: NodeState, _event: object = None) -> None:
         node.active = True
-        self._refresh_groups()
+        self.groups.refresh(self.nodes)
         self._plan_cycle()
 
     def run(self) -> RunResult:
@@ -396,7 +360,7 @@ class Simulation:
                 node.active = True
             else:
                 self.env.timeout(node.spec.available_at_s).callbacks.append(partial(self._activate, node))
-        self._refresh_groups()
+        self.groups.refresh(self.nodes)
         for i in self.workload.order:
             if self.waiting_on[i] == 0:
                 self._submit_first(i)

@@ -113,6 +113,10 @@ class FamilyStats:
     def demands(self) -> dict[str, FamilyDemand]:
         return {f: FamilyDemand(f, s[0] / s[4], s[1] / s[4], s[2] / s[4]) for f, s in self._sums.items()}
 
+    def mean_cores_used(self, family: str) -> float | None:
+        s = self._sums.get(family)
+        return s[0] / s[4] if s else None
+
     def mean_runtime_s(self, family: str) -> float | None:
         s = self._sums.get(family)
         return s[3] / s[4] if s else None

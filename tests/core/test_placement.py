@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,12 @@ from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskK
 from airflow_adaptive.core.placement import (
     FinishTimeScorer,
     GroupView,
+    NodeLoad,
     PlacementEngine,
     TaremaScorer,
     TaskDemandView,
+    cpu_slowdown,
+    engine_for,
 )
 from airflow_adaptive.core.units import GIB
 from airflow_adaptive.exceptions import InvalidCapabilityError, InvalidSettingError, UnknownStrategyError
@@ -236,7 +240,6 @@ def test_live_load_lets_a_light_task_use_an_idle_strong_group(
     from kubernetes import config as k8s_config
 
     from airflow_adaptive.config import get_settings
-    from airflow_adaptive.core.placement import GroupLoad
     from airflow_adaptive.kubernetes.nodes import group_loads
     from tests.fake_kubernetes import FakeKubernetesApi
 
@@ -256,7 +259,12 @@ def test_live_load_lets_a_light_task_use_an_idle_strong_group(
         api.add_pod("default", "done-10", "node-10", phase="Succeeded")  # finished: does not count
         core_v1 = k8s_client.CoreV1Api(k8s_config.new_client_from_config(str(api.kubeconfig)))
         # The fake's pods request no CPU: every group's requested share is 0 (tests/kubernetes has one).
-        assert group_loads(core_v1) == {1: GroupLoad(2), 2: GroupLoad(0), 3: GroupLoad(1)}
+        loads = group_loads(core_v1)
+        assert {g: (load.idle_nodes, load.reserved_fraction) for g, load in loads.items()} == {
+            1: (2, 0.0),
+            2: (0, 0.0),
+            3: (1, 0.0),
+        }
         monkeypatch.setenv("AIRFLOW__ADAPTIVE__PLACEMENT_LIVE_LOAD", "True")
         monkeypatch.setenv("AIRFLOW__ADAPTIVE__SPOOL_DIR", str(tmp_path / "state"))
         get_settings.cache_clear()
@@ -329,21 +337,55 @@ def test_size_cpu_requests_what_the_family_kept_busy(engine: Any, monkeypatch: p
     assert requested["never-seen", False][:2] == ("1", None)  # no history: the user's request stays
 
 
-def test_finish_time_weighs_each_groups_runtime_by_its_load() -> None:
+def test_cpu_slowdown_is_the_sharing_on_the_node_kube_scheduler_would_pick() -> None:
+    """Kubernetes packs by requests: the least requested node the request fits is where the pod
+    lands; it runs slower there when the cores kept busy, its own included, pass the node's."""
+    task = TaskDemandView("f", None, request_cores=2.0, busy_cores=5.5)
+    # Node a: 8 of 16 cores requested, 14 busy; node b: 14 of 16 requested (the 2 fit), 2 busy.
+    nodes = (NodeLoad(16.0, 8.0, 14.0), NodeLoad(16.0, 14.0, 2.0))
+    assert cpu_slowdown(task, nodes) == pytest.approx((14.0 + 5.5) / 16.0)  # a: 8/16 < 14/16
+    # Node a full by requests (15 of 16): b is the one the request fits, and it has room.
+    assert cpu_slowdown(task, (NodeLoad(16.0, 15.0, 14.0), NodeLoad(16.0, 14.0, 2.0))) == 1.0
+    # No node fits: the least requested one, where the pod would wait.
+    assert cpu_slowdown(task, (NodeLoad(4.0, 3.0, 6.0), NodeLoad(4.0, 3.5, 0.0))) == pytest.approx(11.5 / 4)
+    # A family never measured counts its request; no nodes known (live load off) or no cores: 1.
+    assert cpu_slowdown(TaskDemandView("g", None, request_cores=4.0), (NodeLoad(8.0, 0.0, 6.0),)) == 1.25
+    assert cpu_slowdown(task, ()) == 1.0 and cpu_slowdown(task, (NodeLoad(0.0),)) == 1.0
+
+
+def test_finish_time_weighs_each_groups_runtime_by_the_sharing_it_would_meet() -> None:
+    busy = (NodeLoad(8.0, 6.0, 12.0),)  # requests leave 2 cores, but 12 of 8 are busy
     groups = [
         GroupView(1, {"cpu": 1}),
-        GroupView(2, {"cpu": 2}, reserved_fraction=0.5),
-        GroupView(3, {"cpu": 3}, reserved_fraction=0.9),
+        GroupView(2, {"cpu": 2}, nodes=(NodeLoad(8.0, 4.0, 4.0),)),
+        GroupView(3, {"cpu": 3}, nodes=busy),
     ]
-    task = TaskDemandView("f", None, runtime_by_group_s={1: 140.0, 2: 100.0, 3: 70.0})
-    # Expected finish: 140 s, 100·1.5 = 150 s, 70·1.9 = 133 s.
-    engine = PlacementEngine(scorers=((FinishTimeScorer(), 1.0),))
-    assert engine.place(task, groups).preferred_groups == (3, 1, 2)
-    # An idle node in group 2 means nothing to share with there: 100 s, the earliest.
-    groups[1] = GroupView(2, {"cpu": 2}, reserved_fraction=0.5, idle_nodes=1)
+    task = TaskDemandView("f", None, runtime_by_group_s={1: 140.0, 2: 100.0, 3: 70.0}, request_cores=2.0)
+    # Expected finish, a family never measured (its 2-core request): 140 s, 100 s (6 of 8 busy),
+    # 70 x (12 + 2) / 8 = 122.5 s.
+    engine = engine_for("finish-time")
     assert engine.place(task, groups).preferred_groups == (2, 3, 1)
-    unknown = engine.place(TaskDemandView("new", None), groups)
-    assert not unknown.preference and "no recorded runtime yet" in unknown.explain()
+    # Measured at 0.5 cores busy: 70 x 12.5 / 8 = 109.4 s on group 3, 100 s on 2, still first.
+    light = replace(task, busy_cores=0.5)
+    assert engine.place(light, groups).preferred_groups == (2, 3, 1)
+    # Group 3 idle now: nothing to share, 70 s.
+    groups[2] = GroupView(3, {"cpu": 3}, nodes=(NodeLoad(8.0),))
+    assert engine.place(light, groups).preferred_groups == (3, 2, 1)
+    # Live load off (no nodes): the runtimes alone.
+    assert engine.place(task, [replace(g, nodes=()) for g in groups]).preferred_groups == (3, 2, 1)
+
+
+def test_finish_time_places_a_family_without_runtimes_by_tarema_labels() -> None:
+    groups = [GroupView(1, {"cpu": 1}), GroupView(2, {"cpu": 2}), GroupView(3, {"cpu": 3})]
+    task = TaskDemandView("new", {"cpu": 2})
+    result = engine_for("finish-time").place(task, groups)
+    assert result.preferred_groups == (2, 3, 1)  # |2-2| = 0, then |3-2| = |1-2| = 1: ties to the stronger
+    assert "tarema 0" in result.explain() and "no recorded runtime yet" in result.explain()
+    # Neither runtimes nor labels: no preference, kube-scheduler spreads.
+    nothing = engine_for("finish-time").place(TaskDemandView("new", None), groups)
+    assert not nothing.preference and "no recorded runtime yet" in nothing.explain()
+    alone = PlacementEngine(scorers=((FinishTimeScorer(), 1.0),)).place(task, groups)
+    assert not alone.preference  # the fallback is finish-time's, not every engine's
 
 
 def test_finish_time_policy_learns_runtimes_per_group_from_recorded_runs(
@@ -392,10 +434,11 @@ def test_finish_time_policy_learns_runtimes_per_group_from_recorded_runs(
         monkeypatch.setattr("airflow_adaptive.advice.placement_advice.fit_runtimes", broken)
         pod = build("align")
         validate_pod(pod)
-        assert "no recorded runtime yet" in pod.metadata.annotations[PLACEMENT_ANNOTATION]
+        note = pod.metadata.annotations[PLACEMENT_ANNOTATION]
+        assert "no recorded runtime yet" in note and "(tarema " in note  # tarema's labels place it
         monkeypatch.undo()
         monkeypatch.setenv("AIRFLOW__ADAPTIVE__PLACEMENT_POLICY", "fastest-please")
         get_settings.cache_clear()
-        assert "(tarema " in build("align").metadata.annotations[PLACEMENT_ANNOTATION]  # the default
+        assert "prefer group 3 (finish-time " in build("align").metadata.annotations[PLACEMENT_ANNOTATION]
     finally:
         get_settings.cache_clear()

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from airflow_adaptive.core.placement import GroupLoad
+from airflow_adaptive.core.placement import GroupLoad, NodeLoad
 from airflow_adaptive.kubernetes.live_load import live_load_path, shared_group_loads
+from airflow_adaptive.kubernetes.names import BUSY_CORES_ANNOTATION
 
-IDLE = {1: GroupLoad(1, 0.0)}
+IDLE = {1: GroupLoad(1, 0.0, (NodeLoad(0.0),))}  # its one node reports no allocatable CPU
 
 
 class CountingCoreV1:
@@ -56,12 +58,18 @@ def test_a_broken_or_future_view_is_listed_again(tmp_path: Path) -> None:
     api, path = CountingCoreV1(), live_load_path(str(tmp_path))
     Path(path).parent.mkdir(parents=True)
     old_format = json.dumps({"listed_at": 1000.0, "idle": {"1": 0}})  # before the CPU share was kept
-    future = json.dumps({"listed_at": 2000.0, "groups": {"1": [0, 0.5]}})
-    for broken in ("{", future, json.dumps({"groups": []}), old_format):
+    future = json.dumps({"listed_at": 2000.0, "groups": {"1": [0, 0.5, []]}})
+    no_nodes = json.dumps({"listed_at": 1000.0, "groups": {"1": [0, 0.5]}})  # before each node's load
+    short_node = json.dumps({"listed_at": 1000.0, "groups": {"1": [0, 0.5, [[4.0]]]}})
+    for broken in ("{", future, json.dumps({"groups": []}), old_format, no_nodes):
         Path(path).write_text(broken)
         assert shared_group_loads(lambda: api, path, 10.0, lambda: 1000.0) == IDLE
         Path(path).write_text(broken)
-    assert api.calls == 8
+    assert api.calls == 10
+    Path(path).write_text(short_node)  # a node's missing fields are its defaults, not an error
+    assert shared_group_loads(lambda: api, path, 10.0, lambda: 1000.0) == {
+        1: GroupLoad(0, 0.5, (NodeLoad(4.0),))
+    }
     blocked = tmp_path / "file"
     blocked.write_text("")  # the cache folder cannot be made: still an answer, just not shared
     assert shared_group_loads(lambda: api, live_load_path(str(blocked)), 10.0) == IDLE
@@ -86,14 +94,18 @@ def test_a_groups_load_is_its_idle_nodes_and_the_cpu_share_its_pods_request() ->
             ),
         )
 
-    def pod(on: str, *cpus: str, daemon: bool = False) -> k8s.V1Pod:
+    def pod(on: str, *cpus: str, daemon: bool = False, busy: str | None = None) -> k8s.V1Pod:
         owners = [k8s.V1OwnerReference(api_version="apps/v1", kind="DaemonSet", name="d", uid="u")]
         containers = [
             k8s.V1Container(name=f"c{i}", resources=k8s.V1ResourceRequirements(requests={"cpu": c}))
             for i, c in enumerate(cpus)
         ]
         return k8s.V1Pod(
-            metadata=k8s.V1ObjectMeta(name="p", owner_references=owners if daemon else None),
+            metadata=k8s.V1ObjectMeta(
+                name="p",
+                owner_references=owners if daemon else None,
+                annotations={BUSY_CORES_ANNOTATION: busy} if busy is not None else None,
+            ),
             spec=k8s.V1PodSpec(node_name=on, containers=containers),
         )
 
@@ -104,14 +116,76 @@ def test_a_groups_load_is_its_idle_nodes_and_the_cpu_share_its_pods_request() ->
 
         def list_pod_for_all_namespaces(self, **_: Any) -> Any:
             pods = [
-                pod("a", "1500m", "500m"),
+                pod("a", "1500m", "500m", busy="5.5"),  # its family keeps 5.5 cores busy
                 pod("a", "100m", daemon=True),
                 pod("b", "100m", daemon=True),
                 pod("cordoned", "4"),
                 pod("b", "not-a-quantity"),  # unreadable: asks for nothing, but the node is busy
+                pod("b", "1", busy="-2"),  # not a count of cores: its request stands
+                pod("b", "250m", busy="nan"),
             ]
             return k8s.V1PodList(items=pods)
 
     (load,) = group_loads(Cluster()).values()
     assert load.idle_nodes == 0
-    assert load.reserved_fraction == pytest.approx((1.5 + 0.5 + 0.1 + 0.1) / (4 + 3.92))
+    assert load.reserved_fraction == pytest.approx((1.5 + 0.5 + 0.1 + 0.1 + 1 + 0.25) / (4 + 3.92))
+    # Per schedulable node: allocatable cores, cores requested, cores expected busy (annotation, else request).
+    assert [x for node in load.nodes for x in astuple(node)] == pytest.approx(
+        [4.0, 2.1, 5.6, 3.92, 1.35, 1.35]
+    )
+
+
+def test_finish_time_with_live_load_avoids_a_fast_group_whose_cores_are_shared(
+    engine: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """End to end through the fake API server. A family kept 6 cores busy on the slow group;
+    expected there 101.5 s, 90.6 s on the middle group, 85.1 s on the fast one. The fast group's
+    nodes run pods asking 1 core that keep 7.5 busy (their annotation): on the node kube-scheduler
+    would pick, 7.5 + 6 of 8 cores are busy, 1.6875 x 85.1 = 143.6 s, so the pod prefers the idle
+    middle group, then the slow one. Its own pod says its family keeps 6 cores busy."""
+    from datetime import datetime, timezone
+
+    from airflow_adaptive.config import get_settings
+    from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
+    from airflow_adaptive.core.units import GIB
+    from airflow_adaptive.kubernetes.names import GROUP_LABEL, PLACEMENT_ANNOTATION
+    from tests.conftest import sql_store, validate_pod
+    from tests.core.test_placement import build, cluster, preferred
+    from tests.fake_kubernetes import FakeKubernetesApi
+
+    cluster(engine)
+    runs = [
+        Observation(
+            TaskKey("d", "align", f"r{i}", -1, 1),
+            "align",
+            Usage(GIB, 6.0 * (100.0 + i), 100.0 + i, 10**6, 10**6, PeakKind.MEASURED),
+            ExitReason.COMPLETED,
+            0,
+            finished_at=datetime(2026, 11, 1, i, tzinfo=timezone.utc),
+            node_name="node-10",
+        )
+        for i in range(4)
+    ]
+    sql_store(engine).record(runs)
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__SPOOL_DIR", str(tmp_path / "state"))
+    get_settings.cache_clear()
+    try:
+        blind = build("align")
+        assert [g for _, g in preferred(blind)] == ["3", "2", "1"]  # live load off: runtimes alone
+        assert blind.metadata.annotations[BUSY_CORES_ANNOTATION] == "6"
+        monkeypatch.setenv("AIRFLOW__ADAPTIVE__PLACEMENT_LIVE_LOAD", "True")
+        get_settings.cache_clear()
+        with FakeKubernetesApi(tmp_path, lambda pod: 0) as api:
+            for g in (1, 2, 3):
+                for i in (0, 1):
+                    api.add_node(f"node-{g}{i}", cores=8, labels={GROUP_LABEL: str(g)})
+            for i in (0, 1):
+                api.add_pod(
+                    "default", f"hog-{i}", f"node-3{i}", cpu="1", annotations={BUSY_CORES_ANNOTATION: "7.5"}
+                )
+            pod = build("align", config_file=str(api.kubeconfig), in_cluster=False)
+        validate_pod(pod)
+        assert [g for _, g in preferred(pod)] == ["2", "1", "3"]
+        assert "group 3 (finish-time 143.6" in pod.metadata.annotations[PLACEMENT_ANNOTATION]
+    finally:
+        get_settings.cache_clear()

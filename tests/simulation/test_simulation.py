@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from airflow_adaptive.core.placement import DEFAULT_PLACEMENT, PlacementEngine
+from airflow_adaptive.core.placement import DEFAULT_PLACEMENT
 from airflow_adaptive.core.units import GIB
 from airflow_adaptive.evaluation.replay import GB_H
 from airflow_adaptive.exceptions import InvalidSettingError, SimulationInputError, TraceFormatError
+from airflow_adaptive.options import OPTIONS
 from airflow_adaptive.simulation.bounds import lower_bound_s
 from airflow_adaptive.simulation.cluster import Cluster, SimNode, load_cluster, preset
 from airflow_adaptive.simulation.compare import compare
@@ -323,7 +324,7 @@ def test_size_cpu_packs_by_the_cores_tasks_use() -> None:
 def test_the_default_placement_is_what_pods_get_and_runs_by_that_name() -> None:
     """``simulate --placement default`` runs the provider's default placement, whichever it is, and
     keeps the name it was asked by; a misspelt name lists it among the known ones."""
-    assert PlacementEngine().scorers[0][0].name == DEFAULT_PLACEMENT
+    assert OPTIONS["placement_policy"][1] == DEFAULT_PLACEMENT  # what pods get when nothing is set
     workload = concurrent_runs(pegasus_workload("montage", 120, SimParams(), seed=1), 2)
     by_name = {
         p: Simulation(preset("5,4,4,2"), workload, p, "user").run() for p in ("default", DEFAULT_PLACEMENT)
