@@ -128,8 +128,9 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "boolean",
         "False",
         "Before placing a pod, the operator reads which node groups have an idle node, so that they may "
-        "take tasks labelled for weaker groups, and how much of each group's CPU is requested, which "
-        "``finish-time`` weighs (two list calls, shared by a machine's pods for "
+        "take tasks labelled for weaker groups, and each node's cores, cores requested and cores its pods "
+        "are expected to keep busy, from which ``finish-time`` weighs the CPU sharing a pod would meet "
+        "(two list calls of every node and unfinished pod, shared by a machine's pods for "
         "``placement_live_load_ttl_seconds``).",
     ),
     "placement_live_load_ttl_seconds": (
