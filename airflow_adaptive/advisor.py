@@ -86,7 +86,11 @@ class Advisor:
             )
         else:
             decision = keep_user(ask.user, "adaptive sizing is off for this task")
-        cpu_millicores = decision.cpu_request_millicores or ask.cpu_request_millicores or 0
+        # Without a request Kubernetes requests the limit.
+        cpu_millicores = (
+            decision.cpu_request_millicores or ask.cpu_request_millicores or ask.cpu_limit_millicores or 0
+        )
+        limit = ask.cpu_limit_millicores
         placement = self.placement.place(
             ask.task_family,
             ask.required_capabilities,
@@ -94,6 +98,7 @@ class Advisor:
             ask.group_loads,
             ask.input_size_bytes,
             request_cores=cpu_millicores / 1000,
+            limit_cores=limit / 1000 if limit else None,
         )
         choice = self.placement.priority(ask.task_family, ask.static_weight)
         priority_class, note = class_of(choice)

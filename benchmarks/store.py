@@ -41,16 +41,18 @@ PER_FAMILY = 100
 COLUMNS = (
     "dag_id, task_id, run_id, map_index, try_number, task_family, finished_at, memory_request_bytes, "
     "memory_limit_bytes, peak_memory_bytes, peak_kind, cpu_core_seconds, wall_seconds, read_bytes, "
-    "write_bytes, exit_reason, exit_code"
+    "write_bytes, exit_reason, exit_code, node_name"
 )
-# One generated attempt per g; families f0..f{families-1}; peaks 50 MB .. 4.9 GB; every 50th OOM-killed.
+# One generated attempt per g; families f0..f{families-1}; peaks 50 MB .. 4.9 GB; every 50th OOM-killed;
+# each on one of the 15 profiled nodes, so placing a warm family fits its runtime per group (finish-time).
 POSTGRES_FILL = text(
     f"INSERT INTO adaptive_task_attempt ({COLUMNS}) "
     "SELECT 'dag' || (g % 100), 'f' || (g % :families), 'r' || g, -1, 1, 'f' || (g % :families), "
     "timestamptz '2026-01-01 00:00:00+00' + g * interval '1 second', 8589934592, 8589934592, "
     "CASE WHEN g % 50 = 0 THEN NULL ELSE CAST(1 + (CAST(g AS BIGINT) * 7919) % 97 AS BIGINT) * 50000000 END, 'measured', "
     "100.0 + g % 50, 60.0 + g % 30, 1000000, 1000000, "
-    "CASE WHEN g % 50 = 0 THEN 'OOMKilled' ELSE 'Completed' END, 0 FROM generate_series(1, :n) AS g"
+    "CASE WHEN g % 50 = 0 THEN 'OOMKilled' ELSE 'Completed' END, 0, 'node-' || (g % 3) || (g % 5) "
+    "FROM generate_series(1, :n) AS g"
 )
 SQLITE_FILL = text(
     f"INSERT INTO adaptive_task_attempt ({COLUMNS}) "
@@ -59,7 +61,7 @@ SQLITE_FILL = text(
     "strftime('%Y-%m-%d %H:%M:%f', '2026-01-01', '+' || g || ' seconds'), 8589934592, 8589934592, "
     "CASE WHEN g % 50 = 0 THEN NULL ELSE CAST(1 + (CAST(g AS BIGINT) * 7919) % 97 AS BIGINT) * 50000000 END, 'measured', "
     "100.0 + g % 50, 60.0 + g % 30, 1000000, 1000000, "
-    "CASE WHEN g % 50 = 0 THEN 'OOMKilled' ELSE 'Completed' END, 0 FROM seq"
+    "CASE WHEN g % 50 = 0 THEN 'OOMKilled' ELSE 'Completed' END, 0, 'node-' || (g % 3) || (g % 5) FROM seq"
 )
 # One unfinished attempt per ten stored (ten per family), started up to two hours ago.
 UNFINISHED = "dag_id, task_id, run_id, map_index, try_number, task_family, started_at"
@@ -105,6 +107,7 @@ def attempt(family: str, n: int, *, oom: bool = False) -> Observation:
         8 * GIB,
         2 * GIB if oom else 8 * GIB,
         finished_at=T0 + timedelta(seconds=n),
+        node_name=f"node-{n % 3}{n % 5}",
     )
 
 

@@ -38,7 +38,10 @@ def alembic_config(url: str) -> Config:
     return config
 
 
-PLAIN = SimParams(pod_startup_s=0.0, interference_per_task=0.0, cpu_sharing=False, shuffle_nodes=False)
+# Exact: no start-up time, no interference, no CPU sharing, nodes in the given order, live load fresh.
+PLAIN = SimParams(
+    pod_startup_s=0.0, interference_per_task=0.0, cpu_sharing=False, shuffle_nodes=False, live_load_ttl_s=0.0
+)
 
 
 def node(name: str, speed: float = 1.0, cores: float = 2, memory_gib: int = 4, **kw: object) -> SimNode:

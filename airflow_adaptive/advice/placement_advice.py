@@ -67,6 +67,7 @@ class PlacementAdvice:
         input_size_bytes: int | None = None,
         *,
         request_cores: float = 0.0,
+        limit_cores: float | None = None,
         with_runtimes: bool = False,
     ) -> PlacementResult:
         """Preferred node groups for the family (no preference when groups or history are unavailable).
@@ -105,11 +106,14 @@ class PlacementAdvice:
                 g.members,
                 reserved_fraction=load[g.id].reserved_fraction,
                 idle_nodes=load[g.id].idle_nodes,
-                nodes=load[g.id].nodes,
+                # Live load lists every group with a labelled node; one it does not list has none now.
+                nodes=None if loads is None else load[g.id].nodes,
             )
             for g in groups
         ]
         busy = own.cpu_cores if own else None
+        if busy is not None and limit_cores:
+            busy = min(busy, limit_cores)  # a CPU limit caps what it can keep busy
         return engine.place(replace(task, labels=labels, runtime_by_group_s=runtimes, busy_cores=busy), views)
 
     @staticmethod

@@ -39,7 +39,7 @@ class GroupView:
     members: tuple[str, ...] = ()
     reserved_fraction: float = 0.0  # share of the group's resources already reserved (0..1)
     idle_nodes: int = 0  # members running nothing now (0 when unknown)
-    nodes: tuple[NodeLoad, ...] = ()  # its schedulable members' load (empty when unknown)
+    nodes: tuple[NodeLoad, ...] | None = None  # its schedulable members' load (None: no live load)
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,18 @@ class CapabilityFilter:
     def __call__(self, task: TaskDemandView, group: GroupView) -> Verdict:
         missing = sorted(task.required_capabilities - group.capabilities)
         return Verdict(not missing, f"lacks {', '.join(missing)}" if missing else "")
+
+
+@dataclass(frozen=True)
+class SchedulableFilter:
+    """With live load, a group with no schedulable member now (all cordoned, not ready, or gone)."""
+
+    name: str = "schedulable"
+
+    def __call__(self, task: TaskDemandView, group: GroupView) -> Verdict:
+        if group.nodes is not None and not group.nodes:
+            return Verdict(False, "has no schedulable node now")
+        return Verdict(True)
 
 
 @dataclass(frozen=True)
@@ -168,18 +180,23 @@ class FastestScorer:
         return float(sum(group.ranks.values()))
 
 
-def cpu_slowdown(task: TaskDemandView, nodes: Sequence[NodeLoad]) -> float:
+def shared_cpu_slowdown(busy_cores: float, cores: float) -> float:
+    """Cores kept busy over the node's cores, when above 1: how much slower each pod there runs."""
+    return max(1.0, busy_cores / cores)
+
+
+def cpu_slowdown(task: TaskDemandView, nodes: Sequence[NodeLoad] | None) -> float:
     """How much slower the task runs on the node kube-scheduler would likely give it (the least
-    requested one its CPU request fits) than alone: cores kept busy there, its own included, over the
-    node's cores, when above 1. Kubernetes packs by requests, so a node whose pods use more cores
-    than they request shares them; no live load (no nodes): 1."""
-    usable = [n for n in nodes if n.cores > 0]
-    fitting = [n for n in usable if n.cores - n.requested_cores >= task.request_cores] or usable
+    requested one its CPU request fits; none fits: the least requested, where it would wait) than
+    alone. Kubernetes packs by requests, so a node whose pods use more cores than they request
+    shares them. No live load (None) or no readable cores: 1."""
+    usable = [n for n in nodes or () if n.cores > 0]
+    fitting = [n for n in usable if n.cores - n.requested_cores >= task.request_cores - 1e-9] or usable
     if not fitting:
         return 1.0
     node = min(fitting, key=lambda n: n.requested_cores / n.cores)
     own = task.busy_cores if task.busy_cores is not None else task.request_cores
-    return max(1.0, (node.busy_cores + own) / node.cores)
+    return shared_cpu_slowdown(node.busy_cores + own, node.cores)
 
 
 @dataclass(frozen=True)
@@ -238,9 +255,12 @@ class PlacementResult:
 
 
 class PlacementEngine:
+    """Filters, then scorers; ``PlacementEngine()`` alone is tarema's rule. Policies by name, the
+    default included: ``engine_for``."""
+
     def __init__(
         self,
-        filters: Sequence[Filter] = (CapabilityFilter(), MemoryFitFilter()),
+        filters: Sequence[Filter] = (CapabilityFilter(), MemoryFitFilter(), SchedulableFilter()),
         scorers: Sequence[tuple[Scorer, float]] = ((TaremaScorer(), 1.0),),
         fallback: Scorer | None = None,
     ) -> None:
@@ -269,7 +289,8 @@ class PlacementEngine:
             )
         totals, reasons, notes = _scores(self.scorers, task, passing)
         if not reasons and self.fallback is not None:
-            totals, reasons, _ = _scores(((self.fallback, 1.0),), task, passing)
+            totals, reasons, unknown = _scores(((self.fallback, 1.0),), task, passing)
+            notes += unknown
         for scorer, _ in self.scorers:
             placed = getattr(scorer, "placed", None)
             if placed is not None:

@@ -113,7 +113,7 @@ def apply_decision(
     metadata.annotations[STRATEGY_ANNOTATION] = strategy
     metadata.annotations.setdefault(USER_MEMORY_ANNOTATION, user_memory_note(user))
     if decision.busy_cores is not None and math.isfinite(decision.busy_cores) and decision.busy_cores >= 0:
-        metadata.annotations[BUSY_CORES_ANNOTATION] = f"{round(decision.busy_cores, 3):g}"
+        metadata.annotations[BUSY_CORES_ANNOTATION] = f"{max(0.0, round(decision.busy_cores, 3)):g}"
     if choice is not None:
         metadata.labels[MODE_LABEL] = choice.mode.value
         metadata.annotations[MODE_ANNOTATION] = choice.note()

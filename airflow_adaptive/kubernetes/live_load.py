@@ -1,7 +1,7 @@
-"""How loaded each node group is (idle nodes, requested CPU share), read from the cluster at most
-once per ``ttl_seconds`` on a machine: the task processes of a worker share one view through a small
-JSON file, so a burst of pods costs two list calls, not two per pod, and a view is at most
-``ttl_seconds`` old."""
+"""How loaded each node group is (idle nodes, requested CPU share, each node's cores requested and
+expected busy), read from the cluster at most once per ``ttl_seconds`` on a machine: the task
+processes of a worker share one view through a small JSON file, so a burst of pods costs two list
+calls, not two per pod, and a view is at most ``ttl_seconds`` old."""
 
 from __future__ import annotations
 

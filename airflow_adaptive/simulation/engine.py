@@ -25,7 +25,7 @@ from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.grouping import task_feature_ranks
 from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, task_labels
 from airflow_adaptive.core.lff import class_tier
-from airflow_adaptive.core.placement import TaskDemandView, engine_for
+from airflow_adaptive.core.placement import TaskDemandView, engine_for, shared_cpu_slowdown
 from airflow_adaptive.core.runtimes import Run, RuntimeModel, feature_scores, fit_runtimes
 from airflow_adaptive.core.sketch import LogHistogram
 from airflow_adaptive.evaluation.replay import GB_H
@@ -33,7 +33,7 @@ from airflow_adaptive.evaluation.replay import GB_H
 from .bounds import runtime_on
 from .cluster import Cluster, SimNode
 from .cpu_sizer import CpuSizer
-from .group_state import GroupState, NodeState
+from .group_state import GroupState, SimNodeState
 from .node_rules import node_rules
 from .params import DEFAULT_PARAMS, SIZINGS, SimParams
 from .placements import LIVE, LOCALITY, WITHOUT_LIVE_LOAD, base_placement
@@ -116,9 +116,11 @@ class Simulation:
     def _groups(self, cluster: Cluster, specs: Sequence[SimNode]) -> None:
         grouping = cluster.grouping
         group_of = {m: g.id for g in grouping.groups for m in g.members}
-        self.nodes = [NodeState(s, i, group_of[s.name], s.cores, s.memory_bytes) for i, s in enumerate(specs)]
+        self.nodes = [
+            SimNodeState(s, i, group_of[s.name], s.cores, s.memory_bytes) for i, s in enumerate(specs)
+        ]
         self.group_ranks = {g.id: task_feature_ranks(g.ranks) for g in grouping.groups}
-        self.groups = GroupState(self.group_ranks)
+        self.groups = GroupState(self.group_ranks, self.params.live_load_ttl_s)
         self.group_scores = {g.id: feature_scores(g.means) for g in grouping.groups}
         self.total_cores = {
             g.id: sum(n.spec.cores for n in self.nodes if n.group == g.id) for g in grouping.groups
@@ -197,7 +199,7 @@ class Simulation:
         return self.stats.mean_runtime_s(family) or 0.0
 
     # --- placement -------------------------------------------------------------------------
-    def pick(self, attempt: _Attempt) -> NodeState | None:
+    def pick(self, attempt: _Attempt) -> SimNodeState | None:
         task = self.tasks[attempt.task]
         if attempt.cores > self._most_free_cores + EPS:
             return None
@@ -221,7 +223,7 @@ class Simulation:
             self.stats.mean_cores_used(task.family),
         )
         by_node = self.live and self.engine.needs_runtimes  # what live load tells finish-time
-        views = self.groups.now(self.nodes, blind=self.blind, live=self.live, by_node=by_node)
+        views = self.groups.now(self.nodes, self.env.now, blind=self.blind, live=self.live, by_node=by_node)
         result = self.engine.place(demand, views)
         if not result.ranked:
             return None
@@ -267,7 +269,7 @@ class Simulation:
             if following is not None:
                 heapq.heappush(heads, following)
 
-    def _start(self, aid: int, node: NodeState) -> None:
+    def _start(self, aid: int, node: SimNodeState) -> None:
         attempt, p = self.attempts[aid], self.params
         task = self.tasks[attempt.task]
         dominant = self.dominant[task.family]
@@ -275,7 +277,7 @@ class Simulation:
         slowdown = 1.0 + p.interference_per_task * same
         if p.cpu_sharing:
             used = task.cpu_cores_used + sum(c for _, c in node.running.values())
-            slowdown *= max(1.0, used / node.spec.cores)
+            slowdown *= shared_cpu_slowdown(used, node.spec.cores)  # what finish-time-live predicts
         runtime = runtime_on(task, node.spec, dominant) * slowdown
         read = self.storage.read(task, node.spec.name, node.free_memory_bytes - attempt.memory_bytes)
         node.free_memory_bytes -= read.ram_bytes  # a RAM disk holds node memory (tmpfs)
@@ -290,7 +292,8 @@ class Simulation:
         node.free_memory_bytes -= attempt.memory_bytes
         node.running[aid] = (dominant, task.cpu_cores_used)
         # What the pod's annotation would say: its family's recorded mean, else its request.
-        node.expected_busy[aid] = self.stats.mean_cores_used(task.family) or attempt.cores
+        known = self.stats.mean_cores_used(task.family)
+        node.expected_busy[aid] = attempt.cores if known is None else known
         now = self.env.now
         self.sizer.started(attempt.task, attempt.number, now + p.pod_startup_s)  # noted again: running
         self._waits += now - attempt.ready_s
@@ -308,7 +311,7 @@ class Simulation:
         event = self.env.timeout(duration)
         event.callbacks.append(partial(self._finish, aid, node, ran, oom))
 
-    def _finish(self, aid: int, node: NodeState, ran_s: float, oom: bool, _event: object = None) -> None:
+    def _finish(self, aid: int, node: SimNodeState, ran_s: float, oom: bool, _event: object = None) -> None:
         attempt = self.attempts[aid]
         task = self.tasks[attempt.task]
         node.free_cores += attempt.cores
@@ -349,7 +352,7 @@ class Simulation:
         cores = self.cpu.request_cores(task) if self.cpu else task.request_cores
         self._submit(task_index, 1, max(SIZING.floor_bytes, min(int(alloc), self.cap_bytes)), cores)
 
-    def _activate(self, node: NodeState, _event: object = None) -> None:
+    def _activate(self, node: SimNodeState, _event: object = None) -> None:
         node.active = True
         self.groups.refresh(self.nodes)
         self._plan_cycle()

@@ -11,7 +11,7 @@ from .cluster import SimNode
 
 
 @dataclass
-class NodeState:
+class SimNodeState:
     spec: SimNode
     position: int  # in the (shuffled) node list
     group: int
@@ -32,16 +32,18 @@ class NodeState:
 class GroupState:
     """Per node group: its view (ranks, capabilities, members), cores, idle members, reserved cores."""
 
-    def __init__(self, ranks: Mapping[int, Mapping[str, int]]) -> None:
+    def __init__(self, ranks: Mapping[int, Mapping[str, int]], live_load_ttl_s: float = 0.0) -> None:
         self.ranks = ranks
+        self.live_load_ttl_s = live_load_ttl_s
+        self._listed: tuple[float, list[GroupView]] | None = None  # the live view: when, what
         self.views: dict[int, GroupView] = {}
         self.cores: dict[int, float] = {}
         self.idle: dict[int, int] = {}  # active members running nothing
         self.reserved: dict[int, float] = {}  # cores requested now
 
-    def refresh(self, nodes: Sequence[NodeState]) -> None:
+    def refresh(self, nodes: Sequence[SimNodeState]) -> None:
         """Group views without their load; rebuilt when a node joins."""
-        self.views, self.cores = {}, {}
+        self.views, self.cores, self._listed = {}, {}, None
         for gid in sorted(self.ranks):
             members = [n for n in nodes if n.group == gid and n.active]
             if members:
@@ -52,27 +54,35 @@ class GroupState:
                 self.cores[gid] = sum(n.spec.cores for n in members)
                 self.idle[gid] = sum(1 for n in members if not n.running)
 
-    def started(self, node: NodeState, cores: float) -> None:
+    def started(self, node: SimNodeState, cores: float) -> None:
         """Before the attempt joins ``node.running``."""
         self.reserved[node.group] = self.reserved.get(node.group, 0.0) + cores
         if not node.running:
             self.idle[node.group] -= 1
 
-    def ended(self, node: NodeState, cores: float) -> None:
+    def ended(self, node: SimNodeState, cores: float) -> None:
         """After the attempt left ``node.running``."""
         self.reserved[node.group] -= cores
         if not node.running:
             self.idle[node.group] += 1
 
-    def now(self, nodes: Sequence[NodeState], *, blind: bool, live: bool, by_node: bool) -> list[GroupView]:
-        """The views as a policy is told them: the reserved share unless blind, idle members and each
-        node's load only with live load (each node's only when the policy weighs it)."""
-        return [
+    def now(
+        self, nodes: Sequence[SimNodeState], at_s: float, *, blind: bool, live: bool, by_node: bool
+    ) -> list[GroupView]:
+        """The views as a policy is told them: the reserved share unless blind; with live load, the
+        idle members and each node's load (when the policy weighs it) as listed at most
+        ``live_load_ttl_s`` ago, the reserved share with them."""
+        if live and self._listed is not None and at_s < self._listed[0] + self.live_load_ttl_s:
+            return self._listed[1]
+        views = [
             replace(
                 view,
                 reserved_fraction=0.0 if blind else self.reserved.get(gid, 0.0) / self.cores[gid],
                 idle_nodes=self.idle[gid] if live else 0,
-                nodes=tuple(n.load() for n in nodes if n.group == gid and n.active) if by_node else (),
+                nodes=tuple(n.load() for n in nodes if n.group == gid and n.active) if by_node else None,
             )
             for gid, view in self.views.items()
         ]
+        if live:
+            self._listed = (at_s, views)
+        return views

@@ -52,6 +52,10 @@ class SimParams:
     max_attempts: int = 8
     # Tarema shuffles the node list for every run so the order never decides (sec. V-E).
     shuffle_nodes: bool = True
+    # Live load (tarema-idle, finish-time-live) is a view of the cluster listed at most this long ago,
+    # as pods get it (the provider's placement_live_load_ttl_seconds, default 10 s): pods placed in a
+    # burst see the same view, not each other.
+    live_load_ttl_s: float = 10.0
     # Shared storage (declared inputs only; see storage.py). Its aggregate read bandwidth is shared
     # equally by the reads in progress when a read starts: 1 GB/s is an NFS server on 10 GbE. Node-local
     # copies read at a SATA SSD's 500 MB/s, or 5 GB/s from a RAM disk (tmpfs). The paper's nodes had a
@@ -67,8 +71,8 @@ class SimParams:
 
     def __post_init__(self) -> None:
         check_history_and_failures(self.history, HISTORY_MODES, self.time_to_failure)
-        if self.interference_per_task < 0 or self.pod_startup_s < 0:
-            raise InvalidSettingError("interference and pod start-up time cannot be negative")
+        if self.interference_per_task < 0 or self.pod_startup_s < 0 or self.live_load_ttl_s < 0:
+            raise InvalidSettingError("interference, pod start-up time and live-load age cannot be negative")
         if (
             min(
                 self.shared_read_bytes_per_s, self.local_disk_read_bytes_per_s, self.ram_disk_read_bytes_per_s

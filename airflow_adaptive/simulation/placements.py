@@ -9,7 +9,7 @@ from airflow_adaptive.exceptions import InvalidSettingError
 
 # "tarema-idle" is tarema told which groups have idle nodes right now (the provider's
 # placement_live_load): its distance then ignores overshooting onto idle groups (see TaremaScorer).
-# "finish-time-live" is finish-time with live load (idle nodes and requested CPU share); plain
+# "finish-time-live" is finish-time with live load (each node's cores, requested and expected busy); plain
 # "finish-time" is what pods get without placement_live_load: no load, expected runtimes alone.
 LIVE = ("tarema-idle", "finish-time-live")
 WITHOUT_LIVE_LOAD = "finish-time"  # an own policy that reads load only from live load

@@ -145,6 +145,8 @@ def test_finish_time_with_live_load_avoids_a_fast_group_whose_cores_are_shared(
     middle group, then the slow one. Its own pod says its family keeps 6 cores busy."""
     from datetime import datetime, timezone
 
+    from kubernetes.client import models as k8s
+
     from airflow_adaptive.config import get_settings
     from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
     from airflow_adaptive.core.units import GIB
@@ -184,8 +186,19 @@ def test_finish_time_with_live_load_avoids_a_fast_group_whose_cores_are_shared(
                     "default", f"hog-{i}", f"node-3{i}", cpu="1", annotations={BUSY_CORES_ANNOTATION: "7.5"}
                 )
             pod = build("align", config_file=str(api.kubeconfig), in_cluster=False)
+            # A 2-core CPU limit (Kubernetes requests the limit too) caps what the family can keep
+            # busy: 7.5 + 2 of 8 cores, 1.1875 x 85.1 = 101.1 s, now just ahead of the slow group.
+            limited = build(
+                "align",
+                config_file=str(api.kubeconfig),
+                in_cluster=False,
+                container_resources=k8s.V1ResourceRequirements(limits={"cpu": "2"}),
+            )
         validate_pod(pod)
         assert [g for _, g in preferred(pod)] == ["2", "1", "3"]
         assert "group 3 (finish-time 143.6" in pod.metadata.annotations[PLACEMENT_ANNOTATION]
+        validate_pod(limited)
+        assert [g for _, g in preferred(limited)] == ["2", "3", "1"]
+        assert limited.metadata.annotations[BUSY_CORES_ANNOTATION] == "2"
     finally:
         get_settings.cache_clear()

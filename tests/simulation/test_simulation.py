@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from airflow_adaptive.config import load_settings
 from airflow_adaptive.core.placement import DEFAULT_PLACEMENT
 from airflow_adaptive.core.units import GIB
 from airflow_adaptive.evaluation.replay import GB_H
 from airflow_adaptive.exceptions import InvalidSettingError, SimulationInputError, TraceFormatError
-from airflow_adaptive.options import OPTIONS
 from airflow_adaptive.simulation.bounds import lower_bound_s
 from airflow_adaptive.simulation.cluster import Cluster, SimNode, load_cluster, preset
 from airflow_adaptive.simulation.compare import compare
@@ -77,12 +77,37 @@ def test_finish_time_prefers_the_group_where_the_family_is_expected_to_end_first
     assert sim.expected_runtime_s(tasks[0]) == pytest.approx({slow: 100.0, fast: 50.0})
     assert sim.expected_runtime_s(tasks[1]) == pytest.approx({slow: 100.0, fast: 50.0})
     result = run(nodes, tasks, "finish-time-live")
-    # a on a fast node; for b the fast group is half reserved (50 s x 1.5 = 75 s) and still ends
-    # before the slow one (100 s); then c on a fast node (25 s). Without live load (plain
-    # finish-time, what pods get by default) the load is unknown and the order the same here.
+    # a and b on the fast nodes (each keeps 1 of 2 cores busy: no sharing, 50 s), then c on a fast
+    # node (25 s). Without live load (plain finish-time, what pods get by default) the same here.
     assert {s.task: s.node for s in result.timeline} == {"a": "fast", "b": "fast2", "c": "fast"}
     assert result.makespan_s == pytest.approx(75.0)
     assert run(nodes, tasks, "finish-time").makespan_s == pytest.approx(75.0)
+
+
+def test_finish_time_with_live_load_weighs_cpu_sharing_as_listed_at_most_a_ttl_ago() -> None:
+    """x1 and x2 each keep 6 cores busy on a 1-core request, y keeps 4; all ready at 0 s. x1 and x2
+    go to the two fast nodes (100 s there, 200 s on a slow one). For y, a fast node would then share
+    6 + 4 of its 4 cores: 50 s x 2.5 = 125 s, against 100 s alone on a slow node, so with a fresh
+    view it goes to a slow one. With the view listed at most 10 s ago (the default, as pods get it),
+    y sees the view x1 saw, idle fast nodes, and goes to a fast one."""
+    nodes = [
+        node(n, 2.0 if n.startswith("fast") else 1.0, cores=4) for n in ("fast", "fast2", "slow", "slow2")
+    ]
+    tasks = [
+        task("x1", 200, request_cores=1.0, cpu_cores_used=6.0),
+        task("x2", 200, request_cores=1.0, cpu_cores_used=6.0),
+        task("y", 100, request_cores=1.0, cpu_cores_used=4.0),
+    ]
+    sharing = replace(PLAIN, cpu_sharing=True, live_load_ttl_s=0.0)
+    fresh = run(nodes, tasks, "finish-time-live", sharing)
+    assert {s.task: s.node for s in fresh.timeline} == {"x1": "fast", "x2": "fast2", "y": "slow"}
+    # Each x alone on 4 cores keeping 6 busy: 100 s x 1.5; y alone on a slow node: 100 s.
+    assert {s.task: s.end_s for s in fresh.timeline} == pytest.approx({"x1": 150.0, "x2": 150.0, "y": 100.0})
+    stale = run(nodes, tasks, "finish-time-live", replace(sharing, live_load_ttl_s=10.0))
+    assert {s.task: s.node for s in stale.timeline} == {"x1": "fast", "x2": "fast2", "y": "fast"}
+    assert {s.task: s.end_s for s in stale.timeline}["y"] == pytest.approx(50.0 * 10.0 / 4.0)
+    # Without live load the sharing is not known: y on a fast node as well.
+    assert {s.task: s.node for s in run(nodes, tasks, "finish-time", sharing).timeline}["y"] == "fast"
 
 
 def test_start_up_time_and_waiting_for_room() -> None:
@@ -324,7 +349,7 @@ def test_size_cpu_packs_by_the_cores_tasks_use() -> None:
 def test_the_default_placement_is_what_pods_get_and_runs_by_that_name() -> None:
     """``simulate --placement default`` runs the provider's default placement, whichever it is, and
     keeps the name it was asked by; a misspelt name lists it among the known ones."""
-    assert OPTIONS["placement_policy"][1] == DEFAULT_PLACEMENT  # what pods get when nothing is set
+    assert load_settings().placement_policy == DEFAULT_PLACEMENT  # what pods get when nothing is set
     workload = concurrent_runs(pegasus_workload("montage", 120, SimParams(), seed=1), 2)
     by_name = {
         p: Simulation(preset("5,4,4,2"), workload, p, "user").run() for p in ("default", DEFAULT_PLACEMENT)
