@@ -296,8 +296,8 @@ class PlacementEngine:
             if placed is not None:
                 placed()
         strength = {g.id: sum(g.ranks.values()) for g in passing}
-        order = sorted(passing, key=lambda g: (-totals.get(g.id, 0.0), -strength[g.id], g.id))
-        ranked = tuple(RankedGroup(g, totals.get(g.id, 0.0), tuple(reasons.get(g.id, ()))) for g in order)
+        order = sorted(passing, key=lambda g: (-totals[g.id], -strength[g.id], g.id))
+        ranked = tuple(RankedGroup(g, totals[g.id], tuple(reasons.get(g.id, ()))) for g in order)
         return PlacementResult(
             ranked,
             tuple(rejected),

@@ -82,6 +82,7 @@ class Simulation:
         self.engine = engine_for(self.base.removesuffix("-idle").removesuffix("-live"))
         self.live = self.base in LIVE  # told each group's load now, as placement_live_load does
         self.blind = self.base == WITHOUT_LIVE_LOAD
+        self.by_node = self.live and self.engine.needs_runtimes  # what live load tells finish-time
         self.tasks: Sequence[SimTask] = workload.tasks
         specs = list(cluster.nodes)
         if params.shuffle_nodes:
@@ -222,8 +223,9 @@ class Simulation:
             attempt.cores,
             self.stats.mean_cores_used(task.family),
         )
-        by_node = self.live and self.engine.needs_runtimes  # what live load tells finish-time
-        views = self.groups.now(self.nodes, self.env.now, blind=self.blind, live=self.live, by_node=by_node)
+        views = self.groups.now(
+            self.nodes, self.env.now, blind=self.blind, live=self.live, by_node=self.by_node
+        )
         result = self.engine.place(demand, views)
         if not result.ranked:
             return None
