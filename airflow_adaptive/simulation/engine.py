@@ -22,6 +22,7 @@ import numpy as np
 import simpy
 
 from airflow_adaptive.core.decide import SizingSettings
+from airflow_adaptive.core.fitted_model import needs_refit
 from airflow_adaptive.core.grouping import task_feature_ranks
 from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, task_labels
 from airflow_adaptive.core.lff import class_tier
@@ -150,6 +151,7 @@ class Simulation:
         self._labelled_at = 0
         self._runs: dict[str, list[Run]] = {}  # per family: the runs recorded, with their group
         self._runtime_models: dict[str, RuntimeModel | None] = {}
+        self._fitted_on: dict[str, int] = {}  # per family: the runs its runtime model was fitted on
         if prior_run:
             for i, t in enumerate(self.tasks):
                 self._count(t.family, 1)
@@ -159,14 +161,18 @@ class Simulation:
                 self._ran(t, node.group, runtime_on(t, node.spec, self.dominant[t.family]))
 
     def _ran(self, task: SimTask, group: int, runtime_s: float) -> None:
-        self._runs.setdefault(task.family, []).append(Run(group, runtime_s, task.input_size_bytes))
-        self._runtime_models.pop(task.family, None)
+        runs = self._runs.setdefault(task.family, [])
+        runs.append(Run(group, runtime_s, task.input_size_bytes))
+        # As the store refits a family's model: after every run while it has few, then as it grows 5 %.
+        if needs_refit(self._fitted_on.get(task.family, -1), len(runs), SIZING.refit_growth):
+            self._runtime_models.pop(task.family, None)
 
     def expected_runtime_s(self, task: SimTask) -> dict[int, float]:
         """The task's expected runtime per group, from its family's recorded runs (core/runtimes.py)."""
         if task.family not in self._runtime_models:
-            window = self._runs.get(task.family, [])[-RUNTIME_WINDOW:]
-            self._runtime_models[task.family] = fit_runtimes(window, self.group_scores)
+            runs = self._runs.get(task.family, [])
+            self._fitted_on[task.family] = len(runs)
+            self._runtime_models[task.family] = fit_runtimes(runs[-RUNTIME_WINDOW:], self.group_scores)
         model = self._runtime_models[task.family]
         if model is None:
             return {}
