@@ -26,7 +26,7 @@ from airflow_adaptive.core.fitted_model import needs_refit
 from airflow_adaptive.core.grouping import task_feature_ranks
 from airflow_adaptive.core.labels import GroupCapacity, feature_capacities, task_labels
 from airflow_adaptive.core.lff import class_tier
-from airflow_adaptive.core.placement import TaskDemandView, engine_for, shared_cpu_slowdown
+from airflow_adaptive.core.placement import TaskDemandView, engine_for
 from airflow_adaptive.core.runtimes import Run, RuntimeModel, feature_scores, fit_runtimes
 from airflow_adaptive.core.sketch import LogHistogram
 from airflow_adaptive.evaluation.replay import GB_H
@@ -40,6 +40,7 @@ from .params import DEFAULT_PARAMS, SIZINGS, SimParams
 from .placements import LIVE, LOCALITY, WITHOUT_LIVE_LOAD, base_placement
 from .queues import PendingQueue
 from .results import RunResult, Span
+from .sharing import Progress, Sharing
 from .sizing import SimSizing
 from .storage import SharedStorage
 from .workload import FamilyStats, SimTask, Workload, dominant_features, family_demands
@@ -109,6 +110,7 @@ class Simulation:
         tier = lambda f: class_tier(self.success_counts.share_below(done(f, 0)))  # noqa: E731
         self.pending = PendingQueue(queue, workload, lambda f: done(f, 0), tier)
         self.attempts: list[_Attempt] = []
+        self.sharing = Sharing(params)  # the running attempts' progress
         self._cycle_planned = False
         self._most_free_cores = 0.0
         self._waits = 0.0
@@ -281,12 +283,6 @@ class Simulation:
         attempt, p = self.attempts[aid], self.params
         task = self.tasks[attempt.task]
         dominant = self.dominant[task.family]
-        same = sum(1 for d, _ in node.running.values() if d == dominant)
-        slowdown = 1.0 + p.interference_per_task * same
-        if p.cpu_sharing:
-            used = task.cpu_cores_used + sum(c for _, c in node.running.values())
-            slowdown *= shared_cpu_slowdown(used, node.spec.cores)  # what finish-time-live predicts
-        runtime = runtime_on(task, node.spec, dominant) * slowdown
         read = self.storage.read(task, node.spec.name, node.free_memory_bytes - attempt.memory_bytes)
         node.free_memory_bytes -= read.ram_bytes  # a RAM disk holds node memory (tmpfs)
         if read.shared_seconds:
@@ -294,7 +290,7 @@ class Simulation:
                 self.storage.done_reading
             )
         oom = task.peak_memory_bytes > attempt.memory_bytes
-        ran = runtime * p.time_to_failure if oom else runtime
+        work_s = runtime_on(task, node.spec, dominant) * (p.time_to_failure if oom else 1.0)
         node.free_cores -= attempt.cores
         self.groups.started(node, attempt.cores)
         node.free_memory_bytes -= attempt.memory_bytes
@@ -306,20 +302,35 @@ class Simulation:
         self.sizer.started(attempt.task, attempt.number, now + p.pod_startup_s)  # noted again: running
         self._waits += now - attempt.ready_s
         self.result.attempts += 1
-        duration = p.pod_startup_s + read.seconds + ran
-        self._reserved_core_s[node.group] = (
-            self._reserved_core_s.get(node.group, 0.0) + attempt.cores * duration
-        )
-        work = task.cpu_cores_used * ran / slowdown
-        self._work_core_s[node.group] = self._work_core_s.get(node.group, 0.0) + work
+        self._work_core_s[node.group] = self._work_core_s.get(node.group, 0.0) + task.cpu_cores_used * work_s
         if attempt.number == 1:
             self.result.tasks_by_group[node.group] = self.result.tasks_by_group.get(node.group, 0) + 1
-        if self.record_timeline:
-            self.result.timeline.append(Span(node.spec.name, task.id, now, now + duration, task.family, oom))
-        event = self.env.timeout(duration)
-        event.callbacks.append(partial(self._finish, aid, node, ran, oom))
+        self.sharing.progress[aid] = Progress(now, p.pod_startup_s + read.seconds, work_s, oom)
+        self._reshare(node)
 
-    def _finish(self, aid: int, node: SimNodeState, ran_s: float, oom: bool, _event: object = None) -> None:
+    def _reshare(self, node: SimNodeState) -> None:
+        """Every attempt on the node at its speed now; an attempt whose speed changed ends anew."""
+        for aid, left_s, version in self.sharing.reshare(node.running, node.spec.cores, self.env.now):
+            self.env.timeout(left_s).callbacks.append(partial(self._end, aid, node, version))
+
+    def _end(self, aid: int, node: SimNodeState, version: int, _event: object = None) -> None:
+        progress = self.sharing.ending(aid, version)
+        if progress is None:
+            return  # rescheduled since
+        now = self.env.now
+        attempt = self.attempts[aid]
+        self._reserved_core_s[node.group] = self._reserved_core_s.get(node.group, 0.0) + attempt.cores * (
+            now - progress.started_s
+        )
+        if self.record_timeline:
+            task = self.tasks[attempt.task]
+            self.result.timeline.append(
+                Span(node.spec.name, task.id, progress.started_s, now, task.family, progress.oom)
+            )
+        self._finish(aid, node, progress.ran_s(now), progress.oom)
+        self._reshare(node)
+
+    def _finish(self, aid: int, node: SimNodeState, ran_s: float, oom: bool) -> None:
         attempt = self.attempts[aid]
         task = self.tasks[attempt.task]
         node.free_cores += attempt.cores

@@ -155,20 +155,32 @@ def test_a_task_needing_a_capability_waits_for_a_node_that_offers_it() -> None:
         assert result.mean_wait_s == pytest.approx(150.0)
 
 
-def test_interference_and_cpu_sharing_slow_the_second_task() -> None:
+def test_interference_and_cpu_sharing_slow_both_tasks_while_they_share_the_node() -> None:
     params = SimParams(pod_startup_s=0.0, interference_per_task=0.05, cpu_sharing=True, shuffle_nodes=False)
     tasks = [
         task("a", 100, request_cores=1, cpu_cores_used=3),
-        task("b", 100, request_cores=1, cpu_cores_used=3),
+        task("b", 20, request_cores=1, cpu_cores_used=3),
     ]
     result = run([node("n", cores=4)], tasks, "fair", params)
-    # a starts alone (3 of 4 cores); b shares with one similar task (+5 %) and 6 busy cores on 4 (x1.5).
-    durations = sorted(s.end_s - s.start_s for s in result.timeline)
-    assert durations == pytest.approx([100.0, 100.0 * 1.05 * 1.5])
-    # Reserved: 1 core for 100 s and for 157.5 s; busy: 3 cores of work for 100 s each, on 4 cores.
+    # Together: one similar task beside each (+5 %) and 6 busy cores on 4 (x1.5), so 1.575x slower.
+    # b ends at 20 x 1.575 = 31.5 s; a has done 20 s of its work by then, and runs the last 80 alone.
+    ends = {s.task: s.end_s for s in result.timeline}
+    assert ends == pytest.approx({"a": 111.5, "b": 31.5})
+    # Reserved: 1 core for 111.5 s and for 31.5 s; busy: 3 cores of work for 100 s and 20 s; on 4 cores.
     group = next(iter(result.utilisation_by_group))
-    assert result.utilisation_by_group[group] == pytest.approx((100 + 157.5) / (4 * 157.5))
-    assert result.busy_by_group[group] == pytest.approx(600 / (4 * 157.5))
+    assert result.utilisation_by_group[group] == pytest.approx((111.5 + 31.5) / (4 * 111.5))
+    assert result.busy_by_group[group] == pytest.approx(360 / (4 * 111.5))
+
+
+def test_an_attempt_started_beside_a_busy_node_speeds_up_when_the_others_end() -> None:
+    params = SimParams(pod_startup_s=2.0, interference_per_task=0.0, cpu_sharing=True, shuffle_nodes=False)
+    tasks = [task(f"s{i}", 10, request_cores=1, cpu_cores_used=4) for i in range(2)]
+    tasks.append(task("long", 1000, request_cores=1, cpu_cores_used=4))
+    result = run([node("n", cores=4, memory_gib=8)], tasks, "fair", params)
+    # 12 busy cores on 4 while all three run (x3): the short ones end at 2 + 10 x 3 = 32 s, when the
+    # long one has done 10 s of its work; its last 990 s run alone (2 s of start-up are not slowed).
+    ends = {s.task: s.end_s for s in result.timeline}
+    assert ends == pytest.approx({"s0": 32.0, "s1": 32.0, "long": 32.0 + 990.0})
 
 
 def test_tarema_sends_heavy_families_to_the_strong_group_and_light_ones_to_idle_or_weak_nodes() -> None:
