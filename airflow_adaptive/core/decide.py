@@ -155,6 +155,7 @@ def _predicted(
                 "sampled or OOM-killed)"
             )
         predicted = predictor.predict(input_size_bytes, user.request_bytes)
+        basis += predictor.input_note(input_size_bytes, user.request_bytes)
         guarded = settings.guard_unfinished and predictor.tags().guards_unfinished
         if guarded and unfinished and unfinished.outnumber(fitted.samples) and prior:
             cold, cold_basis = _new_family_start(settings, user, input_size_bytes, prior)

@@ -40,6 +40,7 @@ import numpy as np
 
 from ..defaults import MAX_OOM_RATE
 from ..units import format_bytes
+from .adaptive_explain import explain_adaptive
 from .base import (
     ColdStart,
     Predictor,
@@ -112,7 +113,9 @@ class AdaptivePredictor(Predictor):
         most ``default_bytes`` (then doubling)."""
         if self.warm:
             floor = self._small_sample_floor(input_size_bytes, user_request_bytes)
-            return int(max(self._predict(input_size_bytes), floor))
+            predicted = self._predict(input_size_bytes)
+            cap = self._extrapolation_cap(input_size_bytes, user_request_bytes)
+            return int(max(predicted if cap is None else min(predicted, cap), floor))
         cold = self.cold_without_request(user_request_bytes)
         if cold is not None:
             return max(1, int(cold.allocation_bytes))
@@ -362,39 +365,34 @@ class AdaptivePredictor(Predictor):
         return None if self._line_chosen or not self.bound_ or math.isinf(self.bound_) else int(self._bound())
 
     def explain(self) -> str:
-        rates = self.oom_rates()
-        rate, budget = float(rates[self.best_]), self.target
-        # Say which replay the kill rate is from: the rule alone on the past peaks, each task sized
-        # from those before it (not a whole strategy's what-if, nor kills that really happened).
-        replay = f"replayed on the {self.n_samples_} past peaks (each sized from those before it)"
-        killed = f"{rate:.1%} OOM-killed in that replay"
-        chosen = "the default rule" if self.best_ == 0 else f"cheapest of {self.scores_.size} rules"
-        chosen += f" {replay}: {killed}"
-        if budget is not None and self.within_target_:
-            chosen += (
-                f" (target {budget:.1%}, {self.target_fraction:.0%} of the budget {self.max_oom_rate:.1%})"
-            )
-        elif budget is not None and rates.min() > budget:
-            fewest = f"{rates.min():.1%}"
-            chosen = f"no rule {replay} kept OOM kills within {budget:.1%}: the cheapest near the fewest ({fewest}), {killed}"
-        elif budget is not None:
-            chosen += f", over the target {budget:.1%}: fewer than {self.min_scored} tasks replayed"
-        said = f"{self.rule_} ({chosen}) = {format_bytes(self._predict(None))}"
-        if self.bound_ and budget is not None:
-            level = f"P{(1.0 - budget) * 100:g}"
-            if self._line_chosen:
-                bound = f"the line's one-sided {level} prediction interval"
-            elif math.isinf(self.bound_):
-                bound = "the request"
-            else:
-                bound = f"their log-normal {level} prediction bound {format_bytes(self._bound())}"
-                learnt = self._learnt_spread()
-                if learnt is not None:
-                    bound += f" (spread pooled with other families': {learnt.log_spread:.3g} on {learnt.weight:.1f} peaks)"
-            needed = math.ceil(1.0 / max(budget, 1e-9))
-            cap = f"at most the request (without one, other families' {level} peak)"
-            said += f"; {self.n_samples_} of the {needed} peaks a {budget:.1%} target needs: at least {bound}, {cap}"
-        return said
+        return explain_adaptive(self)
+
+    # -- inputs beyond those seen ------------------------------------------------------------
+    def _extrapolation_cap(
+        self, input_size_bytes: int | None, user_request_bytes: int | None
+    ) -> float | None:
+        """Beyond the largest input the family has finished, a line's value is a guess (memory that
+        grew with input on small ones often levels off): at most the larger of the request and the
+        largest peak + the first margin. None: not a line, or not beyond."""
+        if not (self.warm and self._line_chosen) or self.inputs_ is None or input_size_bytes is None:
+            return None
+        if input_size_bytes <= float(self.inputs_.max()):
+            return None
+        return max(float(user_request_bytes or 0), float(self.peaks_.max()) * (1.0 + self.margins[0]))
+
+    def input_note(self, input_size_bytes: int | None = None, user_request_bytes: int | None = None) -> str:
+        cap = self._extrapolation_cap(input_size_bytes, user_request_bytes)
+        line = self._predict(input_size_bytes) if cap is not None else 0.0
+        if cap is None or line <= cap or input_size_bytes is None or self.inputs_ is None:
+            return ""
+        which = (
+            "the request" if user_request_bytes and cap == user_request_bytes else "the largest peak + margin"
+        )
+        return (
+            f"; input {format_bytes(input_size_bytes)} is beyond the largest the family has finished "
+            f"({format_bytes(int(self.inputs_.max()))}): the line's {format_bytes(line)} there is a guess, "
+            f"so at most {which}, {format_bytes(cap)}"
+        )
 
 
 register_predictor("adaptive", takes=("max_oom_rate",))(AdaptivePredictor)

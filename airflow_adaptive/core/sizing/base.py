@@ -119,6 +119,10 @@ class Predictor(ABC):
         """What the last ``fit`` learnt, in words, for decision explanations."""
         return self.name
 
+    def input_note(self, input_size_bytes: int | None = None, user_request_bytes: int | None = None) -> str:
+        """What this input changed in ``predict``'s answer, in words ("" when nothing)."""
+        return ""
+
     def details(self) -> dict[str, float | int | str | None]:
         """What the last ``fit`` chose, as values for a decision's details (default: nothing)."""
         return {}
@@ -254,6 +258,9 @@ class Wrapper(Predictor):
         self, failed_bytes: int, input_size_bytes: int | None = None, user_request_bytes: int | None = None
     ) -> int:
         return self._post(self.inner.retry(failed_bytes, input_size_bytes, user_request_bytes), cold=True)
+
+    def input_note(self, input_size_bytes: int | None = None, user_request_bytes: int | None = None) -> str:
+        return self.inner.input_note(input_size_bytes, user_request_bytes)
 
     def _post(self, value: int, *, cold: bool) -> int:
         return value

@@ -1,0 +1,46 @@
+"""The adaptive predictor's explanation: which rule, its replayed kill rate, and the small-sample
+bound while the family has fewer peaks than its OOM target needs."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from ..units import format_bytes
+
+if TYPE_CHECKING:
+    from .adaptive import AdaptivePredictor
+
+
+def explain_adaptive(p: AdaptivePredictor) -> str:
+    rates = p.oom_rates()
+    rate, budget = float(rates[p.best_]), p.target
+    # Say which replay the kill rate is from: the rule alone on the past peaks, each task sized
+    # from those before it (not a whole strategy's what-if, nor kills that really happened).
+    replay = f"replayed on the {p.n_samples_} past peaks (each sized from those before it)"
+    killed = f"{rate:.1%} OOM-killed in that replay"
+    chosen = "the default rule" if p.best_ == 0 else f"cheapest of {p.scores_.size} rules"
+    chosen += f" {replay}: {killed}"
+    if budget is not None and p.within_target_:
+        chosen += f" (target {budget:.1%}, {p.target_fraction:.0%} of the budget {p.max_oom_rate:.1%})"
+    elif budget is not None and rates.min() > budget:
+        fewest = f"{rates.min():.1%}"
+        chosen = f"no rule {replay} kept OOM kills within {budget:.1%}: the cheapest near the fewest ({fewest}), {killed}"
+    elif budget is not None:
+        chosen += f", over the target {budget:.1%}: fewer than {p.min_scored} tasks replayed"
+    said = f"{p.rule_} ({chosen}) = {format_bytes(p._predict(None))}"
+    if p.bound_ and budget is not None:
+        level = f"P{(1.0 - budget) * 100:g}"
+        if p._line_chosen:
+            bound = f"the line's one-sided {level} prediction interval"
+        elif math.isinf(p.bound_):
+            bound = "the request"
+        else:
+            bound = f"their log-normal {level} prediction bound {format_bytes(p._bound())}"
+            learnt = p._learnt_spread()
+            if learnt is not None:
+                bound += f" (spread pooled with other families': {learnt.log_spread:.3g} on {learnt.weight:.1f} peaks)"
+        needed = math.ceil(1.0 / max(budget, 1e-9))
+        cap = f"at most the request (without one, other families' {level} peak)"
+        said += f"; {p.n_samples_} of the {needed} peaks a {budget:.1%} target needs: at least {bound}, {cap}"
+    return said
