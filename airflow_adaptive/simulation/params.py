@@ -25,16 +25,16 @@ class SimParams:
     # 0.5 is their middle case.
     time_to_failure: float = 0.5
     # Interference: each other task running on the node whose dominant feature is the same slows a
-    # starting task by this fraction (shared caches, memory bandwidth, disk). Tarema (sec. V-E) blames
+    # running task by this fraction (shared caches, memory bandwidth, disk). Tarema (sec. V-E) blames
     # SJFN's losses on exactly this sharing but publishes no figure; 0.05 is our assumption, and the
     # placement benchmark also reports every result with 0.
     interference_per_task: float = 0.05
-    # CPU oversubscription: when the cores the running tasks really use exceed the node's cores, a
-    # starting task slows by used / cores (processor sharing). Requests do not cap use: pods without a
+    # CPU oversubscription: when the cores the running tasks really use exceed the node's cores, every
+    # running task slows by used / cores (processor sharing). Requests do not cap use: pods without a
     # CPU limit may burst (Kubernetes CPU requests are shares, not limits).
     cpu_sharing: bool = True
-    # Slowdowns are fixed when an attempt starts (from the tasks running then); later arrivals do not
-    # stretch it. An approximation that keeps runs exact, cheap and hand-checkable.
+    # Both slowdowns are re-read whenever an attempt starts or ends on the node (sharing.py): a task
+    # that met a burst speeds up when the burst ends, as under CFS.
     #
     # The user's requests when a trace has none: Tarema gave every task 2 CPUs and 5 GB (sec. V-C).
     user_cpu_cores: float = 2.0

@@ -48,7 +48,7 @@ class Progress:
 
     def ran_s(self, now_s: float) -> float:
         """Wall time of the work itself, set-up excluded: what the pod's runtime records."""
-        return now_s - self.started_s - self.setup_s
+        return max(0.0, now_s - self.started_s - self.setup_s) if self.work_s else 0.0
 
 
 def slowdowns(running: Mapping[int, tuple[str, float]], cores: float, params: SimParams) -> dict[int, float]:

@@ -401,3 +401,11 @@ def test_a_line_beyond_the_largest_input_seen_is_capped_at_the_request_or_the_la
     inside = int(10 * GIB)
     assert model.predict(inside, user_request_bytes=8 * GIB) == int(model._predict(inside))
     assert model.input_note(inside, 8 * GIB) == ""
+    # Without a request the cap bounds whatever the rule or the small-sample bound says.
+    assert model.predict(far) == int(largest_peak * 1.15)
+    # A killed or sampled attempt is a lower bound, not a finished input: it moves neither the
+    # largest input finished nor the largest peak.
+    killed = Sample(int(30 * GIB), far, 60.0, lower_bound=True)
+    again = AdaptivePredictor().fit([*samples, killed])
+    assert again.finished_span_ == model.finished_span_
+    assert again.predict(far, user_request_bytes=8 * GIB) <= int(largest_peak * 1.15)

@@ -40,7 +40,7 @@ import numpy as np
 
 from ..defaults import MAX_OOM_RATE
 from ..units import format_bytes
-from .adaptive_explain import explain_adaptive
+from .adaptive_explain import explain_adaptive, extrapolation_note
 from .base import (
     ColdStart,
     Predictor,
@@ -76,6 +76,7 @@ class AdaptivePredictor(Predictor):
     kills_: np.ndarray
     weight_: float
     inputs_: np.ndarray | None
+    finished_span_: tuple[float, float] | None  # largest input and peak of complete samples
 
     def __init__(
         self,
@@ -112,14 +113,18 @@ class AdaptivePredictor(Predictor):
         without one, with a ready prior, a high quantile of what other families' tasks used, at
         most ``default_bytes`` (then doubling)."""
         if self.warm:
-            floor = self._small_sample_floor(input_size_bytes, user_request_bytes)
-            predicted = self._predict(input_size_bytes)
+            allocation = self._uncapped(input_size_bytes, user_request_bytes)
             cap = self._extrapolation_cap(input_size_bytes, user_request_bytes)
-            return int(max(predicted if cap is None else min(predicted, cap), floor))
+            return int(allocation if cap is None else min(allocation, cap))
         cold = self.cold_without_request(user_request_bytes)
         if cold is not None:
             return max(1, int(cold.allocation_bytes))
         return super().predict(input_size_bytes, user_request_bytes)
+
+    def _uncapped(self, input_size_bytes: int | None, user_request_bytes: int | None) -> float:
+        """The chosen rule, at least the small-sample bound (before any cap on extrapolation)."""
+        floor = self._small_sample_floor(input_size_bytes, user_request_bytes)
+        return max(self._predict(input_size_bytes), floor)
 
     def cold_without_request(self, user_request_bytes: int | None) -> ColdStart | None:
         """For a cold family that asks for no memory: the quantile of other families' peaks that
@@ -266,6 +271,10 @@ class AdaptivePredictor(Predictor):
         self.bound_ = lognormal_bound(r, self.target, self.prior_log_spread, self.prior_weight)
         self.rule_ = names[self.best_]
         self.peaks_, self.inputs_, self.runtimes_ = r, x, t
+        # What finished (not a sampled or killed lower bound): where a size line stops being a guess.
+        done = [(s.input_size_bytes, s.peak_memory_bytes) for s in samples if not s.lower_bound]
+        sized = [(float(x), float(p)) for x, p in done if x is not None]
+        self.finished_span_ = (max(x for x, _ in sized), max(p for _, p in sized)) if sized else None
 
     def oom_rates(self) -> np.ndarray:
         """Each rule's OOM kills per task over the decayed replay (0 before any task is scored)."""
@@ -374,25 +383,18 @@ class AdaptivePredictor(Predictor):
         """Beyond the largest input the family has finished, a line's value is a guess (memory that
         grew with input on small ones often levels off): at most the larger of the request and the
         largest peak + the first margin. None: not a line, or not beyond."""
-        if not (self.warm and self._line_chosen) or self.inputs_ is None or input_size_bytes is None:
+        span = getattr(self, "finished_span_", None)  # None too in a model stored before it existed
+        if not (self.warm and self._line_chosen) or span is None or (input_size_bytes or 0) <= span[0]:
             return None
-        if input_size_bytes <= float(self.inputs_.max()):
-            return None
-        return max(float(user_request_bytes or 0), float(self.peaks_.max()) * (1.0 + self.margins[0]))
+        return max(float(user_request_bytes or 0), span[1] * (1.0 + self.margins[0]))
 
     def input_note(self, input_size_bytes: int | None = None, user_request_bytes: int | None = None) -> str:
         cap = self._extrapolation_cap(input_size_bytes, user_request_bytes)
-        line = self._predict(input_size_bytes) if cap is not None else 0.0
-        if cap is None or line <= cap or input_size_bytes is None or self.inputs_ is None:
+        uncapped = self._uncapped(input_size_bytes, user_request_bytes) if cap is not None else 0.0
+        if cap is None or uncapped <= cap or not input_size_bytes or self.finished_span_ is None:
             return ""
-        which = (
-            "the request" if user_request_bytes and cap == user_request_bytes else "the largest peak + margin"
-        )
-        return (
-            f"; input {format_bytes(input_size_bytes)} is beyond the largest the family has finished "
-            f"({format_bytes(int(self.inputs_.max()))}): the line's {format_bytes(line)} there is a guess, "
-            f"so at most {which}, {format_bytes(cap)}"
-        )
+        largest = self.finished_span_[0]
+        return extrapolation_note(input_size_bytes, largest, uncapped, cap, cap == user_request_bytes)
 
 
 register_predictor("adaptive", takes=("max_oom_rate",))(AdaptivePredictor)

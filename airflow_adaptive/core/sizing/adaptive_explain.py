@@ -1,5 +1,5 @@
-"""The adaptive predictor's explanation: which rule, its replayed kill rate, and the small-sample
-bound while the family has fewer peaks than its OOM target needs."""
+"""The adaptive predictor's explanation: which rule, its replayed kill rate, the small-sample bound
+while the family has fewer peaks than its OOM target needs, and a line's cap past the inputs seen."""
 
 from __future__ import annotations
 
@@ -44,3 +44,15 @@ def explain_adaptive(p: AdaptivePredictor) -> str:
         cap = f"at most the request (without one, other families' {level} peak)"
         said += f"; {p.n_samples_} of the {needed} peaks a {budget:.1%} target needs: at least {bound}, {cap}"
     return said
+
+
+def extrapolation_note(
+    input_bytes: int, largest_input_bytes: float, uncapped_bytes: float, cap_bytes: float, by_request: bool
+) -> str:
+    """Why an input past the largest finished got less than the line says (``AdaptivePredictor.predict``)."""
+    which = "the request" if by_request else "the largest peak + margin"
+    return (
+        f"; input {format_bytes(input_bytes)} is beyond the largest the family has finished "
+        f"({format_bytes(int(largest_input_bytes))}): the line's {format_bytes(uncapped_bytes)} there is a "
+        f"guess, so at most {which}, {format_bytes(cap_bytes)}"
+    )
