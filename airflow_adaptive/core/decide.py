@@ -143,9 +143,10 @@ def _predicted(
     if fitted.donor is not None and predictor.warm:
         borrowed = borrowed_allocation(predictor, input_size_bytes, user.request_bytes)
         capped = " (capped at the request)" if user.request_bytes and borrowed == user.request_bytes else ""
+        note = predictor.input_note(input_size_bytes, user.request_bytes)  # past the donor's inputs
         return (
             borrowed,
-            f"no history yet: the model of {fitted.donor.explain()}: {predictor.explain()}{capped}",
+            f"no history yet: the model of {fitted.donor.explain()}: {predictor.explain()}{note}{capped}",
         )
     if fitted.samples >= settings.min_observations and predictor.warm:
         basis = predictor.explain()

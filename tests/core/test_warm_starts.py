@@ -243,3 +243,20 @@ def test_the_advisor_finds_a_donor_by_what_families_run(store: HistoryStore) -> 
     assert "the same image and program" in decision.explanation
     other = Advisor(get_settings(), lambda: store).memory.decide("dag_b.map_reads", user, image="repo/bwa:2")
     assert "borrowed_from" not in other.details  # the image alone is not enough by default
+
+
+def test_a_borrowed_line_past_the_donors_inputs_says_it_was_capped(store: HistoryStore) -> None:
+    """A donor's line on input size is capped past the largest input the donor finished, as the
+    family's own would be, and the borrowed decision says so."""
+    inputs = [int((0.1 + 0.05 * n) * GIB) for n in range(40)]  # 0.1 to 2.05 GiB
+    store.record(
+        [replace(attempt(n, family="wf.align", peak=2 * x), input_size_bytes=x) for n, x in enumerate(inputs)]
+    )
+    far = 6 * GIB  # the line says about 12 GiB here
+    decision = Advisor(get_settings(), lambda: store).memory.decide(
+        "other.align", MemoryRequest(None, None), input_size_bytes=far
+    )
+    assert decision.details["borrowed_from"] == "wf.align"
+    assert "is beyond the largest the family has finished" in decision.explanation
+    assert decision.memory_request_bytes is not None
+    assert decision.memory_request_bytes <= 2 * max(inputs) * 1.15 + GIB // 100
