@@ -1,7 +1,11 @@
 """Placement benchmark: every workload on both Tarema clusters, several seeds, every policy.
 
     python benchmarks/placement.py [--data ../shared/data] [--seeds 3] [--runs 1,4] [--workers N]
+                                   [--first-seed 0] [--synthetic-tasks 1000] [--per-comparison]
                                    [--size-cpu] [--sizing-only] [--no-scale]
+
+``--first-seed 5 --synthetic-tasks 700 --runs 1,3`` checks the same outside the benchmark:
+seeds, DAG sizes and run counts no design choice was compared on.
 
 Workloads: the 15 WfInstances DAGs, the 3 Lotaru workflows (measured runtimes
 per machine) and 4 Pegasus-style synthetic DAGs of about 1,000 tasks, each as
@@ -10,8 +14,9 @@ the geometric mean over workloads and seeds of each policy's makespan divided
 by round-robin's and by SJFN's (and of the lower bound no policy can beat), and for the
 default placement (the one pods get, whichever it is), tarema and tarema-idle, and finish-time
 (without and with live load) how many comparisons are no
-slower than SJFN and how many more than 2 % slower; then the same with the interference model
-switched off. Then our
+slower than SJFN and how many more than 2 % slower, and the noise floor: SJFN and the default
+against themselves with the nodes in another shuffle (how many comparisons pass 1.02x by chance);
+then the same with the interference model switched off. Then our
 placement with the users' memory requests against adaptive sizing, and the
 scale run: 150,000 task instances on 100 nodes. The Lotaru workflows also run on
 the ``lotaru`` cluster (two nodes of each Lotaru machine, measured runtimes).
@@ -26,8 +31,9 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from multiprocessing import get_context
 from pathlib import Path
+from typing import cast
 
-from workloads import CLUSTERS, gmean, workload_parser, workload_specs
+from workloads import CLUSTERS, gmean, seeds, workload_parser, workload_specs
 
 from airflow_adaptive.core.placement import DEFAULT_PLACEMENT
 from airflow_adaptive.simulation.bounds import lower_bound_s
@@ -43,6 +49,8 @@ from airflow_adaptive.simulation.workload import concurrent_runs
 OURS = tuple(dict.fromkeys((DEFAULT_PLACEMENT, "tarema", "tarema-idle", "finish-time", "finish-time-live")))
 LIVE_OF = {"tarema": "tarema-idle", "finish-time": "finish-time-live"}  # what placement_live_load changes
 SLOWER = 1.02  # a comparison counts as slower than SJFN above this ratio
+SJFN = "sjfn"
+RESHUFFLED = "@reshuffled"  # the same policy with the nodes in another shuffle: the noise floor
 SCALE_CLUSTER = """nodes:
   - {name: e2, count: 34, cores: 6, memory: 16Gi, benchmarks: {cpu_events_per_s: 370, memory_mib_per_s: 13500}}
   - {name: n2, count: 33, cores: 8, memory: 32Gi, benchmarks: {cpu_events_per_s: 465, memory_mib_per_s: 17600}}
@@ -62,6 +70,10 @@ def one(job: Job) -> tuple[Job, dict[str, float]]:
     workload = concurrent_runs(load_workload(spec, params, seed), runs)
     cl = preset(cluster)
     makespans = {p: Simulation(cl, workload, p, sizing, params, seed).run().makespan_s for p in PLACEMENTS}
+    # The noise floor: SJFN and the default again with the nodes listed in another shuffle (the
+    # simulator's seed only shuffles nodes; the workload keeps the comparison's seed).
+    for p in (SJFN, OURS[0]):
+        makespans[p + RESHUFFLED] = Simulation(cl, workload, p, sizing, params, seed + 1000).run().makespan_s
     return job, {**makespans, "bound": lower_bound_s(cl, workload, params)}
 
 
@@ -97,12 +109,24 @@ def table(
         if per_comparison:
             for (spec, runs, cluster, seed, *_), m in sorted(chosen.items()):
                 print(f"  {o}/SJFN {m[o] / m['sjfn']:.3f}  {Path(spec).name} x{runs}, {cluster}, seed {seed}")
+    noise_floor(chosen)
     with_live = LIVE_OF.get(OURS[0])
     if with_live:
         live = [m[with_live] / m[OURS[0]] for m in chosen.values()]
         print(
             f"\n{with_live} <= {OURS[0]} in {sum(r <= 1.0001 for r in live)}/{len(live)} comparisons, "
             f"worst {max(live):.3f}"
+        )
+
+
+def noise_floor(chosen: dict[Job, dict[str, float]]) -> None:
+    """How far a comparison moves by chance: a policy against itself with the nodes listed in
+    another shuffle (Tarema shuffled them for every run), a change no placement should care about."""
+    for p in (SJFN, OURS[0]):
+        ratios = [m[p + RESHUFFLED] / m[p] for m in chosen.values()]
+        print(
+            f"\nnoise floor, {p} with another node shuffle / {p}: {gmean(ratios):.3f}, "
+            f"above {SLOWER:g}x in {sum(r > SLOWER for r in ratios)}/{len(ratios)}, worst {max(ratios):.3f}"
         )
 
 
@@ -145,7 +169,7 @@ def sizing_table(results: dict[tuple[str, str, str], dict[str, dict[str, float]]
         )
         span = gmean([m["adaptive"]["makespan_s"] / m["user"]["makespan_s"] for m in rows])
         cpu_span = gmean([m["cpu"]["makespan_s"] / m["user"]["makespan_s"] for m in rows])
-        tasks = sum(m["tasks"] for m in rows)
+        tasks = sum(cast(int, m["tasks"]) for m in rows)
         oom = 100.0 * sum(m["adaptive"]["oom"] for m in rows) / tasks
         failed = sum(m["adaptive"]["failed"] for m in rows)
         print(f"| {cluster} | {history} | {waste:.3f} | {span:.3f} | {cpu_span:.3f} | {oom:.2f} | {failed} |")
@@ -213,17 +237,17 @@ def main() -> None:
     interferences = (SimParams().interference_per_task, 0.0)
     jobs = [
         (spec, int(runs), cluster, seed, interference, bool(args.size_cpu))
-        for spec in workload_specs(args.data)
+        for spec in workload_specs(args.data, args.synthetic_tasks)
         for runs in args.runs.split(",")
         for cluster in (*CLUSTERS, *(["lotaru"] if spec.startswith("lotaru:") else []))
-        for seed in range(args.seeds)
+        for seed in seeds(args)
         for interference in interferences
     ]
     if not args.sizing_only:
         placement_tables(jobs, interferences, args.workers, args.size_cpu, started, args.per_comparison)
     sizing_jobs = [
         (spec, cluster, h)
-        for spec in workload_specs(args.data)
+        for spec in workload_specs(args.data, args.synthetic_tasks)
         for cluster in CLUSTERS
         for h in ("prior-run", "online")
     ]

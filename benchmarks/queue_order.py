@@ -1,6 +1,7 @@
 """Queue-order benchmark: least-finished-first against FIFO (Witt et al.), with online sizing.
 
     python benchmarks/queue_order.py [--data ../shared/data] [--seeds 3] [--runs 1,4] [--workers N]
+                                     [--first-seed 0] [--synthetic-tasks 1000]
                                      [--orders fifo,lff-persevere,...] [--per-comparison]
 
 Workloads: the 15 WfInstances DAGs, the 3 Lotaru workflows and 4 Pegasus-style synthetic DAGs,
@@ -23,7 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from statistics import mean
 
-from workloads import CLUSTERS, gmean, workload_parser, workload_specs
+from workloads import CLUSTERS, gmean, seeds, workload_parser, workload_specs
 
 from airflow_adaptive.simulation.cluster import preset
 from airflow_adaptive.simulation.engine import Simulation
@@ -92,10 +93,10 @@ def main() -> None:
     started = time.perf_counter()
     jobs = [
         (spec, int(runs), cluster, seed, ttf, queues)
-        for spec in workload_specs(args.data)
+        for spec in workload_specs(args.data, args.synthetic_tasks)
         for runs in args.runs.split(",")
         for cluster in CLUSTERS
-        for seed in range(args.seeds)
+        for seed in seeds(args)
         for ttf in TTFS
     ]
     with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
