@@ -6,6 +6,7 @@ import contextlib
 import csv
 import hashlib
 import os
+import zlib
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,8 +33,8 @@ def _table_errors(name: str) -> Iterator[None]:
     except (pd.errors.ParserError, csv.Error, UnicodeDecodeError, ValueError) as err:
         reason = (str(err).strip().splitlines() or [type(err).__name__])[-1][:200]
         raise TraceFormatError(f"{name}: cannot be read as a table ({reason})") from None
-    except OSError as err:
-        raise TraceFormatError(f"{name}: cannot read ({err.strerror or err})") from None
+    except (OSError, EOFError, zlib.error) as err:  # EOFError, zlib.error: a gzip file cut short or corrupt
+        raise TraceFormatError(f"{name}: cannot read ({getattr(err, 'strerror', None) or err})") from None
 
 
 def read_table(name: str, **options: Any) -> pd.DataFrame:

@@ -11,6 +11,7 @@ skipped and counted.
 from __future__ import annotations
 
 import os
+import zlib
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -59,7 +60,7 @@ def _is_converted(folder: Path) -> bool:
 def _read(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (OSError, ValueError, UnicodeDecodeError) as err:
+    except (OSError, EOFError, zlib.error, ValueError, UnicodeDecodeError) as err:  # EOFError: gzip cut short
         raise TraceFormatError(f"{path}: unreadable ({type(err).__name__}: {err})") from None
     missing = [c for c in columns if c not in frame.columns]
     if missing:

@@ -255,3 +255,17 @@ def test_a_whole_row_with_an_empty_last_cell_is_kept_a_short_row_is_not(tmp_path
     (kept,) = result.observations
     assert kept.node_name is None and kept.usage.peak_memory_bytes == 1073741824
     assert [s.line for s in result.skipped] == [3] and "short row" in result.skipped[0].reason
+
+
+def test_a_gzip_trace_cut_short_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A download that stopped halfway: its first lines read, its end is missing."""
+    whole = gzip.compress(("\n".join([HEADER, *(good(n) for n in range(1, 3000))]) + "\n").encode())
+    cut = tmp_path / "trace.csv.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    for command in (["history", "import", str(cut)], ["replay", str(cut)]):
+        assert main(command) == 2
+        err = capsys.readouterr().err.strip()
+        assert (
+            err
+            == f"airflow-adaptive: error: {cut}: cannot read (Compressed file ended before the end-of-stream marker was reached)"
+        )
