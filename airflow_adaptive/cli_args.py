@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+from pathlib import Path
 from typing import NoReturn
 
 from airflow_adaptive.core.normalise import escape_surrogates
@@ -29,6 +31,20 @@ def require_research(what: str, *modules: str) -> None:
             importlib.import_module(module)
         except ImportError as err:
             raise MissingExtraError(f"{what} needs the research extra ({err}): {RESEARCH_INSTALL}") from None
+
+
+def plot_folder(command: str, folder: str) -> None:
+    """Make ``--plot``'s folder now, before a run that can take minutes, or say in one line why it
+    cannot be written."""
+    path = Path(folder)
+    if path.exists() and not path.is_dir():
+        raise AdaptiveError(f"{command} --plot {folder}: is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise AdaptiveError(f"{command} --plot {folder}: cannot create it ({err.strerror or err})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise AdaptiveError(f"{command} --plot {folder}: not writable")
 
 
 class OneLineParser(argparse.ArgumentParser):

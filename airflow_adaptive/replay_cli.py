@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from airflow_adaptive.cli_args import require_research
+from airflow_adaptive.cli_args import plot_folder, require_research
 from airflow_adaptive.core.normalise import escape_surrogates
 from airflow_adaptive.exceptions import AdaptiveError, InvalidQuantityError, InvalidSettingError
 from airflow_adaptive.history_cli import print_json
@@ -58,6 +58,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         return _cmd_replay_series(args, out)
     if args.plot:  # before the replay, which can take minutes
         require_research("replay --plot", "matplotlib")
+        plot_folder("replay", args.plot)
     traces, ignored = expand_paths(args.traces)
     for line in ignored_lines(ignored):
         print(line, file=sys.stderr)

@@ -6,13 +6,14 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from airflow_adaptive.cli_args import require_research
+from airflow_adaptive.cli_args import plot_folder, require_research
 
 
 def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
     require_research("the simulator", "simpy")  # before the imports below reach the engine
     if args.plot:
         require_research("simulate --plot", "matplotlib")
+        plot_folder("simulate", args.plot)
     from airflow_adaptive.console import progress as progress_display
     from airflow_adaptive.exceptions import SimulationInputError
     from airflow_adaptive.simulation.cluster import load_cluster

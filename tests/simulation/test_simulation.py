@@ -341,6 +341,14 @@ def test_cli_reports_bad_input_and_writes_plots(tmp_path: Path, capsys: pytest.C
         "makespan.png",
     ]
     assert "tarema" in capsys.readouterr().out
+    # A --plot folder that cannot be written is one line, before any work (replay's too).
+    a_file = tmp_path / "makespan.png"
+    trace = Path(__file__).resolve().parents[2] / "docs" / "examples" / "nextflow" / "chipseq_trace.txt"
+    for command in ([*args, "--plot", str(a_file)], ["replay", str(trace), "--plot", str(a_file)]):
+        assert main(command) == 2
+        assert capsys.readouterr().err.strip().endswith(f"--plot {a_file}: is a file, not a folder")
+    assert main([*args, "--plot", str(a_file / "below")]) == 2
+    assert f"--plot {a_file / 'below'}: cannot create it (" in capsys.readouterr().err
 
 
 def test_size_cpu_packs_by_the_cores_tasks_use() -> None:
