@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,8 +124,27 @@ def _count(name: str) -> int:
     return value
 
 
+TRUE_WORDS = frozenset({"true", "t", "1", "yes", "y", "on"})
+FALSE_WORDS = frozenset({"false", "f", "0", "no", "n", "off", ""})
+
+
 def _flag(name: str) -> bool:
-    return _raw(name).strip().lower() in {"true", "1", "yes", "on"}
+    """True or false, in the words Airflow's own options take; anything else is refused (a typo such
+    as ``ture`` would otherwise turn a feature off without a word)."""
+    word = _raw(name).strip().lower()
+    if word not in TRUE_WORDS | FALSE_WORDS:
+        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not true or false")
+    return word in TRUE_WORDS
+
+
+def _ratio(name: str) -> float:
+    """A limit as a multiple of the request: Kubernetes refuses a limit below the request."""
+    value = float(_number(name, float))
+    if not (1.0 <= value < math.inf):  # NaN too
+        raise InvalidConfigError(
+            f"[{SECTION}] {name} = {_raw(name)!r} is not a number >= 1 (limit / request)"
+        )
+    return value
 
 
 def _failure_mode() -> str:
@@ -169,7 +189,7 @@ def _sizing() -> SizingSettings:
         # cap such as 64G (not a whole MiB) would otherwise be exceeded by up to 1 MiB.
         cap_bytes=_quantity("max_allocatable_memory", MIB) // MIB * MIB,
         retry_policy=_raw("oom_retry_policy"),
-        limit_to_request_ratio=_number("limit_to_request_ratio", float),
+        limit_to_request_ratio=_ratio("limit_to_request_ratio"),
         max_oom_rate=_fraction("max_oom_rate"),
         warm_starts=_flag("warm_starts"),
         size_cpu=_flag("size_cpu"),

@@ -207,7 +207,9 @@ BAD_CONFIG = (
     ("HISTORY_WINDOW", "abc"), ("STORE_TIMEOUT_SECONDS", "soon"), ("MIN_MEMORY", "lots"),
     ("MAX_ALLOCATABLE_MEMORY", "-1Gi"), ("LFF_FAILURES", "maybe"), ("MIN_OBSERVATIONS", "1.5"),
     ("RETENTION_DAYS", "forever"), ("LIMIT_TO_REQUEST_RATIO", "x"), ("MAX_OOM_RATE", "2%"),
-    ("MAX_OOM_RATE", "1.5"), ("MAX_OOM_RATE", "-0.01"),
+    ("MAX_OOM_RATE", "1.5"), ("MAX_OOM_RATE", "-0.01"), ("LIMIT_TO_REQUEST_RATIO", "0.5"),
+    ("LIMIT_TO_REQUEST_RATIO", "nan"), ("WARM_STARTS", "maybe"), ("SIZE_CPU", "ture"),
+    ("MUTATE_ALL_PODS", "yes please"),
 )  # fmt: skip
 
 
