@@ -79,7 +79,7 @@ def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
 
     stored = open_cli_store().nodes() if args.store or not args.profiles else []
     if args.profiles:
-        profiles = load_profiles(args.profiles)
+        profiles = [p for path in args.profiles for p in load_profiles(path)]
     else:
         profiles = [n.profile for n in stored]
         if not profiles:
@@ -130,7 +130,10 @@ def add_node_commands(sub: Any) -> None:
 
     groups = sub.add_parser("groups", help="group nodes by their benchmark profiles (Tarema)")
     groups.add_argument(
-        "--profiles", metavar="FILE", help="JSON list of node profiles (default: the store's)"
+        "--profiles",
+        metavar="FILE",
+        nargs="+",
+        help="node profiles: JSON lists, or profile-node --json files, one per node (default: the store's)",
     )
     groups.add_argument("--store", action="store_true", help="save the profiles and groups in the store")
     groups.add_argument("--seed", type=int, default=0)

@@ -75,8 +75,12 @@ def load_profiles(path: str | os.PathLike[str]) -> list[NodeProfile]:
         raise ProfileFormatError(f"{name}: cannot read node profiles ({err})") from None
     if isinstance(data, dict) and "profiles" in data:
         data = data["profiles"]
+    elif isinstance(data, dict) and "node" in data:  # one machine's, as profile-node --json writes it
+        data = [data]
     if not isinstance(data, list) or not data:
-        raise ProfileFormatError(f"{name}: expected a non-empty JSON list of node profiles")
+        raise ProfileFormatError(
+            f"{name}: expected a non-empty JSON list of node profiles (or one, as profile-node --json writes)"
+        )
     return [profile_from_json(raw, f"{name}[{i}]") for i, raw in enumerate(data)]
 
 

@@ -117,6 +117,13 @@ def test_groups_cli_on_a_profile_file(tmp_path, capsys) -> None:  # type: ignore
         ["g3"],
     ]
     assert out["groups"][2]["ranks"]["memory_mib_per_s"] == 3 and out["silhouette"] > 0.5
+    # One file per node, each one object as profile-node --json writes it: the same groups.
+    singles = []
+    for i, profile in enumerate(profiles):
+        singles.append(tmp_path / f"node{i}.json")
+        singles[-1].write_text(json.dumps(profile))
+    assert main(["groups", "--profiles", *map(str, singles), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["groups"] == out["groups"]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([{"node": "a", "benchmarks": {"cpu_events_per_s": "fast"}}]))
     assert main(["groups", "--profiles", str(bad)]) == 2
