@@ -42,6 +42,10 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
         parse_memory_amount(args.request, what="--request") if args.request else None,
         parse_memory_amount(args.limit, what="--limit") if args.limit else None,
     )
+    if user.request_bytes and user.limit_bytes and user.limit_bytes < user.request_bytes:
+        raise InvalidQuantityError(
+            f"--limit {args.limit} is below --request {args.request}: Kubernetes refuses such a pod"
+        )
     settings = get_settings()
     check_sizing_names(settings)  # here a typo is an error; a pod's decision fails open instead
     advisor = Advisor(settings, open_cli_store)

@@ -86,11 +86,11 @@ def cmd_history_show(args: argparse.Namespace, out: TextIO) -> int:
 
     store = open_cli_store()
     history = store.history(args.task_family, limit=args.limit)
+    if not history:  # with --json too: a script is told of a typo as a person is
+        raise unknown_family("history show", args.task_family, store)
     if args.json:
         print_json([json.loads(to_json(o)) for o in history], out)
         return 0
-    if not history:
-        raise unknown_family("history show", args.task_family, store)
     from rich.table import Table
 
     from airflow_adaptive.console import print_table

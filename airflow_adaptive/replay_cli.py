@@ -34,10 +34,16 @@ def _replay_config(args: argparse.Namespace, **terms: Any) -> Any:
     """The replay's terms from the options; a bad one is a one-line error."""
     from airflow_adaptive.evaluation.replay import ReplayConfig
 
+    floor_bytes = _min_memory(args)
+    if args.cap_bytes is not None and args.cap_bytes < floor_bytes:
+        raise AdaptiveError(
+            f"replay: --cap-bytes {args.cap_bytes} is below the floor, min_memory ({floor_bytes} bytes): "
+            "no allocation fits between them"
+        )
     try:
         return ReplayConfig(
             history=args.history,
-            floor_bytes=_min_memory(args),
+            floor_bytes=floor_bytes,
             max_oom_rate=_configured(args, "max_oom_rate"),
             min_observations=_configured(args, "min_observations"),
             cap_bytes=args.cap_bytes,
@@ -46,6 +52,14 @@ def _replay_config(args: argparse.Namespace, **terms: Any) -> Any:
         )
     except (InvalidSettingError, InvalidQuantityError) as err:
         raise AdaptiveError(f"replay: {err}") from None
+
+
+def strategy_names(args: argparse.Namespace) -> list[str]:
+    """``--strategy``'s names (comma-separated, repeatable; default all); one that names none is an error."""
+    names = [name.strip() for value in args.strategy or ["all"] for name in value.split(",") if name.strip()]
+    if not names:
+        raise AdaptiveError(f"replay: --strategy {','.join(args.strategy)!r} names no strategy")
+    return names
 
 
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
@@ -65,11 +79,12 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     if not traces:
         raise TraceFormatError("no trace files found")
     config = _replay_config(args, time_to_failure=args.time_to_failure)
+    names = strategy_names(args)
     with progress_display() as progress:
         bar = progress.add_task("replaying", total=None)
         report = evaluate(
             traces,
-            [name for value in args.strategy or ["all"] for name in value.split(",") if name],
+            names,
             config,
             fmt=args.format,
             workers=args.workers,
@@ -107,7 +122,7 @@ def _cmd_replay_series(args: argparse.Namespace, out: TextIO) -> int:
         )
     latencies = _latencies(args.resize_latency) if args.resize_latency else RESIZE_LATENCIES_S
     config = _replay_config(args)  # a kill's time is in the samples
-    names = [name for value in args.strategy or ["all"] for name in value.split(",") if name]
+    names = strategy_names(args)
     with progress_display() as progress:
         bar = progress.add_task("replaying", total=None)
         report = evaluate_series(

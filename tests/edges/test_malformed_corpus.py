@@ -241,6 +241,32 @@ def test_bad_arguments(argv: list[str], engine: Any, capsys: pytest.CaptureFixtu
     _one_line_error(code, capsys.readouterr().err)
 
 
+EXAMPLE_TRACE = str(
+    Path(__file__).resolve().parents[2] / "docs" / "examples" / "nextflow" / "chipseq_trace.txt"
+)
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            ["decide", "--task-family", "f", "--request", "8Gi", "--limit", "1Gi"],
+            "--limit 1Gi is below --request 8Gi",
+        ),
+        (["replay", EXAMPLE_TRACE, "--strategy", ","], "--strategy ',' names no strategy"),
+        (["replay", EXAMPLE_TRACE, "--cap-bytes", "10"], "--cap-bytes 10 is below the floor"),
+    ],
+    ids=["limit below request", "no strategy", "cap below floor"],
+)
+def test_values_no_one_can_mean_are_named(
+    argv: list[str], says: str, engine: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(argv)
+    err = capsys.readouterr().err
+    _one_line_error(code, err)
+    assert says in err
+
+
 @pytest.mark.parametrize(("option", "raw"), BAD_CONFIG)
 def test_bad_config_names_the_option(
     option: str, raw: str, engine: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
