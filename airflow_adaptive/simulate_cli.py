@@ -16,12 +16,12 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
         plot_folder("simulate", args.plot)
     from airflow_adaptive.console import progress as progress_display
     from airflow_adaptive.exceptions import SimulationInputError
+    from airflow_adaptive.kubernetes.quantity import parse_memory_amount
     from airflow_adaptive.simulation.cluster import load_cluster
     from airflow_adaptive.simulation.compare import compare, parse_names
     from airflow_adaptive.simulation.params import SIZINGS, SimParams
     from airflow_adaptive.simulation.placements import ACCEPTED, PLACEMENTS
     from airflow_adaptive.simulation.queues import QUEUE_ORDERS
-    from airflow_adaptive.simulation.shared import parse_size_bytes
     from airflow_adaptive.simulation.sources import load_workload
     from airflow_adaptive.simulation.workload import concurrent_runs
 
@@ -33,7 +33,7 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
             time_to_failure=args.time_to_failure,
             interference_per_task=args.interference,
             history=args.history,
-            ram_disk_bytes=parse_size_bytes(args.ram_disk) if args.ram_disk else 0,
+            ram_disk_bytes=parse_memory_amount(args.ram_disk, what="--ram-disk") if args.ram_disk else 0,
             size_cpu=args.size_cpu,
         )
     except ValueError as err:

@@ -64,6 +64,12 @@ def lotaru_workload(folder: str, workflow: str, params: SimParams) -> Workload:
         if os.path.isfile(path):
             frames[machine] = _lotaru_frame(path)
     if LOTARU_REFERENCE_MACHINE not in frames:
+        reference = os.path.join(folder, LOTARU_REFERENCE_MACHINE)
+        if os.path.isdir(reference):  # the machines are there: the workflow is not
+            there = sorted(n.removesuffix(".csv") for n in os.listdir(reference) if n.endswith(".csv"))
+            raise SimulationInputError(
+                f"{folder}: no Lotaru workflow {workflow!r} (known: {', '.join(there)})"
+            )
         raise SimulationInputError(
             f"{folder}: needs {LOTARU_REFERENCE_MACHINE}/{workflow}.csv (found machines: {', '.join(frames) or 'none'})"
         )
