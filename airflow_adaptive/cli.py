@@ -237,7 +237,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_grow_agent_command(sub)
 
-    demo = sub.add_parser("demo", help="show the adaptive pod of every task of the example DAG")
+    demo = sub.add_parser(
+        "demo",
+        help="show the adaptive pod of every task of the example DAG (records its history in the "
+        "configured store: use a throwaway AIRFLOW_HOME)",
+    )
     demo.add_argument("--trace", help="warm the store from this Nextflow trace instead of generated history")
     demo.add_argument("--dag-file", help="DAG file to show (default: the bundled example)")
     demo.add_argument("--json", action="store_true")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
@@ -159,6 +160,16 @@ def _pod_row(task: Any) -> dict[str, Any]:
     }
 
 
+def _matched(observations: list[Observation], families: list[str]) -> bool:
+    """Whether the history can size any of the DAG's families: the same family, or the same task
+    name (a warm start)."""
+    from airflow_adaptive.core.sizing.similar import task_name
+
+    known = {o.task_family for o in observations}
+    names = {task_name(f) for f in known}
+    return any(f in known or task_name(f) in names for f in families)
+
+
 def run_demo(
     out: TextIO, trace: str | None = None, dag_file: str | None = None, as_json: bool = False
 ) -> int:
@@ -174,12 +185,20 @@ def run_demo(
     if trace:
         from airflow_adaptive.traces.nextflow import read_nextflow
 
-        repo.record(read_nextflow(trace).observations)
+        observations = read_nextflow(trace).observations
         source = f"trace {trace}"
     else:
-        repo.record(generated_history())
+        observations = generated_history()
         source = "generated history (seed 7)"
-    rows = [_pod_row(task) for task in dag.tasks if isinstance(task, AdaptiveKubernetesPodOperator)]
+    repo.record(observations)
+    print(f"demo: {len(observations)} attempts from {source} recorded in the history store", file=sys.stderr)
+    tasks = [task for task in dag.tasks if isinstance(task, AdaptiveKubernetesPodOperator)]
+    if trace and not _matched(observations, [task.family for task in tasks]):
+        print(
+            f"demo: {trace} sizes none of the DAG's tasks (no family matches theirs by name or task name)",
+            file=sys.stderr,
+        )
+    rows = [_pod_row(task) for task in tasks]
     if as_json:
         json.dump({"source": source, "dag_id": dag.dag_id, "tasks": rows}, out, indent=2)
         out.write("\n")

@@ -126,6 +126,19 @@ def test_demo_shows_a_valid_adaptive_pod_for_every_task(capsys: pytest.CaptureFi
     assert "OOM-killed" in tasks["align_HG002"]["explanation"]
 
 
+def test_demo_says_what_it_recorded_and_a_trace_that_sizes_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["demo", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert "demo: 61 attempts from generated history (seed 7) recorded in the history store" in err
+    assert "sizes none" not in err
+    assert main(["demo", "--trace", str(CHIPSEQ), "--json"]) == 0  # nf-core chipseq families, a genomics DAG
+    err = capsys.readouterr().err
+    assert f"demo: 328 attempts from trace {CHIPSEQ} recorded" in err
+    assert f"demo: {CHIPSEQ} sizes none of the DAG's tasks" in err
+
+
 def test_config_reference_lists_every_option(capsys: pytest.CaptureFixture[str]) -> None:
     from airflow_adaptive.options import OPTIONS
 
