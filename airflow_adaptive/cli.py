@@ -162,6 +162,10 @@ def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
     from kubernetes import config
     from kubernetes.client import ApiClient
 
+    if args.kubeconfig and not os.path.isfile(args.kubeconfig):
+        raise ClusterUnavailableError(
+            f"cannot create PriorityClasses: --kubeconfig {args.kubeconfig}: no such file"
+        )
     try:
         config.load_config(config_file=args.kubeconfig) if args.kubeconfig else config.load_config()
         created = create_missing(ApiClient())

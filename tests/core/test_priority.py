@@ -193,6 +193,8 @@ def test_priority_class_manifests_are_valid_and_never_preempt(capsys: pytest.Cap
     for doc in docs:
         kubernetes_validate.validate(doc, "1.33", strict=True)
         assert doc["preemptionPolicy"] == "Never" and doc["globalDefault"] is False
+    assert main(["priority-classes", "--create", "--kubeconfig", "/no/such/kubeconfig"]) == 2
+    assert capsys.readouterr().err.strip().endswith("--kubeconfig /no/such/kubeconfig: no such file")
     assert docs[0]["value"] > docs[1]["value"] > docs[2]["value"] >= 0
 
 
