@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from airflow_adaptive.cli_args import OneLineParser, task_family, try_number, utf8_text
+from airflow_adaptive.cli_args import OneLineParser, parse_command_line, task_family, try_number, utf8_text
 from airflow_adaptive.core.lff import PriorityChoice
 from airflow_adaptive.core.normalise import escape_surrogates
 from airflow_adaptive.exceptions import (
@@ -257,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_command_line(build_parser(), argv)
     out = sys.stdout
     if isinstance(out, io.TextIOWrapper):  # a name we did not escape is shown escaped, not a traceback
         out.reconfigure(errors="backslashreplace")

@@ -5,8 +5,10 @@ every other user mistake is (README, CLI). A command whose optional packages are
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -45,6 +47,26 @@ def plot_folder(command: str, folder: str) -> None:
         raise AdaptiveError(f"{command} --plot {folder}: cannot create it ({err.strerror or err})") from None
     if not os.access(path, os.W_OK | os.X_OK):
         raise AdaptiveError(f"{command} --plot {folder}: not writable")
+
+
+def parse_command_line(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, but an option the command does not take is named by the command's own
+    parser (``airflow-adaptive replay: error: ... see airflow-adaptive replay --help``), with the
+    closest option it does take."""
+    args, extra = parser.parse_known_args(argv)
+    if not extra:
+        return args
+    command = parser
+    while True:  # down to the subcommand given
+        subs = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+        chosen = getattr(args, subs[0].dest, None) if subs and subs[0].dest else None
+        if chosen is None:
+            break
+        command = subs[0].choices[chosen]
+    options = [o for a in command._actions for o in a.option_strings]
+    close = difflib.get_close_matches(extra[0].split("=")[0], options, n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    command.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -34,13 +34,13 @@ def _replay_config(args: argparse.Namespace, **terms: Any) -> Any:
     """The replay's terms from the options; a bad one is a one-line error."""
     from airflow_adaptive.evaluation.replay import ReplayConfig
 
-    floor_bytes = _min_memory(args)
-    if args.cap_bytes is not None and args.cap_bytes < floor_bytes:
-        raise AdaptiveError(
-            f"replay: --cap-bytes {args.cap_bytes} is below the floor, min_memory ({floor_bytes} bytes): "
-            "no allocation fits between them"
-        )
     try:
+        floor_bytes = _min_memory(args)
+        if args.cap_bytes is not None and args.cap_bytes < floor_bytes:
+            raise InvalidSettingError(
+                f"--cap-bytes {args.cap_bytes} is below the floor, min_memory ({floor_bytes} bytes): "
+                "no allocation fits between them"
+            )
         return ReplayConfig(
             history=args.history,
             floor_bytes=floor_bytes,
