@@ -162,7 +162,8 @@ def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
     from kubernetes import config
     from kubernetes.client import ApiClient
 
-    if args.kubeconfig and not os.path.isfile(args.kubeconfig):
+    paths = [os.path.expanduser(p) for p in (args.kubeconfig or "").split(os.pathsep) if p]
+    if args.kubeconfig and not any(os.path.isfile(p) for p in paths):  # ~ and lists, as the client reads them
         raise ClusterUnavailableError(
             f"cannot create PriorityClasses: --kubeconfig {args.kubeconfig}: no such file"
         )

@@ -63,8 +63,10 @@ def parse_command_line(parser: argparse.ArgumentParser, argv: Sequence[str] | No
         if chosen is None:
             break
         command = subs[0].choices[chosen]
-    options = [o for a in command._actions for o in a.option_strings]
-    close = difflib.get_close_matches(extra[0].split("=")[0], options, n=1)
+    options = [o for a in command._actions for o in a.option_strings if o.startswith("--") and o != "--help"]
+    close = (
+        difflib.get_close_matches(extra[0].split("=")[0], options, n=1) if extra[0].startswith("--") else []
+    )
     hint = f"; did you mean {close[0]}?" if close else ""
     command.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
 
@@ -100,6 +102,14 @@ def _integer(value: str) -> int:
         return int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{escape_surrogates(value)}' is not a whole number") from None
+
+
+def rows(value: str) -> int:
+    """How many rows to show: at least one."""
+    number = _integer(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {number}")
+    return number
 
 
 def try_number(value: str) -> int:

@@ -131,7 +131,7 @@ FALSE_WORDS = frozenset({"false", "f", "0", "no", "n", "off", ""})
 def _flag(name: str) -> bool:
     """True or false, in the words Airflow's own options take; anything else is refused (a typo such
     as ``ture`` would otherwise turn a feature off without a word)."""
-    word = _raw(name).strip().lower()
+    word = _raw(name).split("#")[0].strip().lower()  # an inline comment, as Airflow's getboolean reads it
     if word not in TRUE_WORDS | FALSE_WORDS:
         raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not true or false")
     return word in TRUE_WORDS

@@ -190,8 +190,12 @@ def run_demo(
     else:
         observations = generated_history()
         source = "generated history (seed 7)"
-    repo.record(observations)
-    print(f"demo: {len(observations)} attempts from {source} recorded in the history store", file=sys.stderr)
+    recorded = repo.record(observations)
+    print(
+        f"demo: {len(observations)} attempts from {source} recorded in the history store "
+        f"({recorded.new} new, {len(observations) - recorded.new} already there)",
+        file=sys.stderr,
+    )
     tasks = [task for task in dag.tasks if isinstance(task, AdaptiveKubernetesPodOperator)]
     if trace and not _matched(observations, [task.family for task in tasks]):
         print(

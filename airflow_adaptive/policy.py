@@ -30,11 +30,13 @@ def mutate(pod: k8s.V1Pod) -> None:
 
     from airflow_adaptive.advisor import Advisor
     from airflow_adaptive.attempt import airflow_task_of, ask_of_pod, pod_mode, prepare_pod, stamped_dag_mode
-    from airflow_adaptive.config import get_settings
+    from airflow_adaptive.config import get_settings, settings_readable
     from airflow_adaptive.kubernetes.names import MANAGED_LABEL, OPT_OUT_LABEL
     from airflow_adaptive.kubernetes.priority_classes import priority_class_for
     from airflow_adaptive.observer.loop import keep_for_observer
 
+    if not settings_readable():  # a malformed [adaptive] value: said once, not a traceback per pod
+        return
     settings = get_settings()
     labels = (pod.metadata.labels if pod.metadata else None) or {}
     if labels.get(OPT_OUT_LABEL, "").lower() == "true" or MANAGED_LABEL in labels:

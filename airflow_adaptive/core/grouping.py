@@ -25,6 +25,7 @@ group it shares most nodes with, so node labels do not churn.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -116,8 +117,11 @@ def group_nodes(
     if not profiles:
         raise InvalidProfileError("no node profiles to group")
     names = [p.node for p in profiles]
-    if len(set(names)) != len(names):
-        raise InvalidProfileError("node names must be unique")
+    twice = sorted(n for n, seen in Counter(names).items() if seen > 1)
+    if twice:
+        raise InvalidProfileError(
+            f"node names must be unique: {', '.join(map(repr, twice[:5]))} profiled twice"
+        )
     features = common_features(profiles)
     if not features:
         raise InvalidProfileError("the profiles share no benchmark feature")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import zlib
 
 import pandas as pd
 
@@ -30,7 +31,7 @@ def read_cctools(path: str | os.PathLike[str]) -> ImportResult:
     try:
         with open_bytes(name) as handle:
             lines = handle.read().decode("utf-8").splitlines()
-    except (OSError, EOFError, UnicodeDecodeError) as err:
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as err:
         raise TraceFormatError(f"{name}: cannot read ({getattr(err, 'strerror', None) or err})") from None
     if not lines or DELIMITER not in lines[0]:
         raise TraceFormatError(f"{name}: not a CCTools task table (no ' -- ' delimited header)")

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import re
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +55,7 @@ def load_instance(path: str | os.PathLike[str]) -> WfInstance:
             list(workflow["execution"]["tasks"]),
             {f["id"]: f.get("sizeInBytes") for f in workflow["specification"].get("files", [])},
         )
-    except (OSError, EOFError, ValueError, KeyError, TypeError) as err:
+    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError) as err:
         raise bad_instance(name, err) from None
     except RecursionError:  # nested deeper than Python's parser goes: no instance is
         raise TraceFormatError(f"{name}: not a WfFormat 1.5 instance (JSON nested too deeply)") from None

@@ -124,6 +124,8 @@ def test_groups_cli_on_a_profile_file(tmp_path, capsys) -> None:  # type: ignore
         singles[-1].write_text(json.dumps(profile))
     assert main(["groups", "--profiles", *map(str, singles), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["groups"] == out["groups"]
+    assert main(["groups", "--profiles", str(singles[0]), str(singles[0])]) == 2
+    assert f"node names must be unique: {profiles[0]['node']!r} profiled twice" in capsys.readouterr().err
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([{"node": "a", "benchmarks": {"cpu_events_per_s": "fast"}}]))
     assert main(["groups", "--profiles", str(bad)]) == 2

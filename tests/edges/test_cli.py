@@ -131,7 +131,12 @@ def test_demo_says_what_it_recorded_and_a_trace_that_sizes_nothing(
 ) -> None:
     assert main(["demo", "--json"]) == 0
     err = capsys.readouterr().err
-    assert "demo: 61 attempts from generated history (seed 7) recorded in the history store" in err
+    assert (
+        "demo: 61 attempts from generated history (seed 7) recorded in the history store (61 new, 0 already"
+        in err
+    )
+    assert main(["demo", "--json"]) == 0
+    assert "(0 new, 61 already there)" in capsys.readouterr().err
     assert "sizes none" not in err
     assert main(["demo", "--trace", str(CHIPSEQ), "--json"]) == 0  # nf-core chipseq families, a genomics DAG
     err = capsys.readouterr().err

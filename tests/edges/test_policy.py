@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 import re
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -239,3 +240,37 @@ def test_a_bad_operator_mode_is_a_typed_error_when_the_dag_is_parsed() -> None:
 
     with pytest.raises(InvalidConfigError, match="task 't': mode: 'sometimes' is not a mode"):
         AdaptiveKubernetesPodOperator(task_id="t", image="busybox", mode="sometimes")
+
+
+def test_a_malformed_setting_leaves_every_pod_as_asked_and_is_said_once(
+    engine: Any, mutate_all: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A typo in [adaptive] (here a true/false option that is neither) stops nothing: pods keep the
+    user's resources, the reason is logged once, and no traceback is logged per pod."""
+    from airflow_adaptive.config import get_settings
+
+    history(engine)
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__WARM_STARTS", "maybe")
+    get_settings.cache_clear()  # recording the history read the settings before the typo
+    with caplog.at_level(logging.WARNING):
+        pods = [kpo_pod(), kpo_pod()]
+    assert [memory(p) for p in pods] == ["4Gi", "4Gi"]
+    assert all(FAMILY_LABEL not in (p.metadata.labels or {}) for p in pods)
+    said = [r.getMessage() for r in caplog.records if "warm_starts" in r.getMessage()]
+    assert said == ["airflow-adaptive: [adaptive] warm_starts = 'maybe' is not true or false; "
+                    "pods keep the user's resources and are not recorded"]  # fmt: skip
+    assert not [r for r in caplog.records if "pod_mutation_hook failed" in r.getMessage()]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "read"),
+    [("WARM_STARTS", "True  # borrow a similar family's model", True), ("SIZE_CPU", "off", False),
+     ("LIMIT_TO_REQUEST_RATIO", "1", 1.0), ("LIMIT_TO_REQUEST_RATIO", "1.5", 1.5)],
+)  # fmt: skip
+def test_settings_airflow_accepts_are_read(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, read: object
+) -> None:
+    from airflow_adaptive.config import load_settings
+
+    monkeypatch.setenv(f"AIRFLOW__ADAPTIVE__{name}", value)
+    assert getattr(load_settings().sizing, name.lower()) == read

@@ -269,3 +269,19 @@ def test_a_gzip_trace_cut_short_is_one_line(tmp_path: Path, capsys: pytest.Captu
             err
             == f"airflow-adaptive: error: {cut}: cannot read (Compressed file ended before the end-of-stream marker was reached)"
         )
+
+
+def test_a_corrupt_gzip_wfformat_trace_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    instance = (
+        Path(__file__).resolve().parents[2] / "docs" / "examples" / "wfformat" / "chipseq_instance.json"
+    )
+    packed = bytearray(gzip.compress(instance.read_bytes()))
+    packed[len(packed) // 2 : len(packed) // 2 + 64] = bytes(64)  # a damaged block mid-stream
+    corrupt = tmp_path / "instance.json.gz"
+    corrupt.write_bytes(bytes(packed))
+    for command in (["history", "import", "--format", "wfformat", str(corrupt)], ["replay", str(corrupt)]):
+        assert main(command) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"airflow-adaptive: error: {corrupt}") and len(err.splitlines()) == 1
