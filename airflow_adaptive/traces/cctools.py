@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import zlib
 
 import pandas as pd
 
@@ -18,7 +17,7 @@ from airflow_adaptive.traces.common import (
     trace_name,
     value,
 )
-from airflow_adaptive.traces.source import open_bytes
+from airflow_adaptive.traces.source import READ_ERRORS, cannot_read, open_bytes
 
 DELIMITER = " -- "
 # By position: some published files name the last (tag) column "0" or "1".
@@ -31,8 +30,8 @@ def read_cctools(path: str | os.PathLike[str]) -> ImportResult:
     try:
         with open_bytes(name) as handle:
             lines = handle.read().decode("utf-8").splitlines()
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as err:
-        raise TraceFormatError(f"{name}: cannot read ({getattr(err, 'strerror', None) or err})") from None
+    except (*READ_ERRORS, UnicodeDecodeError) as err:
+        raise cannot_read(name, err) from None
     if not lines or DELIMITER not in lines[0]:
         raise TraceFormatError(f"{name}: not a CCTools task table (no ' -- ' delimited header)")
     rows, result = [], ImportResult()

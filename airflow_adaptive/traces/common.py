@@ -6,7 +6,6 @@ import contextlib
 import csv
 import hashlib
 import os
-import zlib
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +14,7 @@ import pandas as pd
 
 from airflow_adaptive.core.model import IMPORTED_DAG_ID, ExitReason, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.exceptions import TraceFormatError
-from airflow_adaptive.traces.source import compression
+from airflow_adaptive.traces.source import READ_ERRORS, cannot_read, compression
 
 MISSING = {"", "-", "NA", "nan", "NaN", "null", "None"}
 # Counts, bytes, milliseconds: nothing in a trace is larger (and BIGINT holds it).
@@ -33,8 +32,8 @@ def _table_errors(name: str) -> Iterator[None]:
     except (pd.errors.ParserError, csv.Error, UnicodeDecodeError, ValueError) as err:
         reason = (str(err).strip().splitlines() or [type(err).__name__])[-1][:200]
         raise TraceFormatError(f"{name}: cannot be read as a table ({reason})") from None
-    except (OSError, EOFError, zlib.error) as err:  # EOFError, zlib.error: a gzip file cut short or corrupt
-        raise TraceFormatError(f"{name}: cannot read ({getattr(err, 'strerror', None) or err})") from None
+    except READ_ERRORS as err:
+        raise cannot_read(name, err) from None
 
 
 def read_table(name: str, **options: Any) -> pd.DataFrame:
@@ -96,7 +95,7 @@ def trace_name(name: str) -> str:
             for chunk in iter(lambda: stream.read(1 << 20), b""):
                 digest.update(chunk)
     except OSError as err:
-        raise TraceFormatError(f"{name}: cannot read ({err.strerror or err})") from None
+        raise cannot_read(name, err) from None
     return os.path.basename(name)[:220] + f"@{digest.hexdigest()[:10]}"
 
 

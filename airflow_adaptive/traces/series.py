@@ -11,7 +11,6 @@ skipped and counted.
 from __future__ import annotations
 
 import os
-import zlib
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,6 +25,7 @@ from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.common import ImportResult, SkippedRow, completed_observation, trace_name
 from airflow_adaptive.traces.influx_series import is_influx_series_folder, read_influx_series
 from airflow_adaptive.traces.runs import TaskRun
+from airflow_adaptive.traces.source import READ_ERRORS
 
 TASK_COLUMNS = ("workflow", "process", "task", "input_bytes", "requested_bytes", "start_s", "duration_s")
 SAMPLE_COLUMNS = ("task", "t_s", "memory_mb")
@@ -60,7 +60,7 @@ def _is_converted(folder: Path) -> bool:
 def _read(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (OSError, EOFError, zlib.error, ValueError, UnicodeDecodeError) as err:  # EOFError: gzip cut short
+    except (*READ_ERRORS, ValueError, UnicodeDecodeError) as err:
         raise TraceFormatError(f"{path}: unreadable ({type(err).__name__}: {err})") from None
     missing = [c for c in columns if c not in frame.columns]
     if missing:

@@ -38,6 +38,16 @@ def is_gzip(name: str) -> bool:
         return False
 
 
+# What reading a trace's bytes raises for a missing or unreadable file, or a gzip one cut short
+# (EOFError) or corrupt (zlib.error, gzip.BadGzipFile: an OSError).
+READ_ERRORS = (OSError, EOFError, zlib.error)
+
+
+def cannot_read(name: str, err: BaseException) -> TraceFormatError:
+    """One line naming the file and why its bytes could not be read."""
+    return TraceFormatError(f"{name}: cannot read ({getattr(err, 'strerror', None) or err})")
+
+
 def compression(name: str) -> str | None:
     """pandas' ``compression`` option for the file."""
     return "gzip" if is_gzip(name) else None
@@ -54,8 +64,8 @@ def first_line(name: str, limit: int = MAX_HEADER_BYTES) -> str:
     try:
         with open_bytes(name) as stream:
             head = stream.readline(limit + 1)
-    except (OSError, EOFError, zlib.error) as err:
-        raise TraceFormatError(f"{name}: cannot read ({getattr(err, 'strerror', None) or err})") from None
+    except READ_ERRORS as err:
+        raise cannot_read(name, err) from None
     if not head:
         raise TraceFormatError(f"{name}: empty file")
     if len(head) > limit:
@@ -101,7 +111,7 @@ def readable_copy(name: str) -> Iterator[str]:
             with _source(name) as source, open(copy, "wb") as sink:
                 shutil.copyfileobj(source, sink, 1 << 20)
         except OSError as err:
-            raise TraceFormatError(f"{name}: cannot read ({err.strerror or err})") from None
+            raise cannot_read(name, err) from None
         yield copy
 
 

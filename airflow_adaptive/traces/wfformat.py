@@ -6,13 +6,12 @@ import json
 import math
 import os
 import re
-import zlib
 from dataclasses import dataclass
 from typing import Any
 
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.common import ImportResult, SkippedRow, completed_observation, trace_name
-from airflow_adaptive.traces.source import open_bytes
+from airflow_adaptive.traces.source import READ_ERRORS, open_bytes
 
 _INSTANCE_SUFFIX = re.compile(r"_\d+$")
 
@@ -55,7 +54,7 @@ def load_instance(path: str | os.PathLike[str]) -> WfInstance:
             list(workflow["execution"]["tasks"]),
             {f["id"]: f.get("sizeInBytes") for f in workflow["specification"].get("files", [])},
         )
-    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError) as err:
+    except (*READ_ERRORS, ValueError, KeyError, TypeError) as err:
         raise bad_instance(name, err) from None
     except RecursionError:  # nested deeper than Python's parser goes: no instance is
         raise TraceFormatError(f"{name}: not a WfFormat 1.5 instance (JSON nested too deeply)") from None
