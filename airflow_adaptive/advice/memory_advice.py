@@ -185,13 +185,13 @@ class MemoryAdvice:
         except HistoryUnavailableError as err:
             self.session.unavailable(err)
             return None
-        profiles = [
-            (o.memory_profile_s, float(o.usage.peak_memory_bytes))
-            for o in history
-            if o.memory_profile_s and o.usage.peak_memory_bytes and not o.oom_killed
-        ]
+        shaped = [o for o in history if o.memory_profile_s and o.usage.peak_memory_bytes and not o.oom_killed]
+        profiles = [(o.memory_profile_s or (), float(o.usage.peak_memory_bytes or 0)) for o in shaped]
+        rebounds = [o.memory_rebound_bytes for o in shaped]
         sizing = self.settings.sizing
-        return learnt_plan(profiles, decision_bytes, rule.window_s, sizing.max_oom_rate, sizing.floor_bytes)
+        return learnt_plan(
+            profiles, decision_bytes, rule.window_s, sizing.max_oom_rate, sizing.floor_bytes, rebounds
+        )
 
     def _borrowed(self, cold: Identity) -> Fitted | None:
         """For a family with no history: the model of the most similar family that has one (warm

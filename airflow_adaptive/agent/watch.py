@@ -1,10 +1,10 @@
 """Deciding, sample by sample, when to grow one container's memory limit, and a local loop that
 applies the decisions to a cgroup itself (tests, and nodes where no kubelet does it).
 
-The decisions are ``core.growth.grown_limit`` and ``lowered_limit``, the rule the time-series
-replay scores; this adds what a live agent needs on top: the rise rate from the previous sample,
-how long the try has not risen, and not asking again while an earlier resize may still be on its
-way to the cgroup.
+The decisions are ``core.growth.TryLevel``'s (``grown_limit``, ``lowered_limit`` and
+``fallen_limit``), the rule and the state the time-series replay scores; this adds what a live
+agent needs on top: the rise rate from the previous sample, and not asking again while an earlier
+resize may still be on its way to the cgroup.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from airflow_adaptive.agent.cgroup import CgroupUnavailable, MemoryCgroup
-from airflow_adaptive.core.growth import GrowthRule, grown_limit, lowered_limit
+from airflow_adaptive.core.growth import GrowthRule, TryLevel
 from airflow_adaptive.core.growth_plan import GrowthPlan
 
 log = logging.getLogger(__name__)
@@ -46,8 +46,7 @@ class GrowthWatch:
         self.lowering = True  # off once a decrease did not land: the kubelet skipped it
         self._previous: tuple[float, int] | None = None
         self._first_s: float | None = None  # the first sample: the try's start, as far as the watch knows
-        self._level_bytes = 0  # the most used so far (with a plan; else the latest usage)
-        self._risen_s = 0.0  # when usage last rose above the level
+        self._try = TryLevel(with_plan=plan is not None)  # the level, when it rose, a fall
         self._ask: _Ask | None = None
 
     @property
@@ -69,22 +68,21 @@ class GrowthWatch:
         try stands); unlimited containers are never grown. After an ask it asks nothing more until
         the limit in force changes or 3 x rule.latency_s (at least one sample interval) passes (a
         resize may still be landing), but growth overrides a pending decrease. With a plan, a try
-        that has stopped rising is lowered by ``lowered_limit``, never to ``charged_bytes`` or below
-        (memory.current, page cache included: what the kubelet compares a decrease with). A
+        that has stopped rising is lowered by ``lowered_limit`` (one that fell, by
+        ``fallen_limit``), never to ``charged_bytes`` or below (memory.current, page cache
+        included: what the kubelet compares a decrease with). A
         decrease that did not land is taken back (the limit in force is asked for) and the
         container is not lowered again."""
         rate = self._rate(now_s, usage_bytes)
-        if self._first_s is None:
-            self._first_s = self._risen_s = now_s
-        self._risen_s = now_s if usage_bytes > self._level_bytes else self._risen_s
-        self._level_bytes = max(self._level_bytes, usage_bytes) if self.plan is not None else usage_bytes
+        self._first_s = now_s if self._first_s is None else self._first_s
+        self._try.observe(now_s, usage_bytes)
         self._previous = (now_s, usage_bytes)
         if limit_bytes is None:
             self._ask = None
             return None
         elapsed_s = now_s - self._first_s
-        grown = grown_limit(
-            self._level_bytes, rate, limit_bytes, self.room_bytes, self.rule, self.plan, elapsed_s
+        grown = self._try.grown(
+            usage_bytes, rate, limit_bytes, self.room_bytes, self.rule, self.plan, elapsed_s
         )
         ask, self._ask = self._ask, None
         if ask is not None and limit_bytes == ask.limit_then:
@@ -94,7 +92,9 @@ class GrowthWatch:
             if ask.lowers and grown is None:  # the kubelet skipped it: take it back, lower no more
                 self.lowering = False
                 return limit_bytes
-        wanted = grown if grown is not None else self._lowered(now_s, limit_bytes, elapsed_s, charged_bytes)
+        wanted = grown
+        if wanted is None:
+            wanted = self._lowered(now_s, usage_bytes, limit_bytes, elapsed_s, charged_bytes)
         if wanted is not None:
             self._ask = _Ask(now_s, limit_bytes, wanted)
         return wanted
@@ -104,13 +104,15 @@ class GrowthWatch:
         self._ask, self.lowering = None, False
 
     def _lowered(
-        self, now_s: float, limit_bytes: int, elapsed_s: float, charged_bytes: int | None
+        self, now_s: float, usage_bytes: int, limit_bytes: int, elapsed_s: float, charged_bytes: int | None
     ) -> int | None:
         if not self.lowering:
             return None
-        flat_s = now_s - self._risen_s
-        wanted = lowered_limit(self._level_bytes, limit_bytes, self.rule, self.plan, elapsed_s, flat_s)
-        return None if wanted is None or (charged_bytes is not None and charged_bytes >= wanted) else wanted
+        wanted, for_fall = self._try.lowered(now_s, usage_bytes, limit_bytes, self.rule, self.plan, elapsed_s)
+        if wanted is None or (charged_bytes is not None and charged_bytes >= wanted):
+            return None
+        self._try.lowered_fallen |= for_fall
+        return wanted
 
     def _rate(self, now_s: float, usage_bytes: int) -> float:
         if self._previous is None or now_s <= self._previous[0]:

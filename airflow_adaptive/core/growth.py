@@ -14,7 +14,10 @@ rising for a whole window (a plateau, or a fall): to its level plus
 ``kept_headrooms`` headrooms, which keeps it above the point where the next rise
 asks for growth in time (one headroom) with a quarter to spare, so a plateau's
 wobble does not ask at once. A climbing try is not lowered: it would be grown
-again within the window. Kubernetes applies a decrease from 1.34 on
+again within the window. A try that has fallen (below half the most it has used) for a whole
+window is lowered further, to the least it has used since plus ``kept_headrooms`` times the
+family's rebound (what its tasks that fell rose again), and while it stays fallen it is only
+rescued from where it stands. Kubernetes applies a decrease from 1.34 on
 (best-effort: the kubelet skips it while memory.current, page cache included, is
 above the new limit); the agent turns lowering off where it is refused, takes
 back one that was skipped, and growth overrides a decrease on its way.
@@ -32,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..exceptions import InvalidSettingError
-from .growth_plan import GrowthPlan
+from .growth_plan import GrowthPlan, fallen
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,70 @@ def lowered_limit(
     return math.ceil(kept) if kept * rule.factor < limit_bytes else None
 
 
+@dataclass
+class TryLevel:
+    """What the rule knows of a running try, sample by sample (the replay's and the agent's):
+    its level (with a plan, the most used so far; else the latest usage), when that last rose,
+    since when it has stayed fallen below the level and the least it used since, and whether it
+    was lowered for that fall."""
+
+    with_plan: bool
+    level_bytes: float = 0.0
+    risen_s: float | None = None
+    fell_s: float | None = None
+    trough_bytes: float = 0.0
+    lowered_fallen: bool = False
+
+    def observe(self, now_s: float, usage_bytes: float) -> None:
+        if self.risen_s is None or usage_bytes > self.level_bytes:
+            self.risen_s = now_s
+        self.level_bytes = max(self.level_bytes, usage_bytes) if self.with_plan else usage_bytes
+        if not fallen(usage_bytes, self.level_bytes):
+            self.fell_s, self.lowered_fallen = None, False
+        elif self.fell_s is None:
+            self.fell_s, self.trough_bytes = now_s, usage_bytes
+        else:
+            self.trough_bytes = min(self.trough_bytes, usage_bytes)
+
+    def grown(
+        self, usage_bytes: float, rate_bytes_per_s: float, limit_bytes: int, room_bytes: int,
+        rule: GrowthRule, plan: GrowthPlan | None, elapsed_s: float,
+    ) -> int | None:  # fmt: skip
+        """``grown_limit`` at the level; for a try lowered for its fall, a rescue from its usage."""
+        if self.lowered_fallen:
+            return grown_limit(usage_bytes, rate_bytes_per_s, limit_bytes, room_bytes, rule, None, elapsed_s)
+        return grown_limit(self.level_bytes, rate_bytes_per_s, limit_bytes, room_bytes, rule, plan, elapsed_s)
+
+    def lowered(
+        self, now_s: float, usage_bytes: float, limit_bytes: int, rule: GrowthRule,
+        plan: GrowthPlan | None, elapsed_s: float,
+    ) -> tuple[int | None, bool]:  # fmt: skip
+        """The lower limit to ask for now, or None, and whether it is for a fall: ``fallen_limit``,
+        else ``lowered_limit``. The caller marks the try ``lowered_fallen`` once it asks."""
+        wanted = fallen_limit(self, now_s, usage_bytes, limit_bytes, rule, plan, elapsed_s)
+        if wanted is not None:
+            return wanted, True
+        flat_s = now_s - (self.risen_s if self.risen_s is not None else now_s)
+        return lowered_limit(self.level_bytes, limit_bytes, rule, plan, elapsed_s, flat_s), False
+
+
+def fallen_limit(
+    state: TryLevel, now_s: float, usage_bytes: float, limit_bytes: int, rule: GrowthRule,
+    plan: GrowthPlan | None, elapsed_s: float,
+) -> int | None:  # fmt: skip
+    """For a try fallen for a whole window, past its first, with a plan that learnt a rebound: the
+    least it used since plus ``kept_headrooms`` rebounds, when the limit is more than one growth
+    step above that and usage far enough below it that the rescue (``TryLevel.grown``) would not ask
+    at once (a try already rising past its family's rebound is not lowered)."""
+    if plan is None or plan.rebound_bytes is None or not rule.kept_headrooms or state.fell_s is None:
+        return None
+    if elapsed_s < plan.window_s or now_s - state.fell_s < rule.window_s:
+        return None
+    kept = state.trough_bytes + rule.kept_headrooms * plan.rebound_bytes
+    rescued_from = (1.0 - rule.default_headroom) * kept
+    return math.ceil(kept) if usage_bytes < rescued_from and kept * rule.factor < limit_bytes else None
+
+
 @dataclass(frozen=True)
 class GrowthOutcome:
     """One try under growth: did it finish, for how long, what it held (byte-seconds) and used."""
@@ -130,7 +197,8 @@ def run_with_growth(
     is held at the earlier sample's value. A decrease landing at or below usage is skipped, and the
     try is not lowered again (as the kubelet and the agent do)."""
     limit, pending, resizes = start_bytes, None, 0  # pending: (when it lands, new limit)
-    held = used = level = risen_s = 0.0
+    held = used = 0.0
+    state = TryLevel(with_plan=plan is not None)
     lowering = True  # until a decrease does not land
     for i, (t, u) in enumerate(zip(times_s, usage_bytes, strict=True)):
         if pending is not None and pending[0] <= t:
@@ -138,14 +206,14 @@ def run_with_growth(
             limit, pending = (limit if pending is None else pending[1]), None
         if u > limit:
             return GrowthOutcome(False, t, held, used, resizes, limit)
-        risen_s = t if u > level else risen_s
-        level = max(level, u) if plan is not None else u  # a plan's level is the most used so far
+        state.observe(t, u)
         # the first sample too, at no rate, as the agent; growth overrides a pending decrease
         if rule is not None and (pending is None or pending[1] < limit):
             rate = (u - usage_bytes[i - 1]) / max(t - times_s[i - 1], 1e-9) if i else 0.0
-            wanted = grown_limit(level, rate, limit, room_bytes, rule, plan, t)
+            wanted = state.grown(u, rate, limit, room_bytes, rule, plan, t)
             if wanted is None and lowering and pending is None:
-                wanted = lowered_limit(level, limit, rule, plan, t, t - risen_s)
+                wanted, for_fall = state.lowered(t, u, limit, rule, plan, t)
+                state.lowered_fallen |= wanted is not None and for_fall
             if wanted is not None:
                 pending, resizes = (t + rule.latency_s, wanted), resizes + 1
         if i + 1 < len(times_s):

@@ -28,6 +28,28 @@ PROFILE_STEPS = 50  # a step of 2 % of the peak: each learnt share errs by less 
 PROFILE_FRACTIONS = tuple(k / PROFILE_STEPS for k in range(1, PROFILE_STEPS + 1))
 LEVELS = 50  # the headroom is learnt at each 2 % of the decision
 MIN_GROWTH_HISTORY = 3  # profiles a family needs before its start and headroom are learnt
+FALL_PERCENT = 50  # a try has fallen once it uses less than this share of the most it has used
+
+
+def fallen(usage_bytes: float, level_bytes: float) -> bool:
+    """Whether usage is below FALL_PERCENT of the level (in integers, as the wrapper's shell tests it)."""
+    return usage_bytes * 100 < level_bytes * FALL_PERCENT
+
+
+def rebound_of(usage_bytes: Sequence[float]) -> float | None:
+    """After the task first fell (``fallen``), the largest rise above the least it had used since;
+    None if it never fell. A task that falls (a sort that has merged, an aligner that has loaded its
+    index and freed a buffer) may rise again: this is how far, so a fallen try can be kept that much
+    above where it fell to (``core/growth.py: fallen_limit``)."""
+    most, trough, rise = 0.0, None, 0.0
+    for u in usage_bytes:
+        if trough is not None:
+            trough = min(trough, u)
+            rise = max(rise, u - trough)
+        elif fallen(u, most):
+            trough = u
+        most = max(most, u)
+    return None if trough is None else rise
 
 
 def profile_of(times_s: Sequence[float], usage_bytes: Sequence[float]) -> tuple[float, ...]:
@@ -97,6 +119,7 @@ class GrowthPlan:
     rises_bytes: tuple[int, ...]
     decision_bytes: int
     window_s: float = 0.0
+    rebound_bytes: int | None = None  # what a fallen try may rise again (None: not learnt)
 
     @property
     def headroom_bytes(self) -> int:
@@ -193,6 +216,7 @@ def learnt_plan(
     window_s: float,
     max_kill_rate: float,
     floor_bytes: int = 1,
+    rebounds: Sequence[float | None] = (),
 ) -> GrowthPlan | None:
     """The start and the headroom by level that the family's finished tasks (profile, peak bytes)
     ask for at the kill budget; the start at least ``floor_bytes`` (``min_memory``, as any decision).
@@ -205,7 +229,11 @@ def learnt_plan(
     None (start at the decision, grow only to rescue) with fewer than ``MIN_GROWTH_HISTORY``
     profiles, or when the start plus the headroom there reaches the decision: its tasks rise too
     early or jump too far for growth to hold less than the decision. A task that used nothing
-    says nothing of a shape, and would put a plan in bytes at nothing: it is left out."""
+    says nothing of a shape, and would put a plan in bytes at nothing: it is left out.
+
+    ``rebounds`` (bytes, per task of ``history``; None where it never fell or was not recorded)
+    give the plan's rebound (``_rebound``)."""
+    fell = [(r, peak) for r, (_, peak) in zip(rebounds, history, strict=False) if r is not None and peak > 0]
     history = [(p, peak) for p, peak in history if peak > 0]
     if len(history) < MIN_GROWTH_HISTORY:
         return None
@@ -216,6 +244,20 @@ def learnt_plan(
         _at_budget([e * peak for e, peak in reached], max_kill_rate) * margin,
     )
     rises = _level_rises(history, decision_bytes, window_s, max_kill_rate, margin)
-    plan = GrowthPlan(max(math.ceil(start), floor_bytes, 1), rises, decision_bytes, window_s)
+    rebound = _rebound(fell, decision_bytes, max_kill_rate, margin)
+    plan = GrowthPlan(max(math.ceil(start), floor_bytes, 1), rises, decision_bytes, window_s, rebound)
     start = plan.start_bytes
     return None if start + plan.headroom_at(start, 0.0) >= decision_bytes else plan
+
+
+def _rebound(
+    fell: Sequence[tuple[float, float]], decision_bytes: int, max_kill_rate: float, margin: float
+) -> int | None:
+    """The rise to expect of a fallen try, from the family's tasks that fell (rebound, peak bytes):
+    the budget quantile of their rebounds, as shares of their peaks times the decision or in bytes
+    times the decision's margin, whichever is lower (as the start). None with fewer than
+    ``MIN_GROWTH_HISTORY`` such tasks: a fallen try is then kept where its level puts it."""
+    if len(fell) < MIN_GROWTH_HISTORY:
+        return None
+    shares = _at_budget([r / peak for r, peak in fell], max_kill_rate) * decision_bytes
+    return math.ceil(min(shares, _at_budget([r for r, _ in fell], max_kill_rate) * margin))

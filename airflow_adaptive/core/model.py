@@ -93,6 +93,8 @@ class Observation:
     program: str | None = None  # what the container's command starts (core/sizing/similar.py)
     # seconds from the start to each 2 % of the peak (core/growth.py), when it was sampled
     memory_profile_s: tuple[float, ...] | None = None
+    # after it first fell below half the most it had used, how far it rose again (None: never fell)
+    memory_rebound_bytes: int | None = None
 
     @property
     def oom_killed(self) -> bool:

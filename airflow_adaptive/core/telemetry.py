@@ -53,6 +53,13 @@ def parse_memory_profile(message: str | None) -> tuple[float, ...] | None:
     return ordered if list(ordered) == sorted(ordered) else None
 
 
+def parse_memory_rebound(message: str | None) -> int | None:
+    """The usage line's memory rebound in bytes (``core/growth_plan.py: rebound_of``); None when the
+    task never fell, the line has none, or it is not a non-negative number."""
+    raw = _last_record(message, USAGE_PREFIX)
+    return _whole(raw.get("memory_rebound_bytes")) if raw else None
+
+
 def parse_stage_report(*messages: str | None) -> StageReport | None:
     """The staging report from the first message that has one: the main container's (the wrapper
     copies the report there), then the staging container's own."""

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from airflow_adaptive.core.growth import GrowthRule, run_with_growth
-from airflow_adaptive.core.growth_plan import GrowthPlan, learnt_plan, profile_of
+from airflow_adaptive.core.growth_plan import GrowthPlan, learnt_plan, profile_of, rebound_of
 from airflow_adaptive.evaluation.replay import (
     ReplayConfig,
     StrategyResult,
@@ -60,27 +60,33 @@ def static_outcome(s: SeriesRun, limit: int) -> TryOutcome:
 
 @dataclass
 class _GrowState:
-    """Per family, its finished tasks' memory profiles and peaks with when they finished."""
+    """Per family, its finished tasks' memory profiles, peaks and rebounds, with when they finished."""
 
     rule: GrowthRule
     max_oom_rate: float
     completed: bool
     floor_bytes: int  # min_memory: no plan starts below it
-    history: dict[str, list[tuple[float, tuple[tuple[float, ...], float]]]] = field(default_factory=dict)
+    history: dict[str, list[tuple[float, tuple[float, ...], float, float | None]]] = field(
+        default_factory=dict
+    )
 
     def plan(self, run: TaskRun, decision_bytes: int) -> GrowthPlan | None:
-        """The start and headroom, from what had finished when ``run`` started."""
+        """The start, headroom and rebound, from what had finished when ``run`` started."""
         known = [
-            h
-            for finish, h in self.history.get(run.family, [])
-            if not self.completed or finish <= (run.start_s or 0.0)
+            h for h in self.history.get(run.family, []) if not self.completed or h[0] <= (run.start_s or 0.0)
         ]
-        return learnt_plan(known, decision_bytes, self.rule.window_s, self.max_oom_rate, self.floor_bytes)
+        return learnt_plan(
+            [(profile, peak) for _, profile, peak, _ in known], decision_bytes, self.rule.window_s,
+            self.max_oom_rate, self.floor_bytes, [rebound for *_, rebound in known],
+        )  # fmt: skip
 
     def finished(self, s: SeriesRun, seconds: float) -> None:
-        profile = profile_of(s.times_s.tolist(), s.usage_bytes.tolist())
-        entry = (profile, float(s.run.peak_bytes))  # the series' peak, as the trace reader took it
-        self.history.setdefault(s.run.family, []).append(((s.run.start_s or 0.0) + seconds, entry))
+        usage = s.usage_bytes.tolist()
+        entry = (  # the series' peak, as the trace reader took it
+            (s.run.start_s or 0.0) + seconds, profile_of(s.times_s.tolist(), usage),
+            float(s.run.peak_bytes), rebound_of(usage),
+        )  # fmt: skip
+        self.history.setdefault(s.run.family, []).append(entry)
 
 
 def grow_model(series: Sequence[SeriesRun], cap: int, rule: GrowthRule, config: ReplayConfig) -> TryModel:

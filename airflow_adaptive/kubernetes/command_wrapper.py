@@ -11,7 +11,8 @@ with the child's exit code. While the child runs, a background loop reads the
 cgroup's memory once a second and notes each new maximum, from which the usage
 line gets the memory profile (``core/growth.py``: when each step of the peak was
 first reached; a step first reached between the last sample and the end counts
-at the end). It needs only ``sh``, ``/proc``, ``sleep`` and ``mktemp`` (without
+at the end) and the rebound (``core/growth_plan.py: rebound_of``, over the same
+samples). It needs only ``sh``, ``/proc``, ``sleep`` and ``mktemp`` (without
 a writable temporary folder there is no profile): no awk.
 """
 
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 
 from kubernetes.client import models as k8s
 
-from airflow_adaptive.core.growth_plan import PROFILE_STEPS
+from airflow_adaptive.core.growth_plan import FALL_PERCENT, PROFILE_STEPS
 from airflow_adaptive.core.telemetry import USAGE_PREFIX
 
 TERMINATION_FILE_ENV = "ADAPTIVE_TERMINATION_FILE"
@@ -43,8 +44,13 @@ cg=${ADAPTIVE_CGROUP_ROOT:-/sys/fs/cgroup}
 mf=; for f in "$cg/memory.current" "$cg/memory/memory.usage_in_bytes"; do [ -r "$f" ] && { mf=$f; break; }; done
 log=; sampler=
 if [ -n "$mf" ] && [ -n "$t0" ] && log=$(mktemp 2>/dev/null); then
-  ( trap - TERM INT; mx=0; while read -r v < "$mf"; do
-      [ "$v" -gt "$mx" ] 2>/dev/null && { mx=$v; echo "$(($(uptime_cs) - t0)) $v" >> "$log"; }; sleep 1; done ) &
+  ( trap - TERM INT; mx=0; lo=; re=0; while read -r v < "$mf"; do
+      case $v in ''|*[!0-9]*) sleep 1; continue;; esac
+      if [ -n "$lo" ]; then
+        [ "$v" -lt "$lo" ] && lo=$v
+        [ $((v - lo)) -gt "$re" ] && { re=$((v - lo)); echo "r $re" >> "$log"; }
+      elif [ $((v * 100)) -lt $((mx * __FALL__)) ]; then lo=$v; echo "r 0" >> "$log"; fi
+      [ "$v" -gt "$mx" ] && { mx=$v; echo "$(($(uptime_cs) - t0)) $v" >> "$log"; }; sleep 1; done ) &
   sampler=$!
 fi
 wait "$child"; rc=$?
@@ -70,12 +76,15 @@ elif [ -r "$cg/blkio/blkio.throttle.io_service_bytes" ]; then
   while read -r _ op n; do case $op in Read) rb=$((rb + n));; Write) wb=$((wb + n));; esac; done < "$cg/blkio/blkio.throttle.io_service_bytes"
 fi
 [ -n "$t0" ] && [ -n "$t1" ] && wall=$(((t1 - t0) * 10))
-prof=null
+prof=null; reb=null
 if [ -n "$log" ] && [ -s "$log" ] && [ -n "$t1" ]; then
-  top=$peak; [ "$top" = null ] && while read -r _ v; do top=$v; done < "$log"
+  top=$peak; [ "$top" = null ] && while read -r tc v; do [ "$tc" = r ] || top=$v; done < "$log"
   prof=; k=1; n=__STEPS__
   at() { c=$(($1 % 100)); [ "$c" -lt 10 ] && c=0$c; prof="$prof${prof:+,}$(($1 / 100)).$c"; k=$((k + 1)); }
-  while read -r tc v; do while [ "$k" -le "$n" ] && [ $((v * n)) -ge $((top * k)) ]; do at "$tc"; done; done < "$log"
+  while read -r tc v; do
+    [ "$tc" = r ] && { reb=$v; continue; }
+    while [ "$k" -le "$n" ] && [ $((v * n)) -ge $((top * k)) ]; do at "$tc"; done
+  done < "$log"
   while [ "$k" -le "$n" ]; do at $((t1 - t0)); done
   prof="[$prof]"
 fi
@@ -85,11 +94,12 @@ fi
 if [ -n "${ADAPTIVE_STAGE_REPORT:-}" ] && [ -r "$ADAPTIVE_STAGE_REPORT" ] && read -r stage < "$ADAPTIVE_STAGE_REPORT"; then
   printf '\n%s' "$stage" >> "${ADAPTIVE_TERMINATION_FILE:-/dev/termination-log}" 2>/dev/null
 fi
-printf '\n%s{"v":1,"exit_code":%s,"peak_memory_bytes":%s,"cpu_core_seconds":%s,"wall_seconds":%s,"read_bytes":%s,"write_bytes":%s,"memory_profile_s":%s}\n' \
-  "__PREFIX__" "$rc" "${peak:-null}" "$cpu" "$wall" "$rb" "$wb" "$prof" >> "${ADAPTIVE_TERMINATION_FILE:-/dev/termination-log}" 2>/dev/null
+printf '\n%s{"v":1,"exit_code":%s,"peak_memory_bytes":%s,"cpu_core_seconds":%s,"wall_seconds":%s,"read_bytes":%s,"write_bytes":%s,"memory_profile_s":%s,"memory_rebound_bytes":%s}\n' \
+  "__PREFIX__" "$rc" "${peak:-null}" "$cpu" "$wall" "$rb" "$wb" "$prof" "$reb" >> "${ADAPTIVE_TERMINATION_FILE:-/dev/termination-log}" 2>/dev/null
 exit "$rc"
 """.replace("__PREFIX__", USAGE_PREFIX)
     .replace("__STEPS__", str(PROFILE_STEPS))
+    .replace("__FALL__", str(FALL_PERCENT))
     .strip()
 )
 

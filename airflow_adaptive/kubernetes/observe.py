@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from kubernetes.client import models as k8s
 
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
-from airflow_adaptive.core.telemetry import parse_memory_profile, parse_usage
+from airflow_adaptive.core.telemetry import parse_memory_profile, parse_memory_rebound, parse_usage
 from airflow_adaptive.kubernetes.names import DECISION_ANNOTATION, STRATEGY_ANNOTATION
 from airflow_adaptive.kubernetes.pods import find_container, memory_of
 
@@ -59,6 +59,7 @@ def observe_pod(
     annotations = (remote_pod.metadata.annotations if remote_pod.metadata else None) or {}
     container = find_container(remote_pod, container_name)
     memory = memory_of(container.resources if container else None)
+    message = None if reason is ExitReason.OOM_KILLED or terminated is None else terminated.message
     return Observation(
         key=key,
         task_family=task_family,
@@ -73,9 +74,8 @@ def observe_pod(
         or datetime.now(timezone.utc),
         strategy=annotations.get(STRATEGY_ANNOTATION),
         explanation=annotations.get(DECISION_ANNOTATION),
-        memory_profile_s=None
-        if reason is ExitReason.OOM_KILLED
-        else parse_memory_profile(terminated.message if terminated else None),
+        memory_profile_s=parse_memory_profile(message),  # a killed try's shape is cut short
+        memory_rebound_bytes=parse_memory_rebound(message),
     )
 
 

@@ -66,9 +66,14 @@ def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -
         limits={**(resources.limits or {}), "memory": format_memory(start)},
         claims=resources.claims,
     )
+    fall = (
+        ""
+        if plan.rebound_bytes is None
+        else f", {format_bytes(plan.rebound_bytes)} above its least once it falls below half its most"
+    )
     note = (
         f"; starts at {format_bytes(start)} and grows in place, "
-        f"{format_bytes(plan.headroom_at(start))} to {format_bytes(plan.headroom_bytes)} above usage "
+        f"{format_bytes(plan.headroom_at(start))} to {format_bytes(plan.headroom_bytes)} above usage{fall} "
         "(learnt from the family's memory profiles)"
     )
     annotations = dict(pod.metadata.annotations or {})
@@ -79,13 +84,15 @@ def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -
 
 def plan_text(plan: GrowthPlan) -> str:
     """What the agent needs of a plan, for the pod's annotation: the start, the decision its levels
-    are steps of, the headroom by level and the first window."""
-    fields = {
+    are steps of, the headroom by level, the first window and the rebound when learnt."""
+    fields: dict[str, Any] = {
         "start": plan.start_bytes,
         "decision": plan.decision_bytes,
         "rises": list(plan.rises_bytes),
         "window_s": plan.window_s,
     }
+    if plan.rebound_bytes is not None:
+        fields["rebound"] = plan.rebound_bytes
     return json.dumps(fields, separators=(",", ":"))
 
 
@@ -114,6 +121,7 @@ def plan_from_text(text: str | None) -> GrowthPlan | None:
             tuple(_plan_bytes(r) for r in rises),
             _plan_bytes(raw["decision"]),
             float(window_s),
+            None if raw.get("rebound") is None else _plan_bytes(raw["rebound"]),
         )
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
         return None

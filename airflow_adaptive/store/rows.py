@@ -52,6 +52,7 @@ _ATTEMPT_COLUMNS: dict[str, Callable[[Observation], Any]] = {
     "image": attrgetter("image"),
     "program": attrgetter("program"),
     "memory_profile": lambda o: list(o.memory_profile_s) if o.memory_profile_s else None,
+    "memory_rebound_bytes": attrgetter("memory_rebound_bytes"),
 }
 
 
@@ -111,7 +112,13 @@ def observation(row: Any) -> Observation:
         image=getattr(row, "image", None),  # absent while a migration rebuilds before they existed
         program=getattr(row, "program", None),
         memory_profile_s=_profile(getattr(row, "memory_profile", None)),
+        memory_rebound_bytes=_rebound(getattr(row, "memory_rebound_bytes", None)),
     )
+
+
+def _rebound(value: Any) -> int | None:
+    """A stored rebound, or None when there is none or it is not a byte count (the attempt stays)."""
+    return value if isinstance(value, int) and value >= 0 else None
 
 
 def _profile(value: Any) -> tuple[float, ...] | None:

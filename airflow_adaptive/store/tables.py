@@ -58,6 +58,7 @@ task_attempt = Table(
     Column("image", String(500)),  # the container image (warm starts compare families by it)
     Column("program", String(250)),  # what the container's command starts
     Column("memory_profile", JSON),  # seconds to each 2 % of the peak (core/growth.py)
+    Column("memory_rebound_bytes", BigInteger),  # its rise after it fell (core/growth_plan.py)
     UniqueConstraint(
         "dag_id", "task_id", "run_id", "map_index", "try_number", name="adaptive_task_attempt_key_uq"
     ),

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from airflow_adaptive.core.growth_plan import profile_of
+from airflow_adaptive.core.growth_plan import profile_of, rebound_of
 from airflow_adaptive.core.units import MB
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.common import ImportResult, SkippedRow, completed_observation, trace_name
@@ -147,8 +147,14 @@ def read_series_history(path: str | os.PathLike[str]) -> ImportResult:
             request_bytes=s.run.user_request_bytes, input_size_bytes=s.run.input_size_bytes,
         )  # fmt: skip
         finished = datetime.fromtimestamp(s.run.finish_s or 0.0, tz=timezone.utc)
-        profile = profile_of(s.times_s.tolist(), s.usage_bytes.tolist())
-        result.observations.append(replace(observation, finished_at=finished, memory_profile_s=profile))
+        usage = s.usage_bytes.tolist()
+        rebound = rebound_of(usage)
+        result.observations.append(
+            replace(
+                observation, finished_at=finished, memory_profile_s=profile_of(s.times_s.tolist(), usage),
+                memory_rebound_bytes=None if rebound is None else round(rebound),
+            )
+        )  # fmt: skip
     if not result.observations:
         raise TraceFormatError(f"{name}: no usable tasks ({len(result.skipped)} skipped)")
     return result

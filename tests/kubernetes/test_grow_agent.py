@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +42,13 @@ def client(api: FakeKubernetesApi) -> ApiClient:
 
 
 def start_pod(
-    api: FakeKubernetesApi, name: str, *, headroom: int | None = None, memory_policy: str = "NotRequired"
-) -> CoreV1Api:
+    api: FakeKubernetesApi, name: str, *, headroom: int | None = None, memory_policy: str = "NotRequired",
+    rebound: int | None = None,
+) -> CoreV1Api:  # fmt: skip
     core = CoreV1Api(client(api))
     # one headroom at every level
-    annotations = {HEADROOM_ANNOTATION: plan_text(flat_plan(0, headroom, 1 << 40))} if headroom else {}
+    plan = replace(flat_plan(0, headroom, 1 << 40), rebound_bytes=rebound) if headroom else None
+    annotations = {HEADROOM_ANNOTATION: plan_text(plan)} if plan else {}
     core.create_namespaced_pod(NAMESPACE, {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "labels": {GROW_LABEL: "true"}, "annotations": annotations},
@@ -125,15 +128,17 @@ def test_a_refusal_or_an_old_cluster_turns_growth_off_with_one_line(
 PLATEAU = RISE + [max(RISE)] * 20 + [max(RISE) + int(4 * k * MIB) for k in range(1, 41)]  # climbs again
 
 
-def run_on_a_clock(api: FakeKubernetesApi, name: str) -> tuple[GrowthAgent, Any]:
+def run_on_a_clock(
+    api: FakeKubernetesApi, name: str, series: list[int] = PLATEAU, rebound: int | None = None
+) -> tuple[GrowthAgent, Any]:
     """The plateau under an agent whose clock moves one second a sample (a try is flat only for
     as long as its clock says), asking three headrooms when it grows so that a plateau's limit is
     more than one growth step above its level and a quarter headroom more."""
-    api.series_for = lambda pod: PLATEAU
+    api.series_for = lambda pod: series
     seconds = [0.0]
     rule = GrowthRule(latency_s=0.0, sample_s=0.5, headrooms=3.0)
     agent = GrowthAgent(client(api), "node-a", api.cgroup_root, rule, clock=lambda: seconds[0])
-    start_pod(api, name, headroom=40 * MIB)  # asks 180 MiB at 60 MiB used, 260 at 140
+    start_pod(api, name, headroom=40 * MIB, rebound=rebound)  # asks 180 MiB at 60 MiB used, 260 at 140
     while api.step(name):
         agent.cycle()
         seconds[0] += 1.0
@@ -157,6 +162,22 @@ def test_a_pod_that_stops_rising_is_lowered_in_place_grown_again_and_completes(
     assert asked[down + 1 :] == sorted(asked[down + 1 :]) and asked[down + 1] > 218
     assert int(pod.spec.containers[0].resources.limits["memory"].removesuffix("Mi")) * MIB >= max(PLATEAU)
     assert "; lowered 260 MiB → 218 MiB at " in pod.metadata.annotations[GROWN_ANNOTATION]
+
+
+FALLS = RISE + [max(RISE)] * 5 + [int(20 * MIB)] * 20 + [int(30 * MIB)] * 10  # falls, rises a little
+
+
+def test_a_pod_that_falls_is_lowered_by_its_familys_rebound_and_completes(api: FakeKubernetesApi) -> None:
+    agent, pod = run_on_a_clock(api, "falls", FALLS, rebound=16 * MIB)
+    assert pod.status.phase == "Succeeded" and agent.off_reason is None
+    # grown while it climbed, lowered on its plateau to 218 MiB, then, fallen to 20 MiB for a
+    # window, to 20 + 1.25 x 16 = 40 MiB; 30 MiB later is within it (30 + 10 % of 40 < 40)
+    assert _limits_asked(api)[-2:] == [218, 40]
+    assert "; lowered 218 MiB → 40 MiB at " in pod.metadata.annotations[GROWN_ANNOTATION]
+    # without a learnt rebound the fall keeps the plateau's limit
+    api.resizes.clear()
+    _, pod = run_on_a_clock(api, "falls-kept", FALLS)
+    assert pod.status.phase == "Succeeded" and _limits_asked(api)[-1] == 218
 
 
 def test_a_cluster_that_refuses_a_decrease_turns_lowering_off_and_growth_goes_on(

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import pytest
 from kubernetes.client import models as k8s
 
 from airflow_adaptive import advisor as advisor_module
@@ -105,3 +106,54 @@ def test_the_plan_annotation_reads_back_and_bad_text_only_turns_the_plan_off() -
     )  # fmt: skip
     for text in bad:
         assert plan_from_text(text) is None, text
+
+
+def test_a_family_whose_tasks_fall_tells_the_agent_its_rebound(tmp_path: Path) -> None:
+    # each task falls to 10 % of its peak after it and rises again by 5 % of it: imported, each
+    # attempt records that rebound, and the plan the pod carries has one
+    tasks = {
+        name: [*series, *[0.1 * max(series)] * 10, *[0.15 * max(series)] * 5]
+        for name, series in family(10).items()
+    }
+    result = read_series_history(write_folder(tmp_path / "t", tasks) / "tasks.csv")
+    for o in result.observations:
+        assert o.memory_rebound_bytes == pytest.approx(0.05 * (o.usage.peak_memory_bytes or 0), rel=1e-6)
+    store = InMemoryHistoryStore()
+    store.record(result.observations)
+    plan = plan_from_text(build(store, grow=True)["metadata"]["annotations"][HEADROOM_ANNOTATION])
+    assert plan is not None and plan.rebound_bytes is not None
+    assert 0 < plan.rebound_bytes < plan.decision_bytes / 10
+    assert "above its least once it falls below half its most" in build(store, grow=True)["metadata"][
+        "annotations"]["adaptive.airflow.io/decision"]  # fmt: skip
+    assert plan_from_text(build(imported(tmp_path / "no"), grow=True)["metadata"]["annotations"][
+        HEADROOM_ANNOTATION]).rebound_bytes is None  # type: ignore[union-attr]  # fmt: skip
+
+
+@pytest.mark.parametrize("reason", ["Completed", "OOMKilled"])
+def test_the_recorded_attempt_keeps_the_rebound_the_wrapper_reported(reason: str) -> None:
+    from datetime import datetime, timezone
+
+    from airflow_adaptive.core.model import TaskKey
+    from airflow_adaptive.core.telemetry import USAGE_PREFIX
+    from airflow_adaptive.kubernetes.observe import observe_pod
+
+    profile = ",".join(str(float(k)) for k in range(50))
+    message = f'{USAGE_PREFIX}{{"v":1,"exit_code":0,"peak_memory_bytes":900,"memory_profile_s":[{profile}],' \
+              '"memory_rebound_bytes":120}'  # fmt: skip
+    now = datetime(2026, 12, 3, tzinfo=timezone.utc)
+    state = k8s.V1ContainerState(terminated=k8s.V1ContainerStateTerminated(
+        exit_code=0 if reason == "Completed" else 137, reason=reason, message=message,
+        started_at=now, finished_at=now))  # fmt: skip
+    pod = k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(name="p"),
+        spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="base")]),
+        status=k8s.V1PodStatus(
+            phase="Succeeded" if reason == "Completed" else "Failed",
+            container_statuses=[k8s.V1ContainerStatus(
+                name="base", state=state, image="busybox", image_id="", ready=False, restart_count=0)],
+        ),
+    )  # fmt: skip
+    observed = observe_pod(pod, "base", TaskKey("d", "t", "r", -1, 1), "f")
+    killed = reason == "OOMKilled"
+    assert observed.memory_rebound_bytes == (None if killed else 120)  # a killed try's shape is cut short
+    assert (observed.memory_profile_s is None) == killed

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from airflow_adaptive.core.growth_plan import rebound_of
 from airflow_adaptive.core.model import PeakKind
-from airflow_adaptive.core.telemetry import parse_memory_profile, parse_usage
+from airflow_adaptive.core.telemetry import parse_memory_profile, parse_memory_rebound, parse_usage
 from airflow_adaptive.kubernetes.command_wrapper import WRAPPER_SCRIPT, is_wrapped, wrap_command
 
 SHELLS = [s for s in ("/bin/sh", "/bin/dash", "/bin/bash", "/bin/busybox") if shutil.which(s)]
@@ -181,6 +182,21 @@ def test_the_memory_profile_follows_the_cgroup_while_the_command_runs(
     assert 2.0 <= profile[10] == profile[49] <= 4.5  # the rest when the jump was sampled
     usage = parse_usage(message)
     assert usage is not None and usage.wall_seconds is not None and profile[49] <= usage.wall_seconds
+    assert parse_memory_rebound(message) is None  # it never fell
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_rebound_is_the_rise_after_the_task_fell_below_half(
+    tmp_path: Path, cgroup_v2: Path, shell: str
+) -> None:
+    # 700 MiB, then 140 MiB (below half: fallen), 100 MiB, then 300 MiB: a rebound of 200 MiB, as
+    # core's rebound_of counts it over the same samples
+    current = cgroup_v2 / "memory.current"
+    current.write_text(f"{700 << 20}\n")
+    script = "; ".join(f"sleep 1.5; echo {m << 20} > {current}" for m in (140, 100, 300)) + "; sleep 1.5"
+    done, message = run(tmp_path, script, cgroup_v2, shell)
+    assert done.returncode == 0 and parse_memory_rebound(message) == 200 << 20
+    assert rebound_of([700 << 20, 140 << 20, 100 << 20, 300 << 20]) == 200 << 20
 
 
 def test_no_memory_file_gives_no_profile(tmp_path: Path, cgroup_v2: Path) -> None:

@@ -109,19 +109,32 @@ def test_malformed_rows_are_skipped_not_read_as_zero(engine: Any) -> None:
     assert next(o for o in history if o.key.run_id == "reason").exit_reason is ExitReason.UNKNOWN
 
 
-def test_a_memory_profile_round_trips_and_a_malformed_one_reads_as_none(engine: Any) -> None:
+def test_a_memory_profile_and_rebound_round_trip_and_malformed_ones_read_as_none(engine: Any) -> None:
     from dataclasses import replace
 
     repo = sql_store(engine)
     profile = (0.0, 0.5, 1.0, 2.0, 2.0, *[3.0] * 44, 9.5)
-    repo.record([replace(attempt(1, peak=100), memory_profile_s=profile), attempt(2, peak=100)])
+    repo.record([
+        replace(attempt(1, peak=100), memory_profile_s=profile, memory_rebound_bytes=40), attempt(2, peak=100)
+    ])  # fmt: skip
     base = dict(dag_id="dag", task_id="task", map_index=-1, try_number=1, task_family="f", finished_at=T0,
                 exit_reason="Completed", peak_memory_bytes=5)  # fmt: skip
     with engine.begin() as conn:
         for run, bad in (("short", [1.0, 2.0]), ("falling", [5.0, *[1.0] * 49]), ("text", ["a"] * 50)):
             conn.execute(insert(task_attempt).values(run_id=run, memory_profile=bad, **base))
-    by_run = {o.key.run_id: o.memory_profile_s for o in repo.history("f")}
-    assert by_run == {"run1": profile, "run2": None, "short": None, "falling": None, "text": None}
+        conn.execute(insert(task_attempt).values(run_id="negative", memory_rebound_bytes=-1, **base))
+    history = repo.history("f")
+    by_run = {o.key.run_id: o.memory_profile_s for o in history}
+    assert by_run == {
+        "run1": profile,
+        "run2": None,
+        "short": None,
+        "falling": None,
+        "text": None,
+        "negative": None,
+    }
+    rebounds = {o.key.run_id: o.memory_rebound_bytes for o in history}
+    assert rebounds["run1"] == 40 and rebounds["run2"] is None and rebounds["negative"] is None
 
 
 SHARED_EVERY = 10  # one attempt in ten is a key every writer records (a retried or replayed attempt)
