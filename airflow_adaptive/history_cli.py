@@ -131,7 +131,7 @@ def cmd_history_rebuild(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def add_history_commands(sub: Any) -> None:
-    from airflow_adaptive.traces.load import FORMATS
+    from airflow_adaptive.traces.formats import FORMATS
 
     history = sub.add_parser("history", help="import or show task attempt history").add_subparsers(
         dest="history_command", required=True

@@ -48,8 +48,7 @@ def add_observe_command(sub: Any) -> None:
     )
     observe.add_argument(
         "--namespace",
-        default=_default_namespace(),
-        help="namespace of the worker pods (default: the executor's)",
+        help="namespace of the worker pods (default: the executor's, [kubernetes_executor] namespace)",
     )
     observe.add_argument("--interval", type=float, default=5.0, help="seconds between cycles (default 5)")
     observe.add_argument("--once", action="store_true", help="one cycle, then exit")

@@ -64,7 +64,8 @@ def strategy_names(args: argparse.Namespace) -> list[str]:
 
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.console import progress as progress_display
-    from airflow_adaptive.evaluation.report import BUDGETS, DEFAULT_STRATEGY, evaluate
+    from airflow_adaptive.evaluation.choices import BUDGETS
+    from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY, evaluate
     from airflow_adaptive.exceptions import TraceFormatError
     from airflow_adaptive.traces.load import expand_paths, ignored_lines
 
@@ -214,9 +215,8 @@ def _pareto_line(trace: dict[str, Any]) -> str:
 
 
 def add_replay_command(sub: Any) -> None:
-    from airflow_adaptive.evaluation.replay import HISTORY_MODES
-    from airflow_adaptive.evaluation.report import BUDGETS
-    from airflow_adaptive.traces.load import FORMATS
+    from airflow_adaptive.evaluation.choices import BUDGETS, HISTORY_MODES
+    from airflow_adaptive.traces.formats import FORMATS
 
     rep = sub.add_parser("replay", help="replay traces through sizing strategies and compare their waste")
     rep.add_argument("traces", nargs="+", metavar="TRACE", help="trace files, or folders to search for them")

@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from airflow_adaptive.core.sizing import ANCHORS
+from airflow_adaptive.evaluation.choices import BUDGETS
 from airflow_adaptive.evaluation.pareto import KILLS, WASTE, beaten_by, pareto, pareto_counts
 from airflow_adaptive.evaluation.replay import ReplayConfig
-from airflow_adaptive.evaluation.report import BUDGETS, DEFAULT_STRATEGY, evaluate
+from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY, evaluate
 from airflow_adaptive.traces.load import expand_paths
 
 ROOT = Path(__file__).resolve().parents[1]

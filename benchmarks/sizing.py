@@ -21,10 +21,10 @@ from synthetic_sets import synthetic_section
 
 from airflow_adaptive.core.sizing import ANCHORS, quick_predictor_names
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
+from airflow_adaptive.evaluation.choices import BUDGETS
 from airflow_adaptive.evaluation.pareto import against
 from airflow_adaptive.evaluation.replay import ReplayConfig
 from airflow_adaptive.evaluation.report import (
-    BUDGETS,
     DEFAULT_STRATEGY,
     WARM_START_MODES,
     evaluate,

@@ -22,12 +22,12 @@ from airflow_adaptive.core.defaults import MAX_OOM_RATE, MIN_MEMORY_MIB
 from airflow_adaptive.core.model import Decision, MemoryRequest
 from airflow_adaptive.core.sizing.similar import MIN_SIMILARITY
 from airflow_adaptive.core.units import MIB
+from airflow_adaptive.evaluation.choices import HISTORY_MODES
 from airflow_adaptive.evaluation.live import LiveSizing, Try, replay_settings
 from airflow_adaptive.exceptions import InvalidSettingError
 from airflow_adaptive.traces.runs import TaskRun
 
 GB_H = 1e9 * 3600.0  # byte-seconds in one GB-hour
-HISTORY_MODES = ("completed", "sequential")
 
 
 @dataclass(frozen=True)

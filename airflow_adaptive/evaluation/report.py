@@ -21,7 +21,6 @@ from airflow_adaptive.traces.load import replay_input
 from airflow_adaptive.traces.runs import TaskRun
 
 DEFAULT_STRATEGY = "adaptive"
-BUDGETS = (0.005, 0.01, 0.02, 0.05, 0.10, 0.2, 1.0)  # OOM kills per task: the default strategy's sweep
 
 
 @functools.lru_cache(maxsize=8)

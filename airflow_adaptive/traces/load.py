@@ -11,6 +11,7 @@ from airflow_adaptive.core.model import Observation
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.cctools import DELIMITER, read_cctools
 from airflow_adaptive.traces.common import ImportResult
+from airflow_adaptive.traces.formats import FORMATS
 from airflow_adaptive.traces.lotaru import read_lotaru
 from airflow_adaptive.traces.nextflow import iter_nextflow, read_nextflow
 from airflow_adaptive.traces.runs import TaskRun
@@ -30,7 +31,6 @@ READERS: dict[str, Callable[[str], ImportResult]] = {
     "wfformat": read_wfformat,
     "series": read_series_history,
 }
-FORMATS = ("auto", *READERS)
 IGNORED_SHOWN = 20  # files of a folder that are no trace, named one by one; the rest are counted
 
 

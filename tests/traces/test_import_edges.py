@@ -285,3 +285,10 @@ def test_a_corrupt_gzip_wfformat_trace_is_one_line(
         assert main(command) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith(f"airflow-adaptive: error: {corrupt}") and len(err.splitlines()) == 1
+
+
+def test_every_format_the_command_line_offers_has_its_reader() -> None:
+    from airflow_adaptive.traces.formats import TRACE_FORMATS
+    from airflow_adaptive.traces.load import READERS
+
+    assert tuple(READERS) == TRACE_FORMATS
