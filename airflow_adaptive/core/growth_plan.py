@@ -29,6 +29,7 @@ PROFILE_FRACTIONS = tuple(k / PROFILE_STEPS for k in range(1, PROFILE_STEPS + 1)
 LEVELS = 50  # the headroom is learnt at each 2 % of the decision
 MIN_GROWTH_HISTORY = 3  # profiles a family needs before its start and headroom are learnt
 FALL_PERCENT = 50  # a try has fallen once it uses less than this share of the most it has used
+FALL_GRACE_S = 2.0  # a fall first seen this close to the end is the task freeing its memory as it exits
 
 
 def fallen(usage_bytes: float, level_bytes: float) -> bool:
@@ -36,20 +37,23 @@ def fallen(usage_bytes: float, level_bytes: float) -> bool:
     return usage_bytes * 100 < level_bytes * FALL_PERCENT
 
 
-def rebound_of(usage_bytes: Sequence[float]) -> float | None:
+def rebound_of(times_s: Sequence[float], usage_bytes: Sequence[float]) -> float | None:
     """After the task first fell (``fallen``), the largest rise above the least it had used since;
-    None if it never fell. A task that falls (a sort that has merged, an aligner that has loaded its
-    index and freed a buffer) may rise again: this is how far, so a fallen try can be kept that much
-    above where it fell to (``core/growth.py: fallen_limit``)."""
-    most, trough, rise = 0.0, None, 0.0
-    for u in usage_bytes:
+    None if it never fell, or only within ``FALL_GRACE_S`` of its end (its last sample), where
+    the fall is its exit and no fallen try is lowered. A task that falls (a sort that has merged,
+    an aligner that has loaded its index and freed a buffer) may rise again: this is how far, so
+    a fallen try can be kept that much above where it fell to (``core/growth.py: fallen_limit``)."""
+    most, trough, fell_s, rise = 0.0, None, 0.0, 0.0
+    for t, u in zip(times_s, usage_bytes, strict=True):
         if trough is not None:
             trough = min(trough, u)
             rise = max(rise, u - trough)
         elif fallen(u, most):
-            trough = u
+            trough, fell_s = u, t
         most = max(most, u)
-    return None if trough is None else rise
+    if trough is None or fell_s > times_s[-1] - FALL_GRACE_S:
+        return None
+    return rise
 
 
 def profile_of(times_s: Sequence[float], usage_bytes: Sequence[float]) -> tuple[float, ...]:

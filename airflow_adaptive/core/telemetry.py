@@ -101,6 +101,10 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
+MAX_COUNT = 1 << 62  # above any real byte count, and within the store's 64-bit columns
+
+
 def _whole(value: object) -> int | None:
+    """A non-negative whole count; None for anything else, or one too large to be real."""
     number = _number(value)
-    return None if number is None else int(number)
+    return None if number is None or number > MAX_COUNT else int(number)

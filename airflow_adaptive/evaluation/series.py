@@ -84,7 +84,7 @@ class _GrowState:
         usage = s.usage_bytes.tolist()
         entry = (  # the series' peak, as the trace reader took it
             (s.run.start_s or 0.0) + seconds, profile_of(s.times_s.tolist(), usage),
-            float(s.run.peak_bytes), rebound_of(usage),
+            float(s.run.peak_bytes), rebound_of(s.times_s.tolist(), usage),
         )  # fmt: skip
         self.history.setdefault(s.run.family, []).append(entry)
 

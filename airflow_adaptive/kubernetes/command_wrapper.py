@@ -12,7 +12,8 @@ cgroup's memory once a second and notes each new maximum, from which the usage
 line gets the memory profile (``core/growth.py``: when each step of the peak was
 first reached; a step first reached between the last sample and the end counts
 at the end) and the rebound (``core/growth_plan.py: rebound_of``, over the same
-samples). It needs only ``sh``, ``/proc``, ``sleep`` and ``mktemp`` (without
+samples' working set: usage less the inactive page cache, as the grow agent
+reads it). It needs only ``sh``, ``/proc``, ``sleep`` and ``mktemp`` (without
 a writable temporary folder there is no profile): no awk.
 """
 
@@ -22,7 +23,7 @@ from collections.abc import Sequence
 
 from kubernetes.client import models as k8s
 
-from airflow_adaptive.core.growth_plan import FALL_PERCENT, PROFILE_STEPS
+from airflow_adaptive.core.growth_plan import FALL_GRACE_S, FALL_PERCENT, PROFILE_STEPS
 from airflow_adaptive.core.telemetry import USAGE_PREFIX
 
 TERMINATION_FILE_ENV = "ADAPTIVE_TERMINATION_FILE"
@@ -42,14 +43,19 @@ exec 3<&-
 [ -z "$sig" ] || [ -n "$sent" ] || kill -"$sig" "$child" 2>/dev/null
 cg=${ADAPTIVE_CGROUP_ROOT:-/sys/fs/cgroup}
 mf=; for f in "$cg/memory.current" "$cg/memory/memory.usage_in_bytes"; do [ -r "$f" ] && { mf=$f; break; }; done
+sf=; ik=; for f in "$cg/memory.stat:inactive_file" "$cg/memory/memory.stat:total_inactive_file"; do
+  [ -r "${f%:*}" ] && { sf=${f%:*}; ik=${f##*:}; break; }; done
 log=; sampler=
 if [ -n "$mf" ] && [ -n "$t0" ] && log=$(mktemp 2>/dev/null); then
-  ( trap - TERM INT; mx=0; lo=; re=0; while read -r v < "$mf"; do
+  ( trap - TERM INT; mx=0; wx=0; lo=; re=0; while read -r v < "$mf"; do
       case $v in ''|*[!0-9]*) sleep 1; continue;; esac
+      w=$v; [ -z "$sf" ] || while read -r k n; do [ "$k" = "$ik" ] && { w=$((v - n)); break; }; done < "$sf"
+      [ "$w" -ge 0 ] || w=0
       if [ -n "$lo" ]; then
-        [ "$v" -lt "$lo" ] && lo=$v
-        [ $((v - lo)) -gt "$re" ] && { re=$((v - lo)); echo "r $re" >> "$log"; }
-      elif [ $((v * 100)) -lt $((mx * __FALL__)) ]; then lo=$v; echo "r 0" >> "$log"; fi
+        [ "$w" -lt "$lo" ] && lo=$w
+        [ $((w - lo)) -gt "$re" ] && { re=$((w - lo)); echo "r $re" >> "$log"; }
+      elif [ $((w * 100)) -lt $((wx * __FALL__)) ]; then lo=$w; echo "f $(($(uptime_cs) - t0))" >> "$log"; fi
+      [ "$w" -gt "$wx" ] && wx=$w
       [ "$v" -gt "$mx" ] && { mx=$v; echo "$(($(uptime_cs) - t0)) $v" >> "$log"; }; sleep 1; done ) &
   sampler=$!
 fi
@@ -78,13 +84,15 @@ fi
 [ -n "$t0" ] && [ -n "$t1" ] && wall=$(((t1 - t0) * 10))
 prof=null; reb=null
 if [ -n "$log" ] && [ -s "$log" ] && [ -n "$t1" ]; then
-  top=$peak; [ "$top" = null ] && while read -r tc v; do [ "$tc" = r ] || top=$v; done < "$log"
+  top=$peak; [ "$top" = null ] && while read -r tc v; do case $tc in f|r) ;; *) top=$v;; esac; done < "$log"
   prof=; k=1; n=__STEPS__
   at() { c=$(($1 % 100)); [ "$c" -lt 10 ] && c=0$c; prof="$prof${prof:+,}$(($1 / 100)).$c"; k=$((k + 1)); }
+  fell=
   while read -r tc v; do
-    [ "$tc" = r ] && { reb=$v; continue; }
+    case $tc in f) fell=$v; reb=0; continue;; r) reb=$v; continue;; esac
     while [ "$k" -le "$n" ] && [ $((v * n)) -ge $((top * k)) ]; do at "$tc"; done
   done < "$log"
+  [ -z "$fell" ] || [ $((t1 - t0 - fell)) -ge __GRACE_CS__ ] || reb=null
   while [ "$k" -le "$n" ]; do at $((t1 - t0)); done
   prof="[$prof]"
 fi
@@ -100,6 +108,7 @@ exit "$rc"
 """.replace("__PREFIX__", USAGE_PREFIX)
     .replace("__STEPS__", str(PROFILE_STEPS))
     .replace("__FALL__", str(FALL_PERCENT))
+    .replace("__GRACE_CS__", str(round(FALL_GRACE_S * 100)))
     .strip()
 )
 

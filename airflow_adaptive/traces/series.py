@@ -148,7 +148,7 @@ def read_series_history(path: str | os.PathLike[str]) -> ImportResult:
         )  # fmt: skip
         finished = datetime.fromtimestamp(s.run.finish_s or 0.0, tz=timezone.utc)
         usage = s.usage_bytes.tolist()
-        rebound = rebound_of(usage)
+        rebound = rebound_of(s.times_s.tolist(), usage)
         result.observations.append(
             replace(
                 observation, finished_at=finished, memory_profile_s=profile_of(s.times_s.tolist(), usage),

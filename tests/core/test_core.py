@@ -11,7 +11,7 @@ import pytest
 from airflow_adaptive.core.decide import SizingSettings, decide_memory
 from airflow_adaptive.core.model import ExitReason, MemoryRequest, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.core.sizing import make_predictor, predictor_names
-from airflow_adaptive.core.telemetry import USAGE_PREFIX, parse_usage
+from airflow_adaptive.core.telemetry import USAGE_PREFIX, parse_memory_rebound, parse_usage
 from airflow_adaptive.core.units import GIB, MIB
 from airflow_adaptive.exceptions import UnknownStrategyError
 
@@ -130,12 +130,15 @@ def test_unknown_strategy_is_a_typed_error_naming_the_known_ones() -> None:
         (f'{USAGE_PREFIX}{{"peak_memory_bytes": -5}}', None),
         (f'{USAGE_PREFIX}{{"peak_memory_bytes": "12"}}', None),
         (f'{USAGE_PREFIX}{{"peak_memory_bytes": true}}', None),
+        (f'{USAGE_PREFIX}{{"peak_memory_bytes": 1e30, "memory_rebound_bytes": 1e30}}', None),  # not real
+        (f'{USAGE_PREFIX}{{"peak_memory_bytes": 9, "memory_rebound_bytes": 4}}', 9),
     ],
 )
 def test_usage_line_parsing(message: str, peak: int | None) -> None:
     usage = parse_usage(message)
     assert usage is not None and usage.peak_memory_bytes == peak
     assert usage.peak_kind is (PeakKind.MEASURED if peak else PeakKind.NONE)
+    assert parse_memory_rebound(message) == (4 if 'rebound_bytes": 4' in message else None)
 
 
 @pytest.mark.parametrize(

@@ -16,12 +16,19 @@ STEADY = tuple(float(k) for k in range(PROFILE_STEPS))  # 2 % a second
 PLAN = GrowthPlan(0, (200,), 10_000, 0.0, rebound_bytes=300)  # a headroom of 200, a rebound of 300
 
 
+def every_second(*usage: float) -> tuple[list[float], list[float]]:
+    return [float(t) for t in range(len(usage))], list(usage)
+
+
 def test_the_rebound_is_the_largest_rise_after_the_first_fall_below_half() -> None:
-    assert rebound_of([0, 100, 200, 150, 120]) is None  # never below half of 200
-    assert rebound_of([100, 200, 100]) is None  # half is not below half
+    assert rebound_of(*every_second(0, 100, 200, 150, 120)) is None  # never below half of 200
+    assert rebound_of(*every_second(100, 200, 100, 100)) is None  # half is not below half
     # falls at 99 (< 100); from there the least is 80, and the most above it 150: 70
-    assert rebound_of([100, 200, 99, 80, 120, 90, 150]) == 70
-    assert rebound_of([100, 200, 50, 40]) == 0  # fell and stayed
+    assert rebound_of(*every_second(100, 200, 99, 80, 120, 90, 150)) == 70
+    assert rebound_of(*every_second(100, 200, 50, 40, 40)) == 0  # fell and stayed
+    # a fall first seen within 2 s of the end (the last sample) is the task exiting: no fall
+    assert rebound_of(*every_second(100, 200, 200, 50, 40)) is None
+    assert rebound_of([0.0, 1.0, 3.0], [200.0, 50.0, 60.0]) == 10
 
 
 def test_a_family_learns_a_rebound_only_from_enough_tasks_that_fell() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -174,7 +175,7 @@ def test_the_memory_profile_follows_the_cgroup_while_the_command_runs(
     # whole peak (734003200, memory.peak) after about 2.5 s.
     current = cgroup_v2 / "memory.current"
     current.write_text("146800640\n")
-    script = f"sleep 2.5; echo 734003200 > {current}; sleep 1.6"
+    script = f"sleep 2.5; {write(current, 734003200)}; sleep 1.6"
     done, message = run(tmp_path, script, cgroup_v2, shell)
     profile = parse_memory_profile(message)
     assert done.returncode == 0 and profile is not None and len(profile) == 50
@@ -185,18 +186,42 @@ def test_the_memory_profile_follows_the_cgroup_while_the_command_runs(
     assert parse_memory_rebound(message) is None  # it never fell
 
 
+def write(path: Path, *lines: object) -> str:
+    """A shell command that replaces a cgroup file's lines at once, as the kernel's are read (an
+    ``echo >`` truncates first, and a sample read in between would see an empty file)."""
+    quoted = " ".join(shlex.quote(str(line)) for line in lines)
+    return f"printf '%s\\n' {quoted} > {path}.new && mv {path}.new {path}"
+
+
 @pytest.mark.parametrize("shell", SHELLS)
-def test_the_rebound_is_the_rise_after_the_task_fell_below_half(
+def test_the_rebound_is_the_working_sets_rise_after_the_task_fell_below_half(
     tmp_path: Path, cgroup_v2: Path, shell: str
 ) -> None:
-    # 700 MiB, then 140 MiB (below half: fallen), 100 MiB, then 300 MiB: a rebound of 200 MiB, as
-    # core's rebound_of counts it over the same samples
+    # working set (memory.current less inactive_file, in MiB): 700; then 600 of the 700 become
+    # inactive page cache, 100 (below half: fallen, though memory.current did not fall); then 150
+    # and 200 used by the task: a rebound of 100 MiB, as core's rebound_of counts it over the
+    # same samples. One file changes at a time, so no sample sees half a change.
+    current, stat = cgroup_v2 / "memory.current", cgroup_v2 / "memory.stat"
+    current.write_text(f"{700 << 20}\n")
+    stat.write_text("anon 1\ninactive_file 0\n")
+    steps = [
+        write(stat, "anon 1", f"inactive_file {600 << 20}"),
+        write(current, 750 << 20),
+        write(current, 800 << 20),
+    ]
+    script = "".join(f"sleep 1.5; {step}; " for step in steps) + "sleep 2.5"
+    done, message = run(tmp_path, script, cgroup_v2, shell)
+    assert done.returncode == 0 and parse_memory_rebound(message) == 100 << 20
+    assert rebound_of([0.0, 1.5, 3.0, 4.5, 7.0], [m << 20 for m in (700, 100, 150, 200, 200)]) == 100 << 20
+
+
+def test_a_fall_only_as_the_task_exits_is_no_fall(tmp_path: Path, cgroup_v2: Path) -> None:
+    # the kernel frees a task's memory as it exits, before the wrapper sees it end
     current = cgroup_v2 / "memory.current"
     current.write_text(f"{700 << 20}\n")
-    script = "; ".join(f"sleep 1.5; echo {m << 20} > {current}" for m in (140, 100, 300)) + "; sleep 1.5"
-    done, message = run(tmp_path, script, cgroup_v2, shell)
-    assert done.returncode == 0 and parse_memory_rebound(message) == 200 << 20
-    assert rebound_of([700 << 20, 140 << 20, 100 << 20, 300 << 20]) == 200 << 20
+    done, message = run(tmp_path, f"sleep 1.5; {write(current, 10 << 20)}; sleep 1.2", cgroup_v2)
+    assert done.returncode == 0 and parse_memory_rebound(message) is None
+    assert rebound_of([0.0, 1.0, 2.0, 2.7], [700.0, 700.0, 10.0, 10.0]) is None
 
 
 def test_no_memory_file_gives_no_profile(tmp_path: Path, cgroup_v2: Path) -> None:
