@@ -10,7 +10,14 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from airflow_adaptive.cli_args import OneLineParser, parse_command_line, task_family, try_number, utf8_text
+from airflow_adaptive.cli_args import (
+    OneLineParser,
+    parse_command_line,
+    require_paths,
+    task_family,
+    try_number,
+    utf8_text,
+)
 from airflow_adaptive.core.lff import PriorityChoice
 from airflow_adaptive.core.normalise import escape_surrogates
 from airflow_adaptive.exceptions import (
@@ -180,6 +187,7 @@ def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
+    require_paths([args.trace] if args.trace else [])
     from airflow_adaptive.demo import run_demo
 
     return run_demo(out, trace=args.trace, dag_file=args.dag_file, as_json=args.json)

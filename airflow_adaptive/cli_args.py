@@ -35,6 +35,14 @@ def require_research(what: str, *modules: str) -> None:
             raise MissingExtraError(f"{what} needs the research extra ({err}): {RESEARCH_INSTALL}") from None
 
 
+def require_paths(paths: Sequence[str]) -> None:
+    """A named file or folder that is not there is said at once, as the trace readers say it, before
+    the imports a run needs (seconds of them)."""
+    for path in paths:
+        if path != "-" and not os.path.exists(path):  # "-": standard input
+            raise AdaptiveError(f"{path}: cannot read (No such file or directory)")
+
+
 def plot_folder(command: str, folder: str) -> None:
     """Make ``--plot``'s folder now, before a run that can take minutes, or say in one line why it
     cannot be written."""

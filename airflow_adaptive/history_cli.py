@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from airflow_adaptive.cli_args import count, keep_days, rows, task_family
+from airflow_adaptive.cli_args import count, keep_days, require_paths, rows, task_family
 from airflow_adaptive.core.normalise import escape_surrogates
 from airflow_adaptive.exceptions import AdaptiveError
 
@@ -33,12 +33,18 @@ def cmd_history_import(args: argparse.Namespace, out: TextIO) -> int:
     from rich.progress import SpinnerColumn, TextColumn
 
     from airflow_adaptive.console import progress
-    from airflow_adaptive.traces.load import iter_trace
+    from airflow_adaptive.traces.load import expand_paths, ignored_lines, iter_trace
 
+    require_paths(args.files)
+    files, ignored = expand_paths(args.files)  # a folder: its traces, a k-Segments folder's tasks.csv
+    for line in ignored_lines(ignored):
+        print(line, file=sys.stderr)
+    if not files:
+        raise AdaptiveError(f"no trace files found in {', '.join(args.files)}")
     store = open_cli_store()
     store.family_count()  # an unavailable store is said before a long trace is parsed
     total = 0
-    for path in args.files:
+    for path in files:
         counts = {"attempts": 0, "skipped": 0}
 
         def batches(path: str = path, counts: dict[str, int] = counts) -> Iterator[list[Any]]:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from airflow_adaptive.cli_args import plot_folder, require_research
+from airflow_adaptive.cli_args import plot_folder, require_paths, require_research
 from airflow_adaptive.core.normalise import escape_surrogates
 from airflow_adaptive.exceptions import AdaptiveError, InvalidQuantityError, InvalidSettingError
 from airflow_adaptive.history_cli import print_json
@@ -63,6 +63,7 @@ def strategy_names(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
+    require_paths(args.traces)
     from airflow_adaptive.console import progress as progress_display
     from airflow_adaptive.evaluation.choices import BUDGETS
     from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY, evaluate
@@ -78,7 +79,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     for line in ignored_lines(ignored):
         print(line, file=sys.stderr)
     if not traces:
-        raise TraceFormatError("no trace files found")
+        raise TraceFormatError(f"no trace files found in {', '.join(args.traces)}")
     config = _replay_config(args, time_to_failure=args.time_to_failure)
     names = strategy_names(args)
     with progress_display() as progress:
@@ -99,6 +100,13 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         for picture in write_replay_plots(report, args.plot):
             print(f"wrote {picture}", file=sys.stderr)
     report.pop("_allocations", None)
+    for trace in report["traces"]:
+        if trace["history"] != args.history:
+            print(
+                f"note: {escape_surrogates(trace['trace'])} has no task start times: replayed with history "
+                f"{trace['history']}, not {args.history}",
+                file=sys.stderr,
+            )
     if args.json:
         print_json(report, out)
     else:

@@ -225,7 +225,7 @@ def test_replay_of_a_folder_of_empty_files_names_twenty_and_counts_the_rest(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 22 and err[0] == f"not a trace, ignored: {tmp_path / 'empty-000.csv'}"
     assert err[20] == "and 130 more files ignored (not traces)"
-    assert err[21] == "airflow-adaptive: error: no trace files found"
+    assert err[21] == f"airflow-adaptive: error: no trace files found in {tmp_path}"
 
 
 def test_a_cctools_task_id_out_of_range_is_skipped_by_line(
@@ -292,3 +292,40 @@ def test_every_format_the_command_line_offers_has_its_reader() -> None:
     from airflow_adaptive.traces.load import READERS
 
     assert tuple(READERS) == TRACE_FORMATS
+
+
+def test_history_import_takes_a_k_segments_folder_and_says_a_missing_path_first(
+    tmp_path: Path, engine: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.evaluation.test_series import family, write_folder
+
+    folder = write_folder(tmp_path / "series", family(3))
+    assert main(["history", "import", str(folder)]) == 0  # its tasks.csv, with the samples beside it
+    assert f"{folder / 'tasks.csv'}: 3 attempts imported (3 new" in capsys.readouterr().out
+    assert sql_store(engine).family("wf:align").rollup.attempts == 3
+    missing = tmp_path / "nope.csv"
+    for command in (["history", "import", str(folder), str(missing)], ["replay", str(missing)]):
+        assert main(command) == 2
+        assert (
+            capsys.readouterr().err
+            == f"airflow-adaptive: error: {missing}: cannot read (No such file or directory)\n"
+        )
+    (tmp_path / "empty").mkdir()
+    assert main(["history", "import", str(tmp_path / "empty")]) == 2
+    assert capsys.readouterr().err.endswith(f"no trace files found in {tmp_path / 'empty'}\n")
+    assert sql_store(engine).family("wf:align").rollup.attempts == 3  # nothing imported twice or lost
+
+
+def test_replay_says_when_a_trace_cannot_be_replayed_in_the_history_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "cct.txt"  # CCTools: no start times, so no "completed" history
+    rows = "".join(f"{n} -- 2 -- {6000 + n} -- 0 -- 5 -- 256.5 -- 1.5 -- 1\n" for n in range(1, 6))
+    trace.write_text(
+        "taskid -- core -- memory -- virtual_memory -- disk -- time -- average_cores -- 1\n" + rows
+    )
+    assert main(["replay", str(trace), "--strategy", "adaptive", "--history", "completed"]) == 0
+    err = capsys.readouterr().err
+    assert f"note: {trace} has no task start times: replayed with history sequential, not completed" in err
+    assert main(["replay", str(trace), "--strategy", "adaptive", "--history", "sequential"]) == 0
+    assert "note:" not in capsys.readouterr().err

@@ -41,7 +41,9 @@ def explain_adaptive(p: AdaptivePredictor) -> str:
             if learnt is not None:
                 bound += f" (spread pooled with other families': {learnt.log_spread:.3g} on {learnt.weight:.1f} peaks)"
         needed = math.ceil(1.0 / max(budget, 1e-9))
-        cap = f"at most the request (without one, other families' {level} peak)"
+        others = p._bound_cap(None)  # what the bound is capped at without a request
+        known = "" if others is None else f", {format_bytes(others)}"
+        cap = f"at most the request (without one, other families' {level} peak{known})"
         said += f"; {p.n_samples_} of the {needed} peaks a {budget:.1%} target needs: at least {bound}, {cap}"
     return said
 
