@@ -63,7 +63,8 @@ def strategy_names(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
-    require_paths(args.traces)
+    if not args.time_series:  # a time-series folder that is not there is named as not one
+        require_paths(args.traces)
     from airflow_adaptive.console import progress as progress_display
     from airflow_adaptive.evaluation.choices import BUDGETS
     from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY, evaluate
