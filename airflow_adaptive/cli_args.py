@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import errno
 import importlib
 import os
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ from typing import NoReturn
 from airflow_adaptive.core.normalise import escape_surrogates
 from airflow_adaptive.core.retention import DAYS_RULE, check_keep_days
 from airflow_adaptive.exceptions import AdaptiveError
+from airflow_adaptive.traces.source import cannot_read
 
 RESEARCH_INSTALL = "pip install 'airflow-adaptive[research]'"
 
@@ -40,7 +42,7 @@ def require_paths(paths: Sequence[str]) -> None:
     the imports a run needs (seconds of them)."""
     for path in paths:
         if path != "-" and not os.path.exists(path):  # "-": standard input
-            raise AdaptiveError(f"{path}: cannot read (No such file or directory)")
+            raise cannot_read(path, FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT)))
 
 
 def plot_folder(command: str, folder: str) -> None:

@@ -33,14 +33,10 @@ def cmd_history_import(args: argparse.Namespace, out: TextIO) -> int:
     from rich.progress import SpinnerColumn, TextColumn
 
     from airflow_adaptive.console import progress
-    from airflow_adaptive.traces.load import expand_paths, ignored_lines, iter_trace
+    from airflow_adaptive.traces.load import iter_trace
 
     require_paths(args.files)
-    files, ignored = expand_paths(args.files)  # a folder: its traces, a k-Segments folder's tasks.csv
-    for line in ignored_lines(ignored):
-        print(line, file=sys.stderr)
-    if not files:
-        raise AdaptiveError(f"no trace files found in {', '.join(args.files)}")
+    files = trace_files(args.files)  # a folder: its traces, a k-Segments folder's tasks.csv
     store = open_cli_store()
     store.family_count()  # an unavailable store is said before a long trace is parsed
     total = 0
@@ -71,6 +67,20 @@ def cmd_history_import(args: argparse.Namespace, out: TextIO) -> int:
             file=out,
         )
     return 0 if total else 1
+
+
+def trace_files(paths: list[str]) -> list[str]:
+    """The traces ``paths`` name (``traces.load.expand_paths``), saying on stderr each file of a
+    folder that is no trace; none at all is an error naming ``paths``."""
+    from airflow_adaptive.exceptions import TraceFormatError
+    from airflow_adaptive.traces.load import expand_paths, ignored_lines
+
+    traces, ignored = expand_paths(paths)
+    for line in ignored_lines(ignored):
+        print(line, file=sys.stderr)
+    if not traces:
+        raise TraceFormatError(f"no trace files found in {', '.join(paths)}")
+    return traces
 
 
 NAMES_COMPARED = 100_000  # stored family names a mistyped one is compared with (most attempts first)

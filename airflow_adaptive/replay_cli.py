@@ -9,7 +9,7 @@ from typing import Any, TextIO
 from airflow_adaptive.cli_args import plot_folder, require_paths, require_research
 from airflow_adaptive.core.normalise import escape_surrogates
 from airflow_adaptive.exceptions import AdaptiveError, InvalidQuantityError, InvalidSettingError
-from airflow_adaptive.history_cli import print_json
+from airflow_adaptive.history_cli import print_json, trace_files
 
 
 def _configured(args: argparse.Namespace, name: str) -> Any:
@@ -68,19 +68,13 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.console import progress as progress_display
     from airflow_adaptive.evaluation.choices import BUDGETS
     from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY, evaluate
-    from airflow_adaptive.exceptions import TraceFormatError
-    from airflow_adaptive.traces.load import expand_paths, ignored_lines
 
     if args.time_series:
         return _cmd_replay_series(args, out)
     if args.plot:  # before the replay, which can take minutes
         require_research("replay --plot", "matplotlib")
         plot_folder("replay", args.plot)
-    traces, ignored = expand_paths(args.traces)
-    for line in ignored_lines(ignored):
-        print(line, file=sys.stderr)
-    if not traces:
-        raise TraceFormatError(f"no trace files found in {', '.join(args.traces)}")
+    traces = trace_files(args.traces)
     config = _replay_config(args, time_to_failure=args.time_to_failure)
     names = strategy_names(args)
     with progress_display() as progress:
