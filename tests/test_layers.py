@@ -18,7 +18,7 @@ LAYERS = {
     "core": 1,  # pure policy
     "failopen": 2,
     "console": 2,  # the commands' progress display
-    "cli_args": 2,  # the commands' argument types, on core
+    "cli_args": 3,  # the commands' argument types, on core and traces
     "nodebench": 2,  # node microbenchmarks
     "traces": 2,  # trace files read into core types
     "agent": 2,  # node-local memory cgroups and the growth watch, on core
