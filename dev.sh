@@ -83,15 +83,29 @@ case "$cmd" in
     step "ruff check" ruff check .
     step "ruff format" ruff format --check .
     step "mypy" mypy
-    step "tests on SQLite" env ADAPTIVE_TEST_DB=sqlite python -m pytest "$@"
+    # The two databases' runs side by side (each keeps about one core busy): PostgreSQL's in the
+    # background, its output shown once the SQLite run has finished.
+    pg_pid="" pg_log=""
     if postgres_up; then
-      step "tests on PostgreSQL" env ADAPTIVE_TEST_DB=postgres ADAPTIVE_TEST_POSTGRES_URL="$(postgres_url)" \
-        python -m pytest "$@"
+      pg_log=$(mktemp)
+      env ADAPTIVE_TEST_DB=postgres ADAPTIVE_TEST_POSTGRES_URL="$(postgres_url)" \
+        python -m pytest -p no:cacheprovider "$@" >"$pg_log" 2>&1 &
+      pg_pid=$!
+      trap 'kill "$pg_pid" 2>/dev/null; exit 130' INT TERM
     elif [ "${ADAPTIVE_REQUIRE_POSTGRES:-0}" = 1 ]; then
       echo "PostgreSQL is required here (ADAPTIVE_REQUIRE_POSTGRES=1) but not reachable" >&2
       failed+=("PostgreSQL unreachable")
     else
       echo "== PostgreSQL not reachable: skipped the PostgreSQL run =="
+    fi
+    step "tests on SQLite" env ADAPTIVE_TEST_DB=sqlite python -m pytest "$@"
+    if [ -n "$pg_pid" ]; then
+      echo "== tests on PostgreSQL =="
+      pg_status=0
+      wait "$pg_pid" || pg_status=$?
+      cat "$pg_log"
+      rm -f "$pg_log"
+      [ "$pg_status" = 0 ] || failed+=("tests on PostgreSQL")
     fi
     if [ ${#failed[@]} -gt 0 ]; then
       printf '== FAILED: %s ==\n' "${failed[@]}" >&2
