@@ -141,9 +141,8 @@ def _predicted(
     if warming_up(settings.min_observations, fitted.samples):
         return None, ""  # a warm-up: the user's request until the family's own history is long enough
     if fitted.donor is not None and predictor.warm:
-        borrowed = borrowed_allocation(predictor, input_size_bytes, user.request_bytes)
+        borrowed, note = borrowed_allocation(predictor, input_size_bytes, user.request_bytes)
         capped = " (capped at the request)" if user.request_bytes and borrowed == user.request_bytes else ""
-        note = predictor.input_note(input_size_bytes, user.request_bytes)  # past the donor's inputs
         return (
             borrowed,
             f"no history yet: the model of {fitted.donor.explain()}: {predictor.explain()}{note}{capped}",
@@ -155,8 +154,8 @@ def _predicted(
                 f" ({fitted.lower_bound_samples} of {fitted.samples} peaks are lower bounds: "
                 "sampled or OOM-killed)"
             )
-        predicted = predictor.predict(input_size_bytes, user.request_bytes)
-        basis += predictor.input_note(input_size_bytes, user.request_bytes)
+        predicted, note = predictor.predict_noted(input_size_bytes, user.request_bytes)
+        basis += note
         guarded = settings.guard_unfinished and predictor.tags().guards_unfinished
         if guarded and unfinished and unfinished.outnumber(fitted.samples) and prior:
             cold, cold_basis = _new_family_start(settings, user, input_size_bytes, prior)

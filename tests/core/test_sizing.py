@@ -396,11 +396,13 @@ def test_a_line_beyond_the_largest_input_seen_is_capped_at_the_request_or_the_la
     assert model._predict(far) > 100 * GIB
     assert model.predict(far, user_request_bytes=8 * GIB) == int(largest_peak * 1.15)
     assert model.predict(far, user_request_bytes=100 * GIB) == 100 * GIB
-    assert "at most the request, 100 GiB" in model.input_note(far, 100 * GIB)
-    assert "largest peak + margin" in model.input_note(far, 8 * GIB)
+    at_request, note = model.predict_noted(far, 100 * GIB)
+    assert at_request == 100 * GIB and "at most the request, 100 GiB" in note
+    at_peak, note = model.predict_noted(far, 8 * GIB)
+    assert at_peak == int(largest_peak * 1.15) and "largest peak + margin" in note
     inside = int(10 * GIB)
     assert model.predict(inside, user_request_bytes=8 * GIB) == int(model._predict(inside))
-    assert model.input_note(inside, 8 * GIB) == ""
+    assert model.predict_noted(inside, 8 * GIB) == (int(model._predict(inside)), "")
     # Without a request the cap bounds whatever the rule or the small-sample bound says.
     assert model.predict(far) == int(largest_peak * 1.15)
     # A killed or sampled attempt is a lower bound, not a finished input: it moves neither the

@@ -113,18 +113,11 @@ class AdaptivePredictor(Predictor):
         without one, with a ready prior, a high quantile of what other families' tasks used, at
         most ``default_bytes`` (then doubling)."""
         if self.warm:
-            allocation = self._uncapped(input_size_bytes, user_request_bytes)
-            cap = self._extrapolation_cap(input_size_bytes, user_request_bytes)
-            return int(allocation if cap is None else min(allocation, cap))
+            return self.predict_noted(input_size_bytes, user_request_bytes)[0]
         cold = self.cold_without_request(user_request_bytes)
         if cold is not None:
             return max(1, int(cold.allocation_bytes))
         return super().predict(input_size_bytes, user_request_bytes)
-
-    def _uncapped(self, input_size_bytes: int | None, user_request_bytes: int | None) -> float:
-        """The chosen rule, at least the small-sample bound (before any cap on extrapolation)."""
-        floor = self._small_sample_floor(input_size_bytes, user_request_bytes)
-        return max(self._predict(input_size_bytes), floor)
 
     def cold_without_request(self, user_request_bytes: int | None) -> ColdStart | None:
         """For a cold family that asks for no memory: the quantile of other families' peaks that
@@ -379,22 +372,29 @@ class AdaptivePredictor(Predictor):
     # -- inputs beyond those seen ------------------------------------------------------------
     def _extrapolation_cap(
         self, input_size_bytes: int | None, user_request_bytes: int | None
-    ) -> float | None:
+    ) -> tuple[float, float] | None:
         """Beyond the largest input the family has finished, a line's value is a guess (memory that
         grew with input on small ones often levels off): at most the larger of the request and the
-        largest peak + the first margin. None: not a line, or not beyond."""
+        largest peak + the first margin; with that largest input. None: not a line, or not beyond."""
         span = getattr(self, "finished_span_", None)  # None too in a model stored before it existed
         if not (self.warm and self._line_chosen) or span is None or (input_size_bytes or 0) <= span[0]:
             return None
-        return max(float(user_request_bytes or 0), span[1] * (1.0 + self.margins[0]))
+        return max(float(user_request_bytes or 0), span[1] * (1.0 + self.margins[0])), span[0]
 
-    def input_note(self, input_size_bytes: int | None = None, user_request_bytes: int | None = None) -> str:
-        cap = self._extrapolation_cap(input_size_bytes, user_request_bytes)
-        uncapped = self._uncapped(input_size_bytes, user_request_bytes) if cap is not None else 0.0
-        if cap is None or uncapped <= cap or not input_size_bytes or self.finished_span_ is None:
-            return ""
-        largest = self.finished_span_[0]
-        return extrapolation_note(input_size_bytes, largest, uncapped, cap, cap == user_request_bytes)
+    def predict_noted(
+        self, input_size_bytes: int | None = None, user_request_bytes: int | None = None
+    ) -> tuple[int, str]:
+        """Warm: the chosen rule, at least the small-sample bound, capped past the inputs seen."""
+        if not self.warm:
+            return self.predict(input_size_bytes, user_request_bytes), ""
+        floor = self._small_sample_floor(input_size_bytes, user_request_bytes)
+        allocation = max(self._predict(input_size_bytes), floor)
+        capped = self._extrapolation_cap(input_size_bytes, user_request_bytes)
+        if capped is None or allocation <= capped[0]:
+            return int(allocation), ""
+        cap, largest = capped
+        note = extrapolation_note(input_size_bytes or 0, largest, allocation, cap, cap == user_request_bytes)
+        return int(cap), note
 
 
 register_predictor("adaptive", takes=("max_oom_rate",))(AdaptivePredictor)

@@ -119,9 +119,11 @@ class Predictor(ABC):
         """What the last ``fit`` learnt, in words, for decision explanations."""
         return self.name
 
-    def input_note(self, input_size_bytes: int | None = None, user_request_bytes: int | None = None) -> str:
-        """What this input changed in ``predict``'s answer, in words ("" when nothing)."""
-        return ""
+    def predict_noted(
+        self, input_size_bytes: int | None = None, user_request_bytes: int | None = None
+    ) -> tuple[int, str]:
+        """``predict``'s answer and what this input changed in it, in words ("" when nothing)."""
+        return self.predict(input_size_bytes, user_request_bytes), ""
 
     def details(self) -> dict[str, float | int | str | None]:
         """What the last ``fit`` chose, as values for a decision's details (default: nothing)."""
@@ -259,8 +261,11 @@ class Wrapper(Predictor):
     ) -> int:
         return self._post(self.inner.retry(failed_bytes, input_size_bytes, user_request_bytes), cold=True)
 
-    def input_note(self, input_size_bytes: int | None = None, user_request_bytes: int | None = None) -> str:
-        return self.inner.input_note(input_size_bytes, user_request_bytes)
+    def predict_noted(
+        self, input_size_bytes: int | None = None, user_request_bytes: int | None = None
+    ) -> tuple[int, str]:
+        value, note = self.inner.predict_noted(input_size_bytes, user_request_bytes)
+        return self._post(value, cold=not self.inner.warm), note
 
     def _post(self, value: int, *, cold: bool) -> int:
         return value

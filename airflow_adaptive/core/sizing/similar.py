@@ -188,7 +188,8 @@ def pick_donor(
 
 def borrowed_allocation(
     donor_model: Predictor, input_size_bytes: int | None, user_request_bytes: int | None
-) -> int:
-    """A cold task's first allocation from its donor's fitted model, at most the user's request."""
-    allocation = donor_model.predict(input_size_bytes, user_request_bytes)
-    return min(allocation, user_request_bytes) if user_request_bytes else allocation
+) -> tuple[int, str]:
+    """A cold task's first allocation from its donor's fitted model, at most the user's request,
+    and what its input changed in the model's answer (past the donor's inputs)."""
+    allocation, note = donor_model.predict_noted(input_size_bytes, user_request_bytes)
+    return (min(allocation, user_request_bytes) if user_request_bytes else allocation), note
