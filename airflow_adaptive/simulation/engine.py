@@ -40,7 +40,7 @@ from .params import DEFAULT_PARAMS, SIZINGS, SimParams
 from .placements import LIVE, LOCALITY, WITHOUT_LIVE_LOAD, base_placement
 from .queues import PendingQueue
 from .results import RunResult, Span
-from .sharing import Progress, Sharing
+from .sharing import Sharing
 from .sizing import SimSizing
 from .storage import SharedStorage
 from .workload import FamilyStats, SimTask, Workload, dominant_features, family_demands
@@ -305,7 +305,7 @@ class Simulation:
         self._work_core_s[node.group] = self._work_core_s.get(node.group, 0.0) + task.cpu_cores_used * work_s
         if attempt.number == 1:
             self.result.tasks_by_group[node.group] = self.result.tasks_by_group.get(node.group, 0) + 1
-        self.sharing.progress[aid] = Progress(now, p.pod_startup_s + read.seconds, work_s, oom)
+        self.sharing.start(aid, now, p.pod_startup_s + read.seconds, work_s, oom)
         self._reshare(node)
 
     def _reshare(self, node: SimNodeState) -> None:

@@ -71,6 +71,10 @@ class Sharing:
         self.params = params
         self.progress: dict[int, Progress] = {}
 
+    def start(self, aid: int, now_s: float, setup_s: float, work_s: float, oom: bool) -> None:
+        """An attempt starts: set-up, then its work at the speed the next reshare gives it."""
+        self.progress[aid] = Progress(now_s, setup_s, work_s, oom)
+
     def reshare(
         self, running: Mapping[int, tuple[str, float]], cores: float, now_s: float
     ) -> Iterator[tuple[int, float, int]]:
