@@ -122,6 +122,14 @@ def rows(value: str) -> int:
     return number
 
 
+def workers(value: str) -> int:
+    """How many parallel processes: at least one."""
+    number = _integer(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"at least 1 process, not {number}")
+    return number
+
+
 def try_number(value: str) -> int:
     """An Airflow try number: they start at 1."""
     number = _integer(value)

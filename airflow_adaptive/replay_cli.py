@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from airflow_adaptive.cli_args import plot_folder, require_paths, require_research
+from airflow_adaptive.cli_args import plot_folder, require_paths, require_research, workers
 from airflow_adaptive.core.normalise import escape_surrogates
 from airflow_adaptive.exceptions import AdaptiveError, InvalidQuantityError, InvalidSettingError
 from airflow_adaptive.history_cli import print_json, trace_files
@@ -63,6 +63,8 @@ def strategy_names(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
+    if args.resize_latency and not args.time_series:
+        raise AdaptiveError("replay: --resize-latency is for --time-series folders (growth in place)")
     if not args.time_series:  # a time-series folder that is not there is named as not one
         require_paths(args.traces)
     from airflow_adaptive.console import progress as progress_display
@@ -256,7 +258,7 @@ def add_replay_command(sub: Any) -> None:
     rep.add_argument(
         "--refit-growth", type=float, default=0.05, help="refit after this history growth (0: always)"
     )
-    rep.add_argument("--workers", type=int, help="parallel processes (default: one per core)")
+    rep.add_argument("--workers", type=workers, help="parallel processes (default: one per core)")
     rep.add_argument("--json", action="store_true")
     rep.add_argument(
         "--budget-sweep",

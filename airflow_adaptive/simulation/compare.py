@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -37,8 +38,10 @@ def parse_names(
         return list(known if everything is None else everything)
     unknown = [n for n in names if n not in known]
     if unknown or not names:
+        close = difflib.get_close_matches(unknown[0], known, n=1) if unknown else []
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise InvalidSettingError(
-            f"unknown {what} {', '.join(unknown) or '(none)'}; known: {', '.join(known)}"
+            f"unknown {what} {', '.join(unknown) or '(none)'}{hint}; known: {', '.join(known)}"
         )
     return list(dict.fromkeys(names))
 

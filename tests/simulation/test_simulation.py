@@ -332,7 +332,10 @@ def test_cli_reports_bad_input_and_writes_plots(tmp_path: Path, capsys: pytest.C
         main(["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:60", "--placement", "nope"])
         == 2
     )
-    assert "unknown placement nope" in capsys.readouterr().err
+    assert "unknown placement nope; known: " in capsys.readouterr().err
+    argv = ["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:60", "--placement", "defualt"]
+    assert main(argv) == 2
+    assert "unknown placement defualt (did you mean 'default'?); known: " in capsys.readouterr().err
     lotaru = Path(__file__).resolve().parents[2] / "docs" / "examples" / "lotaru"
     assert main(["simulate", "--cluster", "lotaru", "--workload", f"lotaru:{lotaru}:nope"]) == 2
     assert f"{lotaru}: no Lotaru workflow 'nope' (known: " in capsys.readouterr().err
