@@ -130,6 +130,17 @@ def workers(value: str) -> int:
     return number
 
 
+def share(value: str) -> float:
+    """A non-negative finite fraction (0.05: 5 %)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{escape_surrogates(value)}' is not a number") from None
+    if not 0.0 <= number < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, not {value}")
+    return number
+
+
 def try_number(value: str) -> int:
     """An Airflow try number: they start at 1."""
     number = _integer(value)

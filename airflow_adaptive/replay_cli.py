@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from airflow_adaptive.cli_args import plot_folder, require_paths, require_research, workers
+from airflow_adaptive.cli_args import plot_folder, require_paths, require_research, share, workers
 from airflow_adaptive.core.normalise import escape_surrogates
 from airflow_adaptive.exceptions import AdaptiveError, InvalidQuantityError, InvalidSettingError
 from airflow_adaptive.history_cli import print_json, trace_files
@@ -33,10 +33,14 @@ def _min_memory(args: argparse.Namespace) -> int:
 def _replay_config(args: argparse.Namespace, **terms: Any) -> Any:
     """The replay's terms from the options; a bad one is a one-line error."""
     from airflow_adaptive.evaluation.replay import ReplayConfig
+    from airflow_adaptive.kubernetes.quantity import parse_memory_amount
 
     try:
         floor_bytes = _min_memory(args)
-        if args.cap_bytes is not None and args.cap_bytes < floor_bytes:
+        cap_bytes = (
+            None if args.cap_bytes is None else parse_memory_amount(args.cap_bytes, what="--cap-bytes")
+        )
+        if cap_bytes is not None and cap_bytes < floor_bytes:
             raise InvalidSettingError(
                 f"--cap-bytes {args.cap_bytes} is below the floor, min_memory ({floor_bytes} bytes): "
                 "no allocation fits between them"
@@ -46,7 +50,7 @@ def _replay_config(args: argparse.Namespace, **terms: Any) -> Any:
             floor_bytes=floor_bytes,
             max_oom_rate=_configured(args, "max_oom_rate"),
             min_observations=_configured(args, "min_observations"),
-            cap_bytes=args.cap_bytes,
+            cap_bytes=cap_bytes,
             refit_growth=args.refit_growth,
             **terms,
         )
@@ -254,9 +258,13 @@ def add_replay_command(sub: Any) -> None:
         metavar="QUANTITY",
         help="the least memory a decision gives, e.g. 64Mi (default: [adaptive] min_memory, 64Mi)",
     )
-    rep.add_argument("--cap-bytes", type=int, help="largest node (default: largest peak, next power of two)")
     rep.add_argument(
-        "--refit-growth", type=float, default=0.05, help="refit after this history growth (0: always)"
+        "--cap-bytes",
+        metavar="QUANTITY",
+        help="largest node's memory, bytes or e.g. 72Gi (default: largest peak, next power of two)",
+    )
+    rep.add_argument(
+        "--refit-growth", type=share, default=0.05, help="refit after this history growth (0: always)"
     )
     rep.add_argument("--workers", type=workers, help="parallel processes (default: one per core)")
     rep.add_argument("--json", action="store_true")

@@ -145,6 +145,9 @@ BAD_ARGUMENTS = [
     (["replay", "--workers", "-2", "trace.csv"], "--workers", "at least 1 process, not -2"),
     (["replay", "--workers", "0", "trace.csv"], "--workers", "not 0"),
     (["replay", "--resize-latency", "5", "trace.csv"], "--resize-latency is for --time-series"),
+    (["replay", "--refit-growth=-1", "trace.csv"], "--refit-growth", ">= 0, not -1"),
+    (["replay", "--refit-growth", "nan", "trace.csv"], "--refit-growth", ">= 0, not nan"),
+    (["replay", "--refit-growth", "often", "trace.csv"], "--refit-growth", "'often' is not a number"),
 ]  # fmt: skip
 
 
@@ -153,6 +156,15 @@ def test_a_value_that_cannot_be_meant_is_one_line_naming_the_option(
     argv: list[str], says: tuple[str, ...], engine: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _one_line(argv, capsys, *says)
+
+
+def test_the_replays_cap_is_bytes_or_a_quantity() -> None:
+    from airflow_adaptive.cli import build_parser
+    from airflow_adaptive.replay_cli import _replay_config
+
+    for cap in ("77309411328", "72Gi"):
+        args = build_parser().parse_args(["replay", "--cap-bytes", cap, "--min-memory", "64Mi", "t.csv"])
+        assert _replay_config(args).cap_bytes == 72 * 2**30
 
 
 def test_a_request_of_at_least_a_mebibyte_is_taken(engine: Any, capsys: pytest.CaptureFixture[str]) -> None:

@@ -254,7 +254,7 @@ EXAMPLE_TRACE = str(
             "--limit 1Gi is below --request 8Gi",
         ),
         (["replay", EXAMPLE_TRACE, "--strategy", ","], "--strategy ',' names no strategy"),
-        (["replay", EXAMPLE_TRACE, "--cap-bytes", "10"], "--cap-bytes 10 is below the floor"),
+        (["replay", EXAMPLE_TRACE, "--cap-bytes", "2Mi"], "--cap-bytes 2Mi is below the floor"),
     ],
     ids=["limit below request", "no strategy", "cap below floor"],
 )
