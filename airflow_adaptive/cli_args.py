@@ -114,8 +114,8 @@ def _integer(value: str) -> int:
         raise argparse.ArgumentTypeError(f"'{escape_surrogates(value)}' is not a whole number") from None
 
 
-def rows(value: str) -> int:
-    """How many rows to show: at least one."""
+def at_least_one(value: str) -> int:
+    """A whole number of at least one (rows to show, observations, runs)."""
     number = _integer(value)
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {number}")
@@ -130,15 +130,35 @@ def workers(value: str) -> int:
     return number
 
 
-def share(value: str) -> float:
-    """A non-negative finite fraction (0.05: 5 %)."""
+def _number(value: str, low: float, high: float, *, low_open: bool = False, rule: str = "") -> float:
+    """A finite number within [low, high] (low excluded when ``low_open``), else one line."""
     try:
         number = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{escape_surrogates(value)}' is not a number") from None
-    if not 0.0 <= number < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, not {value}")
+    if not (low < number if low_open else low <= number) or not number <= high or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be {rule}, not {escape_surrogates(value)}")
     return number
+
+
+def share(value: str) -> float:
+    """A non-negative finite share (0.05: 5 %)."""
+    return _number(value, 0.0, float("inf"), rule="a number >= 0")
+
+
+def fraction(value: str) -> float:
+    """A fraction in [0, 1] (a budget)."""
+    return _number(value, 0.0, 1.0, rule="in [0, 1]")
+
+
+def failure_share(value: str) -> float:
+    """The share of a task's runtime an OOM kill costs: in (0, 1]."""
+    return _number(value, 0.0, 1.0, low_open=True, rule="in (0, 1]")
+
+
+def seconds(value: str) -> float:
+    """A finite time in seconds above 0."""
+    return _number(value, 0.0, float("inf"), low_open=True, rule="seconds > 0")
 
 
 def try_number(value: str) -> int:

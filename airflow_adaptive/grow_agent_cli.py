@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from airflow_adaptive.cli_args import seconds
 from airflow_adaptive.exceptions import AdaptiveError, InvalidSettingError
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ def add_grow_agent_command(sub: Any) -> None:
     )
     grow.add_argument("--node", help="this node's name (default: $NODE_NAME)")
     grow.add_argument("--cgroup-root", default="/sys/fs/cgroup", help="the host's cgroup folder")
-    grow.add_argument("--interval", type=float, default=2.0, help="seconds between samples (default 2)")
+    grow.add_argument("--interval", type=seconds, default=2.0, help="seconds between samples (default 2)")
     grow.add_argument(
         "--resize-latency",
         type=float,

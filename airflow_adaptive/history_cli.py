@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from airflow_adaptive.cli_args import count, keep_days, require_paths, rows, task_family
+from airflow_adaptive.cli_args import at_least_one, count, keep_days, require_paths, task_family
 from airflow_adaptive.core.normalise import escape_surrogates
 from airflow_adaptive.exceptions import AdaptiveError
 
@@ -158,7 +158,7 @@ def add_history_commands(sub: Any) -> None:
     imp.set_defaults(func=cmd_history_import)
     show = history.add_parser("show", help="recent attempts of a task family")
     show.add_argument("--task-family", required=True, type=task_family)
-    show.add_argument("--limit", type=rows, default=50, help="the newest N attempts (default 50)")
+    show.add_argument("--limit", type=at_least_one, default=50, help="the newest N attempts (default 50)")
     show.add_argument("--json", action="store_true")
     show.set_defaults(func=cmd_history_show)
 

@@ -8,6 +8,7 @@ import signal
 import socket
 from typing import Any, TextIO
 
+from airflow_adaptive.cli_args import seconds
 from airflow_adaptive.exceptions import ClusterUnavailableError
 
 
@@ -50,7 +51,7 @@ def add_observe_command(sub: Any) -> None:
         "--namespace",
         help="namespace of the worker pods (default: the executor's, [kubernetes_executor] namespace)",
     )
-    observe.add_argument("--interval", type=float, default=5.0, help="seconds between cycles (default 5)")
+    observe.add_argument("--interval", type=seconds, default=5.0, help="seconds between cycles (default 5)")
     observe.add_argument("--once", action="store_true", help="one cycle, then exit")
     observe.set_defaults(func=cmd_observe)
 

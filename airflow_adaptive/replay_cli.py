@@ -6,7 +6,16 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from airflow_adaptive.cli_args import plot_folder, require_paths, require_research, share, workers
+from airflow_adaptive.cli_args import (
+    at_least_one,
+    failure_share,
+    fraction,
+    plot_folder,
+    require_paths,
+    require_research,
+    share,
+    workers,
+)
 from airflow_adaptive.core.normalise import escape_surrogates
 from airflow_adaptive.exceptions import AdaptiveError, InvalidQuantityError, InvalidSettingError
 from airflow_adaptive.history_cli import print_json, trace_files
@@ -238,17 +247,17 @@ def add_replay_command(sub: Any) -> None:
     )
     rep.add_argument("--history", choices=HISTORY_MODES, default="completed")
     rep.add_argument(
-        "--time-to-failure", type=float, default=1.0, help="fraction of runtime an OOM kill costs"
+        "--time-to-failure", type=failure_share, default=1.0, help="fraction of runtime an OOM kill costs"
     )
     rep.add_argument(
         "--max-oom-rate",
-        type=float,
+        type=fraction,
         metavar="F",
         help="OOM-kill budget per task for adaptive (default: [adaptive] max_oom_rate, 0.02)",
     )
     rep.add_argument(
         "--min-observations",
-        type=int,
+        type=at_least_one,
         metavar="N",
         help="finished tasks a family needs before it is sized; fewer keep the request "
         "(default: [adaptive] min_observations, 1)",

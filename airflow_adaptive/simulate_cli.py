@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from airflow_adaptive.cli_args import plot_folder, require_research
+from airflow_adaptive.cli_args import at_least_one, failure_share, plot_folder, require_research
 
 
 def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
@@ -120,10 +120,10 @@ def add_simulate_command(sub: Any) -> None:
         help="comma-separated queue orders: fifo, lff-persevere, lff-postpone, critical-path, lff-classes "
         "(or 'all')",
     )
-    sim.add_argument("--runs", type=int, default=1, help="concurrent DAG runs of the workload")
+    sim.add_argument("--runs", type=at_least_one, default=1, help="concurrent DAG runs of the workload")
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--history", choices=("prior-run", "online"), default="prior-run")
-    sim.add_argument("--time-to-failure", type=float, default=0.5)
+    sim.add_argument("--time-to-failure", type=failure_share, default=0.5)
     sim.add_argument("--interference", type=float, default=0.05, help="slowdown per co-running similar task")
     sim.add_argument("--json", action="store_true")
     sim.add_argument("--plot", metavar="DIR", help="write a Gantt chart per policy and a makespan chart here")

@@ -148,6 +148,12 @@ BAD_ARGUMENTS = [
     (["replay", "--refit-growth=-1", "trace.csv"], "--refit-growth", ">= 0, not -1"),
     (["replay", "--refit-growth", "nan", "trace.csv"], "--refit-growth", ">= 0, not nan"),
     (["replay", "--refit-growth", "often", "trace.csv"], "--refit-growth", "'often' is not a number"),
+    (["replay", "--max-oom-rate", "2", "trace.csv"], "--max-oom-rate", "in [0, 1], not 2"),
+    (["replay", "--min-observations", "0", "trace.csv"], "--min-observations", "at least 1, not 0"),
+    (["replay", "--time-to-failure", "0", "trace.csv"], "--time-to-failure", "in (0, 1], not 0"),
+    (["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:20", "--runs", "0"], "--runs", "not 0"),
+    (["grow-agent", "--interval", "-1"], "--interval", "seconds > 0, not -1"),
+    (["observe", "--interval", "inf"], "--interval", "seconds > 0, not inf"),
 ]  # fmt: skip
 
 
