@@ -60,6 +60,17 @@ def strategies_for(runs: Sequence[TaskRun], requested: Sequence[str]) -> list[st
     return names
 
 
+def trace_entry(path: str, instances: int, skipped: dict[str, int], history: str) -> dict[str, Any]:
+    """A trace's part of the report, before its strategies' results are in."""
+    return {
+        "trace": path,
+        "instances": instances,
+        "skipped": {"rows": sum(skipped.values()), "reasons": skipped},
+        "history": history,
+        "strategies": {},
+    }
+
+
 def evaluate(
     paths: Sequence[str],
     strategies: Sequence[str],
@@ -81,14 +92,9 @@ def evaluate(
     for path in paths:
         runs, skipped = _trace(path, fmt)
         timed = bool(runs) and all(r.start_s is not None for r in runs)
-        traces[path] = {
-            "trace": path,
-            "instances": len(runs),
-            "skipped": {"rows": sum(skipped.values()), "reasons": skipped},
-            "history": config.history if timed else "sequential",
-            "strategies": {},
-            **({"budget_sweep": []} if budgets else {}),
-        }
+        traces[path] = trace_entry(path, len(runs), skipped, config.history if timed else "sequential")
+        if budgets:
+            traces[path]["budget_sweep"] = []
         jobs += [(path, name) for name in strategies_for(runs, strategies)]
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     if not all(os.path.isfile(path) for path in paths):

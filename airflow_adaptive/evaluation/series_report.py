@@ -14,7 +14,7 @@ from airflow_adaptive.core.sizing import ANCHORS
 from airflow_adaptive.core.sizing.base import quick_predictor_names
 from airflow_adaptive.evaluation.pareto import no_worse, pareto
 from airflow_adaptive.evaluation.replay import ReplayConfig
-from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY, _results, check_strategies
+from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY, _results, check_strategies, trace_entry
 from airflow_adaptive.evaluation.series import GROW, KSPLUS, replay_series
 from airflow_adaptive.traces.series import SeriesTrace, read_series
 
@@ -69,13 +69,7 @@ def evaluate_series(
     traces: dict[str, dict[str, Any]] = {}
     for path in paths:
         runs = _trace(path)
-        traces[path] = {
-            "trace": path,
-            "instances": len(runs.runs),
-            "skipped": {"rows": sum(runs.skipped.values()), "reasons": runs.skipped},
-            "history": config.history,
-            "strategies": {},
-        }
+        traces[path] = trace_entry(path, len(runs.runs), runs.skipped, config.history)
     args: list[tuple[Any, ...]] = [(p, name, asdict(config), None) for p in paths for name in static]
     if with_grow:
         args += [(p, GROW, asdict(config), latency) for p in paths for latency in latencies_s]

@@ -166,18 +166,11 @@ def test_folders_expand_to_the_traces_inside(tmp_path: Path) -> None:
     assert found == [str(trace)] and ignored == [str(tmp_path / "notes.md")]
 
 
-@pytest.mark.parametrize(
-    "option",
-    [
-        ["--max-oom-rate", "2"],
-        ["--time-to-failure", "0"],
-        ["--min-observations", "0"],
-        ["--min-memory", "1m"],
-    ],
-)
+@pytest.mark.parametrize("option", [["--min-memory", "1m"], ["--cap-bytes", "72Gx"]])
 def test_replay_refuses_bad_settings_in_one_line(
     option: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """(Options argparse checks itself, --max-oom-rate say, are in tests/edges/test_cli_input.py.)"""
     trace = write(
         tmp_path / "t.txt",
         "task_id -- core -- memory -- v -- d -- time -- a -- tag\n1 -- 1 -- 100 -- 0 -- 0 -- 10 -- 1 -- 0\n",
