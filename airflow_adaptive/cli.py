@@ -188,6 +188,9 @@ def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     require_paths([args.trace] if args.trace else [])
+    # The operators' INFO lines repeat the decisions the table shows: Airflow's own per-namespace
+    # levels keep them out of stderr (set before Airflow configures its logging; a user's setting wins).
+    os.environ.setdefault("AIRFLOW__LOGGING__NAMESPACE_LEVELS", "airflow.task.operators=warning")
     from airflow_adaptive.demo import run_demo
 
     return run_demo(out, trace=args.trace, dag_file=args.dag_file, as_json=args.json)

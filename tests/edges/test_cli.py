@@ -144,6 +144,22 @@ def test_demo_says_what_it_recorded_and_a_trace_that_sizes_nothing(
     assert f"demo: {CHIPSEQ} sizes none of the DAG's tasks" in err
 
 
+def test_the_demos_stderr_says_what_it_recorded_and_not_each_pods_log_line() -> None:
+    """The operators' INFO lines repeat the table's decisions: a new process keeps them out."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "airflow_adaptive.cli", "demo"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "align_HG002" in done.stdout
+    assert [line for line in done.stderr.splitlines() if line.strip()] == [
+        "demo: 61 attempts from generated history (seed 7) recorded in the history store (61 new, 0 already "
+        "there)"
+    ], done.stderr
+
+
 def test_config_reference_lists_every_option(capsys: pytest.CaptureFixture[str]) -> None:
     from airflow_adaptive.options import OPTIONS
 
