@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -42,15 +44,18 @@ def cmd_profile_node(args: argparse.Namespace, out: TextIO) -> int:
                 print(f"[{done}/{total - 1}] {name}", file=sys.stderr, flush=True)
 
         profile = profile_node(args.node or socket.gethostname(), settings, on_step=step)
-    if args.output:
-        with open(args.output, "a", encoding="utf-8") as handle:  # e.g. the pod's termination message
-            handle.write(json.dumps(profile, separators=(",", ":")))
     if args.json:
         print_json(profile, out)
     else:
         print(f"{'benchmark':24s} {'mean':>12s} {'CV':>7s}  ({args.repeats} runs each)", file=out)
         for feature, value in profile["benchmarks"].items():
             print(f"{feature:24s} {value:12.1f} {profile['benchmark_cv'][feature]:7.1%}", file=out)
+    if args.output:  # after the profile is shown: a file that went away loses nothing
+        try:
+            with open(args.output, "a", encoding="utf-8") as handle:  # e.g. the pod's termination message
+                handle.write(json.dumps(profile, separators=(",", ":")))
+        except OSError as err:
+            raise AdaptiveError(f"profile-node: --output {args.output}: {err.strerror or err}") from None
     return 0
 
 
@@ -64,6 +69,7 @@ def _profiler_settings(args: argparse.Namespace) -> ProfilerSettings:
             f"profile-node: --seconds must be a whole number >= 1 and --timeout positive, "
             f"not {args.seconds:g} and {args.timeout:g}"
         )
+    _check_profile_paths(args)
     return ProfilerSettings(
         seconds_per_benchmark=args.seconds,
         fio_directory=args.fio_dir,
@@ -71,6 +77,25 @@ def _profiler_settings(args: argparse.Namespace) -> ProfilerSettings:
         total_timeout_seconds=args.timeout,
         repeats=args.repeats,
     )
+
+
+FIO_SIZE = re.compile(r"(\d+)([kmgtp]?)i?b?", re.IGNORECASE)  # fio's sizes: 256M, 1g, 512KiB (base 2)
+
+
+def _check_profile_paths(args: argparse.Namespace) -> None:
+    """What would fail only after minutes of benchmarks is said before the first."""
+    size = FIO_SIZE.fullmatch(args.fio_size.strip())
+    shift_bits = 10 * ("kmgtp".find(size[2].lower()) + 1) if size else 0  # no unit: bytes
+    if size is None or int(size[1]) << shift_bits < 1 << 20:
+        raise AdaptiveError(
+            f"profile-node: --fio-size {args.fio_size!r} is not a size of at least 1M (e.g. 256M)"
+        )
+    if args.fio_dir and not (os.path.isdir(args.fio_dir) and os.access(args.fio_dir, os.W_OK | os.X_OK)):
+        raise AdaptiveError(f"profile-node: --fio-dir {args.fio_dir}: not a folder this user can write in")
+    if args.output:
+        folder = os.path.dirname(os.path.abspath(args.output))
+        if os.path.isdir(args.output) or not os.access(folder, os.W_OK | os.X_OK):
+            raise AdaptiveError(f"profile-node: --output {args.output}: not a file this user can write")
 
 
 def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:

@@ -87,6 +87,20 @@ def test_a_profile_that_cannot_fit_its_timeout_is_refused_before_it_starts(
     for bad in (["--seconds", "0"], ["--seconds", "1.5"], ["--timeout", "0"]):
         assert main(["profile-node", *bad]) == 2
         assert capsys.readouterr().err.startswith("airflow-adaptive: error: profile-node: --seconds must")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for bad, says in [
+        (["--fio-dir", str(tmp_path / "missing")], "--fio-dir"),
+        (["--fio-dir", str(a_file)], "not a folder this user can write in"),
+        (["--output", str(tmp_path / "missing" / "p.json")], "--output"),
+        (["--output", str(tmp_path)], "not a file this user can write"),
+        (["--fio-size", "16X"], "'16X' is not a size of at least 1M"),
+        (["--fio-size", "512k"], "'512k' is not a size"),
+    ]:  # said before any benchmark starts (HANGING would leave a pid file)
+        assert main(["profile-node", "--repeats", "1", "--seconds", "1", *bad]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()[-1:]
+        assert line.startswith("airflow-adaptive: error: profile-node: ") and says in line
+        assert not pidfile.exists()
 
 
 def test_the_timeout_stops_the_profile_and_every_process_it_started(
