@@ -82,7 +82,8 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
     "max_allocatable_memory": (
         "string",
         "64Gi",
-        "Largest memory any node can allocate (Kubernetes quantity). No decision goes above it.",
+        "Largest memory any node can allocate (Kubernetes quantity). No decision goes above it (a user's "
+        "request above it is kept as asked, and never lowered by a retry).",
     ),
     "min_memory": (
         "string",

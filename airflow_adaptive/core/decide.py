@@ -301,7 +301,10 @@ def _escalate(
         )
         if predicted is not None:
             why += f"; history says {format_bytes(predicted)} ({basis})"
-        if target >= cap:  # a bounded strategy may already answer with the cap itself
+        if killed_at >= cap:  # a user's request above the cap died: a smaller retry would only die sooner
+            request = killed_at
+            why += f"; at or above the largest allocatable {format_bytes(cap)}: the retry keeps {format_bytes(killed_at)}"
+        elif target >= cap:  # a bounded strategy may already answer with the cap itself
             why += f"; capped at the largest allocatable {format_bytes(cap)}"
         details["killed_at_bytes"] = killed_at
     strategy = f"{settings.strategy}+{settings.retry_policy}"

@@ -84,6 +84,10 @@ def test_previous_oom_escalates_by_the_retry_policy_and_is_capped() -> None:
     assert bumped.memory_request_bytes == int(4 * GIB * 1.2)
     capped = decide_memory([], USER, SizingSettings(cap_bytes=6 * GIB), previous_attempt=killed)
     assert capped.memory_request_bytes == 6 * GIB and "capped" in capped.explanation
+    # A user's request above the cap that was OOM-killed: the retry never gets less than it died at.
+    above = decide_memory([], USER, SizingSettings(cap_bytes=3 * GIB), previous_attempt=killed)
+    assert above.memory_request_bytes == above.memory_limit_bytes == 4 * GIB
+    assert "at or above the largest allocatable 3 GiB: the retry keeps 4 GiB" in above.explanation
 
 
 def test_oom_without_any_memory_limit_escalates_instead_of_repeating() -> None:

@@ -119,7 +119,8 @@ def cpu_within(pod: k8s.V1Pod, *bounds_millicores: int | None) -> None:
 
 
 def check(pod: k8s.V1Pod, cap_bytes: int) -> None:
-    """Valid for the API server; memory we decided (not the user's own, kept) is within the cap."""
+    """Valid for the API server; memory we decided (not the user's own, kept) is within the cap, or
+    at most a limit a try already died at (a request above the cap is never lowered by a retry)."""
     data = validate_pod(pod)
     assert data["metadata"]["labels"][FAMILY_LABEL] is not None  # the pod was decided, not skipped
     if data["metadata"]["annotations"][STRATEGY_ANNOTATION] == "user":
@@ -130,13 +131,21 @@ def check(pod: k8s.V1Pod, cap_bytes: int) -> None:
             assert memory is None or parse_memory_bytes(memory) <= cap_bytes, (kind, memory)
 
 
+def _largest_killed_limit(history: list[Any], user_memory: str | None) -> int:
+    """The most a try died at (its limit, else its request, else the user's, as the retry reads it)."""
+    user_bytes = parse_memory_bytes(user_memory) if user_memory else 0
+    killed = [o.memory_limit_bytes or o.memory_request_bytes or user_bytes for o in history if o.oom_killed]
+    return max(killed, default=0)
+
+
 @CONFIG
 @given(st.data(), names, st.sampled_from(predictor_names()), st.none() | quantities, affinities)
 def test_operator_pods_are_valid_and_within_the_cap(
     data: Any, family: str, strategy: str, memory: str | None, affinity: k8s.V1Affinity | None
 ) -> None:
     store = InMemoryHistoryStore()
-    store.record(data.draw(histories(family)))
+    history = data.draw(histories(family))
+    store.record(history)
     current = settings_for(strategy, size_cpu=data.draw(st.booleans()))
     node_cores = data.draw(st.lists(st.integers(min_value=1, max_value=96), max_size=3))
     profiles = [
@@ -158,7 +167,7 @@ def test_operator_pods_are_valid_and_within_the_cap(
             container_resources=resources, affinity=affinity, shared_inputs=inputs,
         )  # fmt: skip
         pod = operator.build_pod_request_obj(None, dry_run=True)
-    check(pod, current.sizing.cap_bytes)
+    check(pod, max(current.sizing.cap_bytes, _largest_killed_limit(history, memory)))
     cpu_within(pod, max(node_cores, default=0) * 1000, parse_cpu_millicores(cpu_limit) if cpu_limit else None)
 
 
@@ -168,7 +177,8 @@ def test_policy_pods_are_valid_and_within_the_cap(
     data: Any, dag_id: str, task_id: str, run_id: str, strategy: str, memory: str | None
 ) -> None:
     store = InMemoryHistoryStore()
-    store.record(data.draw(histories(f"{dag_id}.{task_id}")))
+    history = data.draw(histories(f"{dag_id}.{task_id}"))
+    store.record(history)
     current = settings_for(strategy)
     try_number = data.draw(st.integers(min_value=1, max_value=9))
     resources = (
@@ -188,7 +198,7 @@ def test_policy_pods_are_valid_and_within_the_cap(
     with mock.patch.object(advisor_module, "open_store", lambda _settings: store), \
          mock.patch("airflow_adaptive.config.get_settings", lambda: current):  # fmt: skip
         mutate(pod)  # the hook's body: a failure here would be hidden by the hook's own fail-open
-    check(pod, current.sizing.cap_bytes)
+    check(pod, max(current.sizing.cap_bytes, _largest_killed_limit(history, memory)))
 
 
 def test_what_a_container_runs_is_read_from_any_command_shape() -> None:
