@@ -84,7 +84,10 @@ def test_the_decision_explains_the_bound() -> None:
         SizingSettings(max_oom_rate=TARGET_2),
     )
     assert decision.memory_request_bytes == pytest.approx(21.60 * GIB, rel=1e-3)
-    assert "3 of the 50 peaks a 2.0% target needs: at least their log-normal P98" in decision.explanation
+    assert (
+        "3 of the 50 peaks a 2.0% target needs: at least the lesser of their log-normal P98"
+        in decision.explanation
+    )
 
 
 def test_the_advisor_reads_other_families_for_a_family_that_asks_for_nothing(store: HistoryStore) -> None:

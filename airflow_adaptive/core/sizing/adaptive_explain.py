@@ -43,8 +43,11 @@ def explain_adaptive(p: AdaptivePredictor) -> str:
         needed = math.ceil(1.0 / max(budget, 1e-9))
         others = p._bound_cap(None)  # what the bound is capped at without a request
         known = "" if others is None else f", {format_bytes(others)}"
-        cap = f"at most the request (without one, other families' {level} peak{known})"
-        said += f"; {p.n_samples_} of the {needed} peaks a {budget:.1%} target needs: at least {bound}, {cap}"
+        cap = f"the request (without one, other families' {level} peak{known})"
+        said += (
+            f"; {p.n_samples_} of the {needed} peaks a {budget:.1%} target needs: "
+            f"at least the lesser of {bound} and {cap}"
+        )
     return said
 
 
