@@ -179,11 +179,13 @@ def _print_replay(report: dict[str, Any], out: TextIO) -> None:
     from rich.table import Table
 
     from airflow_adaptive.console import print_table
+    from airflow_adaptive.core.units import format_bytes
     from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY, ratio_to_best_anchor
 
     for trace in report["traces"]:
         left_out = trace["skipped"]["rows"]
         title = f"{escape_surrogates(trace['trace'])} ({trace['instances']} tasks, history {trace['history']}"
+        title += f", largest node {format_bytes(trace['cap_bytes'])}"
         if report.get("min_observations", 1) > 1:  # a warm-up: every strategy keeps the request first
             title += f", the request until {report['min_observations']} tasks finished"
         title += f", {left_out} rows not replayed)" if left_out else ")"

@@ -16,7 +16,7 @@ import numpy as np
 from airflow_adaptive.core.sizing import ANCHORS, predictor_names
 from airflow_adaptive.core.sizing.base import PREDICTORS
 from airflow_adaptive.evaluation.pareto import pareto
-from airflow_adaptive.evaluation.replay import ReplayConfig, replay
+from airflow_adaptive.evaluation.replay import ReplayConfig, default_cap_bytes, replay
 from airflow_adaptive.traces.load import replay_input
 from airflow_adaptive.traces.runs import TaskRun
 
@@ -60,11 +60,15 @@ def strategies_for(runs: Sequence[TaskRun], requested: Sequence[str]) -> list[st
     return names
 
 
-def trace_entry(path: str, instances: int, skipped: dict[str, int], history: str) -> dict[str, Any]:
-    """A trace's part of the report, before its strategies' results are in."""
+def trace_entry(
+    path: str, runs: Sequence[TaskRun], skipped: dict[str, int], history: str, config: ReplayConfig
+) -> dict[str, Any]:
+    """A trace's part of the report, before its strategies' results are in; ``cap_bytes`` is the
+    largest node the replay assumed (``--cap-bytes``, else the largest peak's next power of two)."""
     return {
         "trace": path,
-        "instances": instances,
+        "instances": len(runs),
+        "cap_bytes": config.cap_bytes or default_cap_bytes(runs),
         "skipped": {"rows": sum(skipped.values()), "reasons": skipped},
         "history": history,
         "strategies": {},
@@ -92,7 +96,7 @@ def evaluate(
     for path in paths:
         runs, skipped = _trace(path, fmt)
         timed = bool(runs) and all(r.start_s is not None for r in runs)
-        traces[path] = trace_entry(path, len(runs), skipped, config.history if timed else "sequential")
+        traces[path] = trace_entry(path, runs, skipped, config.history if timed else "sequential", config)
         if budgets:
             traces[path]["budget_sweep"] = []
         jobs += [(path, name) for name in strategies_for(runs, strategies)]

@@ -69,7 +69,7 @@ def evaluate_series(
     traces: dict[str, dict[str, Any]] = {}
     for path in paths:
         runs = _trace(path)
-        traces[path] = trace_entry(path, len(runs.runs), runs.skipped, config.history)
+        traces[path] = trace_entry(path, [s.run for s in runs.runs], runs.skipped, config.history, config)
     args: list[tuple[Any, ...]] = [(p, name, asdict(config), None) for p in paths for name in static]
     if with_grow:
         args += [(p, GROW, asdict(config), latency) for p in paths for latency in latencies_s]
