@@ -212,6 +212,7 @@ def _print_replay(report: dict[str, Any], out: TextIO) -> None:
                 _pareto_line(trace),
                 f"{DEFAULT_STRATEGY} by OOM-kill budget: {sweep}" if sweep else "",
                 f"not replayed: {reasons}" if reasons else "",
+                *(f"{name} left out: {why}" for name, why in trace.get("left_out", {}).items()),
                 *_growth_lines(trace),
             )
             if text

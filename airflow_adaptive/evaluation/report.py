@@ -99,7 +99,10 @@ def evaluate(
         traces[path] = trace_entry(path, runs, skipped, config.history if timed else "sequential", config)
         if budgets:
             traces[path]["budget_sweep"] = []
-        jobs += [(path, name) for name in strategies_for(runs, strategies)]
+        names = strategies_for(runs, strategies)
+        if "user" in strategies and "user" not in names:  # asked for by name, and cannot be replayed
+            traces[path]["left_out"] = {"user": "the trace records no memory requests"}
+        jobs += [(path, name) for name in names]
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     if not all(os.path.isfile(path) for path in paths):
         workers = 1  # a pipe or stdin can be read once: its runs stay in this process's cache

@@ -180,6 +180,22 @@ def test_replay_refuses_bad_settings_in_one_line(
     assert err[-1].startswith("airflow-adaptive: error: replay: ") and "Traceback" not in "".join(err)
 
 
+def test_a_strategy_asked_for_that_a_trace_cannot_replay_is_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = "\n".join(f"{i} -- 1 -- {100 + i} -- 0 -- 0 -- 10 -- 1 -- 0" for i in range(5))
+    trace = write(
+        tmp_path / "t.txt", "task_id -- core -- memory -- v -- d -- time -- a -- tag\n" + rows + "\n"
+    )
+    argv = ["replay", str(trace), "--strategy", "adaptive,user", "--workers", "1"]
+    assert main([*argv, "--json"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["traces"]
+    assert list(entry["strategies"]) == ["adaptive"]
+    assert entry["left_out"] == {"user": "the trace records no memory requests"}
+    assert main(argv) == 0
+    assert "user left out: the trace records no memory requests" in capsys.readouterr().out
+
+
 def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rows = "\n".join(
         f"{i} -- 1 -- {100 + (i * 53) % 400} -- 0 -- 0 -- {10 + i % 5} -- 1 -- {i % 2}" for i in range(60)
