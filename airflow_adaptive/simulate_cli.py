@@ -96,7 +96,12 @@ def print_table(results: dict[str, Any], title: str, out: TextIO) -> None:
 
 def add_simulate_command(sub: Any) -> None:
     sim = sub.add_parser("simulate", help="simulate placement and sizing policies on a heterogeneous cluster")
-    sim.add_argument("--cluster", required=True, help="5,5,5 | 5,4,4,2 | a YAML/JSON file of node profiles")
+    sim.add_argument(
+        "--cluster",
+        required=True,
+        help="5,5,5 | 5,4,4,2 | lotaru | a YAML/JSON file {nodes: [{name, count, cores, memory, benchmarks}]} "
+        "| a JSON file of profile-node --json profiles",
+    )
     sim.add_argument(
         "--workload",
         required=True,

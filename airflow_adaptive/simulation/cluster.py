@@ -174,12 +174,34 @@ def load_cluster(spec: str) -> Cluster:
         raise SimulationInputError(
             f"cluster {spec!r}: not a preset ({', '.join(PRESETS)}) nor a readable YAML/JSON file ({err})"
         ) from None
+    if isinstance(data, list) or (isinstance(data, dict) and ("node" in data or "profiles" in data)):
+        return _profiled(spec)
     entries = data.get("nodes") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
-        raise SimulationInputError(f"{spec}: expected a mapping with a non-empty list 'nodes'")
+        raise SimulationInputError(
+            f"{spec}: expected a mapping with a non-empty list 'nodes', or node profiles (profile-node --json)"
+        )
     nodes: list[SimNode] = []
     for pos, entry in enumerate(entries):
         nodes += _nodes(entry, f"{spec}: nodes[{pos}]")
+    return Cluster(os.path.basename(spec), tuple(nodes))
+
+
+def _profiled(spec: str) -> Cluster:
+    """The nodes ``profile-node --json`` measured (one profile, a list, or ``{profiles: [...]}``)."""
+    from airflow_adaptive.nodebench.files import ProfileFormatError, load_profiles
+
+    try:
+        profiles = load_profiles(spec)
+    except ProfileFormatError as err:
+        raise SimulationInputError(str(err)) from None
+    unsized = [p.node for p in profiles if not (p.cores and p.memory_bytes)]
+    if unsized:
+        raise SimulationInputError(f"{spec}: profiles without cores and memory_bytes: {', '.join(unsized)}")
+    nodes = [
+        SimNode(p.node, float(p.cores or 0), p.memory_bytes or 0, p.benchmarks, p.capabilities)
+        for p in profiles
+    ]
     return Cluster(os.path.basename(spec), tuple(nodes))
 
 

@@ -261,6 +261,25 @@ def test_cluster_file_and_its_errors(tmp_path: Path) -> None:
         load_cluster(str(tmp_path / "missing.yaml"))
 
 
+def test_a_cluster_of_profiled_nodes(tmp_path: Path) -> None:
+    """What profile-node --json wrote (one profile, or a list of them) is a cluster too."""
+    fast = {"node": "fast", "cores": 16, "memory_bytes": 64 * GIB, "benchmarks": {"cpu_events_per_s": 3000.0},
+            "capabilities": ["gpu"]}  # fmt: skip
+    slow = {"node": "slow", "cores": 8, "memory_bytes": 32 * GIB, "benchmarks": {"cpu_events_per_s": 1000.0}}
+    (tmp_path / "both.json").write_text(json.dumps([fast, slow]))
+    cluster = load_cluster(str(tmp_path / "both.json"))
+    assert [(n.name, n.cores, n.memory_bytes) for n in cluster.nodes] == [
+        ("fast", 16, 64 * GIB),
+        ("slow", 8, 32 * GIB),
+    ]
+    assert cluster.nodes[0].capabilities == {"gpu"} and cluster.nodes[1].benchmarks == slow["benchmarks"]
+    (tmp_path / "one.json").write_text(json.dumps(fast))
+    assert [n.name for n in load_cluster(str(tmp_path / "one.json")).nodes] == ["fast"]
+    (tmp_path / "unsized.json").write_text(json.dumps({"node": "x", "benchmarks": {"cpu_events_per_s": 1.0}}))
+    with pytest.raises(SimulationInputError, match="profiles without cores and memory_bytes: x"):
+        load_cluster(str(tmp_path / "unsized.json"))
+
+
 def test_workloads_must_be_dags_with_known_parents() -> None:
     with pytest.raises(SimulationInputError, match="not a DAG"):
         Workload("w", (task("a", 1, "b"), task("b", 1, "a")))
