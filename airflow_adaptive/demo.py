@@ -202,6 +202,7 @@ def run_demo(
             f"demo: {trace} sizes none of the DAG's tasks (no family matches theirs by name or task name)",
             file=sys.stderr,
         )
+        source = "the history store"  # what sizes them is whatever it held before
     rows = [_pod_row(task) for task in tasks]
     if as_json:
         json.dump({"source": source, "dag_id": dag.dag_id, "tasks": rows}, out, indent=2)

@@ -139,9 +139,10 @@ def test_demo_says_what_it_recorded_and_a_trace_that_sizes_nothing(
     assert "(0 new, 61 already there)" in capsys.readouterr().err
     assert "sizes none" not in err
     assert main(["demo", "--trace", str(CHIPSEQ), "--json"]) == 0  # nf-core chipseq families, a genomics DAG
-    err = capsys.readouterr().err
-    assert f"demo: 328 attempts from trace {CHIPSEQ} recorded" in err
-    assert f"demo: {CHIPSEQ} sizes none of the DAG's tasks" in err
+    captured = capsys.readouterr()
+    assert f"demo: 328 attempts from trace {CHIPSEQ} recorded" in captured.err
+    assert f"demo: {CHIPSEQ} sizes none of the DAG's tasks" in captured.err
+    assert json.loads(captured.out)["source"] == "the history store"  # not the trace, which sized none
 
 
 def test_the_demos_stderr_says_what_it_recorded_and_not_each_pods_log_line() -> None:
