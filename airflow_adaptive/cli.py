@@ -215,14 +215,19 @@ def _add_decision_commands(sub: Any) -> None:
     decide.add_argument("--previous-oom", action="store_true", help="as if the previous try was OOM-killed")
     decide.add_argument("--request", help="the user's memory request (Kubernetes quantity)")
     decide.add_argument("--limit", help="the user's memory limit (Kubernetes quantity)")
-    decide.add_argument("--input-size-bytes", type=int)
+    decide.add_argument(
+        "--input-size-bytes", type=int, help="the task's input size, for strategies that use it"
+    )
     decide.add_argument(
         "--image", type=utf8_text, help="the container image the task runs (for a cold family's warm start)"
     )
     decide.add_argument(
         "--program", type=utf8_text, help="the program its command starts (for a cold family's warm start)"
     )
-    decide.add_argument("--require-capability", action="append", default=[], metavar="NAME")
+    decide.add_argument(
+        "--require-capability", action="append", default=[], metavar="NAME",
+        help="a node capability the task needs (repeatable), as the operator's required_capabilities",
+    )  # fmt: skip
     decide.add_argument("--priority-weight", type=int, default=1, help="the task's own priority_weight")
     decide.add_argument("--json", action="store_true")
     decide.set_defaults(func=cmd_decide)
@@ -236,7 +241,7 @@ def _add_decision_commands(sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="airflow-adaptive", description=__doc__)
+    parser = OneLineParser(prog="airflow-adaptive", description=__doc__.replace("``", ""))
     sub = parser.add_subparsers(dest="command", required=True)
 
     add_history_commands(sub)

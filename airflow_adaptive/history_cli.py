@@ -154,7 +154,10 @@ def add_history_commands(sub: Any) -> None:
     )
     imp = history.add_parser("import", help="load a trace file into the history store")
     imp.add_argument("--format", choices=FORMATS, default="auto")
-    imp.add_argument("files", nargs="+", metavar="FILE")
+    imp.add_argument(
+        "files", nargs="+", metavar="FILE",
+        help="trace files, or folders of them (a k-Segments folder; - reads stdin)",
+    )  # fmt: skip
     imp.set_defaults(func=cmd_history_import)
     show = history.add_parser("show", help="recent attempts of a task family")
     show.add_argument("--task-family", required=True, type=task_family)

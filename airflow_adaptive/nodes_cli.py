@@ -140,12 +140,17 @@ def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
 def add_node_commands(sub: Any) -> None:
     prof = sub.add_parser("profile-node", help="run the node microbenchmarks (sysbench, fio) on this machine")
     prof.add_argument("--node", help="node name (default: the host name)")
-    prof.add_argument("--seconds", type=float, default=10.0, help="seconds per benchmark")
+    prof.add_argument("--seconds", type=float, default=10.0, help="seconds per benchmark (default 10)")
     prof.add_argument("--fio-dir", help="folder for the fio test file (default: a temporary folder)")
-    prof.add_argument("--fio-size", default="256M", help="fio test file size (fio syntax)")
-    prof.add_argument("--timeout", type=float, default=900.0, help="bound on the whole profile, seconds")
+    prof.add_argument("--fio-size", default="256M", help="fio test file size, fio syntax (default 256M)")
     prof.add_argument(
-        "--repeats", type=int, default=3, help="runs per benchmark: the profile has their mean and CV"
+        "--timeout", type=float, default=900.0, help="bound on the whole profile, seconds (default 900)"
+    )
+    prof.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="runs per benchmark: the profile has their mean and CV (default 3)",
     )
     prof.add_argument(
         "--output", metavar="FILE", help="also write the compact JSON here (a termination message)"
@@ -161,6 +166,6 @@ def add_node_commands(sub: Any) -> None:
         help="node profiles: JSON lists, or profile-node --json files, one per node (default: the store's)",
     )
     groups.add_argument("--store", action="store_true", help="save the profiles and groups in the store")
-    groups.add_argument("--seed", type=int, default=0)
+    groups.add_argument("--seed", type=int, default=0, help="k-means seed (default 0)")
     groups.add_argument("--json", action="store_true")
     groups.set_defaults(func=cmd_groups)

@@ -126,7 +126,7 @@ def add_simulate_command(sub: Any) -> None:
         "(or 'all')",
     )
     sim.add_argument("--runs", type=at_least_one, default=1, help="concurrent DAG runs of the workload")
-    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--seed", type=int, default=0, help="random seed of workloads and noise (default 0)")
     sim.add_argument("--history", choices=("prior-run", "online"), default="prior-run")
     sim.add_argument("--time-to-failure", type=failure_share, default=0.5)
     sim.add_argument("--interference", type=float, default=0.05, help="slowdown per co-running similar task")
