@@ -175,7 +175,11 @@ def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
             f"cannot create PriorityClasses: --kubeconfig {args.kubeconfig}: no such file"
         )
     try:
-        config.load_config(config_file=args.kubeconfig) if args.kubeconfig else config.load_config()
+        # load_config's own choice, without the line it prints when it falls back to in-cluster
+        if args.kubeconfig or os.path.exists(os.path.expanduser(config.KUBE_CONFIG_DEFAULT_LOCATION)):
+            config.load_kube_config(config_file=args.kubeconfig)
+        else:
+            config.load_incluster_config()
         created = create_missing(ApiClient())
     except Exception as err:  # no kubeconfig, unreachable API, RBAC refusal: one line, no traceback
         reason = str(err).splitlines()[0][:300] if str(err) else ""

@@ -195,6 +195,16 @@ def test_priority_class_manifests_are_valid_and_never_preempt(capsys: pytest.Cap
         assert doc["preemptionPolicy"] == "Never" and doc["globalDefault"] is False
     assert main(["priority-classes", "--create", "--kubeconfig", "/no/such/kubeconfig"]) == 2
     assert capsys.readouterr().err.strip().endswith("--kubeconfig /no/such/kubeconfig: no such file")
+    with pytest.MonkeyPatch.context() as patch:  # no kubeconfig and not in a pod: one line, nothing else
+        from kubernetes import config
+
+        patch.setattr(config, "KUBE_CONFIG_DEFAULT_LOCATION", "/no/such/default/kubeconfig")
+        patch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        assert main(["priority-classes", "--create"]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.strip().splitlines() == [
+            "airflow-adaptive: error: cannot create PriorityClasses: ConfigException Service host/port is not set."
+        ]
     assert docs[0]["value"] > docs[1]["value"] > docs[2]["value"] >= 0
 
 
