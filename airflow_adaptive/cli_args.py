@@ -86,6 +86,9 @@ class OneLineParser(argparse.ArgumentParser):
     Subcommands' parsers are of the same class (argparse makes them of their parent's)."""
 
     def error(self, message: str) -> NoReturn:
+        if message.endswith("expected one argument"):  # argparse took a value such as -8Gi for an option
+            option = message.split()[1].rstrip(":")
+            message += f" (none given, or one that starts with '-': write {option}=VALUE)"
         # A value argparse quotes may hold bytes that were not UTF-8: escaped, as everywhere.
         self.exit(2, f"{self.prog}: error: {escape_surrogates(message)} (see {self.prog} --help)\n")
 

@@ -142,6 +142,8 @@ BAD_ARGUMENTS = [
     (["decide", "--new-family", "--task-family", "f", "--try-number", "-5"], "--try-number", "not -5"),
     (["decide", "--new-family", "--task-family", "f", "--try-number", "two"], "--try-number", "'two'"),
     (["decide", "--new-family", "--task-family", "f", "--image", NOT_UTF8], "--image", ESCAPED),
+    (["decide", "--task-family", "f", "--request", "-8Gi"], "--request: expected one argument",
+     "write --request=VALUE"),
     (["replay", "--workers", "-2", "trace.csv"], "--workers", "at least 1 process, not -2"),
     (["replay", "--workers", "0", "trace.csv"], "--workers", "not 0"),
     (["replay", "--resize-latency", "5", "trace.csv"], "--resize-latency is for --time-series"),
