@@ -181,6 +181,16 @@ def _spool_dir() -> str:
 
 
 def _sizing() -> SizingSettings:
+    sizing = _sized()
+    if sizing.floor_bytes > sizing.cap_bytes:
+        raise InvalidConfigError(
+            f"[{SECTION}] min_memory = {_raw('min_memory')!r} is above max_allocatable_memory = "
+            f"{_raw('max_allocatable_memory')!r}: no decision fits between them"
+        )
+    return sizing
+
+
+def _sized() -> SizingSettings:
     return SizingSettings(
         strategy=_raw("strategy"),
         min_observations=_at_least_one("min_observations"),

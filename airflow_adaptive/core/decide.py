@@ -245,12 +245,26 @@ def decide_with(
             details=details,
         )
     limit = min(settings.cap_bytes, int(predicted * settings.limit_to_request_ratio))
-    why = f"{basis} -> request {format_bytes(predicted)}"
+    why = f"{basis}{_bound_note(predicted, settings)} -> request {format_bytes(_as_pod_gets(predicted))}"
     if user.request_bytes:
         why += f" (user asked {format_bytes(user.request_bytes)})"
     return Decision(
         predicted, max(limit, predicted), strategy, why, observations=fitted.samples, details=details
     )
+
+
+def _bound_note(predicted: int, settings: SizingSettings) -> str:
+    """Where the strategy's answer is the cap or the floor, which one it met."""
+    if predicted >= settings.cap_bytes:
+        return f"; at most the largest allocatable memory, {format_bytes(settings.cap_bytes)}"
+    if predicted <= settings.floor_bytes:
+        return f"; at least min_memory, {format_bytes(settings.floor_bytes)}"
+    return ""
+
+
+def _as_pod_gets(value_bytes: int) -> int:
+    """Bytes as the pod's quantity holds them (whole MiB, rounded up), so the two read alike."""
+    return -(-value_bytes // MIB) * MIB
 
 
 def _why_unsized(samples: int, min_observations: int) -> str:

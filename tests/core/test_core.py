@@ -116,8 +116,14 @@ def test_a_decimal_cap_is_never_exceeded_after_rounding_to_mib(monkeypatch: pyte
 def test_history_above_the_cap_is_capped_and_tiny_history_is_floored() -> None:
     big = decide_memory([obs(100 * GIB)] * 3, USER, SETTINGS)
     assert big.memory_request_bytes == 64 * GIB
+    assert "; at most the largest allocatable memory, 64 GiB -> request 64 GiB" in big.explanation
     tiny = decide_memory([obs(1000)] * 3, USER, SizingSettings(floor_bytes=64 * MIB))
     assert tiny.memory_request_bytes == 64 * MIB
+    assert "; at least min_memory, 64 MiB -> request 64 MiB" in tiny.explanation
+    # 100M is not a whole MiB (95.4 MiB): the explanation says what the pod's quantity holds, 96Mi.
+    decimal = decide_memory([obs(1000)] * 3, USER, SizingSettings(floor_bytes=100 * 10**6))
+    assert decimal.memory_request_bytes == 100 * 10**6
+    assert decimal.explanation.endswith("-> request 96 MiB (user asked 8 GiB)"), decimal.explanation
 
 
 def test_unknown_strategy_is_a_typed_error_naming_the_known_ones() -> None:

@@ -190,6 +190,7 @@ BAD_CONFIG = [
     ("MAX_ALLOCATABLE_MEMORY", "100k", "[adaptive] max_allocatable_memory 100k is 100000 bytes"),
     ("CACHE_BUDGET", "5m", "[adaptive] cache_budget 5m is 0.005 bytes"),
     ("SMALL_INPUT_BELOW", "0.5", "[adaptive] small_input_below 0.5 is 0.5 bytes"),
+    ("MIN_MEMORY", "100Gi", "[adaptive] min_memory = '100Gi' is above max_allocatable_memory = '64Gi'"),
 ]
 
 
