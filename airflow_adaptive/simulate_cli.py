@@ -20,7 +20,7 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.simulation.cluster import load_cluster
     from airflow_adaptive.simulation.compare import compare, parse_names
     from airflow_adaptive.simulation.params import SIZINGS, SimParams
-    from airflow_adaptive.simulation.placements import ACCEPTED, PLACEMENTS
+    from airflow_adaptive.simulation.placements import ACCEPTED, LOCALITY, PLACEMENTS
     from airflow_adaptive.simulation.queues import QUEUE_ORDERS
     from airflow_adaptive.simulation.sources import load_workload
     from airflow_adaptive.simulation.workload import concurrent_runs
@@ -36,6 +36,11 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
             ram_disk_bytes=parse_memory_amount(args.ram_disk, what="--ram-disk") if args.ram_disk else 0,
             size_cpu=args.size_cpu,
         )
+        if args.ram_disk and not any(p.endswith(LOCALITY) for p in placements):
+            raise SimulationInputError(
+                f"--ram-disk stages shared inputs for a {LOCALITY} placement (e.g. --placement "
+                f"default,default{LOCALITY}); none was asked for"
+            )
     except ValueError as err:
         raise SimulationInputError(str(err)) from None
     cluster = load_cluster(args.cluster)

@@ -362,6 +362,10 @@ def test_cli_reports_bad_input_and_writes_plots(tmp_path: Path, capsys: pytest.C
         main(["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:60", "--ram-disk", "1m"]) == 2
     )
     assert "--ram-disk 1m is 0.001 bytes" in capsys.readouterr().err
+    assert (
+        main(["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:60", "--ram-disk", "8Gi"]) == 2
+    )
+    assert "--ram-disk stages shared inputs for a +locality placement" in capsys.readouterr().err
     args = ["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:60", "--placement", "tarema,sjfn"]
     assert main([*args, "--plot", str(tmp_path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == [
