@@ -161,6 +161,8 @@ def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
     """Print the PriorityClass manifests, or create the missing ones in the current cluster."""
     from airflow_adaptive.kubernetes.priority_classes import create_missing, manifests
 
+    if args.kubeconfig and not args.create:
+        raise AdaptiveError("priority-classes: --kubeconfig is for --create (printing needs no cluster)")
     if not args.create:
         import yaml
 
@@ -172,7 +174,7 @@ def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
     paths = [os.path.expanduser(p) for p in (args.kubeconfig or "").split(os.pathsep) if p]
     if args.kubeconfig and not any(os.path.isfile(p) for p in paths):  # ~ and lists, as the client reads them
         raise ClusterUnavailableError(
-            f"cannot create PriorityClasses: --kubeconfig {args.kubeconfig}: no such file"
+            f"cannot create PriorityClasses: --kubeconfig {args.kubeconfig}: not a file"
         )
     try:
         # load_config's own choice, without the line it prints when it falls back to in-cluster

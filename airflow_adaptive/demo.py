@@ -109,6 +109,8 @@ def _dags_in(dag_file: str) -> list[Any]:
 
     from airflow.dag_processing.importers import base
 
+    if os.path.isdir(dag_file):
+        raise DagFileError(f"{dag_file} is a folder: --dag-file takes one DAG file")
     if not os.path.isfile(dag_file):
         raise DagFileError(f"no such DAG file: {dag_file}")
     importer = base.get_importer_registry().get_importer(dag_file)

@@ -194,7 +194,9 @@ def test_priority_class_manifests_are_valid_and_never_preempt(capsys: pytest.Cap
         kubernetes_validate.validate(doc, "1.33", strict=True)
         assert doc["preemptionPolicy"] == "Never" and doc["globalDefault"] is False
     assert main(["priority-classes", "--create", "--kubeconfig", "/no/such/kubeconfig"]) == 2
-    assert capsys.readouterr().err.strip().endswith("--kubeconfig /no/such/kubeconfig: no such file")
+    assert capsys.readouterr().err.strip().endswith("--kubeconfig /no/such/kubeconfig: not a file")
+    assert main(["priority-classes", "--kubeconfig", "/no/such/kubeconfig"]) == 2
+    assert "--kubeconfig is for --create" in capsys.readouterr().err
     with pytest.MonkeyPatch.context() as patch:  # no kubeconfig and not in a pod: one line, nothing else
         from kubernetes import config
 

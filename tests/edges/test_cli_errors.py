@@ -73,6 +73,7 @@ def test_a_dag_file_without_a_dag_is_one_line(
     _one_line_error(main(["demo", "--dag-file", dag_file]), capsys.readouterr().err, dag_file, says)
     missing = str(tmp_path / "missing.py")
     _one_line_error(main(["demo", "--dag-file", missing]), capsys.readouterr().err, "no such DAG file")
+    _one_line_error(main(["demo", "--dag-file", str(tmp_path)]), capsys.readouterr().err, "is a folder")
 
 
 # -- decide: a mistyped family or strategy ----------------------------------------------------
