@@ -134,10 +134,17 @@ def load_workload(spec: str, params: SimParams, seed: int = 0) -> Workload:
         name, count = rest.rsplit(":", 1)
         if name in KINDS and count.isdigit() and int(count) > 0:
             return pegasus_workload(name, int(count), params, seed)
+        if name in KINDS:
+            raise SimulationInputError(
+                f"workload {spec!r}: TASKS must be a whole number of at least 1, not {count!r}"
+            )
     if kind == "shared" and ":" in rest:
         runs, size = rest.split(":", 1)
         if runs.isdigit() and int(runs) > 0:
             return shared_input_workload(int(runs), parse_size_bytes(size), params, seed)
+        raise SimulationInputError(
+            f"workload {spec!r}: RUNS must be a whole number of at least 1, not {runs!r}"
+        )
     raise SimulationInputError(
         f"workload {spec!r}: expected wfformat:FILE, lotaru:DIR:WORKFLOW, shared:RUNS:SIZE or synthetic:KIND:TASKS "
         f"(KIND one of {', '.join(KINDS)})"

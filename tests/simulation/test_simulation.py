@@ -287,6 +287,9 @@ def test_workloads_must_be_dags_with_known_parents() -> None:
         Workload("w", (task("a", 1, "zzz"),))
     with pytest.raises(SimulationInputError, match="expected wfformat:FILE"):
         load_workload("synthetic:nosuch:10", SimParams())
+    for spec, says in (("synthetic:montage:0", "TASKS must be"), ("shared:-1:1Gi", "RUNS must be")):
+        with pytest.raises(SimulationInputError, match=says):
+            load_workload(spec, SimParams())
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
