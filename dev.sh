@@ -88,10 +88,11 @@ case "$cmd" in
     pg_pid="" pg_log=""
     if postgres_up; then
       pg_log=$(mktemp)
+      # Its own pytest cache (--lf, --ff work in both runs and neither writes over the other's).
       env ADAPTIVE_TEST_DB=postgres ADAPTIVE_TEST_POSTGRES_URL="$(postgres_url)" \
-        python -m pytest -p no:cacheprovider "$@" >"$pg_log" 2>&1 &
+        python -m pytest -o cache_dir=.pytest_cache_postgres "$@" >"$pg_log" 2>&1 &
       pg_pid=$!
-      trap 'kill "$pg_pid" 2>/dev/null; exit 130' INT TERM
+      trap 'kill "$pg_pid" 2>/dev/null; rm -f "$pg_log"; exit 130' INT TERM
     elif [ "${ADAPTIVE_REQUIRE_POSTGRES:-0}" = 1 ]; then
       echo "PostgreSQL is required here (ADAPTIVE_REQUIRE_POSTGRES=1) but not reachable" >&2
       failed+=("PostgreSQL unreachable")

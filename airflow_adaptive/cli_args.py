@@ -125,15 +125,7 @@ def at_least_one(value: str) -> int:
     return number
 
 
-def workers(value: str) -> int:
-    """How many parallel processes: at least one."""
-    number = _integer(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"at least 1 process, not {number}")
-    return number
-
-
-def _number(value: str, low: float, high: float, *, low_open: bool = False, rule: str = "") -> float:
+def _number(value: str, low: float, high: float, *, rule: str, low_open: bool = False) -> float:
     """A finite number within [low, high] (low excluded when ``low_open``), else one line."""
     try:
         number = float(value)
@@ -146,7 +138,7 @@ def _number(value: str, low: float, high: float, *, low_open: bool = False, rule
 
 def share(value: str) -> float:
     """A non-negative finite share (0.05: 5 %)."""
-    return _number(value, 0.0, float("inf"), rule="a number >= 0")
+    return _number(value, 0.0, float("inf"), rule="a finite number >= 0")
 
 
 def fraction(value: str) -> float:
@@ -161,7 +153,7 @@ def failure_share(value: str) -> float:
 
 def seconds(value: str) -> float:
     """A finite time in seconds above 0."""
-    return _number(value, 0.0, float("inf"), low_open=True, rule="seconds > 0")
+    return _number(value, 0.0, float("inf"), low_open=True, rule="finite seconds > 0")
 
 
 def try_number(value: str) -> int:

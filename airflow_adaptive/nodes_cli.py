@@ -85,16 +85,17 @@ FIO_SIZE = re.compile(r"(\d+)([kmgtp]?)i?b?", re.IGNORECASE)  # fio's sizes: 256
 def _check_profile_paths(args: argparse.Namespace) -> None:
     """What would fail only after minutes of benchmarks is said before the first."""
     size = FIO_SIZE.fullmatch(args.fio_size.strip())
-    shift_bits = 10 * ("kmgtp".find(size[2].lower()) + 1) if size else 0  # no unit: bytes
+    shift_bits = 10 * ("", "k", "m", "g", "t", "p").index(size[2].lower()) if size else 0  # no unit: bytes
     if size is None or int(size[1]) << shift_bits < 1 << 20:
         raise AdaptiveError(
             f"profile-node: --fio-size {args.fio_size!r} is not a size of at least 1M (e.g. 256M)"
         )
     if args.fio_dir and not (os.path.isdir(args.fio_dir) and os.access(args.fio_dir, os.W_OK | os.X_OK)):
         raise AdaptiveError(f"profile-node: --fio-dir {args.fio_dir}: not a folder this user can write in")
-    if args.output:
+    if args.output:  # a file that is there (/dev/termination-log) in a folder this user may not write
+        there = os.path.exists(args.output)
         folder = os.path.dirname(os.path.abspath(args.output))
-        if os.path.isdir(args.output) or not os.access(folder, os.W_OK | os.X_OK):
+        if os.path.isdir(args.output) or not os.access(args.output if there else folder, os.W_OK):
             raise AdaptiveError(f"profile-node: --output {args.output}: not a file this user can write")
 
 

@@ -14,7 +14,6 @@ from airflow_adaptive.cli_args import (
     require_paths,
     require_research,
     share,
-    workers,
 )
 from airflow_adaptive.core.normalise import escape_surrogates
 from airflow_adaptive.exceptions import AdaptiveError, InvalidQuantityError, InvalidSettingError
@@ -249,6 +248,33 @@ def add_replay_command(sub: Any) -> None:
         help="strategies to replay, comma-separated or repeated, or 'all' (default)",
     )
     rep.add_argument("--history", choices=HISTORY_MODES, default="completed")
+    _add_replay_terms(rep)
+    rep.add_argument("--workers", type=at_least_one, help="parallel processes (default: one per core)")
+    rep.add_argument("--json", action="store_true")
+    rep.add_argument(
+        "--budget-sweep",
+        action="store_true",
+        help=f"also replay adaptive under OOM-kill budgets {', '.join(map(str, BUDGETS))} (--plot draws the curve)",
+    )
+    rep.add_argument("--plot", metavar="DIR", help="write PNG plots here")
+    rep.add_argument(
+        "--time-series",
+        action="store_true",
+        help="the traces are memory time-series folders (tasks.csv, memory.csv[.gz]): replay allocation "
+        "over time, with KS+ and growth in place (grow-<L>s)",
+    )
+    rep.add_argument(
+        "--resize-latency",
+        action="append",
+        metavar="SECONDS[,SECONDS...]",
+        help="with --time-series: seconds from deciding to grow until the new limit is in force "
+        "(default: 2,5,15)",
+    )
+    rep.set_defaults(func=cmd_replay)
+
+
+def _add_replay_terms(rep: argparse.ArgumentParser) -> None:
+    """The options that set the replay's terms: the cost of a kill, the budget, the bounds."""
     rep.add_argument(
         "--time-to-failure", type=failure_share, default=1.0, help="fraction of runtime an OOM kill costs"
     )
@@ -278,25 +304,3 @@ def add_replay_command(sub: Any) -> None:
     rep.add_argument(
         "--refit-growth", type=share, default=0.05, help="refit after this history growth (0: always)"
     )
-    rep.add_argument("--workers", type=workers, help="parallel processes (default: one per core)")
-    rep.add_argument("--json", action="store_true")
-    rep.add_argument(
-        "--budget-sweep",
-        action="store_true",
-        help=f"also replay adaptive under OOM-kill budgets {', '.join(map(str, BUDGETS))} (--plot draws the curve)",
-    )
-    rep.add_argument("--plot", metavar="DIR", help="write PNG plots here")
-    rep.add_argument(
-        "--time-series",
-        action="store_true",
-        help="the traces are memory time-series folders (tasks.csv, memory.csv[.gz]): replay allocation "
-        "over time, with KS+ and growth in place (grow-<L>s)",
-    )
-    rep.add_argument(
-        "--resize-latency",
-        action="append",
-        metavar="SECONDS[,SECONDS...]",
-        help="with --time-series: seconds from deciding to grow until the new limit is in force "
-        "(default: 2,5,15)",
-    )
-    rep.set_defaults(func=cmd_replay)

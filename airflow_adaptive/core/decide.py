@@ -255,9 +255,9 @@ def decide_with(
 
 def _bound_note(predicted: int, settings: SizingSettings) -> str:
     """Where the strategy's answer is the cap or the floor, which one it met."""
-    if predicted >= settings.cap_bytes:
+    if predicted == settings.cap_bytes:
         return f"; at most the largest allocatable memory, {format_bytes(settings.cap_bytes)}"
-    if predicted <= settings.floor_bytes:
+    if predicted == settings.floor_bytes:
         return f"; at least min_memory, {format_bytes(settings.floor_bytes)}"
     return ""
 
@@ -315,9 +315,10 @@ def _escalate(
         )
         if predicted is not None:
             why += f"; history says {format_bytes(predicted)} ({basis})"
-        if killed_at >= cap:  # a user's request above the cap died: a smaller retry would only die sooner
-            request = killed_at
-            why += f"; at or above the largest allocatable {format_bytes(cap)}: the retry keeps {format_bytes(killed_at)}"
+        asked = min(previous.memory_request_bytes or 0, killed_at)
+        if asked > cap:  # a request above the cap was scheduled and died: less would only die sooner
+            request = asked
+            why += f"; its request was above the largest allocatable {format_bytes(cap)}: the retry keeps it"
         elif target >= cap:  # a bounded strategy may already answer with the cap itself
             why += f"; capped at the largest allocatable {format_bytes(cap)}"
         details["killed_at_bytes"] = killed_at

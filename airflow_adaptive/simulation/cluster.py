@@ -174,7 +174,8 @@ def load_cluster(spec: str) -> Cluster:
         raise SimulationInputError(
             f"cluster {spec!r}: not a preset ({', '.join(PRESETS)}) nor a readable YAML/JSON file ({err})"
         ) from None
-    if isinstance(data, list) or (isinstance(data, dict) and ("node" in data or "profiles" in data)):
+    profiles = isinstance(data, list) or (isinstance(data, dict) and ("node" in data or "profiles" in data))
+    if profiles and spec.endswith(".json"):  # as profile-node --json writes them
         return _profiled(spec)
     entries = data.get("nodes") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
@@ -198,6 +199,8 @@ def _profiled(spec: str) -> Cluster:
     unsized = [p.node for p in profiles if not (p.cores and p.memory_bytes)]
     if unsized:
         raise SimulationInputError(f"{spec}: profiles without cores and memory_bytes: {', '.join(unsized)}")
+    if any(v <= 0 for p in profiles for v in p.benchmarks.values()):
+        raise SimulationInputError(f"{spec}: benchmarks must be positive")
     nodes = [
         SimNode(p.node, float(p.cores or 0), p.memory_bytes or 0, p.benchmarks, p.capabilities)
         for p in profiles

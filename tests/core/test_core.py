@@ -84,10 +84,16 @@ def test_previous_oom_escalates_by_the_retry_policy_and_is_capped() -> None:
     assert bumped.memory_request_bytes == int(4 * GIB * 1.2)
     capped = decide_memory([], USER, SizingSettings(cap_bytes=6 * GIB), previous_attempt=killed)
     assert capped.memory_request_bytes == 6 * GIB and "capped" in capped.explanation
-    # A user's request above the cap that was OOM-killed: the retry never gets less than it died at.
+    # A request above the cap was scheduled and OOM-killed: the retry never gets less than it asked.
     above = decide_memory([], USER, SizingSettings(cap_bytes=3 * GIB), previous_attempt=killed)
     assert above.memory_request_bytes == above.memory_limit_bytes == 4 * GIB
-    assert "at or above the largest allocatable 3 GiB: the retry keeps 4 GiB" in above.explanation
+    assert "its request was above the largest allocatable 3 GiB: the retry keeps it" in above.explanation
+    # Only its limit was above the cap: the retry gets the cap, which a node has.
+    small_request = replace(killed, memory_request_bytes=1 * GIB)
+    capped = decide_memory([], USER, SizingSettings(cap_bytes=3 * GIB), previous_attempt=small_request)
+    assert (
+        capped.memory_request_bytes == 3 * GIB and "capped at the largest allocatable" in capped.explanation
+    )
 
 
 def test_oom_without_any_memory_limit_escalates_instead_of_repeating() -> None:

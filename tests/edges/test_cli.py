@@ -155,10 +155,8 @@ def test_the_demos_stderr_says_what_it_recorded_and_not_each_pods_log_line() -> 
     )
     assert done.returncode == 0, done.stderr
     assert "align_HG002" in done.stdout
-    assert [line for line in done.stderr.splitlines() if line.strip()] == [
-        "demo: 61 attempts from generated history (seed 7) recorded in the history store (61 new, 0 already "
-        "there)"
-    ], done.stderr
+    assert "demo: 61 attempts from generated history (seed 7) recorded" in done.stderr
+    assert "[info" not in done.stderr and "Building pod" not in done.stderr, done.stderr
 
 
 def test_config_reference_lists_every_option(capsys: pytest.CaptureFixture[str]) -> None:

@@ -144,7 +144,7 @@ BAD_ARGUMENTS = [
     (["decide", "--new-family", "--task-family", "f", "--image", NOT_UTF8], "--image", ESCAPED),
     (["decide", "--task-family", "f", "--request", "-8Gi"], "--request: expected one argument",
      "write --request=VALUE"),
-    (["replay", "--workers", "-2", "trace.csv"], "--workers", "at least 1 process, not -2"),
+    (["replay", "--workers", "-2", "trace.csv"], "--workers", "at least 1, not -2"),
     (["replay", "--workers", "0", "trace.csv"], "--workers", "not 0"),
     (["replay", "--resize-latency", "5", "trace.csv"], "--resize-latency is for --time-series"),
     (["replay", "--refit-growth=-1", "trace.csv"], "--refit-growth", ">= 0, not -1"),
@@ -154,8 +154,8 @@ BAD_ARGUMENTS = [
     (["replay", "--min-observations", "0", "trace.csv"], "--min-observations", "at least 1, not 0"),
     (["replay", "--time-to-failure", "0", "trace.csv"], "--time-to-failure", "in (0, 1], not 0"),
     (["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:20", "--runs", "0"], "--runs", "not 0"),
-    (["grow-agent", "--interval", "-1"], "--interval", "seconds > 0, not -1"),
-    (["observe", "--interval", "inf"], "--interval", "seconds > 0, not inf"),
+    (["grow-agent", "--interval", "-1"], "--interval", "finite seconds > 0, not -1"),
+    (["observe", "--interval", "inf"], "--interval", "finite seconds > 0, not inf"),
 ]  # fmt: skip
 
 

@@ -96,6 +96,7 @@ def test_a_profile_that_cannot_fit_its_timeout_is_refused_before_it_starts(
         (["--output", str(tmp_path)], "not a file this user can write"),
         (["--fio-size", "16X"], "'16X' is not a size of at least 1M"),
         (["--fio-size", "512k"], "'512k' is not a size"),
+        (["--fio-size", "4096"], "'4096' is not a size"),  # no unit: bytes, as fio reads it
     ]:  # said before any benchmark starts (HANGING would leave a pid file)
         assert main(["profile-node", "--repeats", "1", "--seconds", "1", *bad]) == 2
         (line,) = capsys.readouterr().err.strip().splitlines()[-1:]
