@@ -171,7 +171,9 @@ def test_tables_keep_whole_values_off_a_terminal(
     long_name = tmp_path / ("a-trace-with-a-name-as-long-as-real-ones-" * 3 + ".csv")
     long_name.write_text((tmp_path / "trace.csv").read_text())
     assert main(["replay", str(long_name), "--strategy", "pc95", "--workers", "1"]) == 0
-    assert f"{long_name} (5 tasks, history completed)" in capsys.readouterr().out  # the title on one line
+    title = f"{long_name} (5 tasks, history completed, largest node 1 GiB)"  # on one line
+    shown = capsys.readouterr().out
+    assert title in shown, shown.splitlines()[0]
 
     assert main(["demo", "--json"]) == 0
     explanations = [t["explanation"] for t in json.loads(capsys.readouterr().out)["tasks"]]
