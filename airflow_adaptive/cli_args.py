@@ -8,6 +8,7 @@ import argparse
 import difflib
 import errno
 import importlib
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -131,7 +132,7 @@ def _number(value: str, low: float, high: float, *, rule: str, low_open: bool = 
         number = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{escape_surrogates(value)}' is not a number") from None
-    if not (low < number if low_open else low <= number) or not number <= high or number == float("inf"):
+    if not math.isfinite(number) or not (low < number if low_open else low <= number) or number > high:
         raise argparse.ArgumentTypeError(f"must be {rule}, not {escape_surrogates(value)}")
     return number
 

@@ -14,7 +14,7 @@ from .sizing.prior import PeakPrior
 from .sizing.retry import STRATEGY_RETRY, RetryPolicy, vpa_bump
 from .sizing.similar import MIN_SIMILARITY, Donor, borrowed_allocation
 from .unfinished import Unfinished
-from .units import MIB, format_bytes
+from .units import MIB, format_bytes, whole_mib_up
 
 
 @dataclass(frozen=True)
@@ -245,7 +245,8 @@ def decide_with(
             details=details,
         )
     limit = min(settings.cap_bytes, int(predicted * settings.limit_to_request_ratio))
-    why = f"{basis}{_bound_note(predicted, settings)} -> request {format_bytes(_as_pod_gets(predicted))}"
+    shown = whole_mib_up(predicted) * MIB  # as the pod's quantity holds it, so the two read alike
+    why = f"{basis}{_bound_note(predicted, settings)} -> request {format_bytes(shown)}"
     if user.request_bytes:
         why += f" (user asked {format_bytes(user.request_bytes)})"
     return Decision(
@@ -260,11 +261,6 @@ def _bound_note(predicted: int, settings: SizingSettings) -> str:
     if predicted == settings.floor_bytes:
         return f"; at least min_memory, {format_bytes(settings.floor_bytes)}"
     return ""
-
-
-def _as_pod_gets(value_bytes: int) -> int:
-    """Bytes as the pod's quantity holds them (whole MiB, rounded up), so the two read alike."""
-    return -(-value_bytes // MIB) * MIB
 
 
 def _why_unsized(samples: int, min_observations: int) -> str:

@@ -8,6 +8,11 @@ MB = 10**6  # decimal units: trace sizes and simulated shared storage
 GB = 10**9
 
 
+def whole_mib_up(value_bytes: int) -> int:
+    """MiB, rounded up: how a pod's memory quantity holds bytes (``kubernetes/quantity.py``)."""
+    return -(-value_bytes // MIB)
+
+
 def format_bytes(value: float | None) -> str:
     """Binary units, three significant digits: 1.5 GiB, 250 MiB."""
     if value is None:

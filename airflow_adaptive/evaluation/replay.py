@@ -101,6 +101,11 @@ def default_cap_bytes(runs: Iterable[TaskRun]) -> int:
     return 1 << max(int(largest - 1).bit_length(), 20)
 
 
+def replay_cap_bytes(config: ReplayConfig, runs: Iterable[TaskRun]) -> int:
+    """The largest node a replay assumes: ``--cap-bytes``, else :func:`default_cap_bytes`."""
+    return config.cap_bytes or default_cap_bytes(runs)
+
+
 def arrival_order(runs: Sequence[TaskRun]) -> list[int]:
     if runs and all(r.start_s is not None for r in runs):
         return sorted(range(len(runs)), key=lambda i: (runs[i].start_s, i))
@@ -236,7 +241,7 @@ def replay(
     ``model``: how a try ends under its limit (default: :func:`peak_model`; memory over time:
     ``evaluation/series.py``)."""
     model = model or peak_model(config.time_to_failure)
-    cap = deployed.cap_bytes if deployed is not None else config.cap_bytes or default_cap_bytes(runs)
+    cap = deployed.cap_bytes if deployed is not None else replay_cap_bytes(config, runs)
     result = StrategyResult(strategy)
     completed = config.history == "completed" and bool(runs) and all(r.start_s is not None for r in runs)
     sizing = (

@@ -16,7 +16,7 @@ import numpy as np
 from airflow_adaptive.core.sizing import ANCHORS, predictor_names
 from airflow_adaptive.core.sizing.base import PREDICTORS
 from airflow_adaptive.evaluation.pareto import pareto
-from airflow_adaptive.evaluation.replay import ReplayConfig, default_cap_bytes, replay
+from airflow_adaptive.evaluation.replay import ReplayConfig, replay, replay_cap_bytes
 from airflow_adaptive.traces.load import replay_input
 from airflow_adaptive.traces.runs import TaskRun
 
@@ -52,12 +52,14 @@ def check_strategies(names: Sequence[str]) -> None:
             PREDICTORS.get(name)
 
 
-def strategies_for(runs: Sequence[TaskRun], requested: Sequence[str]) -> list[str]:
-    """``all`` expands to every registered strategy; ``user`` only where the trace has requests."""
+def strategies_for(runs: Sequence[TaskRun], requested: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """``all`` expands to every registered strategy; ``user`` only where the trace has requests.
+    With the names, why one asked for by name is left out."""
     names = predictor_names() if "all" in requested else list(dict.fromkeys(requested))
-    if not any(r.user_request_bytes for r in runs):
-        names = [n for n in names if n != "user"]
-    return names
+    if any(r.user_request_bytes for r in runs) or "user" not in names:
+        return names, {}
+    left_out = {"user": "the trace records no memory requests"} if "user" in requested else {}
+    return [n for n in names if n != "user"], left_out
 
 
 def trace_entry(
@@ -68,7 +70,7 @@ def trace_entry(
     return {
         "trace": path,
         "instances": len(runs),
-        "cap_bytes": config.cap_bytes or default_cap_bytes(runs),
+        "cap_bytes": replay_cap_bytes(config, runs),
         "skipped": {"rows": sum(skipped.values()), "reasons": skipped},
         "history": history,
         "strategies": {},
@@ -99,9 +101,9 @@ def evaluate(
         traces[path] = trace_entry(path, runs, skipped, config.history if timed else "sequential", config)
         if budgets:
             traces[path]["budget_sweep"] = []
-        names = strategies_for(runs, strategies)
-        if "user" in strategies and "user" not in names:  # asked for by name, and cannot be replayed
-            traces[path]["left_out"] = {"user": "the trace records no memory requests"}
+        names, left_out = strategies_for(runs, strategies)
+        if left_out:
+            traces[path]["left_out"] = left_out
         jobs += [(path, name) for name in names]
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     if not all(os.path.isfile(path) for path in paths):

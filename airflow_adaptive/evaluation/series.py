@@ -31,8 +31,8 @@ from airflow_adaptive.evaluation.replay import (
     StrategyResult,
     TryModel,
     TryOutcome,
-    default_cap_bytes,
     replay,
+    replay_cap_bytes,
 )
 from airflow_adaptive.traces.runs import TaskRun
 from airflow_adaptive.traces.series import SeriesRun
@@ -121,7 +121,7 @@ def replay_series(
 ) -> StrategyResult:
     """One strategy over the series: ``grow`` (with ``rule``), ``ks+``, or a registered strategy."""
     runs = [s.run for s in series]
-    cap = config.cap_bytes or default_cap_bytes(runs)
+    cap = replay_cap_bytes(config, runs)
     if strategy == KSPLUS:
         return replay_ksplus(series, config, cap)
     if strategy == GROW:

@@ -8,7 +8,7 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from airflow_adaptive.core.units import MIB
+from airflow_adaptive.core.units import MIB, whole_mib_up
 from airflow_adaptive.exceptions import InvalidQuantityError
 
 MAX_QUANTITY = 2**63 - 1
@@ -65,4 +65,4 @@ def _parsed(value: object, what: str, examples: str, largest: int) -> Any:
 
 def format_memory(value_bytes: int) -> str:
     """A quantity string for bytes, rounded up to whole MiB (what people read and write)."""
-    return f"{math.ceil(value_bytes / MIB)}Mi"
+    return f"{whole_mib_up(value_bytes)}Mi"

@@ -73,6 +73,11 @@ def load_profiles(path: str | os.PathLike[str]) -> list[NodeProfile]:
             data = json.load(handle)
     except (OSError, json.JSONDecodeError) as err:
         raise ProfileFormatError(f"{name}: cannot read node profiles ({err})") from None
+    return profiles_in(data, name)
+
+
+def profiles_in(data: Any, name: str) -> list[NodeProfile]:
+    """The profiles in a file's parsed JSON: a list, one profile, or ``{profiles: [...]}``."""
     if isinstance(data, dict) and "profiles" in data:
         data = data["profiles"]
     elif isinstance(data, dict) and "node" in data:  # one machine's, as profile-node --json writes it

@@ -176,7 +176,7 @@ def load_cluster(spec: str) -> Cluster:
         ) from None
     profiles = isinstance(data, list) or (isinstance(data, dict) and ("node" in data or "profiles" in data))
     if profiles and spec.endswith(".json"):  # as profile-node --json writes them
-        return _profiled(spec)
+        return _profiled(data, spec)
     entries = data.get("nodes") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
         raise SimulationInputError(
@@ -188,12 +188,12 @@ def load_cluster(spec: str) -> Cluster:
     return Cluster(os.path.basename(spec), tuple(nodes))
 
 
-def _profiled(spec: str) -> Cluster:
+def _profiled(data: Any, spec: str) -> Cluster:
     """The nodes ``profile-node --json`` measured (one profile, a list, or ``{profiles: [...]}``)."""
-    from airflow_adaptive.nodebench.files import ProfileFormatError, load_profiles
+    from airflow_adaptive.nodebench.files import ProfileFormatError, profiles_in
 
     try:
-        profiles = load_profiles(spec)
+        profiles = profiles_in(data, spec)
     except ProfileFormatError as err:
         raise SimulationInputError(str(err)) from None
     unsized = [p.node for p in profiles if not (p.cores and p.memory_bytes)]
