@@ -46,7 +46,7 @@ class GrowthWatch:
         self.lowering = True  # off once a decrease did not land: the kubelet skipped it
         self._previous: tuple[float, int] | None = None
         self._first_s: float | None = None  # the first sample: the try's start, as far as the watch knows
-        self._try = TryLevel(with_plan=plan is not None)  # the level, when it rose, a fall
+        self._try = TryLevel.for_plan(rule, plan)  # the level, a fall
         self._ask: _Ask | None = None
 
     @property

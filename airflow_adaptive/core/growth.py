@@ -9,12 +9,14 @@ limit, so a slow riser is not resized every sample), never above the room the
 node has. A resize takes ``latency_s`` to reach the cgroup;
 usage above the limit before then is an OOM kill, as it would be without growth.
 
-The limit (the start, or a grown one) is lowered once the try has stopped
-rising for a whole window (a plateau, or a fall): to its level plus
-``kept_headrooms`` headrooms, which keeps it above the point where the next rise
-asks for growth in time (one headroom) with a quarter to spare, so a plateau's
-wobble does not ask at once. A climbing try is not lowered: it would be grown
-again within the window. A try that has fallen (below half the most it has used) for a whole
+The limit (the start, or a grown one) is lowered once the try is flat, its
+level risen at most a step (2 %) of itself over a whole window (a plateau, a
+creep, or a fall): to its level plus ``kept_headrooms`` headrooms, which keeps it
+above the point where the next rise asks for growth in time (one headroom) with
+a quarter to spare, so a plateau's wobble does not ask at once. A flat try's
+headroom is what the family's tasks rose by within a window from where they
+were flat, less than from where they climbed. A climbing try is not lowered: it
+would be grown again within the window. A try that has fallen (below half the most it has used) for a whole
 window is lowered further, to the least it has used since plus ``kept_headrooms`` times the
 family's rebound (what its tasks that fell rose again), and while it stays fallen it is only
 rescued from where it stands. Kubernetes applies a decrease from 1.34 on
@@ -31,11 +33,12 @@ lowers.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..exceptions import InvalidSettingError
-from .growth_plan import GrowthPlan, fallen
+from .growth_plan import PROFILE_STEPS, GrowthPlan, fallen
 
 
 @dataclass(frozen=True)
@@ -71,10 +74,11 @@ def grown_limit(
     rule: GrowthRule,
     plan: GrowthPlan | None = None,
     elapsed_s: float = math.inf,
+    flat: bool = False,
 ) -> int | None:
     """The limit to ask for now, or None when the current one is safe for the window or the node has
     no room above it. With the family's plan, the headroom is its at this usage and time since the
-    start (the rise rate is in it). Without one (a rescue) usage must come within the default share
+    start (the rise rate is in it), a flat try's where ``flat``. Without one (a rescue) usage must come within the default share
     of the limit, and the step adds the current rise over a window: a task's first ramp, which the
     decision covers, does not grow it."""
     if plan is None:
@@ -82,7 +86,7 @@ def grown_limit(
             return None
         rise = rule.default_headroom * limit_bytes + max(rate_bytes_per_s, 0.0) * rule.window_s
     else:
-        rise = plan.headroom_at(usage_bytes, elapsed_s)
+        rise = plan.headroom_at(usage_bytes, elapsed_s, flat)
         if usage_bytes + rise < limit_bytes:
             return None
     wanted = min(max(usage_bytes + rule.headrooms * rise, limit_bytes * rule.factor), room_bytes)
@@ -95,35 +99,39 @@ def lowered_limit(
     rule: GrowthRule,
     plan: GrowthPlan | None,
     elapsed_s: float,
-    flat_s: float,
+    flat: bool,
 ) -> int | None:
     """The lower limit to ask for now, or None: with the family's plan, past its first window, for
-    a try that has not risen for ``flat_s`` >= one window, its level plus ``kept_headrooms``
-    headrooms there, when the limit is more than one growth step above that."""
-    if plan is None or not rule.kept_headrooms or elapsed_s < plan.window_s or flat_s < rule.window_s:
+    a ``flat`` try (``TryLevel.flat``), its level plus ``kept_headrooms`` flat headrooms there,
+    when the limit is more than one growth step above that."""
+    if plan is None or not rule.kept_headrooms or elapsed_s < plan.window_s or not flat:
         return None
-    kept = level_bytes + rule.kept_headrooms * plan.headroom_at(level_bytes, elapsed_s)
+    kept = level_bytes + rule.kept_headrooms * plan.headroom_at(level_bytes, elapsed_s, flat)
     return math.ceil(kept) if kept * rule.factor < limit_bytes else None
 
 
 @dataclass
 class TryLevel:
     """What the rule knows of a running try, sample by sample (the replay's and the agent's):
-    its level (with a plan, the most used so far; else the latest usage), when that last rose,
+    its level (with a plan, the most used so far; else the latest usage) over the last window,
     since when it has stayed fallen below the level and the least it used since, and whether it
     was lowered for that fall."""
 
     with_plan: bool
+    window_s: float = 0.0  # how far back ``flat`` looks: the rule's window
     level_bytes: float = 0.0
-    risen_s: float | None = None
     fell_s: float | None = None
     trough_bytes: float = 0.0
     lowered_fallen: bool = False
+    creeps: bool = False  # flat, and grown since it was last still (its level unchanged for a window)
+    recent: deque[tuple[float, float]] = field(default_factory=deque)  # (time, level) since a window ago
 
     def observe(self, now_s: float, usage_bytes: float) -> None:
-        if self.risen_s is None or usage_bytes > self.level_bytes:
-            self.risen_s = now_s
         self.level_bytes = max(self.level_bytes, usage_bytes) if self.with_plan else usage_bytes
+        self.recent.append((now_s, self.level_bytes))
+        while len(self.recent) > 1 and self.recent[1][0] <= now_s - self.window_s:
+            self.recent.popleft()  # the oldest kept is the latest at least a window old
+        self.creeps = self.creeps and self._risen_bytes() != 0.0
         if not fallen(usage_bytes, self.level_bytes):
             self.fell_s, self.lowered_fallen = None, False
         elif self.fell_s is None:
@@ -131,14 +139,41 @@ class TryLevel:
         else:
             self.trough_bytes = min(self.trough_bytes, usage_bytes)
 
+    @property
+    def flat(self) -> bool:
+        """Whether the level has risen at most a step (1 / ``PROFILE_STEPS``) of itself over the last
+        window: at most a step of the try's own peak, as ``rise_table(flat=True)`` reads a profile
+        (a creep within a step does not end a plateau)."""
+        risen = self._risen_bytes()
+        return risen is not None and risen * PROFILE_STEPS <= self.level_bytes
+
+    def _risen_bytes(self) -> float | None:
+        """How far the level rose over the last window; None before a whole window was seen."""
+        if len(self.recent) < 2 or self.recent[0][0] > self.recent[-1][0] - self.window_s:
+            return None
+        return self.level_bytes - self.recent[0][1]
+
+    @classmethod
+    def for_plan(cls, rule: GrowthRule | None, plan: GrowthPlan | None) -> TryLevel:
+        """A try's state under ``plan``: flat over the rule's window, at least the one the plan's flat
+        headroom was learnt over."""
+        return cls(plan is not None, max(rule.window_s if rule else 0.0, plan.window_s if plan else 0.0))
+
     def grown(
         self, usage_bytes: float, rate_bytes_per_s: float, limit_bytes: int, room_bytes: int,
         rule: GrowthRule, plan: GrowthPlan | None, elapsed_s: float,
     ) -> int | None:  # fmt: skip
-        """``grown_limit`` at the level; for a try lowered for its fall, a rescue from its usage."""
+        """``grown_limit`` at the level; for a try lowered for its fall, a rescue from its usage. A
+        flat try that needs growth creeps: it is not lowered again until it is still (lowered, it
+        would need growth again a quarter headroom later, a resize each way)."""
         if self.lowered_fallen:
             return grown_limit(usage_bytes, rate_bytes_per_s, limit_bytes, room_bytes, rule, None, elapsed_s)
-        return grown_limit(self.level_bytes, rate_bytes_per_s, limit_bytes, room_bytes, rule, plan, elapsed_s)
+        flat = self.flat
+        wanted = grown_limit(
+            self.level_bytes, rate_bytes_per_s, limit_bytes, room_bytes, rule, plan, elapsed_s, flat
+        )
+        self.creeps = flat and (self.creeps or wanted is not None)
+        return wanted
 
     def lowered(
         self, now_s: float, usage_bytes: float, limit_bytes: int, rule: GrowthRule,
@@ -149,8 +184,8 @@ class TryLevel:
         wanted = fallen_limit(self, now_s, usage_bytes, limit_bytes, rule, plan, elapsed_s)
         if wanted is not None:
             return wanted, True
-        flat_s = now_s - (self.risen_s if self.risen_s is not None else now_s)
-        return lowered_limit(self.level_bytes, limit_bytes, rule, plan, elapsed_s, flat_s), False
+        flat = self.flat and not self.creeps
+        return lowered_limit(self.level_bytes, limit_bytes, rule, plan, elapsed_s, flat), False
 
 
 def fallen_limit(
@@ -198,7 +233,7 @@ def run_with_growth(
     try is not lowered again (as the kubelet and the agent do)."""
     limit, pending, resizes = start_bytes, None, 0  # pending: (when it lands, new limit)
     held = used = 0.0
-    state = TryLevel(with_plan=plan is not None)
+    state = TryLevel.for_plan(rule, plan)
     lowering = True  # until a decrease does not land
     for i, (t, u) in enumerate(zip(times_s, usage_bytes, strict=True)):
         if pending is not None and pending[0] <= t:

@@ -12,7 +12,9 @@ it depends on where the task is: a task that climbs slowly and then jumps (a JVM
 a sort merging its runs) jumps from a level, not from anywhere. So the headroom is learnt per level
 (``LEVELS`` steps of the decision), where a try's level is the most it has used so far, as a
 profile's is: at each, the largest rise within a window from that level among the tasks whose
-largest rise anywhere is within the budget quantile.
+largest rise anywhere is within the budget quantile. A second table reads only the windows that
+start where a task was flat (risen at most a step over the window before): a task that has stopped
+climbing rises less than one passing the same level on its way up.
 """
 
 from __future__ import annotations
@@ -94,15 +96,29 @@ def _rises(profile_s: Sequence[float], window_s: float) -> list[tuple[float, flo
     ]
 
 
+def _flat_rises(profile_s: Sequence[float], window_s: float) -> list[tuple[float, float]]:
+    """``_rises`` of the windows that start where the task had risen at most one step over the
+    window before: what a try the rule sees as flat (``TryLevel.flat``: risen at most a step of its
+    level, so at most one of its peak's, which crosses at most one step edge of a profile) may rise
+    within a window."""
+    later = [t for t in profile_s if t >= window_s]
+    return [
+        (base, rise)
+        for t, (base, rise) in zip(later, _rises(profile_s, window_s), strict=True)
+        if base - _reached_before(profile_s, t - window_s) <= 1.0 / PROFILE_STEPS + 1e-9
+    ]
+
+
 @functools.lru_cache(maxsize=1 << 16)
-def rise_table(profile_s: tuple[float, ...], window_s: float) -> np.ndarray:
+def rise_table(profile_s: tuple[float, ...], window_s: float, flat: bool = False) -> np.ndarray:
     """Per share j / PROFILE_STEPS of the peak (j = 0 .. PROFILE_STEPS), the largest rise within a
     later window from the highest level the task held at or below j (a task seen between two
     levels it held is on its way up from the lower one); below any level it held after its first
     window, and (one more column) above its peak, its largest rise: a task seen that low then is
-    slower than this one was, one above it larger, and either may be anywhere on its way."""
+    slower than this one was, one above it larger, and either may be anywhere on its way.
+    ``flat``: of the windows that start where it was flat (``_flat_rises``); with none, none at all."""
     table = np.full(PROFILE_STEPS + 1, np.nan)
-    for base, rise in _rises(profile_s, window_s):
+    for base, rise in (_flat_rises if flat else _rises)(profile_s, window_s):
         j = round(base * PROFILE_STEPS)
         table[j] = rise if np.isnan(table[j]) else max(table[j], rise)
     table = table[np.maximum.accumulate(np.where(~np.isnan(table), np.arange(table.size), 0))]
@@ -124,19 +140,25 @@ class GrowthPlan:
     decision_bytes: int
     window_s: float = 0.0
     rebound_bytes: int | None = None  # what a fallen try may rise again (None: not learnt)
+    flat_rises_bytes: tuple[int, ...] = ()  # the headroom by level of a flat try (none: as any try)
 
     @property
     def headroom_bytes(self) -> int:
         """The largest headroom, at any level."""
         return max(self.rises_bytes)
 
-    def headroom_at(self, level_bytes: float, elapsed_s: float = math.inf) -> int:
-        """The headroom for a try ``elapsed_s`` from its start that has used at most ``level_bytes``.
-        Within its first window it may be anywhere up to its start by the time an ask lands (the
-        start covers that window only at the kill budget): the largest headroom up to there."""
+    def headroom_at(self, level_bytes: float, elapsed_s: float = math.inf, flat: bool = False) -> int:
+        """The headroom for a try ``elapsed_s`` from its start that has used at most ``level_bytes``
+        (``flat``: and risen at most a step of that over the last window). Within its first window it
+        may be anywhere up to its start by the time an ask lands (the start covers that window only
+        at the kill budget): the largest headroom up to there."""
         if elapsed_s < self.window_s:
             return max(self.rises_bytes[: self._level(max(level_bytes, self.start_bytes))])
-        return self.rises_bytes[self._level(level_bytes) - 1]
+        level = self._level(level_bytes) - 1
+        if not (flat and self.flat_rises_bytes):
+            return self.rises_bytes[level]
+        # a flat try may still creep a step of its level within the window
+        return max(self.flat_rises_bytes[level], math.ceil(level_bytes / PROFILE_STEPS))
 
     def _level(self, level_bytes: float) -> int:
         """The level's number, 1 .. len(rises_bytes)."""
@@ -199,19 +221,24 @@ def _level_rises(
     window_s: float,
     max_kill_rate: float,
     margin: float,
-) -> tuple[int, ...]:
-    """The headroom at each of ``LEVELS`` levels up to the decision, in bytes. Where a task stands
-    at a level is its own (level / its peak); its rise counts as a share of its peak times the
-    decision, or in bytes times the decision's ``margin`` where lower (a large task's share
-    overstates a small one's rise)."""
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The headroom at each of ``LEVELS`` levels up to the decision, in bytes: for any try, and for a
+    flat one (``rise_table(flat=True)``; at most the first). Where a task stands at a level is its
+    own (level / its peak); its rise counts as a share of its peak times the decision, or in bytes
+    times the decision's ``margin`` where lower (a large task's share overstates a small one's
+    rise). The tasks covered are the same for both: those whose largest rise is within the budget."""
     tables = np.array([rise_table(tuple(p), window_s) for p, _ in history])
+    flat_tables = np.array([rise_table(tuple(p), window_s, flat=True) for p, _ in history])
     largest = tables.max(axis=1)
     peaks = np.array([max(peak, 1.0) for _, peak in history])
-    shares = span_max(tables, _steps_at(decision_bytes * np.arange(LEVELS + 1) / LEVELS, peaks))
-    rises = _covered_max(shares, largest, max_kill_rate) * decision_bytes
-    in_bytes = _covered_max(shares * peaks[:, None], largest * peaks, max_kill_rate)
-    rises = np.fmin(rises, in_bytes * margin)
-    return tuple(math.ceil(r) for r in rises)
+    edges = _steps_at(decision_bytes * np.arange(LEVELS + 1) / LEVELS, peaks)
+    out = []
+    for table in (tables, flat_tables):
+        shares = span_max(table, edges)
+        rises = _covered_max(shares, largest, max_kill_rate) * decision_bytes
+        in_bytes = _covered_max(shares * peaks[:, None], largest * peaks, max_kill_rate)
+        out.append([math.ceil(r) for r in np.fmin(rises, in_bytes * margin)])
+    return tuple(out[0]), tuple(map(min, out[1], out[0]))
 
 
 def learnt_plan(
@@ -247,9 +274,11 @@ def learnt_plan(
         _at_budget([e for e, _ in reached], max_kill_rate) * decision_bytes,
         _at_budget([e * peak for e, peak in reached], max_kill_rate) * margin,
     )
-    rises = _level_rises(history, decision_bytes, window_s, max_kill_rate, margin)
+    rises, flat_rises = _level_rises(history, decision_bytes, window_s, max_kill_rate, margin)
     rebound = _rebound(fell, decision_bytes, max_kill_rate, margin)
-    plan = GrowthPlan(max(math.ceil(start), floor_bytes, 1), rises, decision_bytes, window_s, rebound)
+    plan = GrowthPlan(
+        max(math.ceil(start), floor_bytes, 1), rises, decision_bytes, window_s, rebound, flat_rises
+    )
     start = plan.start_bytes
     return None if start + plan.headroom_at(start, 0.0) >= decision_bytes else plan
 

@@ -84,13 +84,16 @@ def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -
 
 def plan_text(plan: GrowthPlan) -> str:
     """What the agent needs of a plan, for the pod's annotation: the start, the decision its levels
-    are steps of, the headroom by level, the first window and the rebound when learnt."""
+    are steps of, the headroom by level (any try's and a flat one's), the first window and the
+    rebound when learnt."""
     fields: dict[str, Any] = {
         "start": plan.start_bytes,
         "decision": plan.decision_bytes,
         "rises": list(plan.rises_bytes),
         "window_s": plan.window_s,
     }
+    if plan.flat_rises_bytes:
+        fields["flat"] = list(plan.flat_rises_bytes)
     if plan.rebound_bytes is not None:
         fields["rebound"] = plan.rebound_bytes
     return json.dumps(fields, separators=(",", ":"))
@@ -110,8 +113,10 @@ def plan_from_text(text: str | None) -> GrowthPlan | None:
     """The plan an annotation holds; None when absent or unreadable (the agent then only rescues)."""
     try:
         raw = json.loads(text or "")
-        rises = raw["rises"]
+        rises, flat = raw["rises"], raw.get("flat", [])
         if not isinstance(rises, list) or not 0 < len(rises) <= MAX_PLAN_LEVELS:
+            return None
+        if not isinstance(flat, list) or len(flat) not in (0, len(rises)):
             return None
         window_s = raw.get("window_s", 0.0)
         if type(window_s) not in (int, float) or not 0.0 <= window_s < 3600:
@@ -122,6 +127,7 @@ def plan_from_text(text: str | None) -> GrowthPlan | None:
             _plan_bytes(raw["decision"]),
             float(window_s),
             None if raw.get("rebound") is None else _plan_bytes(raw["rebound"]),
+            tuple(_plan_bytes(r) for r in flat),
         )
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
         return None

@@ -83,15 +83,18 @@ def test_a_resize_landing_between_samples_is_charged_from_when_it_lands() -> Non
 
 def test_a_try_that_stopped_rising_is_lowered_to_its_level_and_a_quarter_headroom_more() -> None:
     plan = flat_plan(0, 200, 10_000)
-    # flat for one window (6 s): 1000 + 1.25 x 200 = 1250, and 1250 x 1.1 < 1400
-    assert lowered_limit(1000, 1400, RULE, plan, elapsed_s=10.0, flat_s=6.0) == 1250
-    assert lowered_limit(1000, 1400, RULE, plan, elapsed_s=10.0, flat_s=4.0) is None  # rose lately
-    assert lowered_limit(1000, 1370, RULE, plan, elapsed_s=10.0, flat_s=6.0) is None  # not a step above
-    assert lowered_limit(1000, 1400, RULE, None, elapsed_s=10.0, flat_s=6.0) is None  # a rescue
+    # flat over one window (6 s): 1000 + 1.25 x 200 = 1250, and 1250 x 1.1 < 1400
+    assert lowered_limit(1000, 1400, RULE, plan, elapsed_s=10.0, flat=True) == 1250
+    assert lowered_limit(1000, 1400, RULE, plan, elapsed_s=10.0, flat=False) is None  # rose lately
+    assert lowered_limit(1000, 1370, RULE, plan, elapsed_s=10.0, flat=True) is None  # not a step above
+    assert lowered_limit(1000, 1400, RULE, None, elapsed_s=10.0, flat=True) is None  # a rescue
     in_first_window = GrowthPlan(0, (200,), 10_000, window_s=12.0)
-    assert lowered_limit(1000, 1400, RULE, in_first_window, elapsed_s=10.0, flat_s=10.0) is None
+    assert lowered_limit(1000, 1400, RULE, in_first_window, elapsed_s=10.0, flat=True) is None
     never = GrowthRule(latency_s=4.0, sample_s=2.0, kept_headrooms=0.0)
-    assert lowered_limit(1000, 1400, never, plan, elapsed_s=10.0, flat_s=6.0) is None
+    assert lowered_limit(1000, 1400, never, plan, elapsed_s=10.0, flat=True) is None
+    # with a flat headroom learnt (100 at every level): 1000 + 1.25 x 100
+    learnt = GrowthPlan(0, (200,), 10_000, flat_rises_bytes=(100,))
+    assert lowered_limit(1000, 1400, RULE, learnt, elapsed_s=10.0, flat=True) == 1125
 
 
 def test_the_replay_lowers_a_plateau_after_a_window_and_grows_it_again_when_it_rises() -> None:

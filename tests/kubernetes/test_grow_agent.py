@@ -4,6 +4,7 @@ kubelet's cgroupfs driver lays it out, and the kernel's OOM kill above ``memory.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterator
 from dataclasses import replace
@@ -125,7 +126,9 @@ def test_a_refusal_or_an_old_cluster_turns_growth_off_with_one_line(
     assert GROWN_ANNOTATION not in (pod.metadata.annotations or {})
 
 
-PLATEAU = RISE + [max(RISE)] * 20 + [max(RISE) + int(4 * k * MIB) for k in range(1, 41)]  # climbs again
+# 50 MiB to 166 MiB, 4 MiB a sample: more than a step (2 %) of its level a window, so not flat
+CLIMB = [int((50 + 4 * k) * MIB) for k in range(30)]
+PLATEAU = CLIMB + [max(CLIMB)] * 20 + [max(CLIMB) + int(4 * k * MIB) for k in range(1, 41)]  # climbs again
 
 
 def run_on_a_clock(
@@ -138,7 +141,7 @@ def run_on_a_clock(
     seconds = [0.0]
     rule = GrowthRule(latency_s=0.0, sample_s=0.5, headrooms=3.0)
     agent = GrowthAgent(client(api), "node-a", api.cgroup_root, rule, clock=lambda: seconds[0])
-    start_pod(api, name, headroom=40 * MIB, rebound=rebound)  # asks 180 MiB at 60 MiB used, 260 at 140
+    start_pod(api, name, headroom=40 * MIB, rebound=rebound)  # asks 182 MiB at 62 MiB used, 262 at 142
     while api.step(name):
         agent.cycle()
         seconds[0] += 1.0
@@ -156,28 +159,33 @@ def test_a_pod_that_stops_rising_is_lowered_in_place_grown_again_and_completes(
     agent, pod = run_on_a_clock(api, "plateau")
     assert pod.status.phase == "Succeeded" and agent.off_reason is None
     asked = _limits_asked(api)
-    # grown while it climbed, then asked down once to 168 + 1.25 x 40 = 218 MiB, then grown again
-    down = asked.index(218)
-    assert asked[:down] == sorted(asked[:down]) and asked[down - 1] == 260 and asked.count(218) == 1
-    assert asked[down + 1 :] == sorted(asked[down + 1 :]) and asked[down + 1] > 218
+    # grown while it climbed, then asked down once to 166 + 1.25 x 40 = 216 MiB, then grown again;
+    # past 200 MiB its 4 MiB a sample is within a step of its level (flat): lowered once as it
+    # turns flat, then, as it creeps past what it is kept, only grown until it is still (no
+    # resize each way)
+    down = asked.index(216)
+    assert asked[:down] == sorted(asked[:down]) and asked[down - 1] == 262 and asked.count(216) == 1
+    after = asked[down + 1 :]
+    assert after[0] > 216 and sum(b < a for a, b in itertools.pairwise(after)) == 1
+    assert after[2:] == sorted(after[2:])
     assert int(pod.spec.containers[0].resources.limits["memory"].removesuffix("Mi")) * MIB >= max(PLATEAU)
-    assert "; lowered 260 MiB → 218 MiB at " in pod.metadata.annotations[GROWN_ANNOTATION]
+    assert "; lowered 262 MiB → 216 MiB at " in pod.metadata.annotations[GROWN_ANNOTATION]
 
 
-FALLS = RISE + [max(RISE)] * 5 + [int(20 * MIB)] * 20 + [int(30 * MIB)] * 10  # falls, rises a little
+FALLS = CLIMB + [max(CLIMB)] * 5 + [int(20 * MIB)] * 20 + [int(30 * MIB)] * 10  # falls, rises a little
 
 
 def test_a_pod_that_falls_is_lowered_by_its_familys_rebound_and_completes(api: FakeKubernetesApi) -> None:
     agent, pod = run_on_a_clock(api, "falls", FALLS, rebound=16 * MIB)
     assert pod.status.phase == "Succeeded" and agent.off_reason is None
-    # grown while it climbed, lowered on its plateau to 218 MiB, then, fallen to 20 MiB for a
+    # grown while it climbed, lowered on its plateau to 216 MiB, then, fallen to 20 MiB for a
     # window, to 20 + 1.25 x 16 = 40 MiB; 30 MiB later is within it (30 + 10 % of 40 < 40)
-    assert _limits_asked(api)[-2:] == [218, 40]
-    assert "; lowered 218 MiB → 40 MiB at " in pod.metadata.annotations[GROWN_ANNOTATION]
+    assert _limits_asked(api)[-2:] == [216, 40]
+    assert "; lowered 216 MiB → 40 MiB at " in pod.metadata.annotations[GROWN_ANNOTATION]
     # without a learnt rebound the fall keeps the plateau's limit
     api.resizes.clear()
     _, pod = run_on_a_clock(api, "falls-kept", FALLS)
-    assert pod.status.phase == "Succeeded" and _limits_asked(api)[-1] == 218
+    assert pod.status.phase == "Succeeded" and _limits_asked(api)[-1] == 216
 
 
 def test_a_cluster_that_refuses_a_decrease_turns_lowering_off_and_growth_goes_on(
@@ -188,8 +196,8 @@ def test_a_cluster_that_refuses_a_decrease_turns_lowering_off_and_growth_goes_on
         agent, pod = run_on_a_clock(api, "kept")
     assert pod.status.phase == "Succeeded" and agent.off_reason is None and agent.rule.kept_headrooms == 0
     asked = _limits_asked(api)
-    down = asked.index(218)  # asked down once, refused, not again: growth went on from 260
-    assert asked.count(218) == 1 and asked[down - 1] == 260 and asked[down + 1] > 260
+    down = asked.index(216)  # asked down once, refused, not again: growth went on from 262
+    assert asked.count(216) == 1 and asked[down - 1] == 262 and asked[down + 1] > 262
     assert asked[:down] + asked[down + 1 :] == sorted(asked[:down] + asked[down + 1 :])
     assert int(pod.spec.containers[0].resources.limits["memory"].removesuffix("Mi")) * MIB >= max(PLATEAU)
     assert [r.message for r in caplog.records] == [caplog.records[0].message]

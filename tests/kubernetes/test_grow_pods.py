@@ -90,6 +90,8 @@ def test_the_plan_annotation_reads_back_and_bad_text_only_turns_the_plan_off() -
     plan = GrowthPlan(5 << 20, (1 << 20, 4 << 20, 2 << 20), 96 << 20, 7.0)
     back = plan_from_text(plan_text(plan))
     assert back == plan
+    with_flat = GrowthPlan(5 << 20, (1 << 20, 4 << 20, 2 << 20), 96 << 20, 7.0, None, (1 << 20,) * 3)
+    assert plan_from_text(plan_text(with_flat)) == with_flat
     # levels of 32 MiB: at 70 MiB, the third; within the first 7 s, the largest up to the level
     # (or the start, where higher): 4 MiB at 70 MiB, 1 MiB at 20 MiB
     assert back.headroom_at(70 << 20) == 2 << 20 and back.headroom_at(70 << 20, elapsed_s=1.0) == 4 << 20
@@ -102,7 +104,8 @@ def test_the_plan_annotation_reads_back_and_bad_text_only_turns_the_plan_off() -
         '{"decision":9,"rises":[1e400]}', '{"decision":9,"rises":[NaN]}',
         '{"decision":1' + "0" * 400 + ',"rises":[1]}', '{"decision":true,"rises":[true]}',
         '{"decision":9,"rises":"123"}', '{"decision":9,"rises":{"1":2}}',
-        '{"decision":9,"rises":[1],"window_s":Infinity}', None,
+        '{"decision":9,"rises":[1],"window_s":Infinity}', '{"decision":9,"rises":[1],"flat":[1,2]}',
+        '{"decision":9,"rises":[1],"flat":[-1]}', '{"decision":9,"rises":[1],"flat":7}', None,
     )  # fmt: skip
     for text in bad:
         assert plan_from_text(text) is None, text
