@@ -95,6 +95,8 @@ class GrowthWatch:
         wanted = grown
         if wanted is None:
             wanted = self._lowered(now_s, usage_bytes, limit_bytes, elapsed_s, charged_bytes)
+        else:
+            self._try.grew()
         if wanted is not None:
             self._ask = _Ask(now_s, limit_bytes, wanted)
         return wanted

@@ -123,7 +123,8 @@ class TryLevel:
     fell_s: float | None = None
     trough_bytes: float = 0.0
     lowered_fallen: bool = False
-    creeps: bool = False  # flat, and grown since it was last still (its level unchanged for a window)
+    creeps: bool = False  # grown while flat; cleared once it is still (level unchanged a window) or climbs
+    grown_s: float | None = None  # when growth was last asked
     recent: deque[tuple[float, float]] = field(default_factory=deque)  # (time, level) since a window ago
 
     def observe(self, now_s: float, usage_bytes: float) -> None:
@@ -131,7 +132,7 @@ class TryLevel:
         self.recent.append((now_s, self.level_bytes))
         while len(self.recent) > 1 and self.recent[1][0] <= now_s - self.window_s:
             self.recent.popleft()  # the oldest kept is the latest at least a window old
-        self.creeps = self.creeps and self._risen_bytes() != 0.0
+        self.creeps = self.creeps and self.flat and self._risen_bytes() != 0.0
         if not fallen(usage_bytes, self.level_bytes):
             self.fell_s, self.lowered_fallen = None, False
         elif self.fell_s is None:
@@ -163,17 +164,19 @@ class TryLevel:
         self, usage_bytes: float, rate_bytes_per_s: float, limit_bytes: int, room_bytes: int,
         rule: GrowthRule, plan: GrowthPlan | None, elapsed_s: float,
     ) -> int | None:  # fmt: skip
-        """``grown_limit`` at the level; for a try lowered for its fall, a rescue from its usage. A
-        flat try that needs growth creeps: it is not lowered again until it is still (lowered, it
-        would need growth again a quarter headroom later, a resize each way)."""
+        """``grown_limit`` at the level; for a try lowered for its fall, a rescue from its usage."""
         if self.lowered_fallen:
             return grown_limit(usage_bytes, rate_bytes_per_s, limit_bytes, room_bytes, rule, None, elapsed_s)
-        flat = self.flat
-        wanted = grown_limit(
-            self.level_bytes, rate_bytes_per_s, limit_bytes, room_bytes, rule, plan, elapsed_s, flat
+        return grown_limit(
+            self.level_bytes, rate_bytes_per_s, limit_bytes, room_bytes, rule, plan, elapsed_s, self.flat
         )
-        self.creeps = flat and (self.creeps or wanted is not None)
-        return wanted
+
+    def grew(self) -> None:
+        """The caller asked the growth ``grown`` wanted: a flat try that needs growth creeps, and is
+        not lowered again until it is still or climbs (lowered, it would need growth again a quarter
+        headroom later, a resize each way)."""
+        self.creeps = self.creeps or self.flat
+        self.grown_s = self.recent[-1][0] if self.recent else None
 
     def lowered(
         self, now_s: float, usage_bytes: float, limit_bytes: int, rule: GrowthRule,
@@ -184,7 +187,10 @@ class TryLevel:
         wanted = fallen_limit(self, now_s, usage_bytes, limit_bytes, rule, plan, elapsed_s)
         if wanted is not None:
             return wanted, True
-        flat = self.flat and not self.creeps
+        # not within a window of a growth: a creep near the 2 % that flips in and out of flat
+        # would be grown at a sample that is not, and lowered at the next that is
+        settled = self.grown_s is None or now_s - self.grown_s >= self.window_s
+        flat = self.flat and settled and not self.creeps
         return lowered_limit(self.level_bytes, limit_bytes, rule, plan, elapsed_s, flat), False
 
 
@@ -246,7 +252,9 @@ def run_with_growth(
         if rule is not None and (pending is None or pending[1] < limit):
             rate = (u - usage_bytes[i - 1]) / max(t - times_s[i - 1], 1e-9) if i else 0.0
             wanted = state.grown(u, rate, limit, room_bytes, rule, plan, t)
-            if wanted is None and lowering and pending is None:
+            if wanted is not None:
+                state.grew()
+            elif lowering and pending is None:
                 wanted, for_fall = state.lowered(t, u, limit, rule, plan, t)
                 state.lowered_fallen |= wanted is not None and for_fall
             if wanted is not None:

@@ -116,11 +116,14 @@ def rise_table(profile_s: tuple[float, ...], window_s: float, flat: bool = False
     levels it held is on its way up from the lower one); below any level it held after its first
     window, and (one more column) above its peak, its largest rise: a task seen that low then is
     slower than this one was, one above it larger, and either may be anywhere on its way.
-    ``flat``: of the windows that start where it was flat (``_flat_rises``); with none, none at all."""
+    ``flat``: of the windows that start where it was flat (``_flat_rises``); with none, all NaN:
+    such a task says nothing of a flat try."""
     table = np.full(PROFILE_STEPS + 1, np.nan)
     for base, rise in (_flat_rises if flat else _rises)(profile_s, window_s):
         j = round(base * PROFILE_STEPS)
         table[j] = rise if np.isnan(table[j]) else max(table[j], rise)
+    if flat and np.isnan(table).all():
+        return np.full(PROFILE_STEPS + 2, np.nan)
     table = table[np.maximum.accumulate(np.where(~np.isnan(table), np.arange(table.size), 0))]
     largest = float(np.nanmax(table, initial=0.0))
     table = np.append(np.nan_to_num(table, nan=largest), largest)
@@ -157,8 +160,9 @@ class GrowthPlan:
         level = self._level(level_bytes) - 1
         if not (flat and self.flat_rises_bytes):
             return self.rises_bytes[level]
-        # a flat try may still creep a step of its level within the window
-        return max(self.flat_rises_bytes[level], math.ceil(level_bytes / PROFILE_STEPS))
+        # a flat try may still creep a step of its level within the window; never above any try's
+        creep = math.ceil(level_bytes / PROFILE_STEPS)
+        return min(max(self.flat_rises_bytes[level], creep), self.rises_bytes[level])
 
     def _level(self, level_bytes: float) -> int:
         """The level's number, 1 .. len(rises_bytes)."""
@@ -190,7 +194,7 @@ def _covered_max(rises: np.ndarray, largest: np.ndarray, max_kill_rate: float) -
     quantile: every one of those is covered at every level (a per-level quantile would let a task
     beyond the budget at any one level through, and a try passes many)."""
     covered = largest <= _at_budget(largest.tolist(), max_kill_rate)
-    return np.max(rises[covered], axis=0)
+    return np.fmax.reduce(rises[covered], axis=0)  # NaN (a task that says nothing) only where all are
 
 
 def _steps_at(levels_bytes: np.ndarray, peaks: np.ndarray) -> np.ndarray:
@@ -226,7 +230,8 @@ def _level_rises(
     flat one (``rise_table(flat=True)``; at most the first). Where a task stands at a level is its
     own (level / its peak); its rise counts as a share of its peak times the decision, or in bytes
     times the decision's ``margin`` where lower (a large task's share overstates a small one's
-    rise). The tasks covered are the same for both: those whose largest rise is within the budget."""
+    rise). The tasks covered are the same for both: those whose largest rise is within the budget.
+    Where none of them was ever flat, a flat try is kept the headroom for any try."""
     tables = np.array([rise_table(tuple(p), window_s) for p, _ in history])
     flat_tables = np.array([rise_table(tuple(p), window_s, flat=True) for p, _ in history])
     largest = tables.max(axis=1)
@@ -237,8 +242,10 @@ def _level_rises(
         shares = span_max(table, edges)
         rises = _covered_max(shares, largest, max_kill_rate) * decision_bytes
         in_bytes = _covered_max(shares * peaks[:, None], largest * peaks, max_kill_rate)
-        out.append([math.ceil(r) for r in np.fmin(rises, in_bytes * margin)])
-    return tuple(out[0]), tuple(map(min, out[1], out[0]))
+        out.append([r if np.isnan(r) else math.ceil(r) for r in np.fmin(rises, in_bytes * margin)])
+    return tuple(out[0]), tuple(
+        any_try if np.isnan(f) else min(f, any_try) for f, any_try in zip(*out[::-1], strict=True)
+    )
 
 
 def learnt_plan(

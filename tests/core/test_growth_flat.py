@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from airflow_adaptive.core.growth import GrowthRule, TryLevel, run_with_growth
@@ -21,7 +22,7 @@ HOLDER = (10.0,) * 25 + tuple(10.0 + 20.0 * k for k in range(1, 26))
 
 def test_a_flat_table_reads_only_the_windows_that_start_where_the_task_was_flat() -> None:
     climber, holder = rise_table(CLIMBER, WINDOW_S, flat=True), rise_table(HOLDER, WINDOW_S, flat=True)
-    assert climber.tolist() == [0.0] * 52  # never flat: it says nothing of a flat try
+    assert np.isnan(climber).all()  # never flat: it says nothing of a flat try
     # the holder is flat at 0 before its jump (0.52: to just under the 52 % it reached at 30 s),
     # and from 50 % on creeps a step, counted to just under the next (4 %); above its peak, its largest
     assert holder[:25].tolist() == pytest.approx([0.52] * 25)
@@ -77,9 +78,34 @@ def test_a_flat_try_that_needed_growth_is_not_lowered_until_it_is_still() -> Non
         state.observe(t, 1000.0 + 2.5 * t)
     assert state.flat
     # 1015 + 40 reaches 1050: grown to 1015 + 2 x 40, at least 1.1 x 1050
-    assert state.grown(1015.0, 2.5, 1050, 10_000, RULE, plan, 6.0) == 1155 and state.creeps
-    assert state.lowered(6.0, 1015.0, 1300, RULE, plan, 6.0) == (None, False)  # it creeps
+    assert state.grown(1015.0, 2.5, 1050, 10_000, RULE, plan, 6.0) == 1155 and not state.creeps
+    state.grew()  # asked
+    assert state.creeps and state.lowered(6.0, 1015.0, 1300, RULE, plan, 6.0) == (None, False)
     for t in (8.0, 10.0, 12.0, 14.0):
         state.observe(t, 1015.0)
     assert not state.creeps  # unchanged over a window: still
     assert state.lowered(14.0, 1015.0, 1300, RULE, plan, 14.0) == (1065, False)  # 1015 + 1.25 x 40
+
+
+def test_a_try_is_not_lowered_within_a_window_of_a_growth() -> None:
+    plan = flat_plan(0, 40, 10_000)
+    state = TryLevel.for_plan(RULE, plan)
+    for t, level in ((0.0, 1000.0), (2.0, 1007.0), (4.0, 1014.0), (6.0, 1021.0)):
+        state.observe(t, level)
+    assert not state.flat  # 21 over the window: more than 2 % of 1021
+    assert state.grown(1021.0, 3.5, 1050, 10_000, RULE, plan, 6.0) == 1155
+    state.grew()
+    state.observe(8.0, 1026.0)
+    assert state.flat and not state.creeps  # 19 since t = 2: flat again, at the edge
+    assert state.lowered(8.0, 1026.0, 1300, RULE, plan, 8.0) == (None, False)  # grown 2 s ago
+    for t, level in ((10.0, 1027.0), (12.0, 1028.0)):
+        state.observe(t, level)
+    assert state.lowered(12.0, 1028.0, 1300, RULE, plan, 12.0) == (1078, False)  # 1028 + 1.25 x 40
+
+
+def test_a_family_never_flat_keeps_a_flat_try_the_headroom_for_any_try() -> None:
+    plan = learnt_plan([(CLIMBER, 1000.0)] * 5, 1000, WINDOW_S, 0.02)
+    assert isinstance(plan, GrowthPlan) and plan.flat_rises_bytes == plan.rises_bytes
+    # and a flat headroom is never above the one for any try, even where the table says so
+    odd = GrowthPlan(0, (21,), 1000, flat_rises_bytes=(500,))
+    assert odd.headroom_at(900, flat=True) == 21 and odd.headroom_at(5000, flat=True) == 21
