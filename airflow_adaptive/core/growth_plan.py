@@ -85,28 +85,19 @@ def early_share(profile_s: Sequence[float], window_s: float) -> float:
     return _below_at(profile_s, window_s)
 
 
-def _rises(profile_s: Sequence[float], window_s: float) -> list[tuple[float, float]]:
+def _rises(profile_s: Sequence[float], window_s: float, flat: bool = False) -> list[tuple[float, float]]:
     """Each later window's (share surely held before it, largest share reached within it): windows
     after the first (which the start covers) that start just after a step, where the rise from
-    that level is largest."""
-    return [
-        (_reached_before(profile_s, t), _below_at(profile_s, t + window_s) - _reached_before(profile_s, t))
-        for t in profile_s
-        if t >= window_s
-    ]
-
-
-def _flat_rises(profile_s: Sequence[float], window_s: float) -> list[tuple[float, float]]:
-    """``_rises`` of the windows that start where the task had risen at most one step over the
-    window before: what a try the rule sees as flat (``TryLevel.flat``: risen at most a step of its
-    level, so at most one of its peak's, which crosses at most one step edge of a profile) may rise
-    within a window."""
-    later = [t for t in profile_s if t >= window_s]
-    return [
-        (base, rise)
-        for t, (base, rise) in zip(later, _rises(profile_s, window_s), strict=True)
-        if base - _reached_before(profile_s, t - window_s) <= 1.0 / PROFILE_STEPS + 1e-9
-    ]
+    that level is largest. ``flat``: only those that start where the task had risen at most one
+    step over the window before, what a try the rule sees as flat (``TryLevel.flat``: risen at most
+    a step of its level, so at most one of its peak's, which crosses at most one step edge of a
+    profile) may rise within a window."""
+    out = []
+    for t in (t for t in profile_s if t >= window_s):
+        base = _reached_before(profile_s, t)
+        if not flat or base - _reached_before(profile_s, t - window_s) <= 1.0 / PROFILE_STEPS + 1e-9:
+            out.append((base, _below_at(profile_s, t + window_s) - base))
+    return out
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -116,10 +107,10 @@ def rise_table(profile_s: tuple[float, ...], window_s: float, flat: bool = False
     levels it held is on its way up from the lower one); below any level it held after its first
     window, and (one more column) above its peak, its largest rise: a task seen that low then is
     slower than this one was, one above it larger, and either may be anywhere on its way.
-    ``flat``: of the windows that start where it was flat (``_flat_rises``); with none, all NaN:
+    ``flat``: of the windows that start where it was flat (``_rises``); with none, all NaN:
     such a task says nothing of a flat try."""
     table = np.full(PROFILE_STEPS + 1, np.nan)
-    for base, rise in (_flat_rises if flat else _rises)(profile_s, window_s):
+    for base, rise in _rises(profile_s, window_s, flat):
         j = round(base * PROFILE_STEPS)
         table[j] = rise if np.isnan(table[j]) else max(table[j], rise)
     if flat and np.isnan(table).all():
@@ -244,7 +235,7 @@ def _level_rises(
         in_bytes = _covered_max(shares * peaks[:, None], largest * peaks, max_kill_rate)
         out.append([r if np.isnan(r) else math.ceil(r) for r in np.fmin(rises, in_bytes * margin)])
     return tuple(out[0]), tuple(
-        any_try if np.isnan(f) else min(f, any_try) for f, any_try in zip(*out[::-1], strict=True)
+        any_try if np.isnan(f) else min(f, any_try) for f, any_try in zip(out[1], out[0], strict=True)
     )
 
 
