@@ -178,7 +178,7 @@ class MemoryAdvice:
 
     def growth_plan(self, task_family: str, rule: GrowthRule, decision_bytes: int) -> GrowthPlan | None:
         """Where a growing pod starts and its headroom, learnt from the family's recorded memory
-        profiles (``core/growth.py``); None without enough of them or without the store (the pod
+        profiles (``core/growth.py``); None without one or without the store (the pod
         then starts at the decision, grown by the rule's default only to be rescued)."""
         try:
             history = self.session.store().history(task_family, limit=self.settings.history_window)

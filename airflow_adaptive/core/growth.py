@@ -78,7 +78,9 @@ def grown_limit(
 ) -> int | None:
     """The limit to ask for now, or None when the current one is safe for the window or the node has
     no room above it. With the family's plan, the headroom is its at this usage and time since the
-    start (the rise rate is in it), a flat try's where ``flat``. Without one (a rescue) usage must come within the default share
+    start (the rise rate is in it), a flat try's where ``flat``; while usage plus that headroom fits
+    under the decision, it asks at most the decision (the next ask, were one needed, lands before
+    usage could pass it). Without one (a rescue) usage must come within the default share
     of the limit, and the step adds the current rise over a window: a task's first ramp, which the
     decision covers, does not grow it."""
     if plan is None:
@@ -89,6 +91,8 @@ def grown_limit(
         rise = plan.headroom_at(usage_bytes, elapsed_s, flat)
         if usage_bytes + rise < limit_bytes:
             return None
+        if usage_bytes + rise <= plan.decision_bytes:
+            room_bytes = min(room_bytes, max(plan.decision_bytes, math.ceil(limit_bytes * rule.factor)))
     wanted = min(max(usage_bytes + rule.headrooms * rise, limit_bytes * rule.factor), room_bytes)
     return math.ceil(wanted) if wanted > limit_bytes else None
 

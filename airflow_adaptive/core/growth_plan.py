@@ -255,30 +255,42 @@ def learnt_plan(
     peak overstates a large task's early memory, and a kill is set by bytes). Both carry the
     decision's margin above the history's peaks.
 
-    None (start at the decision, grow only to rescue) with fewer than ``MIN_GROWTH_HISTORY``
-    profiles, or when the start plus the headroom there reaches the decision: its tasks rise too
-    early or jump too far for growth to hold less than the decision. A task that used nothing
-    says nothing of a shape, and would put a plan in bytes at nothing: it is left out.
+    With fewer than ``MIN_GROWTH_HISTORY`` profiles, a ``young_plan``. None (start at the decision,
+    grow only to rescue) without a profile, or when the start plus the headroom there reaches the
+    decision: its tasks rise too early or jump too far for growth to hold less than the decision.
+    A task that used nothing says nothing of a shape, and would put a plan in bytes at nothing: it
+    is left out.
 
     ``rebounds`` (bytes, per task of ``history``; None where it never fell or was not recorded)
     give the plan's rebound (``_rebound``)."""
     fell = [(r, peak) for r, (_, peak) in zip(rebounds, history, strict=False) if r is not None and peak > 0]
     history = [(p, peak) for p, peak in history if peak > 0]
-    if len(history) < MIN_GROWTH_HISTORY:
+    if not history:
         return None
-    reached = [(early_share(p, window_s), peak) for p, peak in history]
     margin = _margin([peak for _, peak in history], decision_bytes, max_kill_rate)
+    rises, flat_rises = _level_rises(history, decision_bytes, window_s, max_kill_rate, margin)
+    if len(history) < MIN_GROWTH_HISTORY:
+        return young_plan(max(rises), decision_bytes, window_s)
+    reached = [(early_share(p, window_s), peak) for p, peak in history]
     start = min(
         _at_budget([e for e, _ in reached], max_kill_rate) * decision_bytes,
         _at_budget([e * peak for e, peak in reached], max_kill_rate) * margin,
     )
-    rises, flat_rises = _level_rises(history, decision_bytes, window_s, max_kill_rate, margin)
     rebound = _rebound(fell, decision_bytes, max_kill_rate, margin)
     plan = GrowthPlan(
         max(math.ceil(start), floor_bytes, 1), rises, decision_bytes, window_s, rebound, flat_rises
     )
     start = plan.start_bytes
     return None if start + plan.headroom_at(start, 0.0) >= decision_bytes else plan
+
+
+def young_plan(headroom_bytes: int, decision_bytes: int, window_s: float) -> GrowthPlan:
+    """The plan of a family with one or two profiles: too few to say where its tasks rise (one task
+    jumps from a level another only passes), so it starts at the decision and keeps one headroom
+    at every level, the largest rise its tasks made anywhere after their first window (with the
+    decision's margin above so few peaks); a try that has stopped rising is lowered to that much
+    above its level."""
+    return GrowthPlan(decision_bytes, (headroom_bytes,), decision_bytes, window_s)
 
 
 def _rebound(

@@ -180,7 +180,7 @@ def _plan(profile: tuple[float, ...], peaks: list[float], decision: int) -> tupl
 
 
 def test_a_family_grows_only_when_its_start_and_headroom_fit_under_the_decision() -> None:
-    assert _plan(STEADY, [500.0] * 2, 1000) is None  # too few profiles: rescue only
+    assert _plan(STEADY, [], 1000) is None  # no profile: rescue only
     # SLOW: 32 % may be reached in the first 6 s, then a 70 % jump: 320 + 700 >= 1000, no gain
     assert _plan(SLOW, [1000.0] * 5, 1000) is None
     assert _plan((0.0,) * 45 + (100.0,) * 5, [1000.0] * 5, 1000) is None  # 90 % at once
@@ -204,8 +204,10 @@ def test_the_plan_keeps_the_decisions_margin_above_the_history_in_shares_and_in_
     assert (plan.start_bytes, plan.headroom_bytes) == (pytest.approx(220, abs=1), pytest.approx(40, abs=1))
     # small tasks that jump 80 % of their 100-byte peak at 100 s: as a share, a headroom of 800
     # (start plus headroom would reach the decision: no plan); in bytes 80 times the margin 2
-    # tasks that used nothing say nothing of a shape: without them, too few profiles for a plan
-    assert learnt_plan([(STEADY, 0.0)] * 50 + [(STEADY, 500.0)] * 2, 1000, 6.0, 0.02) is None
+    # tasks that used nothing say nothing of a shape: without them, a young family's plan
+    young = learnt_plan([(STEADY, 0.0)] * 50 + [(STEADY, 500.0)] * 2, 1000, 6.0, 0.02)
+    assert young is not None and young.start_bytes == 1000 and len(young.rises_bytes) == 1
+    assert learnt_plan([(STEADY, 0.0)] * 50, 1000, 6.0, 0.02) is None
     jump = (0.0,) * 10 + (100.0,) * 40
     plan = learnt_plan([(STEADY, 500.0)] * 10 + [(jump, 100.0)] * 10, 1000, 6.0, 0.02)
     assert plan is not None

@@ -1,0 +1,45 @@
+"""A young family (one or two profiles): it starts at the decision and keeps one headroom, the largest
+rise its tasks made anywhere, so a try that stopped rising is lowered, from hand-computed profiles."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_adaptive.core.growth import GrowthRule, run_with_growth
+from airflow_adaptive.core.growth_plan import GrowthPlan, learnt_plan
+
+WINDOW_S = 6.0
+RULE = GrowthRule(latency_s=4.0, sample_s=2.0)  # window 6 s
+# 1 % of its peak every 10 s to 40 % (400 s), then at once to its peak (a sort merging its runs)
+CREEP_THEN_JUMP = tuple(10.0 * k for k in range(1, 21)) + (400.0,) * 30
+
+
+def test_one_or_two_profiles_give_the_decision_as_start_and_their_largest_rise_everywhere() -> None:
+    for tasks in (1, 2):
+        plan = learnt_plan([(CREEP_THEN_JUMP, 500.0)] * tasks, 1000, WINDOW_S, 0.02)
+        assert isinstance(plan, GrowthPlan)
+        # the jump from 40 % to the peak, 60 % of it, as a share of the decision (60 % of 1000) and
+        # in bytes times the decision's margin above the peak (300 x 2): the same
+        assert plan.start_bytes == 1000 and plan.rises_bytes == (pytest.approx(600, abs=1),)
+        assert plan.headroom_at(100) == plan.headroom_at(900, flat=True) == plan.rises_bytes[0]
+        assert plan.flat_rises_bytes == () and plan.rebound_bytes is None
+    # from the third on, by level: below 40 % of the peak, a try may still creep a step
+    grown = learnt_plan([(CREEP_THEN_JUMP, 500.0)] * 3, 1000, WINDOW_S, 0.02)
+    assert grown is None or grown.headroom_at(100) < 600
+
+
+def test_a_young_try_that_stops_rising_is_lowered_and_a_later_jump_still_fits() -> None:
+    plan = learnt_plan([(CREEP_THEN_JUMP, 500.0)], 2000, WINDOW_S, 0.02)
+    assert isinstance(plan, GrowthPlan) and plan.start_bytes == 2000
+    headroom = plan.rises_bytes[0]  # 60 % of the peak times the margin 4: 1200
+    times = [2.0 * i for i in range(400)]
+    # at 200 from the start, then at 300 s a jump of 500: sooner and from lower than the task
+    # the plan was learnt from (it jumped from 200 by 300), within the headroom
+    usage = [200.0 if t < 300 else 700.0 for t in times]
+    grown = run_with_growth(times, usage, plan.start_bytes, 10_000, RULE, plan)
+    rescued = run_with_growth(times, usage, plan.start_bytes, 10_000, RULE, None)
+    assert grown.succeeded and rescued.succeeded and grown.resizes >= 1
+    assert grown.held_byte_s < rescued.held_byte_s  # lowered to 200 + 1.25 headrooms: 1700
+    # grown after the jump, to the decision only: it holds 700 plus a headroom (the next ask, were
+    # one needed, lands before usage could pass it), not the 700 + 2 headrooms an ask keeps above it
+    assert grown.resizes == 2 and grown.final_limit_bytes == 2000 >= 700 + headroom
