@@ -183,8 +183,12 @@ def _margin(peaks: Sequence[float], decision_bytes: int, max_kill_rate: float) -
 def _covered_max(rises: np.ndarray, largest: np.ndarray, max_kill_rate: float) -> np.ndarray:
     """Per level, the largest rise of the tasks whose largest rise anywhere is within the budget
     quantile: every one of those is covered at every level (a per-level quantile would let a task
-    beyond the budget at any one level through, and a try passes many)."""
-    covered = largest <= _at_budget(largest.tolist(), max_kill_rate)
+    beyond the budget at any one level through, and a try passes many). A task whose largest is
+    NaN says nothing and is left out; NaN where no task says anything."""
+    known = ~np.isnan(largest)
+    if not known.any():
+        return np.full(rises.shape[1], np.nan)
+    covered = known & (largest <= _at_budget(largest[known].tolist(), max_kill_rate))
     return np.fmax.reduce(rises[covered], axis=0)  # NaN (a task that says nothing) only where all are
 
 
@@ -221,16 +225,17 @@ def _level_rises(
     flat one (``rise_table(flat=True)``; at most the first). Where a task stands at a level is its
     own (level / its peak); its rise counts as a share of its peak times the decision, or in bytes
     times the decision's ``margin`` where lower (a large task's share overstates a small one's
-    rise). The tasks covered are the same for both: those whose largest rise is within the budget.
-    Where none of them was ever flat, a flat try is kept the headroom for any try."""
+    rise). The tasks covered are, per table, those whose largest rise in it is within the budget:
+    for a flat try, all but the flat tasks that rose most, not all but those that climbed
+    steepest. Where none of them was ever flat, a flat try is kept the headroom for any try."""
     tables = np.array([rise_table(tuple(p), window_s) for p, _ in history])
     flat_tables = np.array([rise_table(tuple(p), window_s, flat=True) for p, _ in history])
-    largest = tables.max(axis=1)
     peaks = np.array([max(peak, 1.0) for _, peak in history])
     edges = _steps_at(decision_bytes * np.arange(LEVELS + 1) / LEVELS, peaks)
     out = []
     for table in (tables, flat_tables):
         shares = span_max(table, edges)
+        largest = np.fmax.reduce(table, axis=1)  # NaN: a task never flat, for a flat try
         rises = _covered_max(shares, largest, max_kill_rate) * decision_bytes
         in_bytes = _covered_max(shares * peaks[:, None], largest * peaks, max_kill_rate)
         out.append([r if np.isnan(r) else math.ceil(r) for r in np.fmin(rises, in_bytes * margin)])

@@ -109,3 +109,17 @@ def test_a_family_never_flat_keeps_a_flat_try_the_headroom_for_any_try() -> None
     # and a flat headroom is never above the one for any try, even where the table says so
     odd = GrowthPlan(0, (21,), 1000, flat_rises_bytes=(500,))
     assert odd.headroom_at(900, flat=True) == 21 and odd.headroom_at(5000, flat=True) == 21
+
+
+def test_a_flat_headroom_leaves_out_the_flat_tasks_that_rose_most_not_the_steepest_climbers() -> None:
+    creeper = tuple(20.0 * k for k in range(1, 51))  # 2 % every 20 s: flat throughout, rises 4 %
+    # creeps so to 70 % (700 s), then at once to its peak: flat there, and rises 30 %
+    jumper = tuple(20.0 * k for k in range(1, 36)) + (701.0,) * 15
+    fast = tuple(k / 5 for k in range(1, 51))  # 10 % a second: 40 % a window, never flat after 6 s
+    history = [(creeper, 1000.0)] * 18 + [(jumper, 1000.0), (fast, 1000.0)]
+    plan = learnt_plan(history, 1000, WINDOW_S, 0.1)  # a budget of 10 %: the largest of 20 is left out
+    assert isinstance(plan, GrowthPlan)
+    # any try: the fast climber is left out, the jumper's 30 % (to just under its 100 %) is covered
+    assert plan.headroom_at(710) == pytest.approx(300, abs=1)
+    # a flat try: the climber says nothing, and of the flat tasks the jumper rose most: the creep
+    assert plan.headroom_at(710, flat=True) == pytest.approx(40, abs=1)
