@@ -1,4 +1,5 @@
-"""Fixtures of the browser tests: the real api-server with demo history, and headless Chromium."""
+"""Fixtures of the UI tests: the real api-server with demo history, headless Chromium, and the
+api-server app in-process with a viewer's token."""
 
 from __future__ import annotations
 
@@ -89,3 +90,20 @@ def browser() -> Iterator[Any]:
     driver.implicitly_wait(0)
     yield driver
     driver.quit()
+
+
+@pytest.fixture(scope="module")
+def client() -> Any:
+    from airflow.api_fastapi.app import create_app
+    from fastapi.testclient import TestClient
+
+    return TestClient(create_app("core"))
+
+
+@pytest.fixture
+def auth() -> dict[str, str]:
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    token = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="viewer", role="VIEWER"))
+    return {"Authorization": f"Bearer {token}"}
