@@ -190,8 +190,9 @@ class MemoryAdvice:
         rebounds = [o.memory_rebound_bytes for o in shaped]
         sizing = self.settings.sizing
         return learnt_plan(
-            profiles, decision_bytes, rule.window_s, sizing.max_oom_rate, sizing.floor_bytes, rebounds
-        )
+            profiles, decision_bytes, rule.window_s, sizing.max_oom_rate, sizing.floor_bytes, rebounds,
+            rule.rescue_bytes(decision_bytes),
+        )  # fmt: skip
 
     def _borrowed(self, cold: Identity) -> Fitted | None:
         """For a family with no history: the model of the most similar family that has one (warm

@@ -60,6 +60,10 @@ class GrowthRule:
         if self.kept_headrooms and not 1.0 < self.kept_headrooms <= self.headrooms:
             raise InvalidSettingError("kept_headrooms must be 0 (never lower) or in (1, headrooms]")
 
+    def rescue_bytes(self, limit_bytes: int) -> int:
+        """The headroom a rescue keeps under ``limit_bytes``."""
+        return math.ceil(self.default_headroom * limit_bytes)
+
     @property
     def window_s(self) -> float:
         """How far ahead a decision to grow must look: until its resize lands and is next checked."""
@@ -78,12 +82,12 @@ def grown_limit(
 ) -> int | None:
     """The limit to ask for now, or None when the current one is safe for the window or the node has
     no room above it. With the family's plan, the headroom is its at this usage and time since the
-    start (the rise rate is in it), a flat try's where ``flat``; while usage plus that headroom fits
-    under the decision, it asks at most the decision (the next ask, were one needed, lands before
-    usage could pass it). Without one (a rescue) usage must come within the default share
+    start (the rise rate is in it), a flat try's where ``flat``; a young family's plan
+    (``GrowthPlan.young``) grows a lowered try back to the decision only, and one at or above the
+    decision as a rescue does: without a plan, usage must come within the default share
     of the limit, and the step adds the current rise over a window: a task's first ramp, which the
     decision covers, does not grow it."""
-    if plan is None:
+    if plan is None or (plan.young and limit_bytes >= plan.decision_bytes):
         if usage_bytes + rule.default_headroom * limit_bytes < limit_bytes:
             return None
         rise = rule.default_headroom * limit_bytes + max(rate_bytes_per_s, 0.0) * rule.window_s
@@ -91,7 +95,7 @@ def grown_limit(
         rise = plan.headroom_at(usage_bytes, elapsed_s, flat)
         if usage_bytes + rise < limit_bytes:
             return None
-        if usage_bytes + rise <= plan.decision_bytes:
+        if plan.young:  # a lowered young try grows back to the decision, and on as a rescue does
             room_bytes = min(room_bytes, max(plan.decision_bytes, math.ceil(limit_bytes * rule.factor)))
     wanted = min(max(usage_bytes + rule.headrooms * rise, limit_bytes * rule.factor), room_bytes)
     return math.ceil(wanted) if wanted > limit_bytes else None

@@ -137,6 +137,12 @@ class GrowthPlan:
     flat_rises_bytes: tuple[int, ...] = ()  # the headroom by level of a flat try (none: as any try)
 
     @property
+    def young(self) -> bool:
+        """A young family's plan (``young_plan``): it starts at the decision, and grows a try at or
+        above it only as a rescue does, so it never holds more than no plan until it was lowered."""
+        return self.start_bytes >= self.decision_bytes
+
+    @property
     def headroom_bytes(self) -> int:
         """The largest headroom, at any level."""
         return max(self.rises_bytes)
@@ -251,6 +257,7 @@ def learnt_plan(
     max_kill_rate: float,
     floor_bytes: int = 1,
     rebounds: Sequence[float | None] = (),
+    least_headroom_bytes: int = 0,
 ) -> GrowthPlan | None:
     """The start and the headroom by level that the family's finished tasks (profile, peak bytes)
     ask for at the kill budget; the start at least ``floor_bytes`` (``min_memory``, as any decision).
@@ -267,15 +274,16 @@ def learnt_plan(
     is left out.
 
     ``rebounds`` (bytes, per task of ``history``; None where it never fell or was not recorded)
-    give the plan's rebound (``_rebound``)."""
+    give the plan's rebound (``_rebound``); ``least_headroom_bytes`` is a young plan's least headroom
+    (the rescue's)."""
     fell = [(r, peak) for r, (_, peak) in zip(rebounds, history, strict=False) if r is not None and peak > 0]
     history = [(p, peak) for p, peak in history if peak > 0]
-    if not history:
+    if not history or decision_bytes <= 0:
         return None
     margin = _margin([peak for _, peak in history], decision_bytes, max_kill_rate)
     rises, flat_rises = _level_rises(history, decision_bytes, window_s, max_kill_rate, margin)
     if len(history) < MIN_GROWTH_HISTORY:
-        return young_plan(max(rises), decision_bytes, window_s)
+        return young_plan(max(*rises, least_headroom_bytes), decision_bytes, window_s)
     reached = [(early_share(p, window_s), peak) for p, peak in history]
     start = min(
         _at_budget([e for e, _ in reached], max_kill_rate) * decision_bytes,
@@ -293,8 +301,9 @@ def young_plan(headroom_bytes: int, decision_bytes: int, window_s: float) -> Gro
     """The plan of a family with one or two profiles: too few to say where its tasks rise (one task
     jumps from a level another only passes), so it starts at the decision and keeps one headroom
     at every level, the largest rise its tasks made anywhere after their first window (with the
-    decision's margin above so few peaks); a try that has stopped rising is lowered to that much
-    above its level."""
+    decision's margin above so few peaks), never less than a rescue's (a task that never rose
+    after its first window says nothing of the next one's rise); a try that has stopped rising is
+    lowered to that much above its level, and only a lowered one grows by it (``young``)."""
     return GrowthPlan(decision_bytes, (headroom_bytes,), decision_bytes, window_s)
 
 

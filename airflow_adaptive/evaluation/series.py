@@ -79,6 +79,7 @@ class _GrowState:
         return learnt_plan(
             [(profile, peak) for _, profile, peak, _ in known], decision_bytes, self.rule.window_s,
             self.max_oom_rate, self.floor_bytes, [rebound for *_, rebound in known],
+            self.rule.rescue_bytes(decision_bytes),
         )  # fmt: skip
 
     def finished(self, s: SeriesRun, seconds: float) -> None:

@@ -17,15 +17,26 @@ CREEP_THEN_JUMP = tuple(10.0 * k for k in range(1, 21)) + (400.0,) * 30
 def test_one_or_two_profiles_give_the_decision_as_start_and_their_largest_rise_everywhere() -> None:
     for tasks in (1, 2):
         plan = learnt_plan([(CREEP_THEN_JUMP, 500.0)] * tasks, 1000, WINDOW_S, 0.02)
-        assert isinstance(plan, GrowthPlan)
+        assert isinstance(plan, GrowthPlan) and plan.young
         # the jump from 40 % to the peak, 60 % of it, as a share of the decision (60 % of 1000) and
         # in bytes times the decision's margin above the peak (300 x 2): the same
         assert plan.start_bytes == 1000 and plan.rises_bytes == (pytest.approx(600, abs=1),)
-        assert plan.headroom_at(100) == plan.headroom_at(900, flat=True) == plan.rises_bytes[0]
         assert plan.flat_rises_bytes == () and plan.rebound_bytes is None
-    # from the third on, by level: below 40 % of the peak, a try may still creep a step
+    # from the third on, by level: it starts low, and below the jump's level a try may only creep
     grown = learnt_plan([(CREEP_THEN_JUMP, 500.0)] * 3, 1000, WINDOW_S, 0.02)
-    assert grown is None or grown.headroom_at(100) < 600
+    assert isinstance(grown, GrowthPlan) and not grown.young
+    assert grown.start_bytes == 20 and grown.headroom_at(100) == pytest.approx(40, abs=1)
+    assert learnt_plan([(CREEP_THEN_JUMP, 500.0)], 0, WINDOW_S, 0.02) is None  # no decision, no plan
+
+
+def test_a_young_family_that_never_rose_after_its_first_window_keeps_a_rescues_headroom() -> None:
+    at_once = (1.0,) * 50  # its peak within the first window, then flat: no later rise to learn
+    plan = learnt_plan([(at_once, 500.0)], 1000, WINDOW_S, 0.02, least_headroom_bytes=100)
+    assert isinstance(plan, GrowthPlan) and plan.rises_bytes == (100,)
+    times = [2.0 * i for i in range(200)]
+    usage = [480.0 if t < 200 else 580.0 for t in times]  # the next task rises by 100 after 200 s
+    out = run_with_growth(times, usage, plan.start_bytes, 10_000, RULE, plan)
+    assert out.succeeded and out.resizes >= 2  # lowered to 480 + 125, grown when it rose
 
 
 def test_a_young_try_that_stops_rising_is_lowered_and_a_later_jump_still_fits() -> None:
@@ -43,3 +54,14 @@ def test_a_young_try_that_stops_rising_is_lowered_and_a_later_jump_still_fits() 
     # grown after the jump, to the decision only: it holds 700 plus a headroom (the next ask, were
     # one needed, lands before usage could pass it), not the 700 + 2 headrooms an ask keeps above it
     assert grown.resizes == 2 and grown.final_limit_bytes == 2000 >= 700 + headroom
+
+
+def test_a_young_try_never_holds_more_than_no_plan_before_it_is_lowered() -> None:
+    plan = learnt_plan([(CREEP_THEN_JUMP, 500.0)], 1000, WINDOW_S, 0.02)  # one headroom, 600
+    assert isinstance(plan, GrowthPlan)
+    times = [2.0 * i for i in range(200)]
+    for level in (300.0, 450.0, 800.0):  # flat there: too high to be lowered by 750 under 1000
+        usage = [level] * len(times)
+        grown = run_with_growth(times, usage, plan.start_bytes, 10_000, RULE, plan)
+        rescued = run_with_growth(times, usage, plan.start_bytes, 10_000, RULE, None)
+        assert grown == rescued and grown.final_limit_bytes == 1000  # grows only as a rescue would
