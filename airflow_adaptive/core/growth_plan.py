@@ -106,7 +106,8 @@ def rise_table(profile_s: tuple[float, ...], window_s: float, flat: bool = False
     later window from the highest level the task held at or below j (a task seen between two
     levels it held is on its way up from the lower one); below any level it held after its first
     window, and (one more column) above its peak, its largest rise: a task seen that low then is
-    slower than this one was, one above it larger, and either may be anywhere on its way.
+    slower than this one was, one more than a step above it larger (``_steps_at``), and either may
+    be anywhere on its way.
     ``flat``: of the windows that start where it was flat (``_rises``); with none, all NaN:
     such a task says nothing of a flat try."""
     table = np.full(PROFILE_STEPS + 1, np.nan)
@@ -200,9 +201,11 @@ def _covered_max(rises: np.ndarray, largest: np.ndarray, max_kill_rate: float) -
 
 def _steps_at(levels_bytes: np.ndarray, peaks: np.ndarray) -> np.ndarray:
     """Per task (row) and level (column), the column of its rise table a try at that level reads:
-    its step (level / peak), or past its peak the extra column."""
+    its step (level / peak), or more than a step past its peak the extra column. Within a step
+    above the peak a try is read as the task at its end: a profile knows a level to within a step,
+    and the peak is the largest of samples, which a task's true peak may pass between two."""
     at = np.floor(levels_bytes[None, :] / peaks[:, None] * PROFILE_STEPS + 1e-9)
-    above = levels_bytes[None, :] > peaks[:, None]
+    above = levels_bytes[None, :] > peaks[:, None] * (1 + 1 / PROFILE_STEPS)
     return np.where(above, PROFILE_STEPS + 1, np.minimum(at, PROFILE_STEPS)).astype(int)
 
 
