@@ -106,8 +106,8 @@ def rise_table(profile_s: tuple[float, ...], window_s: float, flat: bool = False
     later window from the highest level the task held at or below j (a task seen between two
     levels it held is on its way up from the lower one); below any level it held after its first
     window, and (one more column) above its peak, its largest rise: a task seen that low then is
-    slower than this one was, one more than a step above it larger (``_steps_at``), and either may
-    be anywhere on its way.
+    slower than this one was, one above it larger, and either may be anywhere on its way (for a
+    flat try, more than a step above it: ``_steps_at``).
     ``flat``: of the windows that start where it was flat (``_rises``); with none, all NaN:
     such a task says nothing of a flat try."""
     table = np.full(PROFILE_STEPS + 1, np.nan)
@@ -199,13 +199,15 @@ def _covered_max(rises: np.ndarray, largest: np.ndarray, max_kill_rate: float) -
     return np.fmax.reduce(rises[covered], axis=0)  # NaN (a task that says nothing) only where all are
 
 
-def _steps_at(levels_bytes: np.ndarray, peaks: np.ndarray) -> np.ndarray:
+def _steps_at(levels_bytes: np.ndarray, peaks: np.ndarray, flat: bool = False) -> np.ndarray:
     """Per task (row) and level (column), the column of its rise table a try at that level reads:
-    its step (level / peak), or more than a step past its peak the extra column. Within a step
-    above the peak a try is read as the task at its end: a profile knows a level to within a step,
-    and the peak is the largest of samples, which a task's true peak may pass between two."""
+    its step (level / peak), or past its peak the extra column. ``flat`` (for a flat try): only
+    more than a step past it; within a step above the peak a flat try is read as the task at its
+    end, stopped there (a profile knows a level to within a step, and the peak is the largest of
+    samples, which a task's true peak may pass between two), where one still rising may be a
+    larger task on its way."""
     at = np.floor(levels_bytes[None, :] / peaks[:, None] * PROFILE_STEPS + 1e-9)
-    above = levels_bytes[None, :] > peaks[:, None] * (1 + 1 / PROFILE_STEPS)
+    above = levels_bytes[None, :] > peaks[:, None] * (1 + flat / PROFILE_STEPS)
     return np.where(above, PROFILE_STEPS + 1, np.minimum(at, PROFILE_STEPS)).astype(int)
 
 
@@ -240,10 +242,10 @@ def _level_rises(
     tables = np.array([rise_table(tuple(p), window_s) for p, _ in history])
     flat_tables = np.array([rise_table(tuple(p), window_s, flat=True) for p, _ in history])
     peaks = np.array([max(peak, 1.0) for _, peak in history])
-    edges = _steps_at(decision_bytes * np.arange(LEVELS + 1) / LEVELS, peaks)
+    levels = decision_bytes * np.arange(LEVELS + 1) / LEVELS
     out = []
-    for table in (tables, flat_tables):
-        shares = span_max(table, edges)
+    for table, flat in ((tables, False), (flat_tables, True)):
+        shares = span_max(table, _steps_at(levels, peaks, flat))
         largest = np.fmax.reduce(table, axis=1)  # NaN: a task never flat, for a flat try
         rises = _covered_max(shares, largest, max_kill_rate) * decision_bytes
         in_bytes = _covered_max(shares * peaks[:, None], largest * peaks, max_kill_rate)
