@@ -72,7 +72,10 @@ def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -
         else f", {format_bytes(plan.rebound_bytes)} above its least once it falls below half its most"
     )
     note = (
-        f"; starts at {format_bytes(start)} and grows in place, "
+        f"; starts at {format_bytes(start)}; once usage stops rising, is kept {format_bytes(plan.headroom_bytes)} "
+        "above it and grown back as it rises (learnt from the family's first memory profiles)"
+        if plan.young
+        else f"; starts at {format_bytes(start)} and grows in place, "
         f"{format_bytes(plan.headroom_at(start))} to {format_bytes(plan.headroom_bytes)} above usage{fall} "
         "(learnt from the family's memory profiles)"
     )

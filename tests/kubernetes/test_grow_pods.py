@@ -40,8 +40,8 @@ def build(store: Any, *, grow: bool) -> dict[str, Any]:
         return validate_pod(operator.build_pod_request_obj(None, dry_run=True))
 
 
-def imported(tmp_path: Path, *, profiles: bool = True) -> InMemoryHistoryStore:
-    result = read_series_history(write_folder(tmp_path / "t", family(10)) / "tasks.csv")
+def imported(tmp_path: Path, *, profiles: bool = True, tasks: int = 10) -> InMemoryHistoryStore:
+    result = read_series_history(write_folder(tmp_path / "t", family(tasks)) / "tasks.csv")
     store = InMemoryHistoryStore()
     store.record([o if profiles else replace(o, memory_profile_s=None) for o in result.observations])
     return store
@@ -81,6 +81,16 @@ def test_without_profiles_the_pod_keeps_the_decision_and_may_still_grow(tmp_path
     assert memory(grown, "limits") == memory(static, "limits")
     assert grown["metadata"]["labels"][GROW_LABEL] == "true"
     assert HEADROOM_ANNOTATION not in grown["metadata"]["annotations"]
+
+
+def test_a_young_family_keeps_the_decision_and_tells_the_agent_one_headroom(tmp_path: Path) -> None:
+    store = imported(tmp_path, tasks=2)  # two profiles: too few to say where its tasks rise
+    static, grown = build(store, grow=False), build(store, grow=True)
+    assert memory(grown, "limits") == memory(static, "limits")
+    plan = plan_from_text(grown["metadata"]["annotations"][HEADROOM_ANNOTATION])
+    assert plan is not None and plan.young and len(plan.rises_bytes) == 1
+    assert plan.rises_bytes[0] >= 0.1 * plan.decision_bytes  # at least a rescue's headroom
+    assert "is kept" in grown["metadata"]["annotations"]["adaptive.airflow.io/decision"]
 
 
 def test_the_plan_annotation_reads_back_and_bad_text_only_turns_the_plan_off() -> None:
