@@ -1,7 +1,7 @@
 """Growth in place against KS+ and static sizing, over memory time series, per resize latency.
 
     python benchmarks/growth.py [--history completed,sequential] [--latency 2,5,15]
-                                [--json-out FILE] [FOLDER ...]
+                                [--families N] [--json-out FILE] [FOLDER ...]
 
 Each FOLDER holds a k-Segments ``tasks.csv`` and ``memory.csv[.gz]`` (default: the shared
 nf-core/eager set), or is a workflow's folder of long2mao1/k-segments-traces as published.
@@ -10,7 +10,8 @@ quick static strategy, KS+, and ``grow`` at each latency. Per folder, history an
 prints grow's waste and kills per 100 tasks beside KS+'s and the static default's, the ratios of
 waste, and whether grow meets the goal: at most 1 kill per 100 tasks and less waste than both at
 no more kills than either. It also names every static strategy that beats grow on both waste and
-kills. Growth's constants (the default headroom share, the step in headrooms) were set on the
+kills. ``--families N`` adds, where the goal is not met, the N families where grow holds most
+more than KS+ (each replayed again, per family: about twice the time). Growth's constants (the default headroom share, the step in headrooms) were set on the
 shared eager set, so its figures are in-sample; a folder not in ``../shared/`` is not. Measured
 in this run.
 """
@@ -20,14 +21,18 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from airflow_adaptive.core.growth import GrowthRule
 from airflow_adaptive.evaluation.pareto import KILLS, WASTE
-from airflow_adaptive.evaluation.replay import ReplayConfig
+from airflow_adaptive.evaluation.replay import ReplayConfig, TryOutcome, replay, replay_cap_bytes
 from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY
-from airflow_adaptive.evaluation.series import KSPLUS
+from airflow_adaptive.evaluation.series import KSPLUS, grow_model, replay_ksplus, sampling_interval_s
 from airflow_adaptive.evaluation.series_report import evaluate_series, grow_name
+from airflow_adaptive.traces.series import read_series
 
 ROOT = Path(__file__).resolve().parents[1]
 EAGER = ROOT.parent / "shared" / "data" / "k-segments" / "eager"
@@ -51,6 +56,34 @@ def verdict(strategies: dict[str, dict[str, Any]], name: str) -> tuple[bool, str
     return met, line
 
 
+def family_gaps(folder: str, config: ReplayConfig, latency_s: float, top: int) -> list[str]:
+    """The ``top`` families where grow holds most more than KS+ (GB·h and kills, each), replayed as
+    the benchmark replays them: grow over the whole trace (each try's waste summed by family), KS+
+    per family (its model is per family) with the trace's cap."""
+    series = read_series(folder).runs
+    runs = [s.run for s in series]
+    cap = replay_cap_bytes(config, runs)
+    rule = GrowthRule(latency_s=latency_s)
+    rule = replace(rule, sample_s=max(rule.sample_s, sampling_interval_s(series)))
+    inner = grow_model(series, cap, rule, config)
+    grown: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+
+    def model(index: int, run: Any, number: int, limit: int) -> TryOutcome:
+        out = inner(index, run, number, limit)
+        grown[run.family][0] += (out.held_byte_s - (out.used_byte_s if out.fitted else 0.0)) / 3.6e12
+        grown[run.family][1] += not out.fitted
+        return out
+
+    replay(runs, "adaptive", config, model=model)
+    lines = []
+    for family in grown:
+        ks = replay_ksplus([s for s in series if s.run.family == family], config, cap)
+        ks_gb_h = ks.waste_byte_s / 3.6e12
+        lines.append((grown[family][0] - ks_gb_h, f"{family[:48]:48} grow {grown[family][0]:8.1f} GB·h "
+                      f"{grown[family][1]:3.0f} kills | KS+ {ks_gb_h:8.1f} GB·h {ks.retries:5d} kills"))  # fmt: skip
+    return [line for _, line in sorted(lines, reverse=True)[:top]]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -58,6 +91,9 @@ def main() -> None:
     parser.add_argument("folders", nargs="*", type=Path)
     parser.add_argument("--history", default="completed,sequential")
     parser.add_argument("--latency", default="2,5,15", help="resize latencies, seconds")
+    parser.add_argument(
+        "--families", type=int, default=0, help="where not met, the N families furthest above KS+"
+    )
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
     folders = [str(f) for f in (args.folders or [EAGER])]
@@ -75,6 +111,10 @@ def main() -> None:
                 met, line = verdict(results, grow_name(latency))
                 unmet += not met
                 print(line)
+                if not met and args.families:
+                    config = ReplayConfig(history=history)
+                    for gap in family_gaps(trace["trace"], config, latency, args.families):
+                        print(f"             {gap}")
                 beaten_by = trace["growth"][grow_name(latency)]["beaten_by"]
                 if beaten_by:
                     print(f"             beaten on both waste and kills by {', '.join(beaten_by)}")
