@@ -22,17 +22,15 @@ import argparse
 import json
 import time
 from collections import defaultdict
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from airflow_adaptive.core.growth import GrowthRule
 from airflow_adaptive.evaluation.pareto import KILLS, WASTE
-from airflow_adaptive.evaluation.replay import ReplayConfig, TryOutcome, replay, replay_cap_bytes
+from airflow_adaptive.evaluation.replay import GB_H, ReplayConfig, TryOutcome, replay, replay_cap_bytes
 from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY
-from airflow_adaptive.evaluation.series import KSPLUS, grow_model, replay_ksplus, sampling_interval_s
-from airflow_adaptive.evaluation.series_report import evaluate_series, grow_name
-from airflow_adaptive.traces.series import read_series
+from airflow_adaptive.evaluation.series import KSPLUS, grow_tries, replay_ksplus
+from airflow_adaptive.evaluation.series_report import cached_trace, evaluate_series, grow_name
 
 ROOT = Path(__file__).resolve().parents[1]
 EAGER = ROOT.parent / "shared" / "data" / "k-segments" / "eager"
@@ -60,25 +58,21 @@ def family_gaps(folder: str, config: ReplayConfig, latency_s: float, top: int) -
     """The ``top`` families where grow holds most more than KS+ (GB·h and kills, each), replayed as
     the benchmark replays them: grow over the whole trace (each try's waste summed by family), KS+
     per family (its model is per family) with the trace's cap."""
-    series = read_series(folder).runs
-    runs = [s.run for s in series]
-    cap = replay_cap_bytes(config, runs)
-    rule = GrowthRule(latency_s=latency_s)
-    rule = replace(rule, sample_s=max(rule.sample_s, sampling_interval_s(series)))
-    inner = grow_model(series, cap, rule, config)
+    series = cached_trace(folder).runs
+    runs, inner = grow_tries(series, config, GrowthRule(latency_s=latency_s))
     grown: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
 
     def model(index: int, run: Any, number: int, limit: int) -> TryOutcome:
         out = inner(index, run, number, limit)
-        grown[run.family][0] += (out.held_byte_s - (out.used_byte_s if out.fitted else 0.0)) / 3.6e12
+        grown[run.family][0] += (out.held_byte_s - (out.used_byte_s if out.fitted else 0.0)) / GB_H
         grown[run.family][1] += not out.fitted
         return out
 
     replay(runs, "adaptive", config, model=model)
-    lines = []
+    cap, lines = replay_cap_bytes(config, runs), []
     for family in grown:
         ks = replay_ksplus([s for s in series if s.run.family == family], config, cap)
-        ks_gb_h = ks.waste_byte_s / 3.6e12
+        ks_gb_h = ks.waste_byte_s / GB_H
         lines.append((grown[family][0] - ks_gb_h, f"{family[:48]:48} grow {grown[family][0]:8.1f} GB·h "
                       f"{grown[family][1]:3.0f} kills | KS+ {ks_gb_h:8.1f} GB·h {ks.retries:5d} kills"))  # fmt: skip
     return [line for _, line in sorted(lines, reverse=True)[:top]]

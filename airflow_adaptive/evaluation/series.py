@@ -118,19 +118,26 @@ def sampling_interval_s(series: Sequence[SeriesRun]) -> float:
     return float(np.quantile(np.concatenate(gaps), 0.99)) if gaps else 0.0
 
 
+def grow_tries(
+    series: Sequence[SeriesRun], config: ReplayConfig, rule: GrowthRule
+) -> tuple[list[TaskRun], TryModel]:
+    """The runs ``grow`` replays and how each try ends under ``rule``, its agent seeing usage no more
+    often than the series were sampled."""
+    runs = [s.run for s in series]
+    rule = replace(rule, sample_s=max(rule.sample_s, sampling_interval_s(series)))
+    return runs, grow_model(series, replay_cap_bytes(config, runs), rule, config)
+
+
 def replay_series(
     series: Sequence[SeriesRun], strategy: str, config: ReplayConfig, rule: GrowthRule | None = None
 ) -> StrategyResult:
     """One strategy over the series: ``grow`` (with ``rule``), ``ks+``, or a registered strategy."""
-    runs = [s.run for s in series]
-    cap = replay_cap_bytes(config, runs)
-    if strategy == KSPLUS:
-        return replay_ksplus(series, config, cap)
     if strategy == GROW:
-        rule = rule or GrowthRule()
-        rule = replace(rule, sample_s=max(rule.sample_s, sampling_interval_s(series)))
-        model = grow_model(series, cap, rule, config)
+        runs, model = grow_tries(series, config, rule or GrowthRule())
         return replay(runs, "adaptive", config, model=model)
+    runs = [s.run for s in series]
+    if strategy == KSPLUS:
+        return replay_ksplus(series, config, replay_cap_bytes(config, runs))
 
     def outcome(index: int, run: TaskRun, number: int, limit: int) -> TryOutcome:
         return static_outcome(series[index], limit)

@@ -26,12 +26,13 @@ def grow_name(latency_s: float) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def _trace(path: str) -> SeriesTrace:
+def cached_trace(path: str) -> SeriesTrace:
+    """A series folder, read once for every strategy and latency replayed on it."""
     return read_series(path)
 
 
 def _job(path: str, strategy: str, config: dict[str, Any], latency_s: float | None) -> dict[str, Any]:
-    series = _trace(path).runs
+    series = cached_trace(path).runs
     rule = GrowthRule(latency_s=latency_s) if latency_s is not None else None
     result = replay_series(series, GROW if rule else strategy, ReplayConfig(**config), rule)
     metrics = result.metrics()
@@ -68,7 +69,7 @@ def evaluate_series(
         static.append(DEFAULT_STRATEGY)  # growth is measured against the decision it starts from
     traces: dict[str, dict[str, Any]] = {}
     for path in paths:
-        runs = _trace(path)
+        runs = cached_trace(path)
         traces[path] = trace_entry(path, [s.run for s in runs.runs], runs.skipped, config.history, config)
     args: list[tuple[Any, ...]] = [(p, name, asdict(config), None) for p in paths for name in static]
     if with_grow:
