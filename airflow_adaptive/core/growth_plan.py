@@ -136,12 +136,7 @@ class GrowthPlan:
     window_s: float = 0.0
     rebound_bytes: int | None = None  # what a fallen try may rise again (None: not learnt)
     flat_rises_bytes: tuple[int, ...] = ()  # the headroom by level of a flat try (none: as any try)
-
-    @property
-    def young(self) -> bool:
-        """A young family's plan (``young_plan``): it starts at the decision, and grows a try at or
-        above it only as a rescue does, so it never holds more than no plan until it was lowered."""
-        return self.start_bytes >= self.decision_bytes
+    young: bool = False  # a young family's (``young_plan``): grown above the decision only as a rescue
 
     @property
     def headroom_bytes(self) -> int:
@@ -272,7 +267,7 @@ def learnt_plan(
     peak overstates a large task's early memory, and a kill is set by bytes). Both carry the
     decision's margin above the history's peaks.
 
-    With fewer than ``MIN_GROWTH_HISTORY`` profiles, a ``young_plan``. None (start at the decision,
+    With fewer than ``MIN_GROWTH_HISTORY`` profiles, a ``young_plan`` from that start. None (start at the decision,
     grow only to rescue) without a profile, or when the start plus the headroom there reaches the
     decision: its tasks rise too early or jump too far for growth to hold less than the decision.
     A task that used nothing says nothing of a shape, and would put a plan in bytes at nothing: it
@@ -287,13 +282,14 @@ def learnt_plan(
         return None
     margin = _margin([peak for _, peak in history], decision_bytes, max_kill_rate)
     rises, flat_rises = _level_rises(history, decision_bytes, window_s, max_kill_rate, margin)
-    if len(history) < MIN_GROWTH_HISTORY:
-        return young_plan(max(*rises, least_headroom_bytes), decision_bytes, window_s)
     reached = [(early_share(p, window_s), peak) for p, peak in history]
     start = min(
         _at_budget([e for e, _ in reached], max_kill_rate) * decision_bytes,
         _at_budget([e * peak for e, peak in reached], max_kill_rate) * margin,
     )
+    if len(history) < MIN_GROWTH_HISTORY:
+        headroom = max(*rises, least_headroom_bytes)
+        return young_plan(max(math.ceil(start), floor_bytes, 1), headroom, decision_bytes, window_s)
     rebound = _rebound(fell, decision_bytes, max_kill_rate, margin)
     plan = GrowthPlan(
         max(math.ceil(start), floor_bytes, 1), rises, decision_bytes, window_s, rebound, flat_rises
@@ -302,14 +298,17 @@ def learnt_plan(
     return None if start + plan.headroom_at(start, 0.0) >= decision_bytes else plan
 
 
-def young_plan(headroom_bytes: int, decision_bytes: int, window_s: float) -> GrowthPlan:
+def young_plan(start_bytes: int, headroom_bytes: int, decision_bytes: int, window_s: float) -> GrowthPlan:
     """The plan of a family with one or two profiles: too few to say where its tasks rise (one task
-    jumps from a level another only passes), so it starts at the decision and keeps one headroom
-    at every level, the largest rise its tasks made anywhere after their first window (with the
-    decision's margin above so few peaks), never less than a rescue's (a task that never rose
-    after its first window says nothing of the next one's rise); a try that has stopped rising is
-    lowered to that much above its level, and only a lowered one grows by it (``young``)."""
-    return GrowthPlan(decision_bytes, (headroom_bytes,), decision_bytes, window_s)
+    jumps from a level another only passes), so it keeps one headroom at every level, the largest
+    rise its tasks made anywhere after their first window (with the decision's margin above so few
+    peaks), never less than a rescue's (a task that never rose after its first window says nothing
+    of the next one's rise). It starts where a mature plan would (``start_bytes``) when that plus
+    the headroom fits under the decision, else at the decision; it grows by the headroom to the
+    decision only, and above it as a rescue does (``young``), so it never holds more than no plan;
+    a try that has stopped rising is lowered to that much above its level."""
+    start = start_bytes if start_bytes + headroom_bytes < decision_bytes else decision_bytes
+    return GrowthPlan(start, (headroom_bytes,), decision_bytes, window_s, young=True)
 
 
 def _rebound(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kubernetes.client import CoreV1Api
@@ -72,8 +72,9 @@ def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -
         else f", {format_bytes(plan.rebound_bytes)} above its least once it falls below half its most"
     )
     note = (
-        f"; starts at {format_bytes(start)}; once usage stops rising, is kept {format_bytes(plan.headroom_bytes)} "
-        "above it and grown back as it rises (learnt from the family's first memory profiles)"
+        f"; starts at {format_bytes(start)}, is kept {format_bytes(plan.headroom_bytes)} above usage up to "
+        f"{format_bytes(plan.decision_bytes)}, also once usage stops rising (learnt from the family's first "
+        "memory profiles)"
         if plan.young
         else f"; starts at {format_bytes(start)} and grows in place, "
         f"{format_bytes(plan.headroom_at(start))} to {format_bytes(plan.headroom_bytes)} above usage{fall} "
@@ -95,6 +96,8 @@ def plan_text(plan: GrowthPlan) -> str:
         "rises": list(plan.rises_bytes),
         "window_s": plan.window_s,
     }
+    if plan.young:
+        fields["young"] = True
     if plan.flat_rises_bytes:
         fields["flat"] = list(plan.flat_rises_bytes)
     if plan.rebound_bytes is not None:
@@ -132,6 +135,12 @@ def plan_from_text(text: str | None) -> GrowthPlan | None:
             None if raw.get("rebound") is None else _plan_bytes(raw["rebound"]),
             tuple(_plan_bytes(r) for r in flat),
         )
+        young = raw.get(
+            "young", plan.start_bytes >= plan.decision_bytes
+        )  # older plans: a young one started there
+        if type(young) is not bool:
+            return None
+        plan = replace(plan, young=young)
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
         return None
     return plan if plan.decision_bytes > 0 else None

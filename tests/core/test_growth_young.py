@@ -1,5 +1,7 @@
-"""A young family (one or two profiles): it starts at the decision and keeps one headroom, the largest
-rise its tasks made anywhere, so a try that stopped rising is lowered, from hand-computed profiles."""
+"""A young family (one or two profiles): it keeps one headroom, the largest rise its tasks made
+anywhere, starts where a mature plan would when that start plus the headroom fits under the decision
+(else at the decision), grows to the decision only, and a try that stopped rising is lowered, from
+hand-computed profiles."""
 
 from __future__ import annotations
 
@@ -12,16 +14,23 @@ WINDOW_S = 6.0
 RULE = GrowthRule(latency_s=4.0, sample_s=2.0)  # window 6 s
 # 1 % of its peak every 10 s to 40 % (400 s), then at once to its peak (a sort merging its runs)
 CREEP_THEN_JUMP = tuple(10.0 * k for k in range(1, 21)) + (400.0,) * 30
+# half its peak within the first window, then at 100 s the rest
+HALF_THEN_JUMP = (0.0,) * 25 + (100.0,) * 25
 
 
-def test_one_or_two_profiles_give_the_decision_as_start_and_their_largest_rise_everywhere() -> None:
+def test_one_or_two_profiles_give_a_mature_plans_start_and_their_largest_rise_everywhere() -> None:
     for tasks in (1, 2):
-        plan = learnt_plan([(CREEP_THEN_JUMP, 500.0)] * tasks, 1000, WINDOW_S, 0.02)
+        plan = learnt_plan([(CREEP_THEN_JUMP, 500.0)] * tasks, 1000, WINDOW_S, 0.02, floor_bytes=64)
         assert isinstance(plan, GrowthPlan) and plan.young
-        # the jump from 40 % to the peak, 60 % of it, as a share of the decision (60 % of 1000) and
-        # in bytes times the decision's margin above the peak (300 x 2): the same
-        assert plan.start_bytes == 1000 and plan.rises_bytes == (pytest.approx(600, abs=1),)
+        # nothing reached within the first window: the floor; the jump from 40 % to the peak, 60 % of
+        # it, as a share of the decision (60 % of 1000) and in bytes times the decision's margin above
+        # the peak (300 x 2): the same
+        assert plan.start_bytes == 64 and plan.rises_bytes == (pytest.approx(600, abs=1),)
         assert plan.flat_rises_bytes == () and plan.rebound_bytes is None
+    # half the peak within the first window (500) and a headroom of 500 reach the decision: it
+    # starts there, as growth could not hold less
+    early = learnt_plan([(HALF_THEN_JUMP, 500.0)], 1000, WINDOW_S, 0.02)
+    assert isinstance(early, GrowthPlan) and early.young and early.start_bytes == 1000
     # from the third on, by level: it starts low, and below the jump's level a try may only creep
     grown = learnt_plan([(CREEP_THEN_JUMP, 500.0)] * 3, 1000, WINDOW_S, 0.02)
     assert isinstance(grown, GrowthPlan) and not grown.young
@@ -40,28 +49,31 @@ def test_a_young_family_that_never_rose_after_its_first_window_keeps_a_rescues_h
 
 
 def test_a_young_try_that_stops_rising_is_lowered_and_a_later_jump_still_fits() -> None:
-    plan = learnt_plan([(CREEP_THEN_JUMP, 500.0)], 2000, WINDOW_S, 0.02)
-    assert isinstance(plan, GrowthPlan) and plan.start_bytes == 2000
+    plan = learnt_plan([(CREEP_THEN_JUMP, 500.0)], 2000, WINDOW_S, 0.02, floor_bytes=100)
+    assert isinstance(plan, GrowthPlan) and plan.start_bytes == 100
     headroom = plan.rises_bytes[0]  # 60 % of the peak times the margin 4: 1200
     times = [2.0 * i for i in range(400)]
-    # at 200 from the start, then at 300 s a jump of 500: sooner and from lower than the task
-    # the plan was learnt from (it jumped from 200 by 300), within the headroom
-    usage = [200.0 if t < 300 else 700.0 for t in times]
+    # under the start for a window, at 200 from 10 s, then at 300 s a jump of 500: sooner and
+    # from lower than the task the plan was learnt from (it jumped from 200 by 300), within the headroom
+    usage = [50.0 if t < 10 else 200.0 if t < 300 else 700.0 for t in times]
     grown = run_with_growth(times, usage, plan.start_bytes, 10_000, RULE, plan)
-    rescued = run_with_growth(times, usage, plan.start_bytes, 10_000, RULE, None)
-    assert grown.succeeded and rescued.succeeded and grown.resizes >= 1
+    rescued = run_with_growth(times, usage, 2000, 10_000, RULE, None)  # no plan: the decision
+    assert grown.succeeded and rescued.succeeded
     assert grown.held_byte_s < rescued.held_byte_s  # lowered to 200 + 1.25 headrooms: 1700
-    # grown after the jump, to the decision only: it holds 700 plus a headroom (the next ask, were
-    # one needed, lands before usage could pass it), not the 700 + 2 headrooms an ask keeps above it
-    assert grown.resizes == 2 and grown.final_limit_bytes == 2000 >= 700 + headroom
+    # grown at once to the decision (never above), lowered, and grown after the jump to the decision
+    # only: it holds 700 plus a headroom (the next ask, were one needed, lands before usage could
+    # pass it), not the 700 + 2 headrooms an ask keeps above it
+    assert grown.resizes == 3 and grown.final_limit_bytes == 2000 >= 700 + headroom
 
 
 def test_a_young_try_never_holds_more_than_no_plan_before_it_is_lowered() -> None:
-    plan = learnt_plan([(CREEP_THEN_JUMP, 500.0)], 1000, WINDOW_S, 0.02)  # one headroom, 600
-    assert isinstance(plan, GrowthPlan)
+    plan = learnt_plan([(CREEP_THEN_JUMP, 500.0)], 1000, WINDOW_S, 0.02, floor_bytes=100)
+    assert isinstance(plan, GrowthPlan) and plan.start_bytes == 100  # one headroom, 600
     times = [2.0 * i for i in range(200)]
     for level in (300.0, 450.0, 800.0):  # flat there: too high to be lowered by 750 under 1000
-        usage = [level] * len(times)
+        usage = [50.0 if t < 4 else level for t in times]  # there before the first ask lands
         grown = run_with_growth(times, usage, plan.start_bytes, 10_000, RULE, plan)
-        rescued = run_with_growth(times, usage, plan.start_bytes, 10_000, RULE, None)
-        assert grown == rescued and grown.final_limit_bytes == 1000  # grows only as a rescue would
+        rescued = run_with_growth(times, usage, 1000, 10_000, RULE, None)
+        assert grown.succeeded and grown.final_limit_bytes == rescued.final_limit_bytes == 1000
+        # below the decision until its first ask lands, then at it: grown only as a rescue would
+        assert grown.resizes == 1 and grown.held_byte_s == rescued.held_byte_s - (1000 - 100) * 4.0

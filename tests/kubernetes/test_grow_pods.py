@@ -83,12 +83,15 @@ def test_without_profiles_the_pod_keeps_the_decision_and_may_still_grow(tmp_path
     assert HEADROOM_ANNOTATION not in grown["metadata"]["annotations"]
 
 
-def test_a_young_family_keeps_the_decision_and_tells_the_agent_one_headroom(tmp_path: Path) -> None:
+def test_a_young_family_starts_low_and_tells_the_agent_one_headroom(tmp_path: Path) -> None:
     store = imported(tmp_path, tasks=2)  # two profiles: too few to say where its tasks rise
     static, grown = build(store, grow=False), build(store, grow=True)
-    assert memory(grown, "limits") == memory(static, "limits")
     plan = plan_from_text(grown["metadata"]["annotations"][HEADROOM_ANNOTATION])
     assert plan is not None and plan.young and len(plan.rises_bytes) == 1
+    assert plan.decision_bytes == memory(static, "limits")
+    # where its first window's memory and one headroom fit under the decision, it starts there
+    assert plan.start_bytes + plan.rises_bytes[0] < memory(static, "limits")
+    assert abs(memory(grown, "limits") - plan.start_bytes) < 1 << 20  # pods round up to whole MiB
     assert plan.rises_bytes[0] >= 0.1 * plan.decision_bytes  # at least a rescue's headroom
     assert "is kept" in grown["metadata"]["annotations"]["adaptive.airflow.io/decision"]
 
@@ -102,6 +105,10 @@ def test_the_plan_annotation_reads_back_and_bad_text_only_turns_the_plan_off() -
     assert back == plan
     with_flat = GrowthPlan(5 << 20, (1 << 20, 4 << 20, 2 << 20), 96 << 20, 7.0, None, (1 << 20,) * 3)
     assert plan_from_text(plan_text(with_flat)) == with_flat
+    young = GrowthPlan(5 << 20, (4 << 20,), 96 << 20, 7.0, young=True)
+    assert plan_from_text(plan_text(young)) == young and not back.young
+    # a young plan written before the flag started at its decision
+    assert plan_from_text('{"start":9,"decision":9,"rises":[1]}') == GrowthPlan(9, (1,), 9, young=True)
     # levels of 32 MiB: at 70 MiB, the third; within the first 7 s, the largest up to the level
     # (or the start, where higher): 4 MiB at 70 MiB, 1 MiB at 20 MiB
     assert back.headroom_at(70 << 20) == 2 << 20 and back.headroom_at(70 << 20, elapsed_s=1.0) == 4 << 20
@@ -116,6 +123,7 @@ def test_the_plan_annotation_reads_back_and_bad_text_only_turns_the_plan_off() -
         '{"decision":9,"rises":"123"}', '{"decision":9,"rises":{"1":2}}',
         '{"decision":9,"rises":[1],"window_s":Infinity}', '{"decision":9,"rises":[1],"flat":[1,2]}',
         '{"decision":9,"rises":[1],"flat":[-1]}', '{"decision":9,"rises":[1],"flat":7}', None,
+        '{"decision":9,"rises":[1],"young":1}', '{"decision":9,"rises":[1],"young":"true"}',
     )  # fmt: skip
     for text in bad:
         assert plan_from_text(text) is None, text
