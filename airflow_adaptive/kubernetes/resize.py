@@ -135,9 +135,8 @@ def plan_from_text(text: str | None) -> GrowthPlan | None:
             None if raw.get("rebound") is None else _plan_bytes(raw["rebound"]),
             tuple(_plan_bytes(r) for r in flat),
         )
-        young = raw.get(
-            "young", plan.start_bytes >= plan.decision_bytes
-        )  # older plans: a young one started there
+        # a young plan written before the flag started at its decision
+        young = raw.get("young", plan.start_bytes >= plan.decision_bytes)
         if type(young) is not bool:
             return None
         plan = replace(plan, young=young)
