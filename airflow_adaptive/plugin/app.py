@@ -128,6 +128,7 @@ def create_app() -> FastAPI:
     api = APIRouter(dependencies=[Depends(requires_authenticated())])
     _page_routes(api)
     _api_routes(api)
+    _family_routes(api)
     _queue_routes(api)
     app.include_router(api)
     return app
@@ -200,6 +201,22 @@ def _api_routes(app: APIRouter) -> None:
             limit=page_size, offset=(page - 1) * page_size,
         )  # fmt: skip
 
+    @app.get("/api/modes")
+    def modes(readable: Dags, session: SessionDep) -> dict[str, Any]:
+        """Every DAG's mode for each pod kind, the deployment's default and the family rules."""
+        from airflow_adaptive.plugin.modes import dag_modes
+
+        return dag_modes(get_settings(), session, readable)
+
+    @app.get("/api/nodes")
+    def nodes(readable: Dags) -> dict[str, Any]:
+        return views.nodes(_store(), get_settings(), readable)
+
+
+def _family_routes(app: APIRouter) -> None:
+    from airflow_adaptive.config import get_settings
+    from airflow_adaptive.plugin import views
+
     # A family's name is arbitrary text ('/', ':', spaces, newlines: Nextflow process names), so it is
     # a query parameter: in the path, "a%2Fwhatif" arrives decoded and reads as the what-if of "a",
     # and Starlette's path pattern (".*" without DOTALL) never matches a newline.
@@ -225,21 +242,10 @@ def _api_routes(app: APIRouter) -> None:
             raise HTTPException(404, f"unknown task family {name!r}")
         return {**found, "modes": family_modes(settings, session, name, found["dags"])}
 
-    @app.get("/api/modes")
-    def modes(readable: Dags, session: SessionDep) -> dict[str, Any]:
-        """Every DAG's mode for each pod kind, the deployment's default and the family rules."""
-        from airflow_adaptive.plugin.modes import dag_modes
-
-        return dag_modes(get_settings(), session, readable)
-
     @app.get("/api/families/{rest:path}")
     def moved(rest: str) -> None:
         """The old path form was ambiguous; say where a family is now rather than a bare 404."""
         raise HTTPException(404, f"no such endpoint: a family is read at {FAMILY_ROUTES}")
-
-    @app.get("/api/nodes")
-    def nodes(readable: Dags) -> dict[str, Any]:
-        return views.nodes(_store(), get_settings(), readable)
 
 
 def _queue_routes(app: APIRouter) -> None:
