@@ -56,8 +56,7 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
     settings = get_settings()
     check_sizing_names(settings)  # here a typo is an error; a pod's decision fails open instead
     advisor = Advisor(settings, open_cli_store)
-    if not args.new_family:
-        _require_known_family(advisor, args.task_family)
+    _require_known_family(args.task_family, args.new_family)
     decision = _decision(advisor, args, user)
     placement = advisor.placement.place(
         args.task_family, frozenset(args.require_capability), decision.memory_request_bytes
@@ -128,17 +127,20 @@ def _decision(advisor: Advisor, args: argparse.Namespace, user: MemoryRequest) -
     )
 
 
-def _require_known_family(advisor: Advisor, task_family: str) -> None:
+def _require_known_family(task_family: str, new_family: bool) -> None:
     """A family the store has no attempt of is more often a typo than a new family: an error naming
-    the closest stored names, unless ``--new-family`` asks for a new family's decision on purpose."""
+    the closest stored names, unless ``--new-family`` asks for a new family's decision on purpose.
+    A store that cannot be read is an error too, as for every other command (a pod keeps the
+    user's request then; the CLI says why it has no decision to show)."""
     from airflow_adaptive.exceptions import HistoryUnavailableError
 
-    try:
-        if advisor.memory.family_state(task_family) is not None:
+    try:  # the store itself, not the advisor, which would log the fail-open warning as a pod does
+        store = open_cli_store()
+        if store.family(task_family) is not None or new_family:
             return
-        error = unknown_family("decide", task_family, open_cli_store())
-    except HistoryUnavailableError:
-        return  # the decision itself says the store is unavailable and keeps the request
+        error = unknown_family("decide", task_family, store)
+    except HistoryUnavailableError as err:
+        raise HistoryUnavailableError(f"{err}; a pod keeps the user's request meanwhile") from None
     raise AdaptiveError(f"{error} (--new-family: the decision a new family gets)")
 
 

@@ -17,7 +17,7 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, func, or_, select, text
-from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import DataError, IntegrityError, NoSuchTableError, SQLAlchemyError
 
 from airflow_adaptive.core.grouping import Grouping, NodeProfile
 from airflow_adaptive.core.lff import FamilyProgress
@@ -58,6 +58,8 @@ def map_errors() -> Iterator[None]:
         raise HistoryRejectedError(f"the history store refused the data: {_first_line(err)}") from err
     except SQLAlchemyError as err:
         message = _first_line(err)
+        if isinstance(err, NoSuchTableError):  # reflection names only the table
+            message = f"no such table: {message}"
         if any(marker in message.lower() for marker in _MISSING_TABLE):
             message += " (run airflow db migrate?)"
         raise HistoryUnavailableError(f"history store unavailable: {message}") from err

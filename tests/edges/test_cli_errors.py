@@ -109,6 +109,26 @@ def test_an_unknown_family_is_an_error_unless_asked_for_on_purpose(
         )
 
 
+def test_a_store_without_our_tables_is_one_line_naming_the_migration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sqlalchemy import create_engine
+
+    from airflow_adaptive.store import access
+
+    empty = create_engine(f"sqlite:///{tmp_path / 'unmigrated.db'}")  # a database nobody migrated
+    monkeypatch.setattr(access, "airflow_engine", lambda: empty)
+    for new_family in ([], ["--new-family"]):  # no decision to show: as every other command, exit 2
+        code = main(["decide", "--task-family", "genomics.align", *new_family])
+        _one_line_error(
+            code, capsys.readouterr().err, "no such table: adaptive_", "(run airflow db migrate?)",
+            "a pod keeps the user's request meanwhile",
+        )  # fmt: skip
+    # a rebuild reflects the tables first: SQLAlchemy names only the table, so the message says what it is
+    code = main(["history", "rebuild"])
+    _one_line_error(code, capsys.readouterr().err, "no such table: adaptive_", "(run airflow db migrate?)")
+
+
 @pytest.mark.parametrize(
     ("option", "typo", "says"),
     [
