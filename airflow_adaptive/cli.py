@@ -249,7 +249,10 @@ def _add_decision_commands(sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from airflow_adaptive.version import __version__
+
     parser = OneLineParser(prog="airflow-adaptive", description=__doc__.replace("``", ""))
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     add_history_commands(sub)

@@ -7,11 +7,14 @@ import json
 import math
 import sys
 from collections.abc import Iterator
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from airflow_adaptive.cli_args import at_least_one, count, keep_days, require_paths, task_family
 from airflow_adaptive.core.normalise import escape_surrogates
 from airflow_adaptive.exceptions import AdaptiveError
+
+if TYPE_CHECKING:
+    from airflow_adaptive.core.model import Observation
 
 SKIPPED_SHOWN = 20  # skipped rows of an import named one by one; the rest are counted
 
@@ -118,11 +121,23 @@ def cmd_history_show(args: argparse.Namespace, out: TextIO) -> int:
         table.add_row(
             str(o.finished_at)[:19], f"{o.key.run_id} / {o.key.try_number}", o.exit_reason.value,
             format_bytes(o.memory_request_bytes), format_bytes(o.memory_limit_bytes),
-            f"{format_bytes(o.usage.peak_memory_bytes)} ({o.usage.peak_kind.value})",
+            _peak_text(o),
             f"{o.usage.wall_seconds:.1f}" if o.usage.wall_seconds is not None else "-", o.node_name or "-",
         )  # fmt: skip
     print_table(table, out)
     return 0
+
+
+def _peak_text(o: Observation) -> str:
+    """The peak as a person reads it: an OOM-killed attempt's is at least the limit it was killed at."""
+    from airflow_adaptive.core.model import PeakKind
+    from airflow_adaptive.core.units import format_bytes
+
+    peak = o.usage.peak_memory_bytes
+    if o.usage.peak_kind is PeakKind.CENSORED:
+        at_least = peak if peak is not None else o.memory_limit_bytes
+        return f">= {format_bytes(at_least)} (OOM-killed)" if at_least is not None else "unknown (OOM-killed)"
+    return f"{format_bytes(peak)} ({o.usage.peak_kind.value})"
 
 
 def cmd_history_prune(args: argparse.Namespace, out: TextIO) -> int:

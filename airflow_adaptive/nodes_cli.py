@@ -21,9 +21,16 @@ def cmd_profile_node(args: argparse.Namespace, out: TextIO) -> int:
 
     from airflow_adaptive.console import progress as progress_display
     from airflow_adaptive.core.units import format_duration
-    from airflow_adaptive.nodebench.profiler import BENCHMARKS, benchmark_seconds, profile_node, steps
+    from airflow_adaptive.nodebench.profiler import (
+        BENCHMARKS,
+        benchmark_seconds,
+        check_fits,
+        profile_node,
+        steps,
+    )
 
     settings = _profiler_settings(args)
+    check_fits(settings)  # before the line that says how long it runs
     total = steps(args.repeats)
     # Said first and on stderr (stdout may be --json): the defaults run for minutes.
     print(

@@ -183,6 +183,16 @@ def static_facts() -> dict[str, Any]:
     }
 
 
+def check_fits(settings: ProfilerSettings) -> None:
+    """ProfilerError when the benchmarks take longer than the timeout: they could only be killed midway."""
+    if benchmark_seconds(settings) > settings.total_timeout_seconds:
+        raise ProfilerError(
+            f"{BENCHMARKS} benchmarks x {settings.repeats} runs x {settings.seconds_per_benchmark:g} s "
+            f"take longer than --timeout {settings.total_timeout_seconds:g} s: "
+            "raise --timeout, or lower --repeats or --seconds"
+        )
+
+
 def profile_node(
     node: str, settings: ProfilerSettings, on_step: Callable[[str], None] | None = None
 ) -> dict[str, Any]:
@@ -191,12 +201,7 @@ def profile_node(
     grouping compares spreads with)."""
     _require("sysbench", "sysbench")
     _require("fio", "fio")
-    if benchmark_seconds(settings) > settings.total_timeout_seconds:  # it could only be killed midway
-        raise ProfilerError(
-            f"{BENCHMARKS} benchmarks x {settings.repeats} runs x {settings.seconds_per_benchmark:g} s "
-            f"take longer than --timeout {settings.total_timeout_seconds:g} s: "
-            "raise --timeout, or lower --repeats or --seconds"
-        )
+    check_fits(settings)
     deadline = Deadline.after(settings.total_timeout_seconds)
     seconds = settings.seconds_per_benchmark
     facts = static_facts()

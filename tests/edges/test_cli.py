@@ -83,6 +83,8 @@ def test_import_reports_malformed_rows_and_decides_from_the_rest(
     shown = run_json(capsys, "history", "show", "--task-family", "ALIGN")
     assert [r["exit_reason"] for r in shown].count("OOMKilled") == 1
     assert all(r["usage"]["peak_memory_bytes"] != 0 for r in shown)
+    assert main(["history", "show", "--task-family", "ALIGN"]) == 0  # the kill's peak: at least its limit
+    assert ">= 2 GiB (OOM-killed)" in capsys.readouterr().out.replace("\n", " ")
     decision = run_json(capsys, "decide", "--task-family", "ALIGN", "--request", "64Gi")
     assert decision["observations"] == 6 and decision["memory_request_bytes"] < 64 * 2**30
     replayed = run_json(capsys, "replay", str(trace), "--strategy", "pc95", "--workers", "1")
@@ -287,3 +289,11 @@ def test_the_command_line_is_built_without_the_heavy_libraries() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_version_names_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_adaptive.version import __version__
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == f"airflow-adaptive {__version__}"
