@@ -83,8 +83,9 @@ def grown_limit(
     """The limit to ask for now, or None when the current one is safe for the window or the node has
     no room above it. With the family's plan, the headroom is its at this usage and time since the
     start (the rise rate is in it), a flat try's where ``flat``; a young family's plan
-    (``GrowthPlan.young``) grows a lowered try back to the decision only, and one at or above the
-    decision as a rescue does: without a plan, usage must come within the default share
+    (``GrowthPlan.young``) grows a try below the decision (its start, or lowered) by its headroom
+    up to the decision only, and one at or above it as a rescue does, so it never holds more than
+    no plan would: without a plan, usage must come within the default share
     of the limit, and the step adds the current rise over a window: a task's first ramp, which the
     decision covers, does not grow it."""
     if plan is None or (plan.young and limit_bytes >= plan.decision_bytes):
@@ -95,8 +96,8 @@ def grown_limit(
         rise = plan.headroom_at(usage_bytes, elapsed_s, flat)
         if usage_bytes + rise < limit_bytes:
             return None
-        if plan.young:  # a lowered young try grows back to the decision, and on as a rescue does
-            room_bytes = min(room_bytes, max(plan.decision_bytes, math.ceil(limit_bytes * rule.factor)))
+        if plan.young:  # never above the decision: there, a young try grows as a rescue does
+            room_bytes = min(room_bytes, plan.decision_bytes)
     wanted = min(max(usage_bytes + rule.headrooms * rise, limit_bytes * rule.factor), room_bytes)
     return math.ceil(wanted) if wanted > limit_bytes else None
 

@@ -267,8 +267,9 @@ def learnt_plan(
     peak overstates a large task's early memory, and a kill is set by bytes). Both carry the
     decision's margin above the history's peaks.
 
-    With fewer than ``MIN_GROWTH_HISTORY`` profiles, a ``young_plan`` from that start. None (start at the decision,
-    grow only to rescue) without a profile, or when the start plus the headroom there reaches the
+    With fewer than ``MIN_GROWTH_HISTORY`` profiles, a ``young_plan`` from that start (from the
+    decision where start plus its headroom reaches it). Otherwise None (start at the decision, grow
+    only to rescue) without a profile, or when the start plus the headroom there reaches the
     decision: its tasks rise too early or jump too far for growth to hold less than the decision.
     A task that used nothing says nothing of a shape, and would put a plan in bytes at nothing: it
     is left out.

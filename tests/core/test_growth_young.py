@@ -77,3 +77,15 @@ def test_a_young_try_never_holds_more_than_no_plan_before_it_is_lowered() -> Non
         assert grown.succeeded and grown.final_limit_bytes == rescued.final_limit_bytes == 1000
         # below the decision until its first ask lands, then at it: grown only as a rescue would
         assert grown.resizes == 1 and grown.held_byte_s == rescued.held_byte_s - (1000 - 100) * 4.0
+
+
+def test_a_young_try_just_below_the_decision_grows_to_it_and_no_further() -> None:
+    from airflow_adaptive.core.growth import grown_limit
+    from airflow_adaptive.core.growth_plan import young_plan
+
+    plan = young_plan(5_000, 1_000, 10_000, RULE.window_s)  # starts at 5,000, one headroom of 1,000
+    # at 9,500 with usage 8,600: a growth step (1.1x) would pass the decision; no plan asks nothing
+    # yet (usage is below 90 % of its 10,000), and a young try never holds more than no plan
+    assert grown_limit(8_600, 0.0, 10_000, 1 << 40, RULE, None) is None
+    assert grown_limit(8_600, 0.0, 9_500, 1 << 40, RULE, plan) == 10_000
+    assert grown_limit(8_000, 0.0, 10_000, 1 << 40, RULE, plan) is None  # at the decision: a rescue's rule
