@@ -158,7 +158,8 @@ def test_airflows_own_database_never_answering_is_unavailable_not_a_hang(
 def test_decide_waits_for_a_silent_database_once(
     monkeypatch: pytest.MonkeyPatch, silent_server: tuple[int, list[Any]], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The command checks the family is known, then decides: one wait for the store, not two."""
+    """The command checks the family is known before it decides: one wait for the store, not two,
+    then one line saying the store is unavailable (what a pod gets meanwhile), as every command."""
     from airflow_adaptive.cli import main
 
     (port, accepted) = silent_server
@@ -166,6 +167,8 @@ def test_decide_waits_for_a_silent_database_once(
     monkeypatch.setattr(access, "airflow_engine", lambda: airflows)
     monkeypatch.setenv("AIRFLOW__ADAPTIVE__STORE_TIMEOUT_SECONDS", "1")
     get_settings.cache_clear()
-    assert _within_deadline(lambda: main(["decide", "--task-family", "genomics.align", "--json"])) == 0
-    assert json.loads(capsys.readouterr().out)["strategy"] == "user"  # the request kept, failing open
+    assert _within_deadline(lambda: main(["decide", "--task-family", "genomics.align", "--json"])) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("airflow-adaptive: error: history store unavailable")
+    assert line.endswith("a pod keeps the user's request meanwhile")
     assert len(accepted) == 1
