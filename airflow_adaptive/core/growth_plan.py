@@ -284,18 +284,15 @@ def learnt_plan(
     margin = _margin([peak for _, peak in history], decision_bytes, max_kill_rate)
     rises, flat_rises = _level_rises(history, decision_bytes, window_s, max_kill_rate, margin)
     reached = [(early_share(p, window_s), peak) for p, peak in history]
-    start = min(
+    early = min(
         _at_budget([e for e, _ in reached], max_kill_rate) * decision_bytes,
         _at_budget([e * peak for e, peak in reached], max_kill_rate) * margin,
     )
+    start = max(math.ceil(early), floor_bytes, 1)
     if len(history) < MIN_GROWTH_HISTORY:
-        headroom = max(*rises, least_headroom_bytes)
-        return young_plan(max(math.ceil(start), floor_bytes, 1), headroom, decision_bytes, window_s)
+        return young_plan(start, max(*rises, least_headroom_bytes), decision_bytes, window_s)
     rebound = _rebound(fell, decision_bytes, max_kill_rate, margin)
-    plan = GrowthPlan(
-        max(math.ceil(start), floor_bytes, 1), rises, decision_bytes, window_s, rebound, flat_rises
-    )
-    start = plan.start_bytes
+    plan = GrowthPlan(start, rises, decision_bytes, window_s, rebound, flat_rises)
     return None if start + plan.headroom_at(start, 0.0) >= decision_bytes else plan
 
 

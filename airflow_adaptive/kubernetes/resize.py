@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes.client import CoreV1Api
@@ -127,19 +127,19 @@ def plan_from_text(text: str | None) -> GrowthPlan | None:
         window_s = raw.get("window_s", 0.0)
         if type(window_s) not in (int, float) or not 0.0 <= window_s < 3600:
             return None
+        start, decision = _plan_bytes(raw.get("start", 0)), _plan_bytes(raw["decision"])
+        young = raw.get("young", start >= decision)  # a young plan written before the flag started there
+        if type(young) is not bool:
+            return None
         plan = GrowthPlan(
-            _plan_bytes(raw.get("start", 0)),
+            start,
             tuple(_plan_bytes(r) for r in rises),
-            _plan_bytes(raw["decision"]),
+            decision,
             float(window_s),
             None if raw.get("rebound") is None else _plan_bytes(raw["rebound"]),
             tuple(_plan_bytes(r) for r in flat),
+            young,
         )
-        # a young plan written before the flag started at its decision
-        young = raw.get("young", plan.start_bytes >= plan.decision_bytes)
-        if type(young) is not bool:
-            return None
-        plan = replace(plan, young=young)
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
         return None
     return plan if plan.decision_bytes > 0 else None
