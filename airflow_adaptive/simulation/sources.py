@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from airflow_adaptive.exceptions import SimulationInputError, TraceFormatError
-from airflow_adaptive.traces.wfformat import WfInstance, bad_instance, load_instance, number
+from airflow_adaptive.traces.wfformat import WfInstance, bad_instance, load_instance, number, task_family
 
 from .params import SimParams
 from .pegasus import KINDS, pegasus_workload
@@ -38,7 +38,7 @@ def _wf_task(
     cpu_percent = number(record, "avgCPU")
     return SimTask(
         id=str(spec["id"]),
-        family=str(spec.get("name") or spec["id"]),
+        family=task_family(spec),
         runtime_s=number(record, "runtimeInSeconds") or 0.0,
         peak_memory_bytes=peak,
         request_memory_bytes=user_request_bytes(peak, params),

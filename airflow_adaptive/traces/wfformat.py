@@ -14,6 +14,7 @@ from airflow_adaptive.traces.common import ImportResult, SkippedRow, completed_o
 from airflow_adaptive.traces.source import READ_ERRORS, open_bytes
 
 _INSTANCE_SUFFIX = re.compile(r"_\d+$")
+_TASK_ID = re.compile(r"_ID\d+$")  # WfCommons' Makeflow and Pegasus instances name a task <kind>_ID<n>
 
 
 def number(record: dict[str, Any], key: str) -> float | None:
@@ -60,8 +61,15 @@ def load_instance(path: str | os.PathLike[str]) -> WfInstance:
         raise TraceFormatError(f"{name}: not a WfFormat 1.5 instance (JSON nested too deeply)") from None
 
 
+def task_family(spec: dict[str, Any]) -> str:
+    """A task's family: its name (the store fits long names), else its id without an instance
+    number, either without a ``_ID<n>`` task number."""
+    return _TASK_ID.sub("", str(spec.get("name") or _INSTANCE_SUFFIX.sub("", spec["id"])))
+
+
 def read_wfformat(path: str | os.PathLike[str]) -> ImportResult:
-    """Observations of a WfFormat instance; family = task name, input size = sum of input file sizes."""
+    """Observations of a WfFormat instance; family = task name (without a ``_ID<n>`` task number),
+    input size = sum of input file sizes."""
     name = os.fspath(path)
     instance = load_instance(name)
     try:
@@ -89,7 +97,7 @@ def read_wfformat(path: str | os.PathLike[str]) -> ImportResult:
                 )
             )
             continue
-        family = str(spec.get("name") or _INSTANCE_SUFFIX.sub("", spec["id"]))  # the store fits long names
+        family = task_family(spec)
         input_size = instance.input_size_bytes(spec)
         result.observations.append(
             completed_observation(

@@ -14,6 +14,8 @@ from airflow_adaptive.cli import main
 from airflow_adaptive.core.model import ExitReason
 from airflow_adaptive.core.units import MIB
 from airflow_adaptive.exceptions import TraceFormatError
+from airflow_adaptive.simulation.params import SimParams
+from airflow_adaptive.simulation.sources import load_workload
 from airflow_adaptive.traces.load import detect_format, expand_paths, read_trace, task_runs
 from tests.conftest import EXAMPLES, SHARED_DATA
 
@@ -336,3 +338,19 @@ def test_real_published_traces() -> None:
         path = str(SHARED_DATA / relative)
         assert detect_format(path) == fmt
         assert len(task_runs(read_trace(path).observations)) == instances
+
+
+def test_wfformat_makeflow_and_pegasus_tasks_are_one_family_per_kind(tmp_path: Path) -> None:
+    """WfCommons' Makeflow and Pegasus instances name each task ``<kind>_ID<n>``: every ``bwa``
+    task is one family (a family per task would leave every one of them cold)."""
+    tasks = [
+        {"name": n, "id": n, "children": [], "parents": [], "inputFiles": [], "outputFiles": []}
+        for n in ("bwa_ID000003", "bwa_ID000004", "bwa_index_ID000002")
+    ]
+    executions = [{"id": t["id"], "runtimeInSeconds": 1.0, "memoryInBytes": 5000} for t in tasks]
+    trace = tmp_path / "bwa.json"
+    trace.write_text(json.dumps(wf(tasks, executions)))
+    families = [o.task_family for o in read_trace(trace).observations]
+    assert families == ["bwa", "bwa", "bwa_index"]
+    simulated = load_workload(f"wfformat:{trace}", SimParams())  # the simulator's tasks alike
+    assert [t.family for t in simulated.tasks] == families
