@@ -183,17 +183,23 @@ def test_adaptive_cold_start_keeps_the_request_whatever_other_families_used() ->
 
 def test_adaptive_cold_start_without_a_request_uses_other_families_peaks() -> None:
     """The quantile the OOM target allows (P99 at the default 2 % budget, whose target is half of
-    it; P95 at a 10 % budget) + the margin, at most 1 GiB."""
+    it; P90 at a 20 % budget) + the margin, at most 1 GiB, once the prior holds the 1 / target
+    peaks that quantile needs (none before: the pod keeps no limit)."""
     prior = PeakPrior(margin_fraction=0.1, min_peaks=3)
     assert AdaptivePredictor().fit([], prior).predict() == AdaptivePredictor().default_bytes  # none yet
-    for peak in range(1, 11):
+    for peak in range(1, 10):
         prior.add(peak * 50 * MIB)
+    assert AdaptivePredictor(max_oom_rate=0.2).fit([], prior).cold_without_request(None) is None  # 9 < 10
+    prior.add(500 * MIB)
     assert prior.peak_bytes(0.9) == pytest.approx(455 * MIB * 1.1)
-    predictor = AdaptivePredictor().fit([], prior)
-    first = predictor.predict()
-    assert first == int(495.5 * MIB * 1.1)  # P99 of 50..500 MiB: 450 + 0.91 x 50
-    assert AdaptivePredictor(max_oom_rate=0.1).fit([], prior).predict() == int(477.5 * MIB * 1.1)
-    assert predictor.retry(first) == 2 * first  # killed: doubling, as without a prior
+    p90 = AdaptivePredictor(max_oom_rate=0.2).fit([], prior)
+    assert p90.predict() == int(455 * MIB * 1.1)  # 450 + 0.1 x 50
+    assert p90.retry(p90.predict()) == 2 * p90.predict()  # killed: doubling, as without a prior
+    assert AdaptivePredictor().fit([], prior).cold_without_request(None) is None  # P99: 10 < 100 peaks
+    for _ in range(90):
+        prior.add(100 * MIB)
+    first = AdaptivePredictor().fit([], prior).predict()
+    assert first == int(450.5 * MIB * 1.1)  # P99 of 50, 91 x 100, 150..500 MiB: 450 + 0.01 x 50
     assert make_predictor("pc95").fit([], prior).predict() == make_predictor("pc95").default_bytes
     for _ in range(100):
         prior.add(8 * GIB)  # larger workflows in the store: never above the 1 GiB default

@@ -185,9 +185,14 @@ def test_a_cold_family_starts_at_its_request_whatever_other_families_used(store:
 
 def test_a_cold_family_without_a_request_starts_from_other_families_peaks(store: HistoryStore) -> None:
     """Not the 1 GiB default: P99 of what other families' tasks used (the 1 % target of the 2 %
-    OOM budget) + 10 %, then doubling if killed."""
-    store.record([attempt(n, family=f"g{n % 3}", peak=(n % 10 + 1) * 50 * MIB) for n in range(30)])
+    OOM budget) + 10 %, then doubling if killed; with no limit while the store holds fewer than
+    the 100 peaks a P99 needs."""
+    peaks = [attempt(n, family=f"g{n % 3}", peak=(n % 10 + 1) * 50 * MIB) for n in range(100)]
+    store.record(peaks[:99])
     nothing = MemoryRequest()
+    early = Advisor(get_settings(), lambda: store).memory.decide("new", nothing)
+    assert (early.memory_request_bytes, early.memory_limit_bytes, early.adaptive) == (None, None, False)
+    store.record(peaks[99:])
     decision = Advisor(get_settings(), lambda: store).memory.decide("new", nothing)
     assert "no history and no request: P99 of the peaks" in decision.explanation
     assert decision.memory_request_bytes == pytest.approx(500 * MIB * 1.1, rel=0.02)  # P99 of 50..500 MiB

@@ -25,6 +25,8 @@ allocation is at least their prediction bound at ``1 - target``, at most the use
 their mean keep headroom, and a lower budget keeps it longer. A family with no history of its own
 (nor a similar family to borrow from, ``similar.py``) starts at the user's request: all its tasks
 that start before one finishes share that one decision, so a guess below it risks a batch of kills.
+Without a request it starts at other families' peaks at ``1 - target`` once the store holds the
+``1 / target`` peaks that quantile needs, and with no limit (as its user asked) before.
 
 Scoring is incremental: refitting on the same history plus new tasks only
 scores the new tasks. From scratch, only the last ten half-lives of tasks
@@ -123,11 +125,15 @@ class AdaptivePredictor(Predictor):
         """For a cold family that asks for no memory: the quantile of other families' peaks that
         the OOM target allows (P99 at 1 %: their tasks outgrew it that rarely), + the prior's margin,
         never above ``default_bytes``, which stands in for the missing request (as a request is
-        never raised before a kill): a store of larger workflows does not inflate a new one."""
+        never raised before a kill): a store of larger workflows does not inflate a new one. None
+        (the pod keeps no limit, as its user asked) until the store holds the ``1 / target`` peaks
+        that quantile needs, as the small-sample bound waits for a family's own."""
         prior = getattr(self, "_prior", None)  # None before the first fit
         if self.warm or user_request_bytes or prior is None:
             return None
         quantile = 1.0 - (MAX_OOM_RATE * self.target_fraction if self.target is None else self.target)
+        if prior.peaks_seen * (1.0 - quantile) < 1.0 - 1e-9:
+            return None  # from fewer than 1 / (1 - q) peaks, their q-quantile is their largest
         found = prior.peak_bytes(quantile)
         if found is None:
             return None

@@ -32,6 +32,10 @@ class PeakPrior:
             self._peaks.append(float(peak_bytes))
             self._peak_array = None
 
+    @property
+    def peaks_seen(self) -> int:
+        return len(self._peaks)
+
     def _scaled(self, q: float | None) -> float | None:
         return None if q is None else q * (1.0 + self.margin_fraction)
 
@@ -60,6 +64,10 @@ class HistogramPeakPrior(PeakPrior):
 
     def spread(self) -> SpreadPrior | None:
         return self.moments.prior() if self.moments is not None else None
+
+    @property
+    def peaks_seen(self) -> int:
+        return int(self.peaks.total)
 
     def peak_bytes(self, quantile: float) -> float | None:
         if self.peaks.total < self.min_peaks:
