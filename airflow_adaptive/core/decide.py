@@ -159,6 +159,8 @@ def _predicted(
         guarded = settings.guard_unfinished and predictor.tags().guards_unfinished
         if guarded and unfinished and unfinished.outnumber(fitted.samples) and prior:
             cold, cold_basis = _new_family_start(settings, user, input_size_bytes, prior)
+            if cold is None and cold_basis:  # a new family would keep no limit: so does this one
+                return None, f"{basis}; but {unfinished.explain(fitted.samples)}, {cold_basis}"
             if cold is not None and cold > predicted:
                 predicted = cold
                 basis += f"; but {unfinished.explain(fitted.samples)}, {cold_basis}"
@@ -173,13 +175,17 @@ def _cold(
 ) -> tuple[int | None, str]:
     """What a family with no history of its own starts at (``predictor`` unfitted), and why. With
     a request, the request (None: it stands unchanged): all the family's tasks that start before
-    one finishes share this one decision, so a guess below it would risk a batch of OOM kills."""
+    one finishes share this one decision, so a guess below it would risk a batch of OOM kills.
+    Without one, the strategy's guess from other families' peaks, if it has one (None with a
+    basis: it waits for more of them, and the pod keeps no limit)."""
     if user.request_bytes:
         return None, ""
     start = predictor.fit([], prior).cold_without_request(None)
-    if start is not None:
-        return predictor.predict(input_size_bytes, None), start.basis
-    return None, ""
+    if start is None:
+        return None, ""
+    if start.allocation_bytes is None:
+        return None, start.basis
+    return predictor.predict(input_size_bytes, None), start.basis
 
 
 def _new_family_start(
@@ -234,12 +240,12 @@ def decide_with(
         )
 
     if predicted is None:
+        why = basis or _why_unsized(fitted.samples, settings.min_observations)
         return Decision(
             user.request_bytes,
             user.limit_bytes,
             "user",
-            f"{_why_unsized(fitted.samples, settings.min_observations)}: "
-            f"keeping the user's request {format_bytes(user.request_bytes)}",
+            f"{why}: keeping the user's request {format_bytes(user.request_bytes)}",
             observations=fitted.samples,
             adaptive=False,
             details=details,

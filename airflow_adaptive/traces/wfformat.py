@@ -64,7 +64,8 @@ def load_instance(path: str | os.PathLike[str]) -> WfInstance:
 def task_family(spec: dict[str, Any]) -> str:
     """A task's family: its name (the store fits long names), else its id without an instance
     number, either without a ``_ID<n>`` task number."""
-    return _TASK_ID.sub("", str(spec.get("name") or _INSTANCE_SUFFIX.sub("", spec["id"])))
+    named = str(spec.get("name") or _INSTANCE_SUFFIX.sub("", str(spec["id"])))
+    return _TASK_ID.sub("", named) or named
 
 
 def read_wfformat(path: str | os.PathLike[str]) -> ImportResult:

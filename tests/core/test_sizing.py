@@ -189,13 +189,16 @@ def test_adaptive_cold_start_without_a_request_uses_other_families_peaks() -> No
     assert AdaptivePredictor().fit([], prior).predict() == AdaptivePredictor().default_bytes  # none yet
     for peak in range(1, 10):
         prior.add(peak * 50 * MIB)
-    assert AdaptivePredictor(max_oom_rate=0.2).fit([], prior).cold_without_request(None) is None  # 9 < 10
+    waits = AdaptivePredictor(max_oom_rate=0.2).fit([], prior).cold_without_request(None)
+    assert waits is not None and waits.allocation_bytes is None  # 9 < 10
+    assert "a P90 of other task families' peaks needs 10 of them, the store holds 9" in waits.basis
     prior.add(500 * MIB)
     assert prior.peak_bytes(0.9) == pytest.approx(455 * MIB * 1.1)
     p90 = AdaptivePredictor(max_oom_rate=0.2).fit([], prior)
     assert p90.predict() == int(455 * MIB * 1.1)  # 450 + 0.1 x 50
     assert p90.retry(p90.predict()) == 2 * p90.predict()  # killed: doubling, as without a prior
-    assert AdaptivePredictor().fit([], prior).cold_without_request(None) is None  # P99: 10 < 100 peaks
+    p99 = AdaptivePredictor().fit([], prior).cold_without_request(None)
+    assert p99 is not None and p99.allocation_bytes is None  # P99: 10 < 100 peaks
     for _ in range(90):
         prior.add(100 * MIB)
     first = AdaptivePredictor().fit([], prior).predict()

@@ -54,6 +54,24 @@ def test_the_decision_takes_the_larger_of_the_model_and_a_new_familys_start() ->
     assert below.memory_request_bytes == int(1.15 * GIB) and "unfinished" not in below.explanation
 
 
+def test_without_a_request_the_guard_gives_what_a_new_family_gets() -> None:
+    """A new family that asks for no memory starts at other families' P99 once 100 of their peaks
+    are known, and with no limit before: a family whose unfinished tasks outnumber its finished
+    ones gets the same, not its own model of the smallest tasks."""
+    nothing = MemoryRequest()
+    guarded = SizingSettings()  # the default budget: a P99 needs 100 peaks
+    history = [attempt(n, peak=GIB // 8) for n in range(3)]
+    waits = decide_memory(history, nothing, guarded, prior=prior(), unfinished=Unfinished(5, 60.0))
+    assert (waits.memory_request_bytes, waits.memory_limit_bytes) == (None, None)
+    assert "P99 of other task families' peaks needs 100 of them, the store holds 30" in waits.explanation
+    ready = prior()
+    for _ in range(70):
+        ready.add(GIB // 2)
+    floored = decide_memory(history, nothing, guarded, prior=ready, unfinished=Unfinished(5, 60.0))
+    assert floored.memory_request_bytes == GIB  # P99 of 70 x 512 MiB and 30 x 1 GiB, + 10 %, at most 1 GiB
+    assert "but 5 unfinished attempts" in floored.explanation
+
+
 def fan_out(tasks: int) -> list[TaskRun]:
     """A task every 10 s, each running longer and needing more memory than the one before: the
     first to finish are the smallest."""

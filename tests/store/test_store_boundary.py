@@ -192,6 +192,7 @@ def test_a_cold_family_without_a_request_starts_from_other_families_peaks(store:
     nothing = MemoryRequest()
     early = Advisor(get_settings(), lambda: store).memory.decide("new", nothing)
     assert (early.memory_request_bytes, early.memory_limit_bytes, early.adaptive) == (None, None, False)
+    assert "needs 100 of them, the store holds 99: no limit, as the pod asks" in early.explanation
     store.record(peaks[99:])
     decision = Advisor(get_settings(), lambda: store).memory.decide("new", nothing)
     assert "no history and no request: P99 of the peaks" in decision.explanation

@@ -345,12 +345,12 @@ def test_wfformat_makeflow_and_pegasus_tasks_are_one_family_per_kind(tmp_path: P
     task is one family (a family per task would leave every one of them cold)."""
     tasks = [
         {"name": n, "id": n, "children": [], "parents": [], "inputFiles": [], "outputFiles": []}
-        for n in ("bwa_ID000003", "bwa_ID000004", "bwa_index_ID000002")
+        for n in ("bwa_ID000003", "bwa_ID000004", "bwa_index_ID000002", "_ID0000009")
     ]
     executions = [{"id": t["id"], "runtimeInSeconds": 1.0, "memoryInBytes": 5000} for t in tasks]
     trace = tmp_path / "bwa.json"
     trace.write_text(json.dumps(wf(tasks, executions)))
     families = [o.task_family for o in read_trace(trace).observations]
-    assert families == ["bwa", "bwa", "bwa_index"]
+    assert families == ["bwa", "bwa", "bwa_index", "_ID0000009"]  # never an empty family
     simulated = load_workload(f"wfformat:{trace}", SimParams())  # the simulator's tasks alike
     assert [t.family for t in simulated.tasks] == families

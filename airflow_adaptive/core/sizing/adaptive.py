@@ -117,7 +117,7 @@ class AdaptivePredictor(Predictor):
         if self.warm:
             return self.predict_noted(input_size_bytes, user_request_bytes)[0]
         cold = self.cold_without_request(user_request_bytes)
-        if cold is not None:
+        if cold is not None and cold.allocation_bytes is not None:
             return max(1, int(cold.allocation_bytes))
         return super().predict(input_size_bytes, user_request_bytes)
 
@@ -125,15 +125,20 @@ class AdaptivePredictor(Predictor):
         """For a cold family that asks for no memory: the quantile of other families' peaks that
         the OOM target allows (P99 at 1 %: their tasks outgrew it that rarely), + the prior's margin,
         never above ``default_bytes``, which stands in for the missing request (as a request is
-        never raised before a kill): a store of larger workflows does not inflate a new one. None
-        (the pod keeps no limit, as its user asked) until the store holds the ``1 / target`` peaks
-        that quantile needs, as the small-sample bound waits for a family's own."""
+        never raised before a kill): a store of larger workflows does not inflate a new one. No
+        guess (the pod keeps no limit, as its user asked) until the store holds the ``1 / target``
+        peaks that quantile needs, as the small-sample bound waits for a family's own."""
         prior = getattr(self, "_prior", None)  # None before the first fit
         if self.warm or user_request_bytes or prior is None:
             return None
         quantile = 1.0 - (MAX_OOM_RATE * self.target_fraction if self.target is None else self.target)
-        if prior.peaks_seen * (1.0 - quantile) < 1.0 - 1e-9:
-            return None  # from fewer than 1 / (1 - q) peaks, their q-quantile is their largest
+        if prior.peaks_seen * (1.0 - quantile) < 1.0 - 1e-9:  # then their q-quantile is their largest
+            needed = math.ceil(1.0 / (1.0 - quantile) - 1e-9)
+            return ColdStart(
+                None,
+                f"no history and no request: a P{quantile * 100:g} of other task families' peaks "
+                f"needs {needed} of them, the store holds {prior.peaks_seen}: no limit, as the pod asks",
+            )
         found = prior.peak_bytes(quantile)
         if found is None:
             return None

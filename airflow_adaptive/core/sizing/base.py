@@ -208,9 +208,10 @@ def _lerp(a: np.ndarray, b: np.ndarray, gamma: np.ndarray) -> np.ndarray:
 
 
 class ColdStart(NamedTuple):
-    """A first allocation for a family with no history, and what it was derived from."""
+    """A first allocation for a family with no history, and what it was derived from; None: no
+    guess yet (the basis says why), the pod keeps what it asked for."""
 
-    allocation_bytes: float
+    allocation_bytes: float | None
     basis: str
 
 
