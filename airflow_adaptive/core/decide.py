@@ -156,6 +156,9 @@ def _predicted(
             )
         predicted, note = predictor.predict_noted(input_size_bytes, user.request_bytes)
         basis += note
+        if not user.request_bytes and predicted >= settings.cap_bytes and predictor.draws_on_prior(None):
+            # A young family's bound with nothing to cap it: as a request it might fit no node.
+            return None, f"{basis}; that is all the allocatable memory, for a pod that asks for none"
         guarded = settings.guard_unfinished and predictor.tags().guards_unfinished
         if guarded and unfinished and unfinished.outnumber(fitted.samples) and prior:
             cold, cold_basis = _new_family_start(settings, user, input_size_bytes, prior)

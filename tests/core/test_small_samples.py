@@ -71,6 +71,22 @@ def test_without_a_request_the_bound_stops_at_what_other_families_used() -> None
     assert AdaptivePredictor().fit(ONE_TWO_FOUR).predict(None, None) > 16 * GIB  # nothing to stop it
 
 
+def test_a_young_family_without_a_request_and_nothing_to_cap_its_bound_keeps_no_limit() -> None:
+    """One peak bounds nothing: with no request and no prior the bound reaches the largest
+    allocatable memory, which as a request might fit no node, for a pod that asked for none."""
+    settings = SizingSettings(cap_bytes=64 * GIB)
+    young = decide_memory([obs(GIB // 16)], MemoryRequest(None, None), settings)
+    assert (young.memory_request_bytes, young.memory_limit_bytes, young.adaptive) == (None, None, False)
+    assert "all the allocatable memory, for a pod that asks for none: keeping the user's request unset" in (
+        young.explanation
+    )
+    asked = decide_memory([obs(GIB // 16)], MemoryRequest(8 * GIB, 8 * GIB), settings)
+    assert asked.memory_request_bytes == 8 * GIB  # with a request, the bound stops there
+    steady = [obs(GIB // 16) for _ in range(30)]
+    tight = decide_memory(steady, MemoryRequest(None, None), settings).memory_request_bytes
+    assert tight is not None and tight < GIB
+
+
 def test_a_restored_model_bounds_as_the_fitted_one() -> None:
     fitted = AdaptivePredictor().fit(ONE_TWO_FOUR)
     restored = restore_state(AdaptivePredictor(), fitted_state(fitted))

@@ -192,10 +192,13 @@ def test_a_cold_family_without_a_request_starts_from_other_families_peaks(store:
     nothing = MemoryRequest()
     early = Advisor(get_settings(), lambda: store).memory.decide("new", nothing)
     assert (early.memory_request_bytes, early.memory_limit_bytes, early.adaptive) == (None, None, False)
-    assert "needs 100 of them, the store holds 99: no limit, as the pod asks" in early.explanation
+    assert "needs 100 of them, the store holds 99: keeping the user's request unset" in early.explanation
     store.record(peaks[99:])
     decision = Advisor(get_settings(), lambda: store).memory.decide("new", nothing)
-    assert "no history and no request: P99 of the peaks" in decision.explanation
+    assert (
+        "no history and no request: P99 of the 100 peaks of other task families' tasks"
+        in decision.explanation
+    )
     assert decision.memory_request_bytes == pytest.approx(500 * MIB * 1.1, rel=0.02)  # P99 of 50..500 MiB
     killed = replace(attempt(99, family="new", peak=0, run="oom"), exit_reason=ExitReason.OOM_KILLED)
     store.record([replace(killed, memory_limit_bytes=decision.memory_limit_bytes)])

@@ -343,7 +343,7 @@ def test_real_published_traces() -> None:
 def test_wfformat_makeflow_and_pegasus_tasks_are_one_family_per_kind(tmp_path: Path) -> None:
     """WfCommons' Makeflow and Pegasus instances name each task ``<kind>_ID<n>``: every ``bwa``
     task is one family (a family per task would leave every one of them cold)."""
-    tasks = [
+    tasks: list[dict[str, Any]] = [
         {"name": n, "id": n, "children": [], "parents": [], "inputFiles": [], "outputFiles": []}
         for n in ("bwa_ID000003", "bwa_ID000004", "bwa_index_ID000002", "_ID0000009")
     ]

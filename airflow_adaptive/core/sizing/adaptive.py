@@ -137,14 +137,14 @@ class AdaptivePredictor(Predictor):
             return ColdStart(
                 None,
                 f"no history and no request: a P{quantile * 100:g} of other task families' peaks "
-                f"needs {needed} of them, the store holds {prior.peaks_seen}: no limit, as the pod asks",
+                f"needs {needed} of them, the store holds {prior.peaks_seen}",
             )
         found = prior.peak_bytes(quantile)
         if found is None:
             return None
         basis = (
-            f"no history and no request: P{quantile * 100:g} of the peaks of other task families' "
-            f"tasks (the OOM target) + {prior.margin_fraction:.0%}"
+            f"no history and no request: P{quantile * 100:g} of the {prior.peaks_seen} peaks of other task "
+            f"families' tasks (the OOM target) + {prior.margin_fraction:.0%}, {format_bytes(found)}"
         )
         if found > self.default_bytes:
             return ColdStart(
