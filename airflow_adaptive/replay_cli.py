@@ -227,11 +227,14 @@ def _pareto_line(trace: dict[str, Any]) -> str:
     counts = pareto_counts([trace])
     if not counts["points"]:
         return ""
-    line = f"{DEFAULT_STRATEGY} beats {counts['default_beats']} of {counts['points']} anchors on both waste and kills"
+    line = (
+        f"{DEFAULT_STRATEGY} beats {counts['default_beats']} of {counts['points']} anchors "
+        "(no more waste and no more kills)"
+    )
     if "sweep_beats" in next(iter(trace["pareto"].values())):
-        line += f" (some budget of its sweep: {counts['sweep_beats']})"
+        line += f"; some budget of its sweep beats {counts['sweep_beats']}"
     winners = beaten_by(trace)
-    return line + (f"; beaten on both by {', '.join(winners)}" if winners else "")
+    return line + (f"; beaten the same way by {', '.join(winners)}" if winners else "")
 
 
 def add_replay_command(sub: Any) -> None:

@@ -60,3 +60,13 @@ def test_an_anchor_that_failed_tasks_does_not_beat_the_default() -> None:
 def test_a_trace_without_the_default_has_no_points() -> None:
     assert pareto({"strategies": {"worse": point(1, 1)}}, "adaptive", ANCHORS) == {}
     assert against(point(10, 1), [point(11, 1), point(9, 0), point(12, 0)]) == (1, 1)
+
+
+def test_the_replay_says_which_anchors_are_beaten_and_how() -> None:
+    from airflow_adaptive.replay_cli import _pareto_line
+
+    line = _pareto_line({**TRACE, "pareto": pareto(TRACE, "adaptive", ANCHORS)})
+    assert line == (
+        "adaptive beats 2 of 4 anchors (no more waste and no more kills); some budget of its sweep "
+        "beats 1; beaten the same way by better, same"
+    )

@@ -17,7 +17,8 @@ def explain_adaptive(p: AdaptivePredictor) -> str:
     rate, budget = float(rates[p.best_]), p.target
     # Say which replay the kill rate is from: the rule alone on the past peaks, each task sized
     # from those before it (not a whole strategy's what-if, nor kills that really happened).
-    replay = f"replayed on the {p.n_samples_} past peaks (each sized from those before it)"
+    peaks = "the one past peak" if p.n_samples_ == 1 else f"the {p.n_samples_} past peaks"
+    replay = f"replayed on {peaks} (each sized from those before it)"
     killed = f"{rate:.1%} OOM-killed in that replay"
     chosen = "the default rule" if p.best_ == 0 else f"cheapest of {p.scores_.size} rules"
     chosen += f" {replay}: {killed}"
