@@ -81,7 +81,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         require_paths(args.traces)
     from airflow_adaptive.console import progress as progress_display
     from airflow_adaptive.evaluation.choices import BUDGETS
-    from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY, evaluate
+    from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY, QUICK, evaluate
 
     if args.time_series:
         return _cmd_replay_series(args, out)
@@ -90,7 +90,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         plot_folder("replay", args.plot)
     traces = trace_files(args.traces)
     config = _replay_config(args, time_to_failure=args.time_to_failure)
-    names = strategy_names(args)
+    names = strategy_names(args) if args.strategy else [QUICK]
     with progress_display() as progress:
         bar = progress.add_task("replaying", total=None)
         report = evaluate(
@@ -248,7 +248,8 @@ def add_replay_command(sub: Any) -> None:
         "--strategy",
         action="append",
         metavar="NAME[,NAME...]",
-        help="strategies to replay, comma-separated or repeated, or 'all' (default)",
+        help="strategies to replay, comma-separated or repeated, or 'all' (default: all but those "
+        "whose decisions take seconds, Sizey)",
     )
     rep.add_argument("--history", choices=HISTORY_MODES, default="completed")
     _add_replay_terms(rep)

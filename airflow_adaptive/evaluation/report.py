@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from airflow_adaptive.core.sizing import ANCHORS, predictor_names
+from airflow_adaptive.core.sizing import ANCHORS, predictor_names, quick_predictor_names
 from airflow_adaptive.core.sizing.base import PREDICTORS
 from airflow_adaptive.evaluation.pareto import pareto
 from airflow_adaptive.evaluation.replay import ReplayConfig, replay, replay_cap_bytes
@@ -45,21 +45,31 @@ def _job(
     return out
 
 
+QUICK = "quick"  # every strategy that decides in milliseconds: replay's default
+SLOW_LEFT_OUT = "each of its decisions takes seconds (--strategy all replays it)"
+
+
 def check_strategies(names: Sequence[str]) -> None:
     """A misspelt name is one typed error before any work, not one per trace and process."""
     for name in names:
-        if name != "all":
+        if name not in ("all", QUICK):
             PREDICTORS.get(name)
 
 
 def strategies_for(runs: Sequence[TaskRun], requested: Sequence[str]) -> tuple[list[str], dict[str, str]]:
-    """``all`` expands to every registered strategy; ``user`` only where the trace has requests.
-    With the names, why one asked for by name is left out."""
-    names = predictor_names() if "all" in requested else list(dict.fromkeys(requested))
+    """``all`` expands to every registered strategy, ``quick`` to those that decide in milliseconds;
+    ``user`` only where the trace has requests. With the names, why one is left out."""
+    if "all" in requested:
+        names = predictor_names()
+    elif QUICK in requested:
+        names = list(dict.fromkeys([*quick_predictor_names(), *(n for n in requested if n != QUICK)]))
+    else:
+        names = list(dict.fromkeys(requested))
+    slow = {n: SLOW_LEFT_OUT for n in predictor_names() if n not in names} if QUICK in requested else {}
     if any(r.user_request_bytes for r in runs) or "user" not in names:
-        return names, {}
+        return names, slow
     left_out = {"user": "the trace records no memory requests"} if "user" in requested else {}
-    return [n for n in names if n != "user"], left_out
+    return [n for n in names if n != "user"], {**slow, **left_out}
 
 
 def trace_entry(

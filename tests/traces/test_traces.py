@@ -273,6 +273,12 @@ def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.Ca
     )
     table = " ".join(capsys.readouterr().out.split())  # the title may wrap
     assert "the request until 5 tasks finished" in table  # the table says so
+    # Without --strategy: every strategy but the slow ones, and the report says which were left out
+    assert main(["replay", str(trace), "--json", "--workers", "1"]) == 0
+    (quick,) = json.loads(capsys.readouterr().out)["traces"]
+    assert sorted(quick["strategies"]) == sorted(set(entry["strategies"]) - {"sizey"})
+    assert quick["left_out"] == {"sizey": "each of its decisions takes seconds (--strategy all replays it)"}
+    assert quick["strategies"]["adaptive"] == entry["strategies"]["adaptive"]
 
 
 def test_replay_floors_allocations_at_the_deployments_min_memory(
