@@ -58,7 +58,7 @@ from .base import (
 )
 from .lines import PI_QUANTILES, SIZE_MODELS, Line, fit_line, line_at, line_bound
 from .retry import double, vpa_bump
-from .small_samples import SpreadPrior, fits_prior, lognormal_bound
+from .small_samples import SpreadPrior, fits_prior, lognormal_bound, peaks_needed
 
 TARGET_FRACTION = 0.5  # of the budget: what rules aim at (benchmarks/sizing.py chooses it out of sample)
 MIN_PEAKS_ABOVE = 3  # peaks above a killed limit before the retry is chosen among candidates
@@ -131,9 +131,9 @@ class AdaptivePredictor(Predictor):
         prior = getattr(self, "_prior", None)  # None before the first fit
         if self.warm or user_request_bytes or prior is None:
             return None
-        quantile = 1.0 - (MAX_OOM_RATE * self.target_fraction if self.target is None else self.target)
-        if prior.peaks_seen * (1.0 - quantile) < 1.0 - 1e-9:  # then their q-quantile is their largest
-            needed = math.ceil(1.0 / (1.0 - quantile) - 1e-9)
+        target = MAX_OOM_RATE * self.target_fraction if self.target is None else self.target
+        quantile, needed = 1.0 - target, peaks_needed(target)
+        if prior.peaks_seen < needed:
             return ColdStart(
                 None,
                 f"no history and no request: a P{quantile * 100:g} of other task families' peaks "

@@ -7,6 +7,7 @@ import math
 from typing import TYPE_CHECKING
 
 from ..units import format_bytes
+from .small_samples import peaks_needed
 
 if TYPE_CHECKING:
     from .adaptive import AdaptivePredictor
@@ -41,7 +42,7 @@ def explain_adaptive(p: AdaptivePredictor) -> str:
             learnt = p._learnt_spread()
             if learnt is not None:
                 bound += f" (spread pooled with other families': {learnt.log_spread:.3g} on {learnt.weight:.1f} peaks)"
-        needed = math.ceil(1.0 / max(budget, 1e-9))
+        needed = peaks_needed(budget)
         others = p._bound_cap(None)  # what the bound is capped at without a request
         known = "" if others is None else f", {format_bytes(others)}"
         cap = f"the request (without one, other families' {level} peak{known})"

@@ -128,6 +128,11 @@ def trigamma_inverse(y: float) -> float:
     return x
 
 
+def peaks_needed(target: float) -> int:
+    """How many peaks a quantile at ``1 - target`` needs: from fewer, it is their largest."""
+    return math.ceil(1.0 / max(target, 1e-9))
+
+
 def lognormal_bound(
     peaks: np.ndarray, budget: float | None, prior_log_spread: float, prior_weight: float
 ) -> float:
@@ -139,7 +144,7 @@ def lognormal_bound(
     down and so counts as spread above it, and does not move the median; for symmetric peaks the
     two agree, and for a tail above the mean's is usually the lesser); 0 once ``1 / budget`` peaks are
     known or with no budget, infinite with a budget of 0."""
-    if budget is None or peaks.size >= 1.0 / max(budget, 1e-9):
+    if budget is None or peaks.size >= peaks_needed(budget):
         return 0.0
     if budget <= 0.0:
         return math.inf
