@@ -41,7 +41,6 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from ..defaults import MAX_OOM_RATE
-from ..units import format_bytes
 from .adaptive_explain import explain_adaptive, extrapolation_note
 from .base import (
     ColdStart,
@@ -56,9 +55,10 @@ from .base import (
     retry_waste,
     runtimes,
 )
+from .cold_start import guess_from_prior
 from .lines import PI_QUANTILES, SIZE_MODELS, Line, fit_line, line_at, line_bound
 from .retry import double, vpa_bump
-from .small_samples import SpreadPrior, fits_prior, lognormal_bound, peaks_needed
+from .small_samples import SpreadPrior, fits_prior, lognormal_bound
 
 TARGET_FRACTION = 0.5  # of the budget: what rules aim at (benchmarks/sizing.py chooses it out of sample)
 MIN_PEAKS_ABOVE = 3  # peaks above a killed limit before the retry is chosen among candidates
@@ -122,35 +122,13 @@ class AdaptivePredictor(Predictor):
         return super().predict(input_size_bytes, user_request_bytes)
 
     def cold_without_request(self, user_request_bytes: int | None) -> ColdStart | None:
-        """For a cold family that asks for no memory: the quantile of other families' peaks that
-        the OOM target allows (P99 at 1 %: their tasks outgrew it that rarely), + the prior's margin,
-        never above ``default_bytes``, which stands in for the missing request (as a request is
-        never raised before a kill): a store of larger workflows does not inflate a new one. No
-        guess (the pod keeps no limit, as its user asked) until the store holds the ``1 / target``
-        peaks that quantile needs, as the small-sample bound waits for a family's own."""
+        """For a cold family that asks for no memory: other families' peaks at the OOM target's
+        quantile (``cold_start.py``); None when warm, with a request or before the first fit."""
         prior = getattr(self, "_prior", None)  # None before the first fit
         if self.warm or user_request_bytes or prior is None:
             return None
         target = MAX_OOM_RATE * self.target_fraction if self.target is None else self.target
-        quantile, needed = 1.0 - target, peaks_needed(target)
-        if prior.peaks_seen < needed:
-            return ColdStart(
-                None,
-                f"no history and no request: a P{quantile * 100:g} of other task families' peaks "
-                f"needs {needed} of them, the store holds {prior.peaks_seen}",
-            )
-        found = prior.peak_bytes(quantile)
-        if found is None:
-            return None
-        basis = (
-            f"no history and no request: P{quantile * 100:g} of the {prior.peaks_seen} peaks of other task "
-            f"families' tasks (the OOM target) + {prior.margin_fraction:.0%}, {format_bytes(found)}"
-        )
-        if found > self.default_bytes:
-            return ColdStart(
-                float(self.default_bytes), basis + f", at most {format_bytes(self.default_bytes)}"
-            )
-        return ColdStart(found, basis)
+        return guess_from_prior(prior, target, self.default_bytes)
 
     # -- small samples ---------------------------------------------------------------------------
     def _bound_cap(self, user_request_bytes: int | None) -> float | None:
