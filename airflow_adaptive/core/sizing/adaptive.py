@@ -62,6 +62,9 @@ from .small_samples import SpreadPrior, fits_prior, lognormal_bound
 
 TARGET_FRACTION = 0.5  # of the budget: what rules aim at (benchmarks/sizing.py chooses it out of sample)
 MIN_PEAKS_ABOVE = 3  # peaks above a killed limit before the retry is chosen among candidates
+# Of the peaks: P95 first (the rule that stays unless another is clearly cheaper); P70 and P80 are where
+# a family of two modes starts, at the top of its lower mode (Tovar's first allocation finds it).
+QUANTILES = (0.95, 0.5, 0.9, 0.99, 1.0, 0.7, 0.8)
 RETRY_QUANTILES = (0.5, 0.9, 1.0)  # of the peaks above a killed limit: retry candidates
 
 
@@ -82,7 +85,7 @@ class AdaptivePredictor(Predictor):
 
     def __init__(
         self,
-        quantiles: tuple[float, ...] = (0.95, 0.5, 0.9, 0.99, 1.0),
+        quantiles: tuple[float, ...] = QUANTILES,
         margins: tuple[float, ...] = (0.15, 0.0, 0.05, 0.3),
         half_life_tasks: float = 50.0,
         time_to_failure: float = 1.0,
