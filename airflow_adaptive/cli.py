@@ -25,6 +25,7 @@ from airflow_adaptive.exceptions import (
     ClusterUnavailableError,
     InvalidQuantityError,
 )
+from airflow_adaptive.failopen import first_line
 from airflow_adaptive.grow_agent_cli import add_grow_agent_command
 from airflow_adaptive.history_cli import add_history_commands, open_cli_store, print_json, unknown_family
 from airflow_adaptive.nodes_cli import add_node_commands
@@ -113,9 +114,12 @@ def _decision(advisor: Advisor, args: argparse.Namespace, user: MemoryRequest) -
     decision = advisor.memory.decide(args.task_family, user, input_size_bytes=args.input_size_bytes, **tool)
     if not args.previous_oom:
         return decision
+    number = 2 if args.try_number is None else args.try_number
+    if number < 2:
+        raise AdaptiveError("decide: --previous-oom is for a retry: --try-number 2 or more (the default)")
     killed_at = decision.memory_limit_bytes or decision.memory_request_bytes
     previous = Observation(
-        key=TaskKey("cli", "cli", "cli", -1, max(1, args.try_number - 1)),
+        key=TaskKey("cli", "cli", "cli", -1, number - 1),
         task_family=args.task_family,
         usage=Usage(peak_kind=PeakKind.CENSORED),
         exit_reason=ExitReason.OOM_KILLED,
@@ -185,10 +189,14 @@ def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
         else:
             config.load_incluster_config()
         created = create_missing(ApiClient())
-    except Exception as err:  # no kubeconfig, unreachable API, RBAC refusal: one line, no traceback
-        reason = str(err).splitlines()[0][:300] if str(err) else ""
+    except config.ConfigException as err:  # neither a kubeconfig nor a pod's service account
         raise ClusterUnavailableError(
-            f"cannot create PriorityClasses: {type(err).__name__} {reason}"
+            "cannot create PriorityClasses: no kubeconfig (--kubeconfig, ~/.kube/config) and not in a "
+            f"cluster ({first_line(err, 300)})"
+        ) from None
+    except Exception as err:  # unreachable API, RBAC refusal: one line, no traceback
+        raise ClusterUnavailableError(
+            f"cannot create PriorityClasses: {type(err).__name__} {first_line(err, 300)}"
         ) from None
     print(f"created: {', '.join(created) or 'none (all present)'}", file=out)
     return 0
@@ -219,7 +227,9 @@ def _add_decision_commands(sub: Any) -> None:
     decide.add_argument(
         "--new-family", action="store_true", help="the family has no history yet: decide anyway, on purpose"
     )
-    decide.add_argument("--try-number", type=try_number, default=1)
+    decide.add_argument(
+        "--try-number", type=try_number, help="the try decided (default: 1, or 2 with --previous-oom)"
+    )
     decide.add_argument("--previous-oom", action="store_true", help="as if the previous try was OOM-killed")
     decide.add_argument("--request", help="the user's memory request (Kubernetes quantity)")
     decide.add_argument("--limit", help="the user's memory limit (Kubernetes quantity)")
@@ -253,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = OneLineParser(prog="airflow-adaptive", description=__doc__.replace("``", ""))
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     add_history_commands(sub)
 

@@ -183,6 +183,12 @@ def run_demo(
     settings = get_settings()
     check_sizing_names(settings)  # the demo shows decisions: a typo in their strategy is an error
     dag = _load_dag(dag_file)  # a mistake in the file is said before the store is written
+    tasks = [task for task in dag.tasks if isinstance(task, AdaptiveKubernetesPodOperator)]
+    if not tasks:
+        raise DagFileError(
+            f"demo: DAG {dag.dag_id!r} has no AdaptiveKubernetesPodOperator task, so no decision to show "
+            "(its KubernetesPodOperator pods are sized by the hook when they run)"
+        )
     repo = open_store(settings)
     if trace:
         from airflow_adaptive.traces.nextflow import read_nextflow
@@ -198,7 +204,6 @@ def run_demo(
         f"({recorded.new} new, {len(observations) - recorded.new} already there)",
         file=sys.stderr,
     )
-    tasks = [task for task in dag.tasks if isinstance(task, AdaptiveKubernetesPodOperator)]
     if trace and not _matched(observations, [task.family for task in tasks]):
         print(
             f"demo: {trace} sizes none of the DAG's tasks (no family matches theirs by name or task name)",

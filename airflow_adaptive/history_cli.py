@@ -149,7 +149,8 @@ def cmd_history_prune(args: argparse.Namespace, out: TextIO) -> int:
     result = open_cli_store().prune(keep_attempts=keep, keep_days=days, dry_run=args.dry_run)
     verb = "would remove" if result.dry_run else "removed"
     within = days and math.isfinite(days)
-    limits = f"keeping the newest {keep or 'all'} per family" + (f" and {days:g} days" if within else "")
+    newest = f"the newest {keep} attempts per family" if keep else "every attempt per family"
+    limits = f"keeping {newest}" + (f" of the last {days:g} days" if within else "")
     print(f"{verb} {result.attempts} attempts of {result.families} task families ({limits})", file=out)
     return 0
 
@@ -165,7 +166,7 @@ def add_history_commands(sub: Any) -> None:
     from airflow_adaptive.traces.formats import FORMATS
 
     history = sub.add_parser("history", help="import or show task attempt history").add_subparsers(
-        dest="history_command", required=True
+        dest="history_command", metavar="SUBCOMMAND", required=True
     )
     imp = history.add_parser("import", help="load a trace file into the history store")
     imp.add_argument("--format", choices=FORMATS, default="auto")

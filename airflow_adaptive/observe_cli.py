@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 from airflow_adaptive.cli_args import seconds
 from airflow_adaptive.exceptions import ClusterUnavailableError
+from airflow_adaptive.failopen import first_line
 
 
 def cmd_observe(args: argparse.Namespace, out: TextIO) -> int:
@@ -40,7 +41,10 @@ def _api_client() -> Any:
 
         return get_kube_client().api_client
     except Exception as err:  # no kube config: a clear line, not a traceback
-        raise ClusterUnavailableError(f"no Kubernetes API to observe ({type(err).__name__}: {err})") from None
+        raise ClusterUnavailableError(
+            "no Kubernetes API to observe: not in a cluster, and [kubernetes_executor] in_cluster / "
+            f"config_file name no kubeconfig that works ({type(err).__name__}: {first_line(err)})"
+        ) from None
 
 
 def add_observe_command(sub: Any) -> None:

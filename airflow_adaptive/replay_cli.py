@@ -128,17 +128,20 @@ def _cmd_replay_series(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.console import progress as progress_display
     from airflow_adaptive.evaluation.series_report import RESIZE_LATENCIES_S, evaluate_series
     from airflow_adaptive.exceptions import TraceFormatError
-    from airflow_adaptive.traces.series import is_series_folder
+    from airflow_adaptive.traces.series import series_folders
 
     if args.plot or args.budget_sweep:
         raise AdaptiveError("replay --time-series: --plot and --budget-sweep are for peak traces")
-    folders = [p for p in args.traces if is_series_folder(p)]
-    for path in sorted(set(args.traces) - set(folders)):
-        raise TraceFormatError(
-            f"{path}: not a time-series folder (tasks.csv with memory.csv[.gz] beside it, "
-            "or <process>/<task>_memory.csv exports)"
-        )
     latencies = _latencies(args.resize_latency) if args.resize_latency else RESIZE_LATENCIES_S
+    folders = []
+    for path in args.traces:
+        found = series_folders(path)
+        if not found:
+            raise TraceFormatError(
+                f"{path}: not a time-series folder nor one holding any (tasks.csv with memory.csv[.gz] "
+                "beside it, or <process>/<task>_memory.csv exports)"
+            )
+        folders += [folder for folder in found if folder not in folders]
     config = _replay_config(args)  # a kill's time is in the samples
     names = strategy_names(args)
     with progress_display() as progress:
@@ -156,7 +159,7 @@ def _cmd_replay_series(args: argparse.Namespace, out: TextIO) -> int:
 
 def _latencies(values: list[str]) -> tuple[float, ...]:
     try:
-        latencies = tuple(float(v) for value in values for v in value.split(",") if v.strip())
+        latencies = tuple(float(v) for value in values for v in value.split(","))  # '2,,5': refused
     except ValueError:
         raise AdaptiveError(f"replay: --resize-latency takes seconds, not {' '.join(values)!r}") from None
     if not latencies or any(not 0 <= v < 3600 for v in latencies):
@@ -187,7 +190,7 @@ def _print_replay(report: dict[str, Any], out: TextIO) -> None:
         title += f", largest node {format_bytes(trace['cap_bytes'])}"
         if report.get("min_observations", 1) > 1:  # a warm-up: every strategy keeps the request first
             title += f", the request until {report['min_observations']} tasks finished"
-        title += f", {left_out} rows not replayed)" if left_out else ")"
+        title += f", {left_out} row{'s' if left_out != 1 else ''} not replayed)" if left_out else ")"
         table = Table(title=title)
         for column in ("strategy", "waste GB·h", "MAQ", "WRR", "ATE", "retries/100", "failed"):
             table.add_column(column, justify="right" if column != "strategy" else "left")
@@ -231,9 +234,14 @@ def _pareto_line(trace: dict[str, Any]) -> str:
         f"{DEFAULT_STRATEGY} beats {counts['default_beats']} of {counts['points']} anchors "
         "(no more waste and no more kills)"
     )
+    ties = [name for name, point in trace["pareto"].items() if point.get("tie")]
+    if ties:
+        line += (
+            f", {len(ties)} of them {'an exact tie' if len(ties) == 1 else 'exact ties'} ({', '.join(ties)})"
+        )
     if "sweep_beats" in next(iter(trace["pareto"].values())):
         line += f"; some budget of its sweep beats {counts['sweep_beats']}"
-    winners = beaten_by(trace)
+    winners = [name for name in beaten_by(trace) if name not in ties]
     return line + (f"; beaten the same way by {', '.join(winners)}" if winners else "")
 
 
@@ -303,7 +311,7 @@ def _add_replay_terms(rep: argparse.ArgumentParser) -> None:
     rep.add_argument(
         "--cap-bytes",
         metavar="QUANTITY",
-        help="largest node's memory, bytes or e.g. 72Gi (default: largest peak, next power of two)",
+        help="largest node's memory, bytes or e.g. 72Gi (default: largest peak, next power of two, at least --min-memory)",
     )
     rep.add_argument(
         "--refit-growth", type=share, default=0.05, help="refit after this history growth (0: always)"

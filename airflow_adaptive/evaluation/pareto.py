@@ -4,8 +4,9 @@ beats it.
 An anchor's point is its waste (GB·h) and its kills per 100 tasks on a trace. The default
 **beats** it when it has no more kills and no more waste; the anchor **beats the default** when
 it has no more of either. A user compares strategies this way: at the same or fewer OOM kills,
-less memory. With a budget sweep, an anchor point is also checked against every point of the
-default's curve: the sweep beats it when some budget does.
+less memory. An anchor at exactly the default's point is both (``tie`` says so, and ``replay`` names
+it as a tie, not as a winner). With a budget sweep, an anchor point is also checked against every
+point of the default's curve: the sweep beats it when some budget does.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ def pareto(trace: Mapping[str, Any], default: str, anchors: Sequence[str]) -> di
             "default_beats": no_worse(ours, point),
             "beats_default": no_worse(point, ours),
         }
+        entry["tie"] = (
+            entry["default_beats"] and entry["beats_default"]
+        )  # the same point: both, by definition
         if sweep:
             beaten_at = [p["max_oom_rate"] for p in sweep if no_worse(p, point)]
             entry["sweep_beats"] = bool(beaten_at)

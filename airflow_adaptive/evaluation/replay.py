@@ -102,8 +102,9 @@ def default_cap_bytes(runs: Iterable[TaskRun]) -> int:
 
 
 def replay_cap_bytes(config: ReplayConfig, runs: Iterable[TaskRun]) -> int:
-    """The largest node a replay assumes: ``--cap-bytes``, else :func:`default_cap_bytes`."""
-    return config.cap_bytes or default_cap_bytes(runs)
+    """The largest node a replay assumes: ``--cap-bytes``, else :func:`default_cap_bytes`, at least
+    the floor (a trace of tiny tasks must not assume a node smaller than the least a pod gets)."""
+    return config.cap_bytes or max(default_cap_bytes(runs), config.floor_bytes)
 
 
 def arrival_order(runs: Sequence[TaskRun]) -> list[int]:

@@ -76,7 +76,8 @@ def trace_entry(
     path: str, runs: Sequence[TaskRun], skipped: dict[str, int], history: str, config: ReplayConfig
 ) -> dict[str, Any]:
     """A trace's part of the report, before its strategies' results are in; ``cap_bytes`` is the
-    largest node the replay assumed (``--cap-bytes``, else the largest peak's next power of two)."""
+    largest node the replay assumed (``--cap-bytes``, else the largest peak's next power of two, at
+    least the floor)."""
     return {
         "trace": path,
         "instances": len(runs),

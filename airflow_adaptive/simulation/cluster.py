@@ -21,6 +21,7 @@ import yaml
 from airflow_adaptive.core.grouping import TASK_FEATURE_BENCHMARKS, Grouping, NodeProfile, group_nodes
 from airflow_adaptive.core.units import GIB
 from airflow_adaptive.exceptions import InvalidQuantityError, SimulationInputError
+from airflow_adaptive.failopen import first_line
 from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
 
 # The N1 group of Table IV (5;5;5): the node whose speed is 1 on every feature.
@@ -162,6 +163,14 @@ def preset(name: str) -> Cluster:
     return Cluster(key.replace(",", ";"), tuple(nodes))
 
 
+def _reason(err: BaseException) -> str:
+    """One line: YAML's own message spans several, with the offending line drawn under it."""
+    mark = getattr(err, "problem_mark", None)
+    if isinstance(err, yaml.MarkedYAMLError) and err.problem and mark is not None:
+        return f"{err.problem}, line {mark.line + 1}"
+    return first_line(err)
+
+
 def load_cluster(spec: str) -> Cluster:
     """A preset name, or a YAML/JSON file: ``{nodes: [{name, count?, cores, memory, benchmarks, ...}]}``."""
     if spec.replace(";", ",") in PRESETS:
@@ -172,7 +181,8 @@ def load_cluster(spec: str) -> Cluster:
         data = json.loads(text) if spec.endswith(".json") else yaml.safe_load(text)
     except (OSError, ValueError, yaml.YAMLError) as err:
         raise SimulationInputError(
-            f"cluster {spec!r}: not a preset ({', '.join(PRESETS)}) nor a readable YAML/JSON file ({err})"
+            f"cluster {spec!r}: not a preset ({', '.join(PRESETS)}) nor a readable YAML/JSON file "
+            f"({_reason(err)})"
         ) from None
     profiles = isinstance(data, list) or (isinstance(data, dict) and ("node" in data or "profiles" in data))
     if profiles and spec.endswith(".json"):  # as profile-node --json writes them

@@ -104,6 +104,7 @@ class SkippedRow:
     path: str
     line: int
     reason: str
+    kind: str = ""  # the reason without the row's own details, to count rows by (default: up to a colon)
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}: {self.reason}"

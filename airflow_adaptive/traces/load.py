@@ -94,7 +94,7 @@ def replay_input(path: str, fmt: str = "auto") -> tuple[list[TaskRun], dict[str,
     """A trace's replay input, and how many of its rows were left out, by reason: rows the
     reader skipped (as ``history import`` reports them) and attempts with no true peak."""
     result = read_trace(path, fmt)
-    reasons = Counter(row.reason.split(":")[0] for row in result.skipped)
+    reasons = Counter(row.kind or row.reason.split(":")[0] for row in result.skipped)
     runs = []
     for made in map(_task_run, result.observations):
         if isinstance(made, TaskRun):

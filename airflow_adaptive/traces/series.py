@@ -53,6 +53,19 @@ def is_series_folder(path: str | os.PathLike[str]) -> bool:
     return _is_converted(Path(path)) or is_influx_series_folder(path)
 
 
+def series_folders(path: str) -> list[str]:
+    """``path`` when it is a time-series folder, else the ones under it (as a plain replay searches a
+    folder for traces), sorted; empty when there are none."""
+    if is_series_folder(path):
+        return [path]
+    found = []
+    for root, dirs, _ in os.walk(path):  # nothing when ``path`` is not a folder
+        if is_series_folder(root):
+            found.append(root)
+            dirs.clear()  # a series folder's own subfolders are its data
+    return sorted(found)
+
+
 def _is_converted(folder: Path) -> bool:
     return (folder / "tasks.csv").is_file() and any((folder / name).is_file() for name in MEMORY_FILES)
 

@@ -89,14 +89,12 @@ def read_wfformat(path: str | os.PathLike[str]) -> ImportResult:
             avg_cpu = number(record, "avgCPU")
             read, written = number(record, "readBytes"), number(record, "writtenBytes")
         except ValueError as err:
-            result.skipped.append(SkippedRow(name, pos + 1, f"{where}: not a non-negative number: {err}"))
+            kind = "not a non-negative number"
+            result.skipped.append(SkippedRow(name, pos + 1, f"{where}: {kind}: {err}", kind))
             continue
         if spec is None or not peak:
-            result.skipped.append(
-                SkippedRow(
-                    name, pos + 1, f"{where}: {'no specification' if spec is None else 'no memoryInBytes'}"
-                )
-            )
+            kind = "no specification" if spec is None else "no memoryInBytes"
+            result.skipped.append(SkippedRow(name, pos + 1, f"{where}: {kind}", kind))
             continue
         family = task_family(spec)
         input_size = instance.input_size_bytes(spec)

@@ -76,6 +76,17 @@ def test_a_dag_file_without_a_dag_is_one_line(
     _one_line_error(main(["demo", "--dag-file", str(tmp_path)]), capsys.readouterr().err, "is a folder")
 
 
+def test_a_dag_without_an_adaptive_task_is_one_line_and_records_nothing(
+    tmp_path: Path, engine: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = f'from datetime import datetime\nfrom airflow.sdk import DAG\nwith DAG(dag_id="plain", {START}):\n    pass\n'
+    dag_file = _write(tmp_path / "plain.py", source)
+    code = main(["demo", "--dag-file", dag_file])
+    _one_line_error(code, capsys.readouterr().err, "DAG 'plain' has no AdaptiveKubernetesPodOperator task")
+    code = main(["decide", "--task-family", "genomics.align"])  # the demo's history was not recorded
+    _one_line_error(code, capsys.readouterr().err, "no task family 'genomics.align'")
+
+
 # -- decide: a mistyped family or strategy ----------------------------------------------------
 def _import_align(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rows = [f"{i},h{i},ALIGN,ALIGN ({i}),COMPLETED,0,1,8589934592,{2**30},60000,150,1,1,{1700000000000 + i},n1"

@@ -17,6 +17,7 @@ from tests.edges.test_cli import HEADER
 
 NOT_UTF8 = os.fsdecode(b"trace-\xff\xfe")  # what Python makes of such bytes in argv or a file name
 ESCAPED = "trace-\\xff\\xfe"
+README = str(Path(__file__).parents[2] / "README.md")  # not YAML: a backtick cannot start a token
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -141,6 +142,10 @@ BAD_ARGUMENTS = [
     (["decide", "--new-family", "--task-family", "f", "--try-number", "0"], "--try-number", "start at 1"),
     (["decide", "--new-family", "--task-family", "f", "--try-number", "-5"], "--try-number", "not -5"),
     (["decide", "--new-family", "--task-family", "f", "--try-number", "two"], "--try-number", "'two'"),
+    (["decide", "--new-family", "--task-family", "f", "--previous-oom", "--try-number", "1"],
+     "--previous-oom is for a retry", "--try-number 2"),
+    (["replay", "--time-series", "--resize-latency", "2,,5", "trace"], "--resize-latency", "not '2,,5'"),
+    (["simulate", "--cluster", README, "--workload", "synthetic:ligo:20"], "cannot start any token, line"),
     (["decide", "--new-family", "--task-family", "f", "--image", NOT_UTF8], "--image", ESCAPED),
     (["decide", "--task-family", "f", "--request", "-8Gi"], "--request: expected one argument",
      "write --request=VALUE"),

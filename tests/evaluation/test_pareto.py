@@ -33,6 +33,7 @@ def test_an_anchor_point_is_beaten_when_the_default_has_no_more_of_either() -> N
     assert {n for n, p in found.items() if p["default_beats"]} == {"worse", "same"}
     assert {n for n, p in found.items() if p["beats_default"]} == {"better", "same"}
     assert beaten_by({"pareto": found}) == ["better", "same"]  # least waste first
+    assert {n for n, p in found.items() if p["tie"]} == {"same"}  # both: said to be a tie
 
 
 def test_the_sweep_beats_an_anchor_when_some_budget_does() -> None:
@@ -67,6 +68,6 @@ def test_the_replay_says_which_anchors_are_beaten_and_how() -> None:
 
     line = _pareto_line({**TRACE, "pareto": pareto(TRACE, "adaptive", ANCHORS)})
     assert line == (
-        "adaptive beats 2 of 4 anchors (no more waste and no more kills); some budget of its sweep "
-        "beats 1; beaten the same way by better, same"
+        "adaptive beats 2 of 4 anchors (no more waste and no more kills), 1 of them an exact tie (same); "
+        "some budget of its sweep beats 1; beaten the same way by better"
     )

@@ -8,7 +8,7 @@ import pytest
 
 from airflow_adaptive.cli import main
 from airflow_adaptive.exceptions import TraceFormatError
-from airflow_adaptive.traces.series import is_series_folder, read_series
+from airflow_adaptive.traces.series import is_series_folder, read_series, series_folders
 
 MEMORY_HEAD = (
     "#datatype,string,long,dateTime:RFC3339,dateTime:RFC3339,dateTime:RFC3339,double,string,string,string\n"
@@ -54,6 +54,16 @@ def test_a_published_folder_reads_as_the_converted_format(tmp_path: Path) -> Non
     # without metadata: no input size or request, and the task ends at its only sample
     bwa = by_family["eager:bwa"].run
     assert bwa.input_size_bytes is None and bwa.user_request_bytes is None and bwa.wall_seconds == 0.0
+
+
+def test_a_folder_of_series_folders_is_searched_as_a_plain_replay_searches(tmp_path: Path) -> None:
+    for workflow in ("sarek", "eager"):
+        write_task(tmp_path / "traces" / workflow / "bwa", "bwa (DA38) (919)", [10.0], metadata=False)
+    (tmp_path / "traces" / "notes").mkdir()
+    found = [str(tmp_path / "traces" / name) for name in ("eager", "sarek")]
+    assert series_folders(str(tmp_path / "traces")) == found  # not the process folders inside them
+    assert series_folders(found[0]) == found[:1] and series_folders(str(tmp_path / "traces" / "notes")) == []
+    assert series_folders(str(tmp_path / "missing")) == []
 
 
 def test_a_broken_export_is_one_typed_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
