@@ -110,13 +110,13 @@ def _decision(advisor: Advisor, args: argparse.Namespace, user: MemoryRequest) -
     """The decision for the next try; with ``--previous-oom``, the retry after that try was killed."""
     from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
 
+    number = 2 if args.try_number is None else args.try_number
+    if args.previous_oom and number < 2:
+        raise AdaptiveError("decide: --previous-oom is for a retry: --try-number 2 or more (the default)")
     tool = {"image": args.image, "program": args.program}
     decision = advisor.memory.decide(args.task_family, user, input_size_bytes=args.input_size_bytes, **tool)
     if not args.previous_oom:
         return decision
-    number = 2 if args.try_number is None else args.try_number
-    if number < 2:
-        raise AdaptiveError("decide: --previous-oom is for a retry: --try-number 2 or more (the default)")
     killed_at = decision.memory_limit_bytes or decision.memory_request_bytes
     previous = Observation(
         key=TaskKey("cli", "cli", "cli", -1, number - 1),
@@ -182,17 +182,22 @@ def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
         raise ClusterUnavailableError(
             f"cannot create PriorityClasses: --kubeconfig {args.kubeconfig}: not a file"
         )
+    # load_config's own choice, without the line it prints when it falls back to in-cluster
+    from_file = args.kubeconfig or os.path.exists(os.path.expanduser(config.KUBE_CONFIG_DEFAULT_LOCATION))
     try:
-        # load_config's own choice, without the line it prints when it falls back to in-cluster
-        if args.kubeconfig or os.path.exists(os.path.expanduser(config.KUBE_CONFIG_DEFAULT_LOCATION)):
+        if from_file:
             config.load_kube_config(config_file=args.kubeconfig)
         else:
             config.load_incluster_config()
         created = create_missing(ApiClient())
-    except config.ConfigException as err:  # neither a kubeconfig nor a pod's service account
+    except config.ConfigException as err:  # a kubeconfig that is not one, or neither it nor a pod's account
+        where = (
+            f"kubeconfig {args.kubeconfig or config.KUBE_CONFIG_DEFAULT_LOCATION} unusable"
+            if from_file
+            else "no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not in a cluster"
+        )
         raise ClusterUnavailableError(
-            "cannot create PriorityClasses: no kubeconfig (--kubeconfig, ~/.kube/config) and not in a "
-            f"cluster ({first_line(err, 300)})"
+            f"cannot create PriorityClasses: {where} ({first_line(err, 300)})"
         ) from None
     except Exception as err:  # unreachable API, RBAC refusal: one line, no traceback
         raise ClusterUnavailableError(
@@ -228,7 +233,9 @@ def _add_decision_commands(sub: Any) -> None:
         "--new-family", action="store_true", help="the family has no history yet: decide anyway, on purpose"
     )
     decide.add_argument(
-        "--try-number", type=try_number, help="the try decided (default: 1, or 2 with --previous-oom)"
+        "--try-number",
+        type=try_number,
+        help="with --previous-oom, the retry decided (default 2); a first try's decision is the same",
     )
     decide.add_argument("--previous-oom", action="store_true", help="as if the previous try was OOM-killed")
     decide.add_argument("--request", help="the user's memory request (Kubernetes quantity)")

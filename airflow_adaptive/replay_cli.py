@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any, TextIO
 
@@ -133,7 +134,7 @@ def _cmd_replay_series(args: argparse.Namespace, out: TextIO) -> int:
     if args.plot or args.budget_sweep:
         raise AdaptiveError("replay --time-series: --plot and --budget-sweep are for peak traces")
     latencies = _latencies(args.resize_latency) if args.resize_latency else RESIZE_LATENCIES_S
-    folders = []
+    folders: dict[str, str] = {}  # by real path: a folder named twice is replayed once
     for path in args.traces:
         found = series_folders(path)
         if not found:
@@ -141,13 +142,14 @@ def _cmd_replay_series(args: argparse.Namespace, out: TextIO) -> int:
                 f"{path}: not a time-series folder nor one holding any (tasks.csv with memory.csv[.gz] "
                 "beside it, or <process>/<task>_memory.csv exports)"
             )
-        folders += [folder for folder in found if folder not in folders]
+        for folder in found:
+            folders.setdefault(os.path.realpath(folder), folder)
     config = _replay_config(args)  # a kill's time is in the samples
     names = strategy_names(args)
     with progress_display() as progress:
         bar = progress.add_task("replaying", total=None)
         report = evaluate_series(
-            folders, names, config, latencies, workers=args.workers,
+            list(folders.values()), names, config, latencies, workers=args.workers,
             on_progress=lambda done, total: progress.update(bar, completed=done, total=total),
         )  # fmt: skip
     if args.json:
@@ -172,6 +174,8 @@ def _growth_lines(trace: dict[str, Any]) -> list[str]:
     for name, stand in trace.get("growth", {}).items():
         resizes = trace["strategies"][name]["resizes_per_task"]
         line = f"{name}: {resizes:.2f} resizes per task; beats {len(stand['beats'])} of the others on both waste and kills"
+        ties = stand.get("ties", [])
+        line += f" ({len(ties)} of them exact ties: {', '.join(ties)})" if ties else ""
         lines.append(line + (f", beaten by {', '.join(stand['beaten_by'])}" if stand["beaten_by"] else ""))
     return lines
 
@@ -272,8 +276,8 @@ def add_replay_command(sub: Any) -> None:
     rep.add_argument(
         "--time-series",
         action="store_true",
-        help="the traces are memory time-series folders (tasks.csv, memory.csv[.gz]): replay allocation "
-        "over time, with KS+ and growth in place (grow-<L>s)",
+        help="the traces are memory time-series folders (tasks.csv, memory.csv[.gz]), or folders holding "
+        "them: replay allocation over time, with KS+ and growth in place (grow-<L>s)",
     )
     rep.add_argument(
         "--resize-latency",
@@ -311,7 +315,8 @@ def _add_replay_terms(rep: argparse.ArgumentParser) -> None:
     rep.add_argument(
         "--cap-bytes",
         metavar="QUANTITY",
-        help="largest node's memory, bytes or e.g. 72Gi (default: largest peak, next power of two, at least --min-memory)",
+        help="largest node's memory, bytes or e.g. 72Gi "
+        "(default: largest peak, next power of two, at least --min-memory)",
     )
     rep.add_argument(
         "--refit-growth", type=share, default=0.05, help="refit after this history growth (0: always)"

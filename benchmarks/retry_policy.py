@@ -16,7 +16,7 @@ from pathlib import Path
 
 from workloads import gmean
 
-from airflow_adaptive.evaluation.replay import ReplayConfig, default_cap_bytes, replay, sizing_for
+from airflow_adaptive.evaluation.replay import ReplayConfig, replay, replay_cap_bytes, sizing_for
 from airflow_adaptive.traces.load import expand_paths, replay_input
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +36,7 @@ def main() -> int:
         config = ReplayConfig(history=history)
         for runs in traces:
             doubling = replace(
-                sizing_for("adaptive", config, default_cap_bytes(runs), {}), retry_policy="double"
+                sizing_for("adaptive", config, replay_cap_bytes(config, runs), {}), retry_policy="double"
             )
             own = replay(runs, "adaptive", config)
             doubled = replay(runs, "adaptive", config, deployed=doubling)

@@ -102,7 +102,10 @@ def growth_against(results: dict[str, dict[str, Any]], name: str) -> dict[str, l
     """Which other static or KS+ strategies growth beats on both waste and kills, and which beat it."""
     ours = results[name]
     others = [n for n in results if not n.startswith(GROW)]
-    return {
-        "beats": sorted(n for n in others if no_worse(ours, results[n])),
-        "beaten_by": sorted(n for n in others if no_worse(results[n], ours)),
+    beats = {n for n in others if no_worse(ours, results[n])}
+    beaten_by = {n for n in others if no_worse(results[n], ours)}
+    return {  # an exact tie is both by definition; it is named as a tie, not as a winner
+        "beats": sorted(beats),
+        "beaten_by": sorted(beaten_by - beats),
+        "ties": sorted(beats & beaten_by),
     }

@@ -40,11 +40,17 @@ def read_cctools(path: str | os.PathLike[str]) -> ImportResult:
             continue
         cells = [c.strip() for c in line.split(DELIMITER)]
         if len(cells) != len(COLUMNS):
-            result.skipped.append(SkippedRow(name, number, f"{len(cells)} fields, expected {len(COLUMNS)}"))
+            reason = f"{len(cells)} fields, expected {len(COLUMNS)}"
+            result.skipped.append(SkippedRow(name, number, reason, "wrong number of fields"))
             continue
         if cells[0].isascii() and cells[0].isdigit() and int(cells[0]) > INT32:  # the store's key is 32-bit
             result.skipped.append(
-                SkippedRow(name, number, f"task_id={cells[0]} is out of range (at most {INT32})")
+                SkippedRow(
+                    name,
+                    number,
+                    f"task_id={cells[0]} is out of range (at most {INT32})",
+                    "task_id out of range",
+                )
             )
             continue
         rows.append((number, cells))

@@ -145,8 +145,8 @@ def _problems(
     for mask, say in (  # the last that applies wins: the most basic problem is named
         (reason.isna(), lambda rows: "status " + status[rows].map(repr) + " says nothing about resource use"),
         (process == "", lambda rows: pd.Series("empty process", index=rows)),
-        (complete > LAST_MS, lambda rows: "complete=" + complete[rows].map("{:.0f}".format)
-         + " is not a time (milliseconds since 1970)"),
+        (complete > LAST_MS, lambda rows: "not a time (milliseconds since 1970): complete="
+         + complete[rows].map("{:.0f}".format)),
         (keys, lambda rows: _out_of_range(numbers, rows)),
         (bad != "", lambda rows: "not a non-negative number: " + bad[rows].str.strip()),
         (short, lambda rows: pd.Series(f"short row: fewer than the header's {fields} fields (its last is empty)", index=rows)),

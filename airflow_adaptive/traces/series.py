@@ -58,8 +58,13 @@ def series_folders(path: str) -> list[str]:
     folder for traces), sorted; empty when there are none."""
     if is_series_folder(path):
         return [path]
-    found = []
-    for root, dirs, _ in os.walk(path):  # nothing when ``path`` is not a folder
+    found, seen = [], set()
+    for root, dirs, _ in os.walk(path, followlinks=True):  # nothing when ``path`` is not a folder
+        real = os.path.realpath(root)
+        if real in seen:  # reached twice, through a link (or a loop of them)
+            dirs.clear()
+            continue
+        seen.add(real)
         if is_series_folder(root):
             found.append(root)
             dirs.clear()  # a series folder's own subfolders are its data

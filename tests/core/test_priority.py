@@ -180,7 +180,9 @@ def test_a_dag_using_the_strategy_serialises_and_the_operator_defaults_to_it() -
 
 
 # --- PriorityClasses ------------------------------------------------------------------------
-def test_priority_class_manifests_are_valid_and_never_preempt(capsys: pytest.CaptureFixture[str]) -> None:
+def test_priority_class_manifests_are_valid_and_never_preempt(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     from airflow_adaptive.cli import main
 
     assert main(["priority-classes"]) == 0
@@ -205,8 +207,13 @@ def test_priority_class_manifests_are_valid_and_never_preempt(capsys: pytest.Cap
         assert main(["priority-classes", "--create"]) == 2
         captured = capsys.readouterr()
         assert captured.out == "" and captured.err.strip().splitlines() == [
-            "airflow-adaptive: error: cannot create PriorityClasses: ConfigException Service host/port is not set."
+            "airflow-adaptive: error: cannot create PriorityClasses: no kubeconfig (--kubeconfig, $KUBECONFIG, "
+            "~/.kube/config) and not in a cluster (Service host/port is not set.)"
         ]
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("apiVersion: v1\nkind: Config\n")  # no contexts: there, but not a usable one
+    assert main(["priority-classes", "--create", "--kubeconfig", str(broken)]) == 2
+    assert f"kubeconfig {broken} unusable (Invalid kube-config file" in capsys.readouterr().err
     assert docs[0]["value"] > docs[1]["value"] > docs[2]["value"] >= 0
 
 

@@ -46,6 +46,8 @@ def test_chipseq_bwa_mem_decision(capsys: pytest.CaptureFixture[str]) -> None:
     after_oom = run_json(capsys, "decide", "--task-family", BWA, "--previous-oom", "--try-number", "2")
     assert after_oom["memory_request_bytes"] > decision["memory_request_bytes"]
     assert "OOM-killed" in after_oom["explanation"]
+    implied = run_json(capsys, "decide", "--task-family", BWA, "--previous-oom")  # the retry: try 2
+    assert implied == after_oom and "try 1 was OOM-killed" in implied["explanation"]
 
 
 def test_a_trace_with_many_bad_rows_names_the_first_twenty_and_counts_the_rest(

@@ -21,8 +21,8 @@ from airflow_adaptive.evaluation.live import Try, replay_settings
 from airflow_adaptive.evaluation.replay import (
     ReplayConfig,
     arrival_order,
-    default_cap_bytes,
     replay,
+    replay_cap_bytes,
     sizing_for,
 )
 from airflow_adaptive.store.learning import Learning
@@ -46,7 +46,7 @@ def traces() -> list[str]:
 @functools.cache  # read once for both histories
 def first_arrivals(path: str) -> tuple[tuple[TaskRun, ...], int]:
     runs, _ = replay_input(path)
-    return tuple(runs[i] for i in arrival_order(runs)[:ARRIVALS]), default_cap_bytes(runs)
+    return tuple(runs[i] for i in arrival_order(runs)[:ARRIVALS]), replay_cap_bytes(ReplayConfig(), runs)
 
 
 def _at(when: datetime) -> datetime:

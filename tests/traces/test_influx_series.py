@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,21 @@ def test_a_folder_of_series_folders_is_searched_as_a_plain_replay_searches(tmp_p
     assert series_folders(str(tmp_path / "traces")) == found  # not the process folders inside them
     assert series_folders(found[0]) == found[:1] and series_folders(str(tmp_path / "traces" / "notes")) == []
     assert series_folders(str(tmp_path / "missing")) == []
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "eager").symlink_to(tmp_path / "traces" / "eager")  # followed, once
+    (tmp_path / "linked" / "loop").symlink_to(tmp_path / "linked")
+    assert series_folders(str(tmp_path / "linked")) == [str(tmp_path / "linked" / "eager")]
+
+
+def test_replay_time_series_takes_a_folder_of_them_and_each_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for workflow in ("sarek", "eager"):
+        write_task(tmp_path / workflow / "bwa", "bwa (DA38) (919)", [10.0, 30.0, 20.0])
+    argv = ["replay", "--time-series", "--strategy", "user", "--json", str(tmp_path), str(tmp_path / "eager")]
+    assert main(argv) == 0
+    replayed = [trace["trace"] for trace in json.loads(capsys.readouterr().out)["traces"]]
+    assert sorted(replayed) == [str(tmp_path / "eager"), str(tmp_path / "sarek")]
 
 
 def test_a_broken_export_is_one_typed_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,10 +13,11 @@ import pytest
 from airflow_adaptive.cli import main
 from airflow_adaptive.core.model import ExitReason
 from airflow_adaptive.core.units import MIB
+from airflow_adaptive.evaluation.replay import ReplayConfig, replay_cap_bytes
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.simulation.params import SimParams
 from airflow_adaptive.simulation.sources import load_workload
-from airflow_adaptive.traces.load import detect_format, expand_paths, read_trace, task_runs
+from airflow_adaptive.traces.load import detect_format, expand_paths, read_trace, replay_input, task_runs
 from tests.conftest import EXAMPLES, SHARED_DATA
 
 LOTARU_HEADER = (
@@ -139,6 +140,10 @@ def test_wfformat_instance(tmp_path: Path) -> None:
     assert len(result.skipped) == 2 and "memoryInBytes='big'" in result.skipped[0].reason
     (obs,) = result.observations
     assert (obs.task_family, obs.input_size_bytes, obs.usage.cpu_core_seconds) == ("ALIGN", 1000, 20.0)
+    runs, left_out = replay_input(str(trace))  # counted by reason, not one reason per task
+    assert len(runs) == 1 and left_out == {"not a non-negative number": 1, "no memoryInBytes": 1}
+    # a trace of tasks far below min_memory assumes a node of at least that much, not of 8 KiB
+    assert replay_cap_bytes(ReplayConfig(), runs) == ReplayConfig().floor_bytes == 64 * MIB
 
 
 def test_unknown_and_unusable_files_are_errors(tmp_path: Path) -> None:
@@ -253,6 +258,7 @@ def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.Ca
             "failed",
             "default_beats",
             "beats_default",
+            "tie",
             "sweep_beats",
             "sweep_budgets",
         }
