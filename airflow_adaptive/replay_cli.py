@@ -195,6 +195,12 @@ def _print_replay(report: dict[str, Any], out: TextIO) -> None:
         if report.get("min_observations", 1) > 1:  # a warm-up: every strategy keeps the request first
             title += f", the request until {report['min_observations']} tasks finished"
         title += f", {left_out} row{'s' if left_out != 1 else ''} not replayed)" if left_out else ")"
+        if not trace["strategies"]:  # e.g. only `user`, on a trace without requests: no empty table
+            why = "; ".join(
+                f"{name} left out: {reason}" for name, reason in trace.get("left_out", {}).items()
+            )
+            print(f"{title}: no strategy replayed ({why})", file=out)
+            continue
         table = Table(title=title)
         for column in ("strategy", "waste GB·h", "MAQ", "WRR", "ATE", "retries/100", "failed"):
             table.add_column(column, justify="right" if column != "strategy" else "left")

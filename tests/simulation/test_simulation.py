@@ -306,6 +306,16 @@ def test_cli_json_is_deterministic_and_complete() -> None:
     assert json.loads(_simulate_json("--seed", "8"))["results"] != report["results"]
 
 
+def test_a_synthetic_workload_of_another_size_than_asked_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_adaptive.simulate_cli import _one_run
+
+    made = len(_one_run("synthetic:montage:100", SimParams(), 0).tasks)
+    assert made != 100 and f"note: synthetic:montage:100 makes {made} tasks" in capsys.readouterr().err
+    assert (
+        len(_one_run("synthetic:cybershake:60", SimParams(), 0).tasks) == 60 and not capsys.readouterr().err
+    )
+
+
 def test_cli_reports_bad_input_and_writes_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from airflow_adaptive.cli import main
 

@@ -201,6 +201,9 @@ def test_a_strategy_asked_for_that_a_trace_cannot_replay_is_said(
     assert entry["left_out"] == {"user": "the trace records no memory requests"}
     assert main(argv) == 0
     assert "user left out: the trace records no memory requests" in capsys.readouterr().out
+    assert main([*argv[:3], "user"]) == 0  # nothing left to replay: one line, not an empty table
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    assert line.endswith("): no strategy replayed (user left out: the trace records no memory requests)")
 
 
 def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
