@@ -29,6 +29,7 @@ ASSETS = {  # the only files served: name -> media type
     "format.js": "text/javascript",
     "whatif.js": "text/javascript",
     "runtimes.js": "text/javascript",
+    "controls.js": "text/javascript",
     "app.css": "text/css",
     "vendor/uplot/uPlot.iife.min.js": "text/javascript",
     "vendor/uplot/uPlot.min.css": "text/css",

@@ -316,6 +316,41 @@ def check_source_filter(walk: Walk, store: Any) -> None:
     assert choose("live", "Live") == live
 
 
+CHANGE = "const el = document.getElementById(arguments[0]); el.value = arguments[1]; el.dispatchEvent(new Event('change'));"
+
+
+def check_controls_that_cannot_be_met(walk: Walk) -> None:
+    """Days that run backwards are refused beside the controls, which stay; a search that matches
+    nothing says so."""
+    from selenium.webdriver.common.by import By
+
+    browser = walk.browser
+    walk.open("overview")
+    browser.execute_script("window.endBefore = document.getElementById('end');" + CHANGE, "end", "2024-06-23")
+    wait_for(
+        lambda: browser.execute_script("return document.getElementById('end') !== window.endBefore"),
+        "a reload",
+    )
+    browser.execute_script(CHANGE, "start", "2024-07-01")
+    said = wait_for(lambda: browser.find_element(By.ID, "inline-error").text, "the refusal")
+    assert said == "From 2024-07-01 is after to 2024-06-23: choose days that run forward."
+    kept = browser.find_element(By.ID, "start").get_attribute("value")
+    assert kept == ""  # the range kept is the last good one
+    walk.shot("overview-backwards")
+    walk.tab("overview")
+    browser.execute_script("window.endBefore = document.getElementById('end');" + CHANGE, "end", "")
+    wait_for(
+        lambda: browser.execute_script("return document.getElementById('end') !== window.endBefore"),
+        "a reload",
+    )
+    walk.open("families")
+    browser.execute_script(CHANGE, "search", "zzzz-nothing")
+    shown = wait_for(lambda: browser.find_element(By.ID, "no-families").text, "the empty search")
+    assert shown == "No task family matches “zzzz-nothing” in these days."
+    browser.execute_script(CHANGE, "search", "")
+    wait_for(lambda: not browser.find_elements(By.ID, "no-families"), "the families again")
+
+
 def check_modes(walk: Walk) -> None:
     """genomics.align is observed (family_modes, set below): its page shows the recommendation and
     what enforcing it would have saved, replayed on its own attempts; the Modes page the rules."""
@@ -369,3 +404,5 @@ def test_pages_through_airflows_login_and_navigation(
     check_family_addresses(walk, store)
     check_source_filter(walk, store)
     check_modes(walk)
+    walk.tab("modes")
+    check_controls_that_cannot_be_met(walk)

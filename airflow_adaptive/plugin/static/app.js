@@ -25,26 +25,6 @@ async function api(path) {
   if (!response.ok) throw new Error(body.detail ? (typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail)) : response.statusText);
   return body;
 }
-function range() {
-  const q = new URLSearchParams();
-  if (state.start) q.set("start", state.start);
-  if (state.end) q.set("end", state.end);
-  if (state.source) q.set("source", state.source);
-  return q;
-}
-// Live attempts ran with the provider's decisions; imported ones (trace imports) at their own requests.
-const SOURCES = [["live", "Live (Airflow ran them)"], ["imported", "Imported (traces)"], ["all", "All (savings apart)"]];
-function rangeInputs() {
-  const options = SOURCES.map(([v, label]) => `<option value="${v}"${v === state.source ? " selected" : ""}>${label}</option>`).join("");
-  return `<label>Attempts <select id="source">${options}</select></label>
-          <label>From <input type="date" id="start" value="${esc(state.start)}"></label>
-          <label>to <input type="date" id="end" value="${esc(state.end)}"></label>`;
-}
-function bindRange(reload) {
-  for (const id of ["source", "start", "end"]) {
-    document.getElementById(id).addEventListener("change", (e) => { state[id] = e.target.value; state.page = 1; reload(); });
-  }
-}
 const SOURCE_NOTES = {
   live: "Live: the attempts Airflow ran, sized by the provider (or only observed, at the users' requests).",
   imported: "Imported: attempts read from trace files by <code>airflow-adaptive history import</code>. They ran at the requests their traces record, so they save nothing against them; they warm-start the decisions.",
@@ -68,7 +48,8 @@ function chart(el, title, xs, series, opts = {}) {
            { stroke: css("--muted"), grid: { stroke: css("--line") }, size: 70, splits: opts.ySplits,
              values: (u, ticks) => ticks.map(format) }],
     series: [{}, ...series.map((s) => ({ spanGaps: false, value: (u, v) => (v === null || v === undefined ? "–" : format(v)), ...s }))],
-    scales: { x: { time: true } },
+    // attempts that all ended in one second (a trace without times): half a day each side, not years ahead
+    scales: { x: { time: true, range: (u, min, max) => (min === max ? [min - 43200, max + 43200] : [min, max]) } },
     hooks: { ready: [legendShowsNewest], setCursor: [legendShowsNewest] },
   }, [xs, ...series.map((s) => s.data)], el);
   el.uplot = plot;  // for the browser test: the data and axes as drawn
@@ -113,6 +94,7 @@ async function overview() {
     without any are gaps` : ""}. Drag across the chart to zoom in, double-click to zoom out, or choose the days above.</p>`);
 }
 
+const NO_REQUEST = "no memory request was recorded for these attempts: nothing to measure waste against";
 const REPLAYED = "the rule replayed on this family's past peaks, each sized from those before it: kills it would have caused, not kills that happened (OOM column)";
 function decisionCell(d) {  // the list shows the rule in a line; the whole explanation on hover and on the family's page
   if (!d) return `<td class="why" data-col="decision"><div class="decision">user's request</div></td>`;
@@ -151,22 +133,24 @@ async function families() {
       <td data-col="oom_killed" class="${f.oom_killed ? "bad" : ""}">${num(f.oom_killed, 0)}</td>
       <td>${bytes(f.p50_peak_bytes)}</td><td>${bytes(f.p95_peak_bytes)}</td>
       ${decisionCell(f.decision)}
-      <td>${gbh(f.requested_gb_h)}</td><td>${gbh(f.wasted_gb_h)}</td><td data-col="saving">${pct(f.saving_fraction)}</td><td class="text">${esc(f.last_day)}</td></tr>`).join("");
+      ${f.requested_gb_h ? `<td>${gbh(f.requested_gb_h)}</td><td>${gbh(f.wasted_gb_h)}</td>`
+        : `<td title="${NO_REQUEST}">–</td><td title="${NO_REQUEST}">–</td>`}<td data-col="saving">${pct(f.saving_fraction)}</td><td class="text">${esc(f.last_day)}</td></tr>`).join("");
   view.innerHTML = `<h2>Task families</h2>
     <div class="toolbar"><input id="search" placeholder="Search task families" value="${esc(state.search)}">
       ${rangeInputs()}<span class="muted" id="count">${num(data.total, 0)} families</span></div>
     <div class="scroll"><table id="families-table"><thead><tr>${head}</tr></thead><tbody>${rows}</tbody></table></div>
+    ${data.total ? "" : `<p class="muted" id="no-families">No task family ${state.search ? `matches “${esc(state.search)}”` : "has attempts"} in these days.</p>`}
     <div class="toolbar"><button id="prev" ${state.page <= 1 ? "disabled" : ""}>Previous</button>
       <span>page ${state.page} of ${pages}</span><button id="next" ${state.page >= pages ? "disabled" : ""}>Next</button></div>`;
   bindRange(families);
-  document.getElementById("search").addEventListener("change", (e) => { state.search = e.target.value; state.page = 1; families(); });
-  document.getElementById("prev").addEventListener("click", () => { state.page--; families(); });
-  document.getElementById("next").addEventListener("click", () => { state.page++; families(); });
+  document.getElementById("search").addEventListener("change", (e) => { state.search = e.target.value; state.page = 1; refresh(families); });
+  document.getElementById("prev").addEventListener("click", () => { state.page--; refresh(families); });
+  document.getElementById("next").addEventListener("click", () => { state.page++; refresh(families); });
   for (const th of view.querySelectorAll("th[data-sort]")) {
     th.addEventListener("click", () => {
       const key = th.dataset.sort;
       state.order = state.sort === key && state.order === "desc" ? "asc" : "desc";
-      state.sort = key; state.page = 1; families();
+      state.sort = key; state.page = 1; refresh(families);
     });
   }
 }
@@ -205,7 +189,7 @@ async function family(name) {
       <td class="text">${esc(a.exit_reason)}</td><td>${bytes(a.user_request_bytes)}</td><td>${bytes(a.memory_request_bytes)}</td>
       <td>${bytes(a.memory_limit_bytes)}</td><td data-col="peak">${peakText(a)}</td>
       <td class="text">${esc(a.node || "–")}${a.group ? ` (group ${a.group})` : ""}</td><td class="why">${esc(a.explanation || "")}</td></tr>`).join("");
-  view.innerHTML = `<h2>${esc(data.task_family)}</h2>
+  view.innerHTML = `<h2>${breakable(data.task_family)}</h2>
     <p class="muted">DAGs: ${data.dags.map(esc).join(", ")}${data.image || data.program ? `<span id="tool">; runs
       ${data.image ? `image <code>${esc(data.image)}</code>` : ""}${data.image && data.program ? ", " : ""}${data.program ? `program <code>${esc(data.program)}</code>` : ""}</span>` : ""}</p>
     <div class="chart" id="family-chart" data-points="${attempts.length}" data-oom="${oom}"></div>
