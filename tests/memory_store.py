@@ -153,7 +153,7 @@ class InMemoryHistoryStore(ProcessHistoryStore):
 
         def key(f: FamilyTotals) -> Any:
             return (
-                f.task_family
+                f.task_family.lower()  # as SQL's lower(): names sort case aside
                 if sort == "task_family"
                 else f.last_day
                 if sort == "last_day"

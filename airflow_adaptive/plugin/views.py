@@ -212,6 +212,7 @@ def family_detail(
         "image": image,  # what its newest attempts run (warm starts match other families by it)
         "program": program,
         "attempts": [_attempt_json(o, group_of, restricted=dags is not None) for o in history],
+        "attempts_limit": limit,  # the newest this many are shown: as many as that means maybe more
         "decision": _decision_json(decision),
         "labels": dict(placement.labels or {}) if placement else {},
         "preferred_groups": list(placement.preferred_groups) if placement else [],

@@ -68,7 +68,8 @@ def family_totals(
         select(family_day.c.task_family, *sums, last).where(*_where(query)).group_by(family_day.c.task_family)
     )
     page = grouped.subquery()
-    key = page.c[sort]
+    # names sort as a reader expects, case aside (NFCORE_... beside lower-case tool names); then exactly
+    key = func.lower(page.c.task_family) if sort == "task_family" else page.c[sort]
     order = [key.desc() if descending else key.asc(), page.c.task_family]
     stmt = select(page).order_by(*order).limit(limit).offset(offset)
     found = [FamilyTotals(r.task_family, _totals(r), _day(r.last_day)) for r in conn.execute(stmt)]

@@ -243,6 +243,9 @@ def check_family_addresses(walk: Walk, store: Any) -> None:
     assert "That address names no valid family" in browser.find_element(By.ID, "bad-address").text
     go("#/task/adaptive_genomics/%zz", "task")
     assert "no valid task" in browser.find_element(By.ID, "bad-address").text
+    go("#/bogus", "overview")  # an unknown view: the overview, and the address and tab say so
+    assert browser.execute_script("return location.hash") == "#/overview"
+    assert browser.find_element(By.CSS_SELECTOR, "#tabs a.active").get_attribute("data-tab") == "overview"
     odd = "genomics.align/whatif\nNFCORE:ALIGN (1)"  # the page's own link form: one encoded segment
     store.record([attempt(i, family=odd, peak=GIB, run=f"odd{i}") for i in range(3)])
     go(str(browser.execute_script("return '#/family/' + encodeURIComponent(arguments[0])", odd)))

@@ -155,6 +155,13 @@ def test_families_named_are_each_familys_row_in_one_read(store: HistoryStore) ->
     assert advisor.memory.family_state(long_name) == store.family(long_name) is not None
 
 
+def test_families_sort_by_name_as_a_reader_expects_case_aside(store: HistoryStore) -> None:
+    names = ["beta", "ALPHA", "Gamma", "delta"]
+    store.record([attempt(i, family=name, peak=GIB) for i, name in enumerate(names)])
+    found, _ = store.family_totals(TotalsQuery(), sort="task_family", descending=False)
+    assert [f.task_family for f in found] == ["ALPHA", "beta", "delta", "Gamma"]
+
+
 def test_a_retry_reads_the_previous_try_by_key(store: HistoryStore) -> None:
     store.record([attempt(n, peak=GIB) for n in range(10)])
     killed = replace(attempt(99, peak=0, run="oom"), exit_reason=ExitReason.OOM_KILLED)

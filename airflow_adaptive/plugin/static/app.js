@@ -193,7 +193,7 @@ async function family(name) {
     <p class="muted">DAGs: ${data.dags.map(esc).join(", ")}${data.image || data.program ? `<span id="tool">; runs
       ${data.image ? `image <code>${esc(data.image)}</code>` : ""}${data.image && data.program ? ", " : ""}${data.program ? `program <code>${esc(data.program)}</code>` : ""}</span>` : ""}</p>
     <div class="chart" id="family-chart" data-points="${attempts.length}" data-oom="${oom}"></div>
-    <p class="muted" id="chart-caption">${attempts.length} attempts plotted; ${oom} OOM-killed (large red dots, at their limit);
+    <p class="muted" id="chart-caption">${attempts.length === data.attempts_limit ? "The newest " : ""}${attempts.length} attempts plotted; ${oom} OOM-killed (large red dots, at their limit);
       hollow peaks are lower bounds (sampled).</p>
     ${data.history_hidden ? `<p class="error" id="hidden-note">${esc(data.hidden_note)}</p>` : ""}
     <h2>${data.modes?.recommending ? "Recommendation" : "Next decision"}</h2><p id="decision"><b>${bytes(data.decision.memory_request_bytes)}</b> (${esc(data.decision.strategy)}):
@@ -319,8 +319,10 @@ function badAddress(what) {  // instead of an uncaught error and a page left at 
   view.innerHTML = `<div class="error" id="bad-address">That address names no valid ${what}: <code>${esc(location.hash)}</code>
     is cut short or was edited. Open the family from the Task families list.</div>`;
 }
+const VIEWS = ["overview", "families", "family", "nodes", "queue", "locality", "modes", "task"];
 async function route() {
   const [first, ...rest] = location.hash.replace(/^#\/?/, "").split("/");
+  if (first && !VIEWS.includes(first)) { history.replaceState(null, "", "#/overview"); return route(); }  // an unknown view
   const tab = first || "overview", args = decoded(rest);
   for (const a of document.querySelectorAll("#tabs a")) a.classList.toggle("active", a.dataset.tab === (tab === "family" ? "families" : tab));
   try {
