@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import itertools
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
+from airflow_adaptive.core.model import ExitReason
 from airflow_adaptive.core.sizing import quick_predictor_names
 from airflow_adaptive.core.units import GIB, format_bytes
 from airflow_adaptive.store.api import Source, TotalsQuery
@@ -247,11 +249,14 @@ def check_family_addresses(walk: Walk, store: Any) -> None:
     assert browser.execute_script("return location.hash") == "#/overview"
     assert browser.find_element(By.CSS_SELECTOR, "#tabs a.active").get_attribute("data-tab") == "overview"
     odd = "genomics.align/whatif\nNFCORE:ALIGN (1)"  # the page's own link form: one encoded segment
-    store.record([attempt(i, family=odd, peak=GIB, run=f"odd{i}") for i in range(3)])
+    failed = replace(attempt(3, family=odd, peak=GIB, run="odd3"), exit_reason=ExitReason.ERROR, exit_code=1)
+    store.record([*(attempt(i, family=odd, peak=GIB, run=f"odd{i}") for i in range(3)), failed])
     go(str(browser.execute_script("return '#/family/' + encodeURIComponent(arguments[0])", odd)))
     assert (
-        heading() == odd and browser.find_element(By.ID, "family-chart").get_attribute("data-points") == "3"
+        heading() == odd and browser.find_element(By.ID, "family-chart").get_attribute("data-points") == "4"
     )
+    caption = browser.find_element(By.ID, "chart-caption").text  # a failure that was no OOM kill is said
+    assert "0 OOM-killed" in caption and "1 ended otherwise (Error: the table says which)" in caption
     wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "#whatif-table tbody tr"), "its what-if", 120)
     # a task's tab, and the queue's family links, open the family's page
     browser.execute_script("location.hash = '#/task/lff_ui_shot/old'")  # it moves on to #/family/lff.old

@@ -184,6 +184,7 @@ async function family(name) {
   const attempts = data.attempts;
   const xs = attempts.map((a, i) => (a.finished_at ? Date.parse(a.finished_at) / 1000 : i));
   const oom = attempts.filter((a) => a.oom_killed).length;
+  const otherwise = attempts.filter((a) => !a.oom_killed && a.exit_reason !== "Completed"), other = otherwise.length;
   const rows = attempts.slice().reverse().map((a) => `<tr class="${a.oom_killed ? "bad" : ""}" data-exit="${esc(a.exit_reason)}">
       <td class="text">${esc(when(a.finished_at))}</td><td class="text">${esc(a.dag_id)} / ${esc(a.run_id)} / ${a.try_number}</td>
       <td class="text">${esc(a.exit_reason)}</td><td>${bytes(a.user_request_bytes)}</td><td>${bytes(a.memory_request_bytes)}</td>
@@ -193,7 +194,8 @@ async function family(name) {
     <p class="muted">DAGs: ${data.dags.map(esc).join(", ")}${data.image || data.program ? `<span id="tool">; runs
       ${data.image ? `image <code>${esc(data.image)}</code>` : ""}${data.image && data.program ? ", " : ""}${data.program ? `program <code>${esc(data.program)}</code>` : ""}</span>` : ""}</p>
     <div class="chart" id="family-chart" data-points="${attempts.length}" data-oom="${oom}"></div>
-    <p class="muted" id="chart-caption">${attempts.length === data.attempts_limit ? "The newest " : ""}${attempts.length} attempts plotted; ${oom} OOM-killed (large red dots, at their limit);
+    <p class="muted" id="chart-caption">${attempts.length === data.attempts_limit ? "The newest " : ""}${attempts.length} attempts plotted; ${oom} OOM-killed (large red dots, at their limit);${
+      other ? ` ${other} ended otherwise (${[...new Set(otherwise.map((a) => a.exit_reason))].map(esc).join(", ")}: the table says which);` : ""}
       hollow peaks are lower bounds (sampled).</p>
     ${data.history_hidden ? `<p class="error" id="hidden-note">${esc(data.hidden_note)}</p>` : ""}
     <h2>${data.modes?.recommending ? "Recommendation" : "Next decision"}</h2><p id="decision"><b>${bytes(data.decision.memory_request_bytes)}</b> (${esc(data.decision.strategy)}):
