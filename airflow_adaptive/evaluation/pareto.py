@@ -43,9 +43,7 @@ def pareto(trace: Mapping[str, Any], default: str, anchors: Sequence[str]) -> di
             "default_beats": no_worse(ours, point),
             "beats_default": no_worse(point, ours),
         }
-        entry["tie"] = (
-            entry["default_beats"] and entry["beats_default"]
-        )  # the same point: both, by definition
+        entry["tie"] = entry["default_beats"] and entry["beats_default"]  # the same point: both
         if sweep:
             beaten_at = [p["max_oom_rate"] for p in sweep if no_worse(p, point)]
             entry["sweep_beats"] = bool(beaten_at)
