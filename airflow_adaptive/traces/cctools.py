@@ -25,7 +25,9 @@ COLUMNS = ("task_id", "core", "memory", "virtual_memory", "disk", "time", "avera
 
 
 def read_cctools(path: str | os.PathLike[str]) -> ImportResult:
-    """Observations of a CCTools table; family ``category-<tag>``; memory and disk are MB (MiB)."""
+    """Observations of a CCTools table; family ``<workflow>:category-<tag>``, the workflow the file's
+    name (each workflow numbers its own categories: two workflows' ``category-1`` are not one family
+    in a store); memory and disk are MB (MiB)."""
     name = os.fspath(path)
     try:
         with open_bytes(name) as handle:
@@ -57,6 +59,8 @@ def read_cctools(path: str | os.PathLike[str]) -> ImportResult:
     frame = pd.DataFrame([cells for _, cells in rows], columns=list(COLUMNS))
     numbers, bad = numeric_columns(frame, ("memory", "time", "average_cores"))
     stem = trace_name(name)
+    workflow = os.path.basename(name).split(".")[0]
+    prefix = f"{workflow}:" if workflow not in ("", "-") else ""
     for pos, (number, cells) in enumerate(rows):
         memory_mb, seconds = value(numbers, "memory", pos), value(numbers, "time", pos)
         problem = (
@@ -72,7 +76,7 @@ def read_cctools(path: str | os.PathLike[str]) -> ImportResult:
             completed_observation(
                 stem,
                 int(cells[0]) if cells[0].isascii() and cells[0].isdigit() else pos,
-                f"category-{cells[7]}",
+                f"{prefix}category-{cells[7]}",
                 peak_bytes=memory_mb * MIB,  # type: ignore[operator]  # checked above
                 wall_seconds=seconds,
                 cpu_percent=None if cores is None else cores * 100,

@@ -241,7 +241,7 @@ def test_a_cctools_task_id_out_of_range_is_skipped_by_line(
     captured = capsys.readouterr()
     assert f"skipped {trace}:3: task_id=3000000000 is out of range (at most 2147483647)" in captured.err
     assert "1 attempts imported" in captured.out
-    assert sql_store(engine).family("category-1").rollup.attempts == 1
+    assert sql_store(engine).family("cct:category-1").rollup.attempts == 1
 
 
 def test_a_whole_row_with_an_empty_last_cell_is_kept_a_short_row_is_not(tmp_path: Path) -> None:

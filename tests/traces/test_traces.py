@@ -90,12 +90,12 @@ def test_cctools_table(tmp_path: Path) -> None:
     assert "memory=lots" in result.skipped[0].reason and "3 fields" in result.skipped[1].reason
     a, b = result.observations
     assert (a.task_family, a.usage.peak_memory_bytes, a.usage.wall_seconds) == (
-        "category-1",
+        "colmena:category-1",  # each workflow numbers its own categories: named by its file
         6202 * MIB,
         256.5,
     )
     assert a.usage.cpu_core_seconds == pytest.approx(1.5 * 256.5)
-    assert b.task_family == "category-2" and a.exit_reason is ExitReason.COMPLETED
+    assert b.task_family == "colmena:category-2" and a.exit_reason is ExitReason.COMPLETED
 
 
 def wf(tasks: list[dict], executions: list[dict]) -> dict:
