@@ -351,6 +351,29 @@ def check_controls_that_cannot_be_met(walk: Walk) -> None:
         lambda: browser.execute_script("return document.getElementById('end') !== window.endBefore"),
         "a reload",
     )
+    # four days chosen: the per-day chart ticks whole days, not every six hours
+    first = browser.execute_script("return document.getElementById('trend').uplot.data[0][0]")
+    days = [
+        str(
+            browser.execute_script(
+                "return new Date(arguments[0] * 1000).toISOString().slice(0, 10)", first + d * 86400
+            )
+        )
+        for d in (0, 3)
+    ]
+    for control, day in (("end", days[1]), ("start", days[0])):
+        browser.execute_script("window.endBefore = document.getElementById('end');" + CHANGE, control, day)
+        wait_for(
+            lambda: browser.execute_script("return document.getElementById('end') !== window.endBefore"), day
+        )
+    ticks = browser.execute_script("return document.getElementById('trend').uplot.axes[0]._splits")
+    assert len(ticks) >= 2 and all((b - a) % 86400 == 0 for a, b in itertools.pairwise(ticks)), ticks
+    for control in ("start", "end"):
+        browser.execute_script("window.endBefore = document.getElementById('end');" + CHANGE, control, "")
+        wait_for(
+            lambda: browser.execute_script("return document.getElementById('end') !== window.endBefore"),
+            "all",
+        )
     walk.open("families")
     browser.execute_script(CHANGE, "search", "zzzz-nothing")
     shown = wait_for(lambda: browser.find_element(By.ID, "no-families").text, "the empty search")

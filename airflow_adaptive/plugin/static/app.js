@@ -44,7 +44,7 @@ function chart(el, title, xs, series, opts = {}) {
   const format = opts.format || ((v) => num(v, 2));
   const plot = new uPlot({
     title, width, height: 260,
-    axes: [{ stroke: css("--muted"), grid: { stroke: css("--line") }, space: 90 },  // whole days, not 12-hour ticks
+    axes: [{ stroke: css("--muted"), grid: { stroke: css("--line") }, space: 90, ...(opts.xIncrs && { incrs: opts.xIncrs }) },
            { stroke: css("--muted"), grid: { stroke: css("--line") }, size: 70, splits: opts.ySplits,
              values: (u, ticks) => ticks.map(format) }],
     series: [{}, ...series.map((s) => ({ spanGaps: false, value: (u, v) => (v === null || v === undefined ? "–" : format(v)), ...s }))],
@@ -86,7 +86,7 @@ async function overview() {
   chart(document.getElementById("trend"), "GB·h per day", xs, [
     line("users asked", "--muted", "user_requested_gb_h"), line("requested", "--accent", "requested_gb_h"),
     line("used", "--good", "used_gb_h"), line("wasted", "--bad", "wasted_gb_h"),
-  ], { format: gbh });
+  ], { format: gbh, xIncrs: DAY_TICKS });
   const first = dayStart(data.days[0].day), last = dayStart(data.days[data.days.length - 1].day);
   const empty = Math.round((last - first) / DAY_S) + 1 - data.days.length;
   document.getElementById("trend").insertAdjacentHTML("afterend", `<p class="muted" id="trend-caption">${data.days.length} days
@@ -95,6 +95,8 @@ async function overview() {
 }
 
 const NO_REQUEST = "no memory request was recorded for these attempts: nothing to measure waste against";
+// Ticks of the per-day chart: whole days (a few days chosen drew 6-hourly ticks), weeks, months, years.
+const DAY_TICKS = [1, 2, 7, 14, 30, 91, 182, 365, 730].map((days) => days * DAY_S);
 const REPLAYED = "the rule replayed on this family's past peaks, each sized from those before it: kills it would have caused, not kills that happened (OOM column)";
 function decisionCell(d) {  // the list shows the rule in a line; the whole explanation on hover and on the family's page
   if (!d) return `<td class="why" data-col="decision"><div class="decision">user's request</div></td>`;
