@@ -56,10 +56,8 @@ def is_series_folder(path: str | os.PathLike[str]) -> bool:
 def series_folders(path: str) -> list[str]:
     """``path`` when it is a time-series folder, else the ones under it (as a plain replay searches a
     folder for traces), sorted; empty when there are none."""
-    if is_series_folder(path):
-        return [path]
     found, seen = [], set()
-    for root, dirs, _ in os.walk(path, followlinks=True):  # nothing when ``path`` is not a folder
+    for root, dirs, _ in os.walk(path, followlinks=True):  # ``path`` first; nothing when not a folder
         real = os.path.realpath(root)
         if real in seen:  # reached twice, through a link (or a loop of them)
             dirs.clear()

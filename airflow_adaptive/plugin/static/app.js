@@ -49,7 +49,7 @@ function chart(el, title, xs, series, opts = {}) {
              values: (u, ticks) => ticks.map(format) }],
     series: [{}, ...series.map((s) => ({ spanGaps: false, value: (u, v) => (v === null || v === undefined ? "–" : format(v)), ...s }))],
     // attempts that all ended in one second (a trace without times): half a day each side, not years ahead
-    scales: { x: { time: true, range: (u, min, max) => (min === max ? [min - 43200, max + 43200] : [min, max]) } },
+    scales: { x: { time: true, range: (u, min, max) => (min === max ? [min - DAY_S / 2, max + DAY_S / 2] : [min, max]) } },
     hooks: { ready: [legendShowsNewest], setCursor: [legendShowsNewest] },
   }, [xs, ...series.map((s) => s.data)], el);
   el.uplot = plot;  // for the browser test: the data and axes as drawn
