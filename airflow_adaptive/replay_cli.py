@@ -202,7 +202,7 @@ def _print_replay(report: dict[str, Any], out: TextIO) -> None:
             print(f"{title}: no strategy replayed ({why})", file=out)
             continue
         table = Table(title=title)
-        for column in ("strategy", "waste GB·h", "MAQ", "WRR", "ATE", "retries/100", "failed"):
+        for column in ("strategy", "waste GB·h", "MAQ", "WRR", "ATE", "kills/100", "failed"):
             table.add_column(column, justify="right" if column != "strategy" else "left")
         rows = sorted(trace["strategies"].items(), key=lambda kv: kv[1]["waste_gb_h"])
         for name, m in rows:

@@ -242,14 +242,15 @@ class PlacementResult:
     def preferred_groups(self) -> tuple[int, ...]:
         return tuple(r.group.id for r in self.ranked) if self.preference else ()
 
-    def explain(self) -> str:
+    def explain(self, with_labels: bool = True) -> str:
+        """Why this order (``with_labels``: led by the task's labels, which a page may show apart)."""
         if not self.ranked and self.rejected:
             why = "; ".join(f"group {g.id} {reason}" for g, reason in self.rejected)
             return f"no node group fits: {why}"
         if not self.preference:
             return "no placement preference (" + ("; ".join(self.notes) or "nothing known") + ")"
         order = " > ".join(f"group {r.group.id} ({'; '.join(r.reasons)})" for r in self.ranked)
-        labels = " ".join(f"{f}={v}" for f, v in (self.labels or {}).items())
+        labels = " ".join(f"{f}={v}" for f, v in (self.labels or {}).items()) if with_labels else ""
         text = f"task labels {labels}: prefer {order}" if labels else f"prefer {order}"
         return text + (f" ({'; '.join(self.notes)})" if self.notes else "")
 

@@ -217,7 +217,7 @@ def family_detail(
         "labels": dict(placement.labels or {}) if placement else {},
         "preferred_groups": list(placement.preferred_groups) if placement else [],
         "runtime_by_group": _runtimes_json(recorded_runs(history), nodes),
-        "placement": placement.explain() if placement else PLACEMENT_HIDDEN,
+        "placement": placement.explain(with_labels=False) if placement else PLACEMENT_HIDDEN,  # labels: above
         **hidden_note(hidden),
     }
 

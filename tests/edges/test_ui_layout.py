@@ -11,7 +11,7 @@ from airflow_adaptive.core.model import PeakKind, TaskKey, Usage
 from airflow_adaptive.core.units import GIB
 from airflow_adaptive.demo import generated_history
 from tests.conftest import sql_store
-from tests.edges.browser_kit import BROWSER_MARKS, Walk, log_in_and_open_the_page
+from tests.edges.browser_kit import BROWSER_MARKS, Walk, log_in_and_open_the_page, wait_for
 from tests.scheduling import serialise_dag_folder
 
 pytestmark = BROWSER_MARKS
@@ -116,3 +116,22 @@ def test_a_tasks_tab_and_hundreds_of_long_nfcore_families(
     rows[-1].find_element(By.TAG_NAME, "a").click()
     walk.tab("family")
     assert browser.execute_script("return window.scrollY") == 0
+    # the family's chart follows its box as the page narrows (a narrower window, a side panel
+    # opened), and widens back; the page's own box is narrowed here, as Airflow's layout may
+    # reload its frame when the window itself narrows
+    width = "const el = document.getElementById('family-chart'); return [el.uplot.width, el.clientWidth]"
+    narrow = "document.querySelector('main').style.width = arguments[0]"
+    drawn, box = wait_for(lambda: browser.execute_script(width), "the family's chart")
+    assert drawn == min(box, 1200) > 700
+    # its attempts all ended in one second: the time axis spans a day about it, not 1,000 days
+    span = "const u = document.getElementById('family-chart').uplot; return [u.scales.x.min, u.scales.x.max, u.data[0]]"
+    low, high, times = browser.execute_script(span)
+    assert len(set(times)) == 1 and (low, high) == (times[0] - 43200, times[0] + 43200)
+    browser.execute_script(narrow, "500px")
+    wait_for(lambda: browser.execute_script(width)[0] < drawn, "the chart to narrow")
+    drawn_narrow, box_narrow = browser.execute_script(width)
+    assert drawn_narrow == max(320, box_narrow) and box_narrow <= 500
+    walk.shot("family-narrow")
+    walk.tab("family")  # back into the page's frame, which the screenshot left
+    browser.execute_script(narrow, "")
+    wait_for(lambda: browser.execute_script(width)[0] == drawn, "the chart to widen back")

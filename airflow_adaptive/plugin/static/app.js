@@ -40,7 +40,7 @@ function card(label, value, key, cls = "") {
   return `<div class="card" data-key="${key}"><div class="label">${label}</div><div class="value ${cls}">${value}</div></div>`;
 }
 function chart(el, title, xs, series, opts = {}) {
-  const width = Math.max(320, Math.min(el.clientWidth || 900, 1200));
+  const width = chartWidth(el);
   const format = opts.format || ((v) => num(v, 2));
   const plot = new uPlot({
     title, width, height: 260,
@@ -48,10 +48,12 @@ function chart(el, title, xs, series, opts = {}) {
            { stroke: css("--muted"), grid: { stroke: css("--line") }, size: 70, splits: opts.ySplits,
              values: (u, ticks) => ticks.map(format) }],
     series: [{}, ...series.map((s) => ({ spanGaps: false, value: (u, v) => (v === null || v === undefined ? "–" : format(v)), ...s }))],
-    // attempts that all ended in one second (a trace without times): half a day each side, not years ahead
-    scales: { x: { time: true, range: (u, min, max) => (min === max ? [min - DAY_S / 2, max + DAY_S / 2] : [min, max]) } },
+    // attempts that all ended in one second (a trace without times): half a day each side, not the
+    // 1,000 days uPlot gives one time (it pads before the range function sees min === max)
+    scales: { x: { time: true, range: (u, min, max) => (oneTime(u.data[0]) ? [u.data[0][0] - DAY_S / 2, u.data[0][0] + DAY_S / 2] : [min, max]) } },
     hooks: { ready: [legendShowsNewest], setCursor: [legendShowsNewest] },
   }, [xs, ...series.map((s) => s.data)], el);
+  followWidth(el, plot);
   el.uplot = plot;  // for the browser test: the data and axes as drawn
   return plot;
 }

@@ -56,6 +56,7 @@ function binarySplits(u, axis, min, max) {
 // uPlot leaves a gap there instead of drawing a line across it (spanGaps is off). One null per gap,
 // not one per empty day, so an attempt dated decades away costs one point, not thousands.
 const DAY_S = 86400;
+function oneTime(xs) { return xs.length > 0 && xs[0] === xs[xs.length - 1]; }  // xs ascending
 function dayStart(day) { return Date.parse(`${day}T00:00:00Z`) / 1000; }
 function dailySeries(days) {
   const xs = [], rows = [];
@@ -80,4 +81,15 @@ function newestIndex(u) {
 }
 function legendShowsNewest(u) {
   if (u.cursor.idx === null || u.cursor.idx === undefined) u.setLegend({ idx: newestIndex(u) });
+}
+
+// uPlot draws at the width it is given: a chart takes its box's (320 to 1200 px) and follows it as
+// the window narrows or widens. The observer goes with the box when a view replaces it.
+function chartWidth(el) { return Math.max(320, Math.min(el.clientWidth || 900, 1200)); }
+function followWidth(el, plot) {
+  if (!window.ResizeObserver) return;
+  new ResizeObserver(() => {
+    const width = chartWidth(el);
+    if (width !== plot.width) plot.setSize({ width, height: plot.height });
+  }).observe(el);
 }

@@ -61,7 +61,7 @@ function planeChart(el, strategies, configured) {
   }));
   const data = [xs, ...shown.map((s) => xs.map((x) => (x === s.retries_per_100 ? s.waste_gb_h : null)))];
   const ours = shown.find((s) => s.strategy === configured);
-  const width = Math.max(320, Math.min(el.clientWidth || 900, 1200));
+  const width = chartWidth(el);
   const plot = new uPlot({
     title: "Waste for kills", width, height: 300, legend: { show: false },
     scales: { x: { time: false, range: (u, lo, hi) => [-Math.max(hi, 1) * 0.02, Math.max(hi * 1.15, 1)] },
@@ -71,6 +71,7 @@ function planeChart(el, strategies, configured) {
     series: [{}, ...series],
     hooks: { draw: [(u) => planeMarks(u, shown, ours)] },
   }, data, el);
+  followWidth(el, plot);
   el.uplot = plot;  // for the browser test: the points as drawn
   return plot;
 }
