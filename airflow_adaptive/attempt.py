@@ -139,8 +139,11 @@ def prepare_pod(
     limit = decision.memory_limit_bytes
     if advisor.settings.grow_in_place and choice.mode.enforces and decision.adaptive and limit:
         rule = GrowthRule(latency_s=advisor.settings.grow_resize_latency_seconds)
-        # as the replay's grow: a family without a plan keeps the decision, rescued only
-        allow_growth(pod, container_name, advisor.memory.growth_plan(ask.task_family, rule, limit))
+        # as the replay's grow: a family without a plan, or the retry of a try that outgrew its
+        # limit (growth could not save it), keeps the decision, rescued only
+        retry = "killed_at_bytes" in decision.details  # sized from the limit the last try died at
+        plan = None if retry else advisor.memory.growth_plan(ask.task_family, rule, limit)
+        allow_growth(pod, container_name, plan)
     return decision
 
 

@@ -46,9 +46,9 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
 
     if args.input_size_bytes is not None and args.input_size_bytes < 0:
         raise InvalidQuantityError(f"--input-size-bytes must not be negative, not {args.input_size_bytes}")
-    user = MemoryRequest(
-        parse_memory_amount(args.request, what="--request") if args.request else None,
-        parse_memory_amount(args.limit, what="--limit") if args.limit else None,
+    user = MemoryRequest.asked(
+        parse_memory_amount(args.request, what="--request") if args.request is not None else None,
+        parse_memory_amount(args.limit, what="--limit") if args.limit is not None else None,
     )
     if user.request_bytes and user.limit_bytes and user.limit_bytes < user.request_bytes:
         raise InvalidQuantityError(
@@ -189,16 +189,17 @@ def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
             config.load_kube_config(config_file=args.kubeconfig)
         else:
             config.load_incluster_config()
-        created = create_missing(ApiClient())
-    except config.ConfigException as err:  # a kubeconfig that is not one, or neither it nor a pod's account
+    except (config.ConfigException, TypeError, AttributeError) as err:  # no kubeconfig (the client's
+        # TypeError: a file that is no mapping), or neither it nor a pod's account
         where = (
             f"kubeconfig {args.kubeconfig or config.KUBE_CONFIG_DEFAULT_LOCATION} unusable"
             if from_file
             else "no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not in a cluster"
         )
-        raise ClusterUnavailableError(
-            f"cannot create PriorityClasses: {where} ({first_line(err, 300)})"
-        ) from None
+        detail = "not a kubeconfig" if isinstance(err, (TypeError, AttributeError)) else first_line(err, 300)
+        raise ClusterUnavailableError(f"cannot create PriorityClasses: {where} ({detail})") from None
+    try:
+        created = create_missing(ApiClient())
     except Exception as err:  # unreachable API, RBAC refusal: one line, no traceback
         raise ClusterUnavailableError(
             f"cannot create PriorityClasses: {type(err).__name__} {first_line(err, 300)}"

@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from airflow_adaptive.core.normalise import escape_surrogates
 from airflow_adaptive.core.retention import DAYS_RULE, check_keep_days
-from airflow_adaptive.exceptions import AdaptiveError
+from airflow_adaptive.exceptions import AdaptiveError, TraceFormatError
 from airflow_adaptive.traces.source import cannot_read
 
 RESEARCH_INSTALL = "pip install 'airflow-adaptive[research]'"
@@ -42,6 +42,8 @@ def require_paths(paths: Sequence[str]) -> None:
     """A named file or folder that is not there is said at once, as the trace readers say it, before
     the imports a run needs (seconds of them)."""
     for path in paths:
+        if not path.strip():
+            raise TraceFormatError(f"{path!r}: an empty path names no file")
         if path != "-" and not os.path.exists(path):  # "-": standard input
             raise cannot_read(path, FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT)))
 

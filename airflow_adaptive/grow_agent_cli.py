@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from airflow_adaptive.cli_args import seconds
-from airflow_adaptive.exceptions import AdaptiveError, InvalidSettingError
+from airflow_adaptive.exceptions import AdaptiveError, ClusterUnavailableError, InvalidSettingError
 
 if TYPE_CHECKING:
     from airflow_adaptive.core.growth import GrowthRule
@@ -32,7 +32,13 @@ def cmd_grow_agent(args: argparse.Namespace, out: TextIO) -> int:
     rule = growth_rule(args, latency_s)  # a bad setting is said before the cluster is asked
     agent = GrowthAgent(_api_client(), node, Path(args.cgroup_root), rule)
     if args.once:
-        print(f"asked {agent.cycle()} resizes", file=out)
+        try:
+            asked = agent.cycle()
+        except Exception as err:  # the API unreachable or refusing: one line, no traceback
+            from airflow_adaptive.kubernetes.grow_agent import cycle_failure
+
+            raise ClusterUnavailableError(f"grow-agent: the look failed ({cycle_failure(err)})") from None
+        print(f"asked {asked} resizes", file=out)
         return 0
     signal.signal(signal.SIGTERM, lambda *_: agent.stop.set())
     print(f"growing labelled pods on node {node!r} every {args.interval:g} s", file=out, flush=True)

@@ -16,6 +16,7 @@ from airflow_adaptive.failopen import first_line
 def cmd_observe(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.advisor import Advisor
     from airflow_adaptive.config import get_settings
+    from airflow_adaptive.kubernetes.grow_agent import cycle_failure
     from airflow_adaptive.observer.lease import LeaderLease
     from airflow_adaptive.observer.loop import Observer
 
@@ -26,7 +27,13 @@ def cmd_observe(args: argparse.Namespace, out: TextIO) -> int:
     lease = LeaderLease(api_client, namespace, identity)
     observer = Observer(api_client, lease, lambda: Advisor(settings))
     if args.once:
-        print(f"recorded {observer.cycle()} ended pods", file=out)
+        try:
+            recorded = observer.cycle()
+        except ClusterUnavailableError:
+            raise
+        except Exception as err:  # the API unreachable or refusing: one line, no traceback
+            raise ClusterUnavailableError(f"observe: the cycle failed ({cycle_failure(err)})") from None
+        print(f"recorded {recorded} ended pods", file=out)
         return 0
     signal.signal(signal.SIGTERM, lambda *_: observer.stop.set())
     print(f"observing worker pods in namespace {namespace!r} as {identity}", file=out, flush=True)
@@ -35,16 +42,35 @@ def cmd_observe(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _api_client() -> Any:
-    """The KubernetesExecutor's client configuration (in-cluster in the Deployment)."""
+    """The KubernetesExecutor's client configuration (in-cluster in the Deployment); outside a
+    cluster, else, the kubeconfig of $KUBECONFIG or ~/.kube/config, as kubectl would use."""
     try:
         from airflow.providers.cncf.kubernetes.kube_client import get_kube_client
 
         return get_kube_client().api_client
     except Exception as err:  # no kube config: a clear line, not a traceback
+        fallback = _kubeconfig_client()
+        if fallback is not None:
+            return fallback
         raise ClusterUnavailableError(
-            "no Kubernetes API to observe: not in a cluster, and [kubernetes_executor] in_cluster / "
-            f"config_file name no kubeconfig that works ({type(err).__name__}: {first_line(err)})"
+            "no Kubernetes API: not in a cluster, [kubernetes_executor] in_cluster / config_file name "
+            f"no kubeconfig that works ({type(err).__name__}: {first_line(err)}), and $KUBECONFIG or "
+            "~/.kube/config none either"
         ) from None
+
+
+def _kubeconfig_client() -> Any:
+    """A client from $KUBECONFIG or ~/.kube/config; None when neither names a usable file."""
+    from kubernetes import config
+
+    # read now: the client reads $KUBECONFIG once, when it is imported
+    named = os.environ.get("KUBECONFIG") or "~/.kube/config"
+    if not any(os.path.isfile(os.path.expanduser(p)) for p in named.split(os.pathsep) if p):
+        return None
+    try:
+        return config.new_client_from_config(config_file=named)
+    except Exception:  # not a kubeconfig (the client raises TypeError for some): as none at all
+        return None
 
 
 def add_observe_command(sub: Any) -> None:

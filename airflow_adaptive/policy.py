@@ -63,7 +63,7 @@ def mutate(pod: k8s.V1Pod) -> None:
         managed_by="policy",
         entrypoint_runs_args=worker,
     )
-    log.info("airflow-adaptive [%s, %s] %s", choice.note(), decision.strategy, decision.explanation)
+    log.info("%s", choice.log_line(decision.strategy, decision.explanation))
     if worker:  # the observer records it; until then it counts as unfinished
         advisor.recording.started(family, key)
         keep_for_observer(pod, _api_client)
@@ -140,7 +140,12 @@ def pod_mutation_hook(pod: Any) -> None:
     snapshot = copy.deepcopy(pod)
     try:
         mutate(pod)
-    except Exception:
-        log.exception("airflow-adaptive: pod_mutation_hook failed; the pod is left as it was")
+    except Exception as err:
+        from airflow_adaptive.exceptions import AdaptiveError
+
+        if isinstance(err, AdaptiveError):  # the pod's own mistake (e.g. memory "2GB"): one line
+            log.warning("airflow-adaptive: %s; the pod is left as it was", err)
+        else:
+            log.exception("airflow-adaptive: pod_mutation_hook failed; the pod is left as it was")
         for attr in pod.attribute_map:
             setattr(pod, attr, getattr(snapshot, attr))

@@ -59,6 +59,7 @@ class FakeKubernetesApi:
         self.node_patches: list[tuple[str, dict[str, Any]]] = []
         self.priority_classes: dict[str, dict[str, Any]] = {}  # name -> PriorityClass JSON
         self.leases: dict[tuple[str, str], dict[str, Any]] = {}  # (namespace, name) -> Lease JSON
+        self.forbid_lease_reads = False  # a reader without RBAC for Leases: 403 on GET
         self.deletions: list[str] = []  # pod names, as DELETE was asked
         # In-place resize (pods/resize): "apply", "defer", "infeasible", "forbid" (403), "absent"
         # (404, a cluster older than 1.33) or "grow-only" (a 1.33 cluster: a memory-limit decrease is

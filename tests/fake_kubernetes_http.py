@@ -189,6 +189,9 @@ class Handler(BaseHTTPRequestHandler):
         """coordination.k8s.io Leases: read, create, replace with optimistic concurrency."""
         with self.api._lock:
             lease = self.api.leases.get((namespace, name or ""))
+            if method == "GET" and self.api.forbid_lease_reads:
+                return self._send(403, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                        "reason": "Forbidden", "code": 403, "message": "leases is forbidden"})  # fmt: skip
             if method == "GET":
                 return self._send(200, lease) if lease else self._not_found()
             body = self._body()

@@ -114,6 +114,11 @@ class MemoryRequest:
     request_bytes: int | None = None
     limit_bytes: int | None = None
 
+    @classmethod
+    def asked(cls, request_bytes: int | None, limit_bytes: int | None) -> MemoryRequest:
+        """As the API server reads a container's memory: a limit alone is its request too."""
+        return cls(limit_bytes if request_bytes is None else request_bytes, limit_bytes)
+
 
 @dataclass(frozen=True)
 class Decision:

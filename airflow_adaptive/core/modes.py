@@ -88,6 +88,13 @@ class ModeChoice:
     def note(self) -> str:
         return f"{self.mode.value} ({self.source})"
 
+    def log_line(self, strategy: str, explanation: str) -> str:
+        """The decision as logged: what the pod gets, or (observe, recommend) that it keeps the
+        user's resources and what it would get, as its annotation says."""
+        if self.mode.enforces:
+            return f"airflow-adaptive [{self.note()}, {strategy}] {explanation}"
+        return f"airflow-adaptive [{self.note()}] keeps the user's resources; would give {strategy}: {explanation}"
+
 
 def choose_mode(
     rules: Iterable[FamilyRule],

@@ -35,6 +35,7 @@ from kubernetes.client.exceptions import ApiException
 from airflow_adaptive.agent.cgroup import CgroupUnavailable, MemoryCgroup, pod_cgroups
 from airflow_adaptive.agent.watch import GrowthWatch
 from airflow_adaptive.core.growth import GrowthRule
+from airflow_adaptive.failopen import first_line
 from airflow_adaptive.kubernetes.names import GROW_LABEL, HEADROOM_ANNOTATION
 from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
 from airflow_adaptive.kubernetes.resize import (
@@ -215,10 +216,25 @@ class GrowthAgent:
         self._left_alone &= running
 
     def run(self) -> None:
-        """Cycle every sample interval until stopped or off; an API error is logged and retried."""
-        while not self.stop.is_set() and self.off_reason is None:
+        """Cycle every sample interval until stopped. A failed cycle (the API unreachable, a refusal)
+        is logged once per reason and tried again; once growth is off the agent idles until stopped,
+        as a DaemonSet would only restart an agent that exits, to be turned off again."""
+        failing: str | None = None
+        while not self.stop.is_set():
             try:
                 self.cycle()
-            except ApiException as err:
-                log.warning("grow-agent: cycle failed (%s %s)", err.status, err.reason)
+                if failing is not None:
+                    log.warning("grow-agent: cycles work again")
+                failing = None
+            except Exception as err:
+                if cycle_failure(err) != failing:
+                    log.warning("grow-agent: cycle failed (%s); trying again", cycle_failure(err))
+                failing = cycle_failure(err)
             self.stop.wait(self.rule.sample_s)
+
+
+def cycle_failure(err: BaseException) -> str:
+    """A failed cycle's reason in one line: an API answer's status, else the error's first line."""
+    if isinstance(err, ApiException):
+        return f"{err.status} {err.reason}"
+    return f"{type(err).__name__}: {first_line(err)}"

@@ -77,7 +77,7 @@ def memory_of(resources: k8s.V1ResourceRequirements | dict | None, *, what: str 
         requests, limits = resources.requests, resources.limits
     req = (requests or {}).get("memory")
     lim = (limits or {}).get("memory")
-    return MemoryRequest(
+    return MemoryRequest.asked(
         parse_memory_bytes(req, what=f"{what} request") if req is not None else None,
         parse_memory_bytes(lim, what=f"{what} limit") if lim is not None else None,
     )

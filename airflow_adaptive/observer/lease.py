@@ -98,8 +98,17 @@ def observer_alive(client: Callable[[], Any], namespace: str, clock: Clock = utc
     try:
         lease = CoordinationV1Api(client()).read_namespaced_lease(LEASE_NAME, namespace)
         alive = lease.spec is not None and not _expired(lease.spec, clock())
-    except Exception:  # no Lease, no API server, no permission: nobody to wait for
+    except Exception as err:  # no Lease, no API server, no permission: nobody to wait for
         alive = False
+        if getattr(err, "status", None) != 404:  # no Lease is no observer; anything else is said once
+            from airflow_adaptive.failopen import first_line, warn_once
+
+            reason = f"{err.status} {err.reason}" if isinstance(err, ApiException) else first_line(err)
+            warn_once(
+                f"cannot read the observer's Lease {LEASE_NAME!r} in {namespace!r} ({reason}; the "
+                "scheduler needs get on it, deploy/observer.yaml)",
+                "worker pods get no finalizer, and one OOM-killed may go unrecorded",
+            )
     with _alive_lock:
         _alive[namespace] = (time.monotonic(), alive)
     return alive

@@ -156,7 +156,7 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
             self.log.info("airflow-adaptive: mode %s: the pod is left as asked", choice.note())
             return pod
         decision = self.decide(pod, context, choice, dry_run=dry_run)
-        self.log.info("airflow-adaptive [%s, %s] %s", choice.note(), decision.strategy, decision.explanation)
+        self.log.info("%s", choice.log_line(decision.strategy, decision.explanation))
         key = task_key(context)
         if key is not None and not dry_run:  # until recorded, it counts as unfinished
             advisor.recording.started(self.family, key)

@@ -214,6 +214,9 @@ def test_priority_class_manifests_are_valid_and_never_preempt(
     broken.write_text("apiVersion: v1\nkind: Config\n")  # no contexts: there, but not a usable one
     assert main(["priority-classes", "--create", "--kubeconfig", str(broken)]) == 2
     assert f"kubeconfig {broken} unusable (Invalid kube-config file" in capsys.readouterr().err
+    broken.write_text("just text\n")  # YAML, but no mapping: the client raises a TypeError on it
+    assert main(["priority-classes", "--create", "--kubeconfig", str(broken)]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"kubeconfig {broken} unusable (not a kubeconfig)")
     assert docs[0]["value"] > docs[1]["value"] > docs[2]["value"] >= 0
 
 

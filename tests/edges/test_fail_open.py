@@ -18,6 +18,7 @@ from kubernetes.client import models as k8s
 
 from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
+from airflow_adaptive.core.grouping import NodeProfile, group_nodes
 from airflow_adaptive.core.locality import InputUse
 from airflow_adaptive.core.model import MemoryRequest
 from airflow_adaptive.core.units import GIB
@@ -279,6 +280,11 @@ def test_least_privilege_role_from_the_readme_can_record_and_read(engine: Any) -
     assert [o.usage.peak_memory_bytes for o in repo.history("f")] == [2 * GIB, GIB, GIB]
     assert repo.family("f").rollup.attempts == 3  # type: ignore[union-attr]
     Advisor(get_settings(), lambda: repo).placement.place("f", frozenset(), GIB)  # reads nodes
+    # the profiling DAG's task stores the node groups, replacing the rows there were
+    profile = NodeProfile("node-a", {"cpu_events_per_s": 500.0, "memory_mib_per_s": 9000.0}, 8, 32 * GIB)
+    repo.save_nodes([profile], group_nodes([profile]))
+    repo.save_nodes([replace(profile, node="node-b")], group_nodes([replace(profile, node="node-b")]))
+    assert [n.profile.node for n in repo.nodes()] == ["node-b"]
     assert (
         Advisor(get_settings(), lambda: repo).memory.decide("f", MemoryRequest(GIB, GIB)).adaptive
     )  # counts notes

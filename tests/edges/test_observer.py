@@ -4,6 +4,7 @@ recorded by the observer (``airflow-adaptive observe``) that holds them with a f
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -170,6 +171,24 @@ def test_without_an_observer_no_pod_waits(cluster: FakeKubernetesApi, engine: An
     assert memory_limit(body) == USER_MEMORY  # a cold family keeps the user's request
 
 
+def test_a_scheduler_that_may_not_read_the_lease_says_so_once(
+    cluster: FakeKubernetesApi, engine: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No Lease is no observer, said by no one; a refused read is a missing Role, said once."""
+    from airflow_adaptive.failopen import forget_warnings
+
+    forget_warnings()
+    with caplog.at_level(logging.WARNING):
+        worker_pod("quiet")
+        assert not [r for r in caplog.records if "Lease" in r.getMessage()]
+        cluster.forbid_lease_reads = True
+        for run in ("r1", "r2"):
+            lease_module.forget()
+            assert RECORD_FINALIZER not in (worker_pod(run).metadata.finalizers or [])
+    (said,) = [r.getMessage() for r in caplog.records if "Lease" in r.getMessage()]
+    assert "cannot read the observer's Lease 'airflow-adaptive-observer'" in said and "403 Forbidden" in said
+
+
 @pytest.mark.parametrize("mode", ["observe", "recommend", "enforce"])
 def test_each_mode_on_a_worker_pod(
     cluster: FakeKubernetesApi, engine: Any, monkeypatch: pytest.MonkeyPatch, mode: str
@@ -206,6 +225,10 @@ def test_the_shipped_observer_manifest_is_valid_and_runs_as_no_root() -> None:
     role = next(d for d in docs if d["kind"] == "Role")
     leases = next(r for r in role["rules"] if r["apiGroups"] == ["coordination.k8s.io"])
     assert set(leases["verbs"]) == {"get", "create", "update"}  # what LeaderLease calls, no more
+    # the scheduler's hook may read that one Lease, and nothing else
+    reader = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"].endswith("lease-reader"))
+    assert reader["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                                "resourceNames": [lease_module.LEASE_NAME], "verbs": ["get"]}]  # fmt: skip
 
 
 def test_the_observe_command_runs_a_cycle_and_says_a_missing_cluster_in_one_line(
@@ -221,9 +244,22 @@ def test_the_observe_command_runs_a_cycle_and_says_a_missing_cluster_in_one_line
     assert "recorded 0 ended pods" in capsys.readouterr().out
     assert (NAMESPACE, lease_module.LEASE_NAME) in cluster.leases  # it leads now
     monkeypatch.setenv("AIRFLOW__KUBERNETES_EXECUTOR__CONFIG_FILE", str(cluster.workdir / "missing.yaml"))
+    monkeypatch.setenv("KUBECONFIG", str(cluster.workdir / "missing-too.yaml"))
     assert main(["observe", "--once"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("airflow-adaptive: error: no Kubernetes API to observe")
+    assert err[-1].startswith("airflow-adaptive: error: no Kubernetes API: not in a cluster")
+    # outside a cluster, $KUBECONFIG is used as kubectl uses it
+    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
+    assert main(["observe", "--once", "--namespace", NAMESPACE]) == 0
+    assert "recorded 0 ended pods" in capsys.readouterr().out
+    # an API that does not answer: one line, no traceback
+    closed = cluster.workdir / "closed.yaml"
+    closed.write_text(cluster.kubeconfig.read_text().replace(cluster.url, "http://127.0.0.1:1"))  # refused
+    monkeypatch.setenv("KUBECONFIG", str(closed))
+    lease_module.forget()
+    assert main(["observe", "--once", "--namespace", NAMESPACE]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("airflow-adaptive: error: observe: the cycle failed ("), err
 
 
 def test_store_down_and_api_unreachable_the_worker_pod_keeps_the_users_resources(

@@ -106,7 +106,9 @@ def test_previous_oom_of_a_sanitised_run_escalates(engine: Any, mutate_all: None
     assert "OOM-killed" in pod.metadata.annotations[DECISION_ANNOTATION]
 
 
-def test_a_failure_inside_leaves_the_pod_exactly_as_it_was(engine: Any, mutate_all: None) -> None:
+def test_a_failure_inside_leaves_the_pod_exactly_as_it_was(
+    engine: Any, mutate_all: None, caplog: pytest.LogCaptureFixture
+) -> None:
     history(engine)
     pod = KubernetesPodOperator(
         task_id="load", image="busybox",
@@ -114,9 +116,17 @@ def test_a_failure_inside_leaves_the_pod_exactly_as_it_was(engine: Any, mutate_a
     ).build_pod_request_obj(cast(Any, {"ti": SimpleNamespace(dag_id="etl", task_id="load", map_index=-1, try_number=1),
                              "run_id": RUN_ID, "dag": SimpleNamespace()}), dry_run=True)  # fmt: skip
     before = copy.deepcopy(pod)
-    pod_mutation_hook(pod)  # run again directly: it must not raise either
+    with caplog.at_level(logging.WARNING):
+        pod_mutation_hook(pod)  # run again directly: it must not raise either
     assert pod == before
     assert FAMILY_LABEL not in pod.metadata.labels
+    # the pod's own mistake is said in one line naming the pod, without a traceback
+    said = [r for r in caplog.records if "plenty" in r.getMessage()]  # built, and run again here
+    assert len(said) == 2 and all(r.exc_info is None for r in said)
+    assert said[-1].getMessage() == (
+        f"airflow-adaptive: pod {pod.metadata.name} memory limit: 'plenty' is not a Kubernetes quantity "
+        "(e.g. 512Mi, 1.5Gi, 2G); the pod is left as it was"
+    )
 
 
 def executor_pod() -> k8s.V1Pod:
@@ -177,15 +187,21 @@ def operator_pod(mode: str) -> k8s.V1Pod:
 
 @pytest.mark.parametrize("mode", ["observe", "recommend", "enforce"])
 @pytest.mark.parametrize("kind", ["plain KPO", "operator"])
-def test_each_mode_on_a_kpo_pod(engine: Any, monkeypatch: pytest.MonkeyPatch, mode: str, kind: str) -> None:
+def test_each_mode_on_a_kpo_pod(
+    engine: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, mode: str, kind: str
+) -> None:
     from airflow_adaptive.config import get_settings
     from airflow_adaptive.kubernetes.names import MODE_ANNOTATION, MODE_LABEL
 
     history(engine)
     monkeypatch.setenv("AIRFLOW__ADAPTIVE__MODE", mode)
     get_settings.cache_clear()
-    pod = kpo_pod() if kind == "plain KPO" else operator_pod(mode)
+    with caplog.at_level(logging.INFO):
+        pod = kpo_pod() if kind == "plain KPO" else operator_pod(mode)
     validate_pod(pod)
+    if kind == "plain KPO":  # the hook's log line says what the pod gets (the operator's: its task log)
+        (logged,) = [r.getMessage() for r in caplog.records if "P95 of peaks" in r.getMessage()]
+        assert ("keeps the user's resources; would give adaptive: P95" in logged) == (mode != "enforce")
     source = "[adaptive] mode" if kind == "plain KPO" else "task"
     assert pod.metadata.annotations[MODE_ANNOTATION] == f"{mode} ({source})"
     assert pod.metadata.labels[MODE_LABEL] == mode
@@ -274,3 +290,36 @@ def test_settings_airflow_accepts_are_read(
 
     monkeypatch.setenv(f"AIRFLOW__ADAPTIVE__{name}", value)
     assert getattr(load_settings().sizing, name.lower()) == read
+
+
+def test_the_logged_decision_says_what_the_pod_gets_in_every_mode() -> None:
+    """The operator logs the same line as the hook, to its task log: observe and recommend keep
+    the user's resources, and say what enforcing would have given."""
+    from airflow_adaptive.core.modes import Mode, ModeChoice
+
+    enforced = ModeChoice(Mode.ENFORCE, "operator").log_line("adaptive", "P95 of peaks -> request 2 GiB")
+    assert enforced == "airflow-adaptive [enforce (operator), adaptive] P95 of peaks -> request 2 GiB"
+    for mode in (Mode.OBSERVE, Mode.RECOMMEND):
+        kept = ModeChoice(mode, "DAG tag").log_line("adaptive", "P95 of peaks -> request 2 GiB")
+        assert kept == (
+            f"airflow-adaptive [{mode.value} (DAG tag)] keeps the user's resources; "
+            "would give adaptive: P95 of peaks -> request 2 GiB"
+        )
+
+
+def test_a_limit_alone_is_the_request_too(engine: Any, mutate_all: None) -> None:
+    """The API server defaults a missing request to the limit: a pod that sets only a limit asked
+    for that much, and is sized as one that sets both."""
+    history(engine)
+    op = KubernetesPodOperator(
+        task_id="load", image="busybox", cmds=["true"],
+        container_resources=k8s.V1ResourceRequirements(limits={"memory": "4Gi"}),
+    )  # fmt: skip
+    ti = SimpleNamespace(dag_id="etl", task_id="load", map_index=-1, try_number=1)
+    pod = op.build_pod_request_obj(
+        cast(Any, {"ti": ti, "run_id": RUN_ID, "dag": SimpleNamespace()}), dry_run=True
+    )
+    both = kpo_pod(memory="4Gi")
+    validate_pod(pod)
+    assert memory(pod) == memory(both) == SIZED
+    assert "(user asked 4 GiB)" in pod.metadata.annotations[DECISION_ANNOTATION]

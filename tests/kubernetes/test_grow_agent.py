@@ -283,3 +283,43 @@ def test_the_shipped_grow_agent_manifest_is_valid_runs_as_no_root_and_asks_only_
         for r in next(d for d in docs if d["kind"] == "ClusterRole")["rules"]
     }
     assert rules == {("pods", "list", "patch"), ("pods/resize", "patch"), ("nodes", "get")}
+
+
+def test_an_api_that_does_not_answer_is_said_once_and_the_agent_keeps_going(
+    api: FakeKubernetesApi,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A DaemonSet's agent that exits is restarted, to fail again: it logs a failing API once, keeps
+    trying, and idles once growth is off; ``--once`` says the failure in one line."""
+    import threading
+
+    from airflow_adaptive.cli import main
+
+    closed = api.workdir / "closed.yaml"
+    closed.write_text(api.kubeconfig.read_text().replace(api.url, "http://127.0.0.1:1"))  # refused
+    api.cgroup_root.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv("AIRFLOW__KUBERNETES_EXECUTOR__IN_CLUSTER", "False")
+    monkeypatch.setenv("AIRFLOW__KUBERNETES_EXECUTOR__CONFIG_FILE", str(closed))
+    assert main(["grow-agent", "--once", "--node", "node-a", "--cgroup-root", str(api.cgroup_root)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "grow-agent: the look failed (" in err[0], err
+    agent = GrowthAgent(kube_config.new_client_from_config(str(closed)), "node-a", api.cgroup_root,
+                        GrowthRule(sample_s=0.01))  # fmt: skip
+    runner = threading.Thread(target=agent.run)
+    with caplog.at_level(logging.WARNING):
+        runner.start()
+        for _ in range(200):  # up to 10 s for the first failed cycle
+            if any("cycle failed" in r.message for r in caplog.records):
+                break
+            runner.join(0.05)
+        runner.join(0.5)  # more cycles fail the same way
+        agent.off_reason = "the cluster refuses pods/resize"
+        runner.join(0.3)
+        assert runner.is_alive()  # off, it idles rather than exit
+        agent.stop.set()
+        runner.join(5)
+    assert not runner.is_alive()
+    failed = [r.message for r in caplog.records if "cycle failed" in r.message]
+    assert len(failed) == 1 and "trying again" in failed[0], failed

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from unittest import mock
 
 import pytest
@@ -178,3 +178,36 @@ def test_the_recorded_attempt_keeps_the_rebound_the_wrapper_reported(reason: str
     killed = reason == "OOMKilled"
     assert observed.memory_rebound_bytes == (None if killed else 120)  # a killed try's shape is cut short
     assert (observed.memory_profile_s is None) == killed
+
+
+def test_the_retry_of_a_try_killed_below_its_decision_starts_at_its_retry_decision(tmp_path: Path) -> None:
+    """As the replay's grow: growth could not save the killed try (no room, a jump within the
+    latency, or no agent on its node), so its retry starts at the retry's decision, rescued only."""
+    from types import SimpleNamespace
+
+    from airflow_adaptive.core.model import ExitReason, Observation, TaskKey, Usage
+
+    store = imported(tmp_path)
+    first = build(store, grow=True)
+    start = memory(first, "limits")
+    key = TaskKey("wf", "t", "run-1", -1, 1)
+    store.record(
+        [Observation(key, "wf:align", Usage(start), ExitReason.OOM_KILLED, 137, memory_limit_bytes=start)]
+    )
+    current = replace(get_settings(), mode=Mode.ENFORCE, priority_classes=False, grow_in_place=True)
+    ti = SimpleNamespace(dag_id="wf", task_id="t", run_id="run-1", map_index=-1, try_number=2)
+    with mock.patch.object(advisor_module, "open_store", lambda _settings: store), \
+         mock.patch("airflow_adaptive.operators.pod.get_settings", lambda: current):  # fmt: skip
+        operator = AdaptiveKubernetesPodOperator(
+            task_id="t",
+            image="busybox",
+            cmds=["sh", "-c", "true"],
+            task_family="wf:align",
+            container_resources=USER,
+        )
+        context = cast(Any, {"ti": ti, "run_id": "run-1", "dag": SimpleNamespace()})
+        retry = validate_pod(operator.build_pod_request_obj(context, dry_run=True))
+    decision = retry["metadata"]["annotations"]["adaptive.airflow.io/decision"]
+    assert "OOM-killed" in decision and "grows in place" not in decision, decision
+    assert memory(retry, "limits") > start and retry["metadata"]["labels"][GROW_LABEL] == "true"  # rescued
+    assert HEADROOM_ANNOTATION not in retry["metadata"]["annotations"]
