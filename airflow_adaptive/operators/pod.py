@@ -166,8 +166,9 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         return pod
 
     def mode_of(self, context: Any) -> ModeChoice:
-        """This attempt's mode: the family's rule, the DAG's tag, the task's own, else enforce."""
-        dag = (context or {}).get("dag") if context else None
+        """This attempt's mode: the family's rule, the DAG's tag, the task's own, else enforce. Without
+        a context (a dry run: ``demo --dag-file``), the DAG the task was defined in."""
+        dag = (context or {}).get("dag") if context else self.get_dag()
         task: Mode | None = Mode.OBSERVE if not self.adaptive else self.mode
         tags = getattr(dag, "tags", None) if dag is not None else None
         try:

@@ -57,6 +57,17 @@ def test_demo_finds_a_dag_airflow_would_find(
     validate_pod(task["pod"])
 
 
+def test_demo_shows_the_mode_the_dags_tag_sets(
+    tmp_path: Path, engine: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A DAG tagged ``adaptive:observe`` keeps its pods' resources in the demo, as in a real run."""
+    source = f'with DAG(dag_id="watched", tags=["adaptive:observe"], {START}):\n    {TASK}\n'
+    assert main(["demo", "--dag-file", _write(tmp_path / "watched.py", HEAD + source), "--json"]) == 0
+    (task,) = json.loads(capsys.readouterr().out)["tasks"]
+    assert task["pod"]["metadata"]["annotations"]["adaptive.airflow.io/mode"] == "observe (DAG tag)"
+    assert task["strategy"] == "user" and task["explanation"].startswith("keeps the user's resources")
+
+
 @pytest.mark.parametrize(
     ("source", "says"),
     [
