@@ -19,8 +19,7 @@ def missing_cluster(operator: Any) -> str | None:
         return None
     return (
         "no Kubernetes cluster is configured here (no config_file, $KUBECONFIG, ~/.kube/config, "
-        f"in-cluster service account or connection {operator.kubernetes_conn_id!r}); the decision "
-        "logged above is what the pod would get (README: Try it without a cluster)"
+        f"in-cluster service account or connection {operator.kubernetes_conn_id!r})"
     )
 
 

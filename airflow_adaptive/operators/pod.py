@@ -143,7 +143,9 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         reason = missing_cluster(self)
         if reason is not None:
             self.build_pod_request_obj(context, dry_run=True)
-            raise AirflowFailException(reason)
+            raise AirflowFailException(
+                f"{reason}; the decision logged above is what the pod would get (README: Try it without a cluster)"
+            )
         return super().execute(context)
 
     def build_pod_request_obj(self, context: Any = None, *, dry_run: bool = False) -> k8s.V1Pod:

@@ -12,8 +12,23 @@ from airflow_adaptive.store.access import open_store
 
 
 def kubernetes_hook(params: dict[str, Any]) -> Any:
-    from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
+    """The DAG's cluster; where none is configured at all, the task fails at once, without retries
+    (``airflow dags test`` on a laptop would retry a ``ConfigException`` for minutes)."""
+    from types import SimpleNamespace
 
+    from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    from airflow_adaptive.operators.cluster_check import missing_cluster
+
+    where = SimpleNamespace(
+        config_file=params.get("config_file") or None,
+        in_cluster=None,
+        kubernetes_conn_id=params.get("kubernetes_conn_id") or None,
+    )
+    reason = missing_cluster(where)
+    if reason is not None:
+        raise AirflowFailException(f"{reason}: nothing to profile")
     return KubernetesHook(
         conn_id=params.get("kubernetes_conn_id") or None, config_file=params.get("config_file") or None
     )

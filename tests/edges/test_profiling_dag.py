@@ -63,3 +63,23 @@ def test_profiling_dag_profiles_pins_groups_and_labels(
         and stored["node-a"].profile.benchmarks["cpu_events_per_s"] > 0
     )
     assert set(stored["node-a"].profile.noise) == set(stored["node-a"].profile.benchmarks)  # CV / sqrt(2)
+
+
+def test_with_no_cluster_configured_the_dag_fails_at_once_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the operator's pods: `airflow dags test` on a laptop is told why, without minutes of retries."""
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    from airflow_adaptive.operators.profile_tasks import kubernetes_hook
+
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none.yaml"))
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(
+        AirflowFailException, match=r"^no Kubernetes cluster is configured here .*: nothing to profile$"
+    ):
+        kubernetes_hook({"kubernetes_conn_id": "no_such_connection"})
+    config = tmp_path / "kubeconfig.yaml"
+    config.write_text("{}")
+    assert kubernetes_hook({"config_file": str(config)}) is not None  # there: the client's to judge
