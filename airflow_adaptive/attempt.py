@@ -141,7 +141,7 @@ def prepare_pod(
         rule = GrowthRule(latency_s=advisor.settings.grow_resize_latency_seconds)
         # as the replay's grow: a family without a plan, or the retry of a try that outgrew its
         # limit (growth could not save it), keeps the decision, rescued only
-        retry = "killed_at_bytes" in decision.details  # sized from the limit the last try died at
+        retry = "oom_retry" in decision.details  # the last try was OOM-killed: growth did not save it
         plan = None if retry else advisor.memory.growth_plan(ask.task_family, rule, limit)
         allow_growth(pod, container_name, plan)
     return decision

@@ -42,9 +42,7 @@ def cmd_grow_agent(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     signal.signal(signal.SIGTERM, lambda *_: agent.stop.set())
     print(f"growing labelled pods on node {node!r} every {args.interval:g} s", file=out, flush=True)
-    agent.run()
-    if agent.off_reason:
-        print(f"growth off: {agent.off_reason}", file=out)
+    agent.run()  # off, it idles until stopped: the reason was logged when growth turned off
     return 0
 
 

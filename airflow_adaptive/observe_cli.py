@@ -6,6 +6,7 @@ import argparse
 import os
 import signal
 import socket
+import sys
 from typing import Any, TextIO
 
 from airflow_adaptive.cli_args import seconds
@@ -49,28 +50,33 @@ def _api_client() -> Any:
 
         return get_kube_client().api_client
     except Exception as err:  # no kube config: a clear line, not a traceback
-        fallback = _kubeconfig_client()
-        if fallback is not None:
-            return fallback
+        why = f"{type(err).__name__}: {first_line(err)}"
+    from airflow.configuration import conf
+
+    if conf.get("kubernetes_executor", "config_file", fallback=None):  # named: no other cluster quietly
         raise ClusterUnavailableError(
-            "no Kubernetes API: not in a cluster, [kubernetes_executor] in_cluster / config_file name "
-            f"no kubeconfig that works ({type(err).__name__}: {first_line(err)}), and $KUBECONFIG or "
-            "~/.kube/config none either"
-        ) from None
+            f"no Kubernetes API: [kubernetes_executor] config_file unusable ({why})"
+        )
+    return _kubeconfig_client(why)
 
 
-def _kubeconfig_client() -> Any:
-    """A client from $KUBECONFIG or ~/.kube/config; None when neither names a usable file."""
+def _kubeconfig_client(why: str) -> Any:
+    """Where Airflow's own settings name no kubeconfig and this is no cluster: $KUBECONFIG or
+    ~/.kube/config, as kubectl reads them, said on standard error."""
     from kubernetes import config
 
-    # read now: the client reads $KUBECONFIG once, when it is imported
-    named = os.environ.get("KUBECONFIG") or "~/.kube/config"
+    named = os.environ.get("KUBECONFIG") or "~/.kube/config"  # now: the client read it at import
     if not any(os.path.isfile(os.path.expanduser(p)) for p in named.split(os.pathsep) if p):
-        return None
+        raise ClusterUnavailableError(
+            f"no Kubernetes API: not in a cluster ({why}), and no kubeconfig at $KUBECONFIG or ~/.kube/config"
+        )
     try:
-        return config.new_client_from_config(config_file=named)
-    except Exception:  # not a kubeconfig (the client raises TypeError for some): as none at all
-        return None
+        client = config.new_client_from_config(config_file=named)
+    except Exception as err:  # the client raises TypeError for YAML that is no mapping
+        detail = "not a kubeconfig" if isinstance(err, (TypeError, AttributeError)) else first_line(err)
+        raise ClusterUnavailableError(f"no Kubernetes API: kubeconfig {named} unusable ({detail})") from None
+    print(f"not in a cluster: using kubeconfig {named}", file=sys.stderr)
+    return client
 
 
 def add_observe_command(sub: Any) -> None:

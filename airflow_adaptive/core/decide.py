@@ -327,6 +327,7 @@ def _escalate(
         elif target >= cap:  # a bounded strategy may already answer with the cap itself
             why += f"; capped at the largest allocatable {format_bytes(cap)}"
         details["killed_at_bytes"] = killed_at
+    details["oom_retry"] = 1  # with or without a limit it died at (growth gives such a try no plan)
     strategy = f"{settings.strategy}+{settings.retry_policy}"
     return Decision(request, request, strategy, why, observations=samples, details=details)
 

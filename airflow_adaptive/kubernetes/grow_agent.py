@@ -31,6 +31,7 @@ from typing import Any
 from kubernetes.client import CoreV1Api
 from kubernetes.client import models as k8s
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
 from airflow_adaptive.agent.cgroup import CgroupUnavailable, MemoryCgroup, pod_cgroups
 from airflow_adaptive.agent.watch import GrowthWatch
@@ -115,8 +116,12 @@ class GrowthAgent:
         """One container; a pod this cannot handle is left alone, with one log line, not the node."""
         try:
             return self._container(pod, status)
-        except (ValueError, ArithmeticError) as err:
-            log.warning("grow-agent: %s/%s left alone: %s", pod.metadata.namespace, pod.metadata.name, err)
+        except (ApiException, HTTPError, OSError):
+            raise  # the API's or the network's trouble, not this pod's: the cycle says it
+        except Exception as err:  # this pod's: the others still grow (a bug shows its traceback once)
+            odd = isinstance(err, (ValueError, ArithmeticError))
+            log.warning("grow-agent: %s/%s left alone: %s", pod.metadata.namespace, pod.metadata.name, err,
+                        exc_info=not odd)  # fmt: skip
             self._left_alone.add(pod.metadata.uid)
             return 0
 
@@ -237,4 +242,7 @@ def cycle_failure(err: BaseException) -> str:
     """A failed cycle's reason in one line: an API answer's status, else the error's first line."""
     if isinstance(err, ApiException):
         return f"{err.status} {err.reason}"
+    reason = getattr(err, "reason", None)  # urllib3's MaxRetryError: the URL first, the cause last
+    if isinstance(reason, BaseException):
+        return f"{type(reason).__name__}: {first_line(reason)}"
     return f"{type(err).__name__}: {first_line(err)}"

@@ -104,9 +104,10 @@ def observer_alive(client: Callable[[], Any], namespace: str, clock: Clock = utc
             from airflow_adaptive.failopen import first_line, warn_once
 
             reason = f"{err.status} {err.reason}" if isinstance(err, ApiException) else first_line(err)
+            if getattr(err, "status", None) == 403:
+                reason += "; the scheduler needs get on it, deploy/observer.yaml, if an observer runs"
             warn_once(
-                f"cannot read the observer's Lease {LEASE_NAME!r} in {namespace!r} ({reason}; the "
-                "scheduler needs get on it, deploy/observer.yaml)",
+                f"cannot read the observer's Lease {LEASE_NAME!r} in {namespace!r} ({reason})",
                 "worker pods get no finalizer, and one OOM-killed may go unrecorded",
             )
     with _alive_lock:

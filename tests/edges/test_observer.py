@@ -186,7 +186,10 @@ def test_a_scheduler_that_may_not_read_the_lease_says_so_once(
             lease_module.forget()
             assert RECORD_FINALIZER not in (worker_pod(run).metadata.finalizers or [])
     (said,) = [r.getMessage() for r in caplog.records if "Lease" in r.getMessage()]
-    assert "cannot read the observer's Lease 'airflow-adaptive-observer'" in said and "403 Forbidden" in said
+    assert (
+        "cannot read the observer's Lease 'airflow-adaptive-observer'" in said
+        and "403 Forbidden; the scheduler needs get" in said
+    )
 
 
 @pytest.mark.parametrize("mode", ["observe", "recommend", "enforce"])
@@ -244,14 +247,24 @@ def test_the_observe_command_runs_a_cycle_and_says_a_missing_cluster_in_one_line
     assert "recorded 0 ended pods" in capsys.readouterr().out
     assert (NAMESPACE, lease_module.LEASE_NAME) in cluster.leases  # it leads now
     monkeypatch.setenv("AIRFLOW__KUBERNETES_EXECUTOR__CONFIG_FILE", str(cluster.workdir / "missing.yaml"))
+    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))  # not used: Airflow's setting names a file
+    assert main(["observe", "--once"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(
+        "airflow-adaptive: error: no Kubernetes API: [kubernetes_executor] config_file unusable"
+    )
+    # where Airflow names none and this is no cluster, $KUBECONFIG is used as kubectl uses it, and said
+    monkeypatch.delenv("AIRFLOW__KUBERNETES_EXECUTOR__CONFIG_FILE")
     monkeypatch.setenv("KUBECONFIG", str(cluster.workdir / "missing-too.yaml"))
     assert main(["observe", "--once"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("airflow-adaptive: error: no Kubernetes API: not in a cluster")
-    # outside a cluster, $KUBECONFIG is used as kubectl uses it
+    assert err[-1].startswith("airflow-adaptive: error: no Kubernetes API: not in a cluster (")
+    assert err[-1].endswith("and no kubeconfig at $KUBECONFIG or ~/.kube/config")
     monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
     assert main(["observe", "--once", "--namespace", NAMESPACE]) == 0
-    assert "recorded 0 ended pods" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "recorded 0 ended pods" in captured.out
+    assert f"not in a cluster: using kubeconfig {cluster.kubeconfig}" in captured.err
     # an API that does not answer: one line, no traceback
     closed = cluster.workdir / "closed.yaml"
     closed.write_text(cluster.kubeconfig.read_text().replace(cluster.url, "http://127.0.0.1:1"))  # refused
@@ -259,7 +272,9 @@ def test_the_observe_command_runs_a_cycle_and_says_a_missing_cluster_in_one_line
     lease_module.forget()
     assert main(["observe", "--once", "--namespace", NAMESPACE]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("airflow-adaptive: error: observe: the cycle failed ("), err
+    assert err[0] == f"not in a cluster: using kubeconfig {closed}"
+    assert len(err) == 2 and err[1].startswith("airflow-adaptive: error: observe: the cycle failed ("), err
+    assert "Connection refused" in err[1]  # the cause, not urllib3's URL
 
 
 def test_store_down_and_api_unreachable_the_worker_pod_keeps_the_users_resources(

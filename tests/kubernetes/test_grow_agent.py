@@ -304,7 +304,7 @@ def test_an_api_that_does_not_answer_is_said_once_and_the_agent_keeps_going(
     monkeypatch.setenv("AIRFLOW__KUBERNETES_EXECUTOR__CONFIG_FILE", str(closed))
     assert main(["grow-agent", "--once", "--node", "node-a", "--cgroup-root", str(api.cgroup_root)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "grow-agent: the look failed (" in err[0], err
+    assert len(err) == 1 and "grow-agent: the look failed (" in err[0] and "Connection refused" in err[0], err
     agent = GrowthAgent(kube_config.new_client_from_config(str(closed)), "node-a", api.cgroup_root,
                         GrowthRule(sample_s=0.01))  # fmt: skip
     runner = threading.Thread(target=agent.run)

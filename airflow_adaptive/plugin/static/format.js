@@ -88,8 +88,10 @@ function legendShowsNewest(u) {
 function chartWidth(el) { return Math.max(320, Math.min(el.clientWidth || 900, 1200)); }
 function followWidth(el, plot) {
   if (!window.ResizeObserver) return;
-  new ResizeObserver(() => {
+  const observer = new ResizeObserver(() => {
+    if (!el.isConnected) { observer.disconnect(); return; }  // its view was replaced
     const width = chartWidth(el);
     if (width !== plot.width) plot.setSize({ width, height: plot.height });
-  }).observe(el);
+  });
+  observer.observe(el);
 }
