@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -26,7 +26,7 @@ from tests.memory_store import InMemoryHistoryStore
 USER = k8s.V1ResourceRequirements(requests={"memory": "4Gi"}, limits={"memory": "4Gi"})
 
 
-def build(store: Any, *, grow: bool) -> dict[str, Any]:
+def build(store: Any, *, grow: bool, context: Any = None) -> dict[str, Any]:
     current = replace(get_settings(), mode=Mode.ENFORCE, priority_classes=False, grow_in_place=grow)
     with mock.patch.object(advisor_module, "open_store", lambda _settings: store), \
          mock.patch("airflow_adaptive.operators.pod.get_settings", lambda: current):  # fmt: skip
@@ -37,7 +37,7 @@ def build(store: Any, *, grow: bool) -> dict[str, Any]:
             task_family="wf:align",
             container_resources=USER,
         )
-        return validate_pod(operator.build_pod_request_obj(None, dry_run=True))
+        return validate_pod(operator.build_pod_request_obj(context, dry_run=True))
 
 
 def imported(tmp_path: Path, *, profiles: bool = True, tasks: int = 10) -> InMemoryHistoryStore:
@@ -194,19 +194,8 @@ def test_the_retry_of_a_try_killed_below_its_decision_starts_at_its_retry_decisi
     store.record(
         [Observation(key, "wf:align", Usage(start), ExitReason.OOM_KILLED, 137, memory_limit_bytes=start)]
     )
-    current = replace(get_settings(), mode=Mode.ENFORCE, priority_classes=False, grow_in_place=True)
     ti = SimpleNamespace(dag_id="wf", task_id="t", run_id="run-1", map_index=-1, try_number=2)
-    with mock.patch.object(advisor_module, "open_store", lambda _settings: store), \
-         mock.patch("airflow_adaptive.operators.pod.get_settings", lambda: current):  # fmt: skip
-        operator = AdaptiveKubernetesPodOperator(
-            task_id="t",
-            image="busybox",
-            cmds=["sh", "-c", "true"],
-            task_family="wf:align",
-            container_resources=USER,
-        )
-        context = cast(Any, {"ti": ti, "run_id": "run-1", "dag": SimpleNamespace()})
-        retry = validate_pod(operator.build_pod_request_obj(context, dry_run=True))
+    retry = build(store, grow=True, context={"ti": ti, "run_id": "run-1", "dag": SimpleNamespace()})
     decision = retry["metadata"]["annotations"]["adaptive.airflow.io/decision"]
     assert "OOM-killed" in decision and "grows in place" not in decision, decision
     assert memory(retry, "limits") > start and retry["metadata"]["labels"][GROW_LABEL] == "true"  # rescued
