@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -236,34 +237,55 @@ def test_blocked_orm_and_no_connection_still_builds_the_users_pod(tmp_path: Path
     assert "isn't defined" in output  # the log says why
 
 
-def readme_grants(database: str) -> list[str]:
+def readme_grants(database: str, role: str) -> list[str]:
     """The least-privilege role's statements in the README, for the test role and database."""
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     block = readme.split("CREATE ROLE airflow_adaptive LOGIN", 1)[1].split("```", 1)[0]
     statements = [" ".join(part.split()) for part in block.split(";") if "GRANT" in part]
     return [
-        g.replace("TO airflow_adaptive", "TO airflow_adaptive_test").replace(
+        g.replace("TO airflow_adaptive", f'TO "{role}"').replace(
             "DATABASE airflow ", f'DATABASE "{database}" '
         )
         for g in statements
     ]
 
 
-@pytest.mark.skipif(not DB_URL.startswith("postgresql"), reason="roles need PostgreSQL")
-def test_least_privilege_role_from_the_readme_can_record_and_read(engine: Any) -> None:
-    """The README's grants are enough for task processes, and nothing more is needed."""
+@pytest.fixture
+def readme_role(engine: Any) -> Iterator[Any]:
+    """An engine logged in as a role with only the README's grants. Roles are the server's, not a
+    database's: one per database, so test runs side by side on one server do not share it, dropped
+    afterwards even when the test fails."""
+    import re
+
     from sqlalchemy import text
     from sqlalchemy.engine import make_url
 
+    database = make_url(DB_URL).database or ""
+    role = "adaptive_test_" + re.sub(r"[^a-z0-9_]", "_", database.lower())
+
+    def drop() -> None:
+        with engine.begin() as conn:
+            if conn.execute(text("select 1 from pg_roles where rolname = :r"), {"r": role}).scalar():
+                conn.execute(text(f'DROP OWNED BY "{role}"'))
+                conn.execute(text(f'DROP ROLE "{role}"'))
+
+    drop()  # left over by an interrupted run
     with engine.begin() as conn:
-        if conn.execute(text("select 1 from pg_roles where rolname = 'airflow_adaptive_test'")).scalar():
-            conn.execute(text("DROP OWNED BY airflow_adaptive_test"))  # left over by an interrupted run
-            conn.execute(text("DROP ROLE airflow_adaptive_test"))
-        conn.execute(text("CREATE ROLE airflow_adaptive_test LOGIN"))
-        for grant in readme_grants(make_url(DB_URL).database or ""):
+        conn.execute(text(f'CREATE ROLE "{role}" LOGIN'))
+        for grant in readme_grants(database, role):
             conn.execute(text(grant))
-    url = make_url(DB_URL).set(username="airflow_adaptive_test", password=None)
-    role_engine = access.engine_for_url(url, 3.0)
+    role_engine = access.engine_for_url(make_url(DB_URL).set(username=role, password=None), 3.0)
+    try:
+        yield role_engine
+    finally:
+        role_engine.dispose()
+        drop()
+
+
+@pytest.mark.skipif(not DB_URL.startswith("postgresql"), reason="roles need PostgreSQL")
+def test_least_privilege_role_from_the_readme_can_record_and_read(readme_role: Any) -> None:
+    """The README's grants are enough for task processes, and nothing more is needed."""
+    role_engine = readme_role
     repo = SqlHistoryStore(role_engine)
     repo.mark_unfinished(attempt(0).key, "f", T0)
     repo.mark_unfinished(replace(attempt(1).key, try_number=2), "f", T0)
@@ -288,7 +310,3 @@ def test_least_privilege_role_from_the_readme_can_record_and_read(engine: Any) -
     assert (
         Advisor(get_settings(), lambda: repo).memory.decide("f", MemoryRequest(GIB, GIB)).adaptive
     )  # counts notes
-    role_engine.dispose()
-    with engine.begin() as conn:
-        conn.execute(text("DROP OWNED BY airflow_adaptive_test"))
-        conn.execute(text("DROP ROLE airflow_adaptive_test"))
