@@ -29,3 +29,33 @@ def first_line(err: BaseException, limit: int = 200) -> str:
     """An error's first line for a log reason, or its type's name when it has no message."""
     lines = str(err).splitlines()
     return lines[0][:limit] if lines else type(err).__name__
+
+
+def failure_reason(err: BaseException) -> str:
+    """A failed call to the cluster in one line: an API answer's status and reason, the cause of
+    urllib3's retries (its text starts with the URL), else the error's first line."""
+    status, reason = getattr(err, "status", None), getattr(err, "reason", None)
+    if isinstance(status, int) and isinstance(reason, str):  # the client's ApiException
+        return f"{status} {reason}"
+    if isinstance(reason, BaseException):
+        return f"{type(reason).__name__}: {first_line(reason)}"
+    return f"{type(err).__name__}: {first_line(err)}"
+
+
+class LoopFailures:
+    """A loop's failed rounds (the observer's cycles, the grow agent's): each reason logged once
+    while it lasts, and a line when a round works again, not a warning every few seconds."""
+
+    def __init__(self, logger: logging.Logger, what: str) -> None:
+        self.logger, self.what = logger, what
+        self.reason: str | None = None
+
+    def failed(self, reason: str) -> None:
+        if reason != self.reason:
+            self.logger.warning("%s failed (%s); trying again", self.what, reason)
+        self.reason = reason
+
+    def worked(self) -> None:
+        if self.reason is not None:
+            self.logger.warning("%s works again", self.what)
+        self.reason = None

@@ -35,9 +35,9 @@ def cmd_grow_agent(args: argparse.Namespace, out: TextIO) -> int:
         try:
             asked = agent.cycle()
         except Exception as err:  # the API unreachable or refusing: one line, no traceback
-            from airflow_adaptive.kubernetes.grow_agent import cycle_failure
+            from airflow_adaptive.failopen import failure_reason
 
-            raise ClusterUnavailableError(f"grow-agent: the look failed ({cycle_failure(err)})") from None
+            raise ClusterUnavailableError(f"grow-agent: the look failed ({failure_reason(err)})") from None
         print(f"asked {asked} resizes", file=out)
         return 0
     signal.signal(signal.SIGTERM, lambda *_: agent.stop.set())

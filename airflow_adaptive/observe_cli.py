@@ -11,13 +11,12 @@ from typing import Any, TextIO
 
 from airflow_adaptive.cli_args import seconds
 from airflow_adaptive.exceptions import ClusterUnavailableError
-from airflow_adaptive.failopen import first_line
+from airflow_adaptive.failopen import failure_reason, first_line
 
 
 def cmd_observe(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.advisor import Advisor
     from airflow_adaptive.config import get_settings
-    from airflow_adaptive.kubernetes.grow_agent import cycle_failure
     from airflow_adaptive.observer.lease import LeaderLease
     from airflow_adaptive.observer.loop import Observer
 
@@ -33,7 +32,7 @@ def cmd_observe(args: argparse.Namespace, out: TextIO) -> int:
         except ClusterUnavailableError:
             raise
         except Exception as err:  # the API unreachable or refusing: one line, no traceback
-            raise ClusterUnavailableError(f"observe: the cycle failed ({cycle_failure(err)})") from None
+            raise ClusterUnavailableError(f"observe: the cycle failed ({failure_reason(err)})") from None
         print(f"recorded {recorded} ended pods", file=out)
         return 0
     signal.signal(signal.SIGTERM, lambda *_: observer.stop.set())

@@ -36,7 +36,7 @@ from urllib3.exceptions import HTTPError
 from airflow_adaptive.agent.cgroup import CgroupUnavailable, MemoryCgroup, pod_cgroups
 from airflow_adaptive.agent.watch import GrowthWatch
 from airflow_adaptive.core.growth import GrowthRule
-from airflow_adaptive.failopen import first_line
+from airflow_adaptive.failopen import LoopFailures, failure_reason
 from airflow_adaptive.kubernetes.names import GROW_LABEL, HEADROOM_ANNOTATION
 from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
 from airflow_adaptive.kubernetes.resize import (
@@ -224,25 +224,11 @@ class GrowthAgent:
         """Cycle every sample interval until stopped. A failed cycle (the API unreachable, a refusal)
         is logged once per reason and tried again; once growth is off the agent idles until stopped,
         as a DaemonSet would only restart an agent that exits, to be turned off again."""
-        failing: str | None = None
+        failures = LoopFailures(log, "grow-agent: a cycle")
         while not self.stop.is_set():
             try:
                 self.cycle()
-                if failing is not None:
-                    log.warning("grow-agent: cycles work again")
-                failing = None
+                failures.worked()
             except Exception as err:
-                if cycle_failure(err) != failing:
-                    log.warning("grow-agent: cycle failed (%s); trying again", cycle_failure(err))
-                failing = cycle_failure(err)
+                failures.failed(failure_reason(err))
             self.stop.wait(self.rule.sample_s)
-
-
-def cycle_failure(err: BaseException) -> str:
-    """A failed cycle's reason in one line: an API answer's status, else the error's first line."""
-    if isinstance(err, ApiException):
-        return f"{err.status} {err.reason}"
-    reason = getattr(err, "reason", None)  # urllib3's MaxRetryError: the URL first, the cause last
-    if isinstance(reason, BaseException):
-        return f"{type(reason).__name__}: {first_line(reason)}"
-    return f"{type(err).__name__}: {first_line(err)}"

@@ -101,9 +101,9 @@ def observer_alive(client: Callable[[], Any], namespace: str, clock: Clock = utc
     except Exception as err:  # no Lease, no API server, no permission: nobody to wait for
         alive = False
         if getattr(err, "status", None) != 404:  # no Lease is no observer; anything else is said once
-            from airflow_adaptive.failopen import first_line, warn_once
+            from airflow_adaptive.failopen import failure_reason, warn_once
 
-            reason = f"{err.status} {err.reason}" if isinstance(err, ApiException) else first_line(err)
+            reason = failure_reason(err)
             if getattr(err, "status", None) == 403:
                 reason += "; the scheduler needs get on it, deploy/observer.yaml, if an observer runs"
             warn_once(

@@ -17,6 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.attempt import airflow_task_of, record_final_pod, recorded_mode
+from airflow_adaptive.failopen import LoopFailures, failure_reason
 from airflow_adaptive.kubernetes.names import MANAGED_LABEL, PREFIX, RECORD_FINALIZER
 from airflow_adaptive.observer.lease import LeaderLease, observer_alive
 
@@ -98,12 +99,15 @@ class Observer:
                 raise
 
     def run(self, interval_seconds: float) -> None:
-        """Cycle until stopped; an API or store error is logged and the next cycle tries again."""
+        """Cycle until stopped; an API or store error is logged once while it lasts, and the next
+        cycle tries again."""
+        failures = LoopFailures(log, "airflow-adaptive observer: a cycle")
         while not self.stop.is_set():
             try:
                 recorded = self.cycle()
+                failures.worked()
                 if recorded:
                     log.info("airflow-adaptive observer: %d ended pods recorded", recorded)
             except Exception as err:
-                log.warning("airflow-adaptive observer: cycle failed (%s: %s)", type(err).__name__, err)
+                failures.failed(failure_reason(err))
             self.stop.wait(interval_seconds)

@@ -310,3 +310,22 @@ def test_a_template_with_a_command_is_wrapped_on_its_command(cluster: FakeKubern
     container = validate_pod(pod)["spec"]["containers"][0]
     assert container["command"][:2] == ["/bin/sh", "-c"] and not container.get("args")
     assert container["command"][4:] == ["/usr/bin/dumb-init", "--", "python", "-c", "print('transformed')"]
+
+
+def test_an_api_that_does_not_answer_is_said_once_while_it_lasts(
+    cluster: FakeKubernetesApi, caplog: pytest.LogCaptureFixture
+) -> None:
+    import threading
+
+    closed = cluster.workdir / "closed.yaml"
+    closed.write_text(cluster.kubeconfig.read_text().replace(cluster.url, "http://127.0.0.1:1"))  # refused
+    api_client = kube_config.new_client_from_config(str(closed))
+    watcher = Observer(api_client, LeaderLease(api_client, NAMESPACE, "me"), lambda: Advisor(get_settings()))
+    runner = threading.Thread(target=watcher.run, args=(0.01,))
+    with caplog.at_level(logging.WARNING):
+        runner.start()
+        runner.join(1.0)  # many cycles, all refused
+        watcher.stop.set()
+        runner.join(5)
+    failed = [r.getMessage() for r in caplog.records if "cycle failed" in r.getMessage()]
+    assert len(failed) == 1 and "Connection refused" in failed[0], failed
