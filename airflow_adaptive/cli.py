@@ -177,8 +177,9 @@ def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
     from kubernetes import config
     from kubernetes.client import ApiClient
 
-    paths = [os.path.expanduser(p) for p in (args.kubeconfig or "").split(os.pathsep) if p]
-    if args.kubeconfig and not any(os.path.isfile(p) for p in paths):  # ~ and lists, as the client reads them
+    from airflow_adaptive.kubernetes.kubeconfig import names_a_file, unusable
+
+    if args.kubeconfig and not names_a_file(args.kubeconfig):  # ~ and lists, as the client reads them
         raise ClusterUnavailableError(
             f"cannot create PriorityClasses: --kubeconfig {args.kubeconfig}: not a file"
         )
@@ -196,8 +197,9 @@ def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
             if from_file
             else "no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not in a cluster"
         )
-        detail = "not a kubeconfig" if isinstance(err, (TypeError, AttributeError)) else first_line(err, 300)
-        raise ClusterUnavailableError(f"cannot create PriorityClasses: {where} ({detail})") from None
+        raise ClusterUnavailableError(
+            f"cannot create PriorityClasses: {where} ({unusable(err, 300)})"
+        ) from None
     try:
         created = create_missing(ApiClient())
     except Exception as err:  # unreachable API, RBAC refusal: one line, no traceback

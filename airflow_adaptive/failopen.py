@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 log = logging.getLogger("airflow_adaptive")
 _lock = threading.Lock()
 _warned: set[str] = set()
+T = TypeVar("T")
 
 
 def warn_once(reason: str, consequence: str = "pods keep the user's resources") -> None:
@@ -40,6 +43,19 @@ def failure_reason(err: BaseException) -> str:
     if isinstance(reason, BaseException):
         return f"{type(reason).__name__}: {first_line(reason)}"
     return f"{type(err).__name__}: {first_line(err)}"
+
+
+def one_round(what: str, round_: Callable[[], T]) -> T:
+    """A command's single round (``--once``): an unreachable or refusing API is one line naming
+    ``what`` and the cause, not a traceback."""
+    from airflow_adaptive.exceptions import ClusterUnavailableError
+
+    try:
+        return round_()
+    except ClusterUnavailableError:
+        raise
+    except Exception as err:
+        raise ClusterUnavailableError(f"{what} failed ({failure_reason(err)})") from None
 
 
 class LoopFailures:

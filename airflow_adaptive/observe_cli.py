@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from airflow_adaptive.cli_args import seconds
 from airflow_adaptive.exceptions import ClusterUnavailableError
-from airflow_adaptive.failopen import failure_reason, first_line
+from airflow_adaptive.failopen import first_line, one_round
 
 
 def cmd_observe(args: argparse.Namespace, out: TextIO) -> int:
@@ -27,13 +27,7 @@ def cmd_observe(args: argparse.Namespace, out: TextIO) -> int:
     lease = LeaderLease(api_client, namespace, identity)
     observer = Observer(api_client, lease, lambda: Advisor(settings))
     if args.once:
-        try:
-            recorded = observer.cycle()
-        except ClusterUnavailableError:
-            raise
-        except Exception as err:  # the API unreachable or refusing: one line, no traceback
-            raise ClusterUnavailableError(f"observe: the cycle failed ({failure_reason(err)})") from None
-        print(f"recorded {recorded} ended pods", file=out)
+        print(f"recorded {one_round('observe: the cycle', observer.cycle)} ended pods", file=out)
         return 0
     signal.signal(signal.SIGTERM, lambda *_: observer.stop.set())
     print(f"observing worker pods in namespace {namespace!r} as {identity}", file=out, flush=True)
@@ -64,16 +58,19 @@ def _kubeconfig_client(why: str) -> Any:
     ~/.kube/config, as kubectl reads them, said on standard error."""
     from kubernetes import config
 
+    from airflow_adaptive.kubernetes.kubeconfig import names_a_file, unusable
+
     named = os.environ.get("KUBECONFIG") or "~/.kube/config"  # now: the client read it at import
-    if not any(os.path.isfile(os.path.expanduser(p)) for p in named.split(os.pathsep) if p):
+    if not names_a_file(named):
         raise ClusterUnavailableError(
             f"no Kubernetes API: not in a cluster ({why}), and no kubeconfig at $KUBECONFIG or ~/.kube/config"
         )
     try:
         client = config.new_client_from_config(config_file=named)
-    except Exception as err:  # the client raises TypeError for YAML that is no mapping
-        detail = "not a kubeconfig" if isinstance(err, (TypeError, AttributeError)) else first_line(err)
-        raise ClusterUnavailableError(f"no Kubernetes API: kubeconfig {named} unusable ({detail})") from None
+    except Exception as err:
+        raise ClusterUnavailableError(
+            f"no Kubernetes API: kubeconfig {named} unusable ({unusable(err)})"
+        ) from None
     print(f"not in a cluster: using kubeconfig {named}", file=sys.stderr)
     return client
 

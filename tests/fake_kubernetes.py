@@ -97,6 +97,12 @@ class FakeKubernetesApi:
         )
         return self
 
+    def refused_kubeconfig(self) -> Path:
+        """A kubeconfig like ``kubeconfig`` whose server refuses every connection (port 1)."""
+        refused = self.workdir / "refused.yaml"
+        refused.write_text(self.kubeconfig.read_text().replace(self.url, "http://127.0.0.1:1"))
+        return refused
+
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()

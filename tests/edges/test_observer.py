@@ -266,8 +266,7 @@ def test_the_observe_command_runs_a_cycle_and_says_a_missing_cluster_in_one_line
     assert "recorded 0 ended pods" in captured.out
     assert f"not in a cluster: using kubeconfig {cluster.kubeconfig}" in captured.err
     # an API that does not answer: one line, no traceback
-    closed = cluster.workdir / "closed.yaml"
-    closed.write_text(cluster.kubeconfig.read_text().replace(cluster.url, "http://127.0.0.1:1"))  # refused
+    closed = cluster.refused_kubeconfig()
     monkeypatch.setenv("KUBECONFIG", str(closed))
     lease_module.forget()
     assert main(["observe", "--once", "--namespace", NAMESPACE]) == 2
@@ -317,8 +316,7 @@ def test_an_api_that_does_not_answer_is_said_once_while_it_lasts(
 ) -> None:
     import threading
 
-    closed = cluster.workdir / "closed.yaml"
-    closed.write_text(cluster.kubeconfig.read_text().replace(cluster.url, "http://127.0.0.1:1"))  # refused
+    closed = cluster.refused_kubeconfig()
     api_client = kube_config.new_client_from_config(str(closed))
     watcher = Observer(api_client, LeaderLease(api_client, NAMESPACE, "me"), lambda: Advisor(get_settings()))
     runner = threading.Thread(target=watcher.run, args=(0.01,))

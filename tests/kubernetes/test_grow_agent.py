@@ -297,8 +297,7 @@ def test_an_api_that_does_not_answer_is_said_once_and_the_agent_keeps_going(
 
     from airflow_adaptive.cli import main
 
-    closed = api.workdir / "closed.yaml"
-    closed.write_text(api.kubeconfig.read_text().replace(api.url, "http://127.0.0.1:1"))  # refused
+    closed = api.refused_kubeconfig()
     api.cgroup_root.mkdir(parents=True, exist_ok=True)
     monkeypatch.setenv("AIRFLOW__KUBERNETES_EXECUTOR__IN_CLUSTER", "False")
     monkeypatch.setenv("AIRFLOW__KUBERNETES_EXECUTOR__CONFIG_FILE", str(closed))

@@ -1,0 +1,17 @@
+"""Kubeconfig files as kubectl finds them, and why the client refused one, in a line."""
+
+from __future__ import annotations
+
+import os
+
+from airflow_adaptive.failopen import first_line
+
+
+def names_a_file(paths: str) -> bool:
+    """Whether ``paths`` (``os.pathsep``-separated, ``~`` allowed, as ``$KUBECONFIG``) names a file."""
+    return any(os.path.isfile(os.path.expanduser(p)) for p in paths.split(os.pathsep) if p)
+
+
+def unusable(err: BaseException, limit: int = 200) -> str:
+    """Why the client refused a kubeconfig (it raises TypeError for YAML that is no mapping)."""
+    return "not a kubeconfig" if isinstance(err, (TypeError, AttributeError)) else first_line(err, limit)
