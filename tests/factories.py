@@ -7,10 +7,12 @@ from datetime import datetime, timedelta, timezone
 from alembic.config import Config
 
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
+from airflow_adaptive.core.sketch import LogHistogram
 from airflow_adaptive.core.units import GIB
 from airflow_adaptive.simulation.cluster import REFERENCE_BENCHMARKS, SimNode
 from airflow_adaptive.simulation.params import SimParams
 from airflow_adaptive.simulation.workload import SimTask
+from airflow_adaptive.store.api import HistoryStore
 from airflow_adaptive.store.db_manager import AdaptiveDBManager
 
 REF_CPU = REFERENCE_BENCHMARKS["cpu_events_per_s"]
@@ -63,3 +65,17 @@ def task(
         parents=parents,
         **defaults,  # type: ignore[arg-type]
     )
+
+
+def split_scores(store: HistoryStore) -> tuple[dict[str, object], LogHistogram]:
+    """The store-wide distributions without the bound scores, and the scores the families' models
+    hold, summed (what the store-wide scores must equal: they move with the models, and a rebuild
+    that refits the models from scratch may score other peaks than the live, incremental fits)."""
+    distributions = store.distributions()
+    summed = LogHistogram()
+    for rollup in store.families(limit=10_000):
+        state = store.family(rollup.task_family)
+        for score in state.model.bound_scores if state is not None and state.model is not None else ():
+            summed.add(score)
+    assert distributions.scores == summed
+    return {k: v for k, v in distributions.to_json().items() if k != "scores"}, summed

@@ -61,6 +61,7 @@ class FittedModel:
     cpu_cores: float | None = None  # the configured quantile of the window's cores busy (core/cpu.py)
     cpu_attempts: int = 0  # completed attempts with CPU known, in the window
     runs: Sequence[StoredRun] = ()  # the window's newest completed runs: node, seconds, input bytes
+    bound_scores: Sequence[float] = ()  # its first peaks' scores against the small-sample bound
 
 
 def fit_model(
@@ -92,6 +93,7 @@ def fit_model(
         cpu.cores if cpu else None,
         cpu.attempts if cpu else 0,
         tuple(runs),
+        tuple(float(score) for score in predictor.bound_scores()),
     )
 
 

@@ -10,7 +10,7 @@ labels and cold starts read one row.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import date, datetime, timezone
 from typing import NamedTuple
@@ -229,7 +229,10 @@ class Distributions:
     attempts (least-finished-first ranks a family among the others), the peaks of all
     completed attempts (a cold family that asks for no memory starts from them), and the moments
     of every family's spread of log peaks (a small family's bound learns its prior spread from
-    them; None in a store written before they were kept, until it is rebuilt)."""
+    them; None in a store written before they were kept, until it is rebuilt), and the scores of
+    every family's first peaks against its small-sample bound, from the families' models (the
+    bound's level is calibrated on them, ``sizing/bound_calibration.py``; a model fitted before they
+    were kept has none, so an older store starts with none and counts them as its models refit)."""
 
     demand: dict[str, LogHistogram] = field(
         default_factory=lambda: {feature: LogHistogram() for feature in TASK_FEATURES}
@@ -237,6 +240,7 @@ class Distributions:
     successes: LogHistogram = field(default_factory=LogHistogram)
     peaks: LogHistogram = field(default_factory=LogHistogram)
     spread: SpreadMoments | None = field(default_factory=SpreadMoments)
+    scores: LogHistogram = field(default_factory=LogHistogram)
 
     def move_family(self, before: FamilyRollup | None, after: FamilyRollup) -> None:
         """A family's means and counts changed from ``before`` to ``after``: move it between buckets."""
@@ -256,6 +260,12 @@ class Distributions:
                 if rollup is not None:
                     self.spread.add(*rollup.peaks.log_variance(), sign)
 
+    def move_scores(self, before: Sequence[float], after: Sequence[float]) -> None:
+        """A family's model was refitted: its bound scores ``before`` give way to those ``after``."""
+        for scores, sign in ((before, -1), (after, +1)):
+            for score in scores:
+                self.scores.add(score, sign)
+
     def add_peaks(self, other: Distributions, sign: int = 1) -> None:
         """Add (``sign=-1``: remove) the peaks ``other`` counted."""
         self.peaks = self.peaks.combined(other.peaks, sign)
@@ -274,6 +284,7 @@ class Distributions:
             "successes": self.successes.to_json(),
             "peaks": self.peaks.to_json(),
             **({"spread": self.spread.to_json()} if self.spread is not None else {}),
+            "scores": self.scores.to_json(),
         }
 
     @classmethod
@@ -281,7 +292,7 @@ class Distributions:
         data = data if isinstance(data, dict) else {}
         demand = data.get("demand")
         demand = demand if isinstance(demand, dict) else {}
-        successes, peaks = data.get("successes"), data.get("peaks")
+        successes, peaks, scores = data.get("successes"), data.get("peaks"), data.get("scores")
         # an empty store starts counting spreads; one written without them knows none until rebuilt
         spread = SpreadMoments.from_json(data["spread"]) if "spread" in data else None
         return cls(
@@ -289,4 +300,5 @@ class Distributions:
             LogHistogram(successes if isinstance(successes, dict) else None),
             LogHistogram(peaks if isinstance(peaks, dict) else None),
             spread if data else SpreadMoments(),
+            LogHistogram(scores if isinstance(scores, dict) else None),
         )

@@ -71,6 +71,10 @@ class LogHistogram:
                 return bucket_value(key)
         raise IndexError(rank)
 
+    def ascending(self) -> list[tuple[float, int]]:
+        """(bucket upper edge, count) for every counted bucket, smallest first."""
+        return [(bucket_value(key), self.counts[key]) for key in sorted(self.counts, key=_order)]
+
     def share_below(self, value: float) -> float:
         """The share of counted values in buckets below ``value``'s (0 when empty)."""
         total = self.total

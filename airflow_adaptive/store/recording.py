@@ -83,16 +83,22 @@ class _Recording:
         self.tx.add_days(self.days)
         states = [replace(self.locked[name], rollup=self.rollups[name]) for name in names]
         self.tx.save_families(states, refitted=False)
+        fitted = [learn(learning, self.tx, state.rollup, state) for state in states]
+        refitted = [state for state in fitted if state is not None]
+        if refitted:
+            self.tx.save_families(refitted, refitted=True)
         distributions = self.tx.lock_distributions()  # the store-wide row, locked last and briefly
         distributions.add_peaks(self.added)
         distributions.add_peaks(self.removed, -1)
         for name in names:
             distributions.move_family(self.locked[name].rollup, self.rollups[name])
+        for state in refitted:
+            before = self.locked[state.rollup.task_family].model
+            after = state.model
+            distributions.move_scores(
+                before.bound_scores if before else (), after.bound_scores if after else ()
+            )
         self.tx.save_distributions(distributions)
-        fitted = [learn(learning, self.tx, state.rollup, state) for state in states]
-        refitted = [state for state in fitted if state is not None]
-        if refitted:
-            self.tx.save_families(refitted, refitted=True)
         return RecordResult(
             self.new, self.replaced, tuple(s.rollup.task_family for s in refitted), self.repeated
         )

@@ -10,7 +10,9 @@ import pytest
 from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.model import ExitReason, MemoryRequest
+from airflow_adaptive.core.rollup import Distributions
 from airflow_adaptive.core.sizing import Sample, make_predictor
+from airflow_adaptive.core.sizing.prior import HistogramPeakPrior
 from airflow_adaptive.core.sizing.similar import (
     Identity,
     borrowed_allocation,
@@ -20,6 +22,7 @@ from airflow_adaptive.core.sizing.similar import (
     similarity,
     task_name,
 )
+from airflow_adaptive.core.sketch import LogHistogram
 from airflow_adaptive.core.units import GIB
 from airflow_adaptive.evaluation.replay import ReplayConfig, replay
 from airflow_adaptive.store.api import HistoryStore
@@ -80,7 +83,13 @@ def test_replay_sizes_a_cold_family_by_its_donor_and_only_for_strategies_that_bo
     # cold with no request and too few peaks of other families for their P99: the pod stays unbounded,
     # which the replay charges as the whole node (the cap)
     assert without[10] == ("b:SORT", 64 * GIB, 3 * GIB)
-    donor = make_predictor("adaptive", cap_bytes=64 * GIB).fit([Sample(3 * GIB, wall_seconds=60.0)] * 10)
+    # a's third to tenth peaks scored 0.5 each (at its centre): the store's level for a's bound
+    store = Distributions()
+    store.move_scores((), [0.5] * 8)
+    prior = HistogramPeakPrior(LogHistogram(), None, store.scores)
+    donor = make_predictor("adaptive", cap_bytes=64 * GIB).fit(
+        [Sample(3 * GIB, wall_seconds=60.0)] * 10, prior
+    )
     assert with_donor[10][1] == donor.predict() < 64 * GIB  # a's model, as a sizes its own next task
     assert (
         replay(trace, "adaptive", config).waste_byte_s

@@ -28,7 +28,7 @@ from airflow_adaptive.store.rows import attempt_values
 from airflow_adaptive.store.sql import SqlHistoryStore
 from airflow_adaptive.store.tables import aggregate, task_attempt
 from tests.conftest import DB_KIND, DB_URL, sql_store
-from tests.factories import T0, alembic_config, attempt
+from tests.factories import T0, alembic_config, attempt, split_scores
 from tests.memory_store import InMemoryHistoryStore
 
 USER = MemoryRequest(8 * GIB, 8 * GIB)
@@ -54,7 +54,7 @@ def test_rollups_and_distributions_equal_a_rebuild_from_the_attempts(store: Hist
     counts = [store.record(observations[i : i + 7]) for i in range(0, len(observations), 7)]
     assert sum(c.new for c in counts) == len({o.key for o in observations})
     live = {r.task_family: r for r in store.families(limit=100)}
-    distributions = store.distributions()
+    distributions, _ = split_scores(store)
     models = {name: store.family(name).model for name in live}  # type: ignore[union-attr]
     assert store.rebuild() == len(live)
     rebuilt = {r.task_family: r for r in store.families(limit=100)}
@@ -64,13 +64,16 @@ def test_rollups_and_distributions_equal_a_rebuild_from_the_attempts(store: Hist
             assert getattr(rollup, field) == getattr(rebuilt[name], field), (name, field)
         assert rollup.peak_memory_sum == pytest.approx(rebuilt[name].peak_memory_sum)
         assert models[name] is not None
-    assert store.distributions().to_json() == distributions.to_json()
+    assert split_scores(store)[0] == distributions
     assert sum(r.attempts for r in rebuilt.values()) == len({o.key for o in observations})
 
 
 def test_a_warm_decision_reads_one_row_and_one_count_and_never_refits(engine: Any) -> None:
+    """A family with the 100 peaks its OOM target needs; a younger one also reads the store-wide
+    row, where its small-sample bound's level is calibrated."""
     store = sql_store(engine)
-    store.record([attempt(n, peak=(n % 5 + 1) * GIB) for n in range(30)])
+    store.record([attempt(n, peak=(n % 5 + 1) * GIB) for n in range(100)])
+    store.record([attempt(1000 + n, family="young", peak=GIB) for n in range(30)])
     statements: list[str] = []
 
     def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
@@ -80,17 +83,19 @@ def test_a_warm_decision_reads_one_row_and_one_count_and_never_refits(engine: An
     event.listen(engine, "before_cursor_execute", seen)
     try:
         decision = Advisor(get_settings(), lambda: store).memory.decide("f", USER)
+        mature = list(statements)
+        statements.clear()
+        Advisor(get_settings(), lambda: store).memory.decide("young", USER)
     finally:
         event.remove(engine, "before_cursor_execute", seen)
-    assert len(statements) == 2 and "FROM adaptive_family \nWHERE" in statements[0]
-    assert (
-        "count(*)" in statements[1] and "FROM adaptive_unfinished_attempt" in statements[1]
-    )  # an index range
+    assert len(mature) == 2 and "FROM adaptive_family \nWHERE" in mature[0]
+    assert "count(*)" in mature[1] and "FROM adaptive_unfinished_attempt" in mature[1]  # an index range
     assert (
         decision.adaptive
         and "refitted" not in decision.explanation
-        and "the 30 past peaks" in decision.explanation
+        and "the 100 past peaks" in decision.explanation
     )
+    assert len(statements) == 3 and "FROM adaptive_aggregate" in statements[2]
 
 
 def test_a_new_family_with_a_request_reads_no_store_wide_row(engine: Any) -> None:

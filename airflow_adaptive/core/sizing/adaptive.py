@@ -1,17 +1,14 @@
 """Our default: P95 of the family's peaks + 15 %, replaced by another rule only when that rule has
 clearly wasted less on the family's own tasks.
 
-Candidate rules are a quantile of the peaks seen so far times a margin and,
-when input sizes are known and vary, a line on input size (or on its log)
-plus a quantile of its residuals or plus a one-sided prediction interval (OLS:
-t * s * sqrt(1 + 1/n + (x - mean)^2 / Sxx), wider for inputs far from those
-seen, as when a workflow's inputs keep growing). Each is scored prequentially, as Sizey
-does: every past task is charged what the rule, fitted on the tasks before
-it, would have cost under doubling retries — ``(a - r) t`` when the allocation
-covered the peak, plus ``a t ttf`` for every killed attempt. Scores decay with
-age. The first rule (P95 + 15 %, the measured best single rule) stays unless
-another scores below ``switch_ratio`` of it after ``min_scored`` tasks; this
-keeps small families from chasing noise.
+Candidate rules are a quantile of the peaks seen so far times a margin and, when input sizes are
+known and vary, a line on input size (or on its log) plus a quantile of its residuals or a one-sided
+OLS prediction interval (wider for inputs far from those seen). Each is scored prequentially, as
+Sizey does: every past task is charged what the rule, fitted on the tasks before it, would have
+cost under doubling retries — ``(a - r) t`` when the allocation covered the peak, plus ``a t ttf``
+for every killed attempt. Scores decay with age. The first rule (P95 + 15 %, the measured best
+single rule) stays unless another scores below ``switch_ratio`` of it after ``min_scored`` tasks;
+this keeps small families from chasing noise.
 
 An OOM-kill budget (``max_oom_rate``, kills per task) bounds the choice. It is a ceiling on the
 share of a run's tasks killed, so the rules aim below it, at ``target_fraction`` of it (half): a
@@ -20,17 +17,17 @@ come in batches (tasks that start together share one allocation). Each rule's ki
 over the same decayed replay, and only rules whose rate stays within that target may be chosen
 (the first rule too); when none does, the cheapest of the rules within one target of the fewest
 kills is used, and the explanation says so. Until a family has ``1 / target`` peaks, its
-allocation is at least their prediction bound at ``1 - target``, at most the user's request
-(``small_samples.py``): steady families tighten after a few tasks, those whose peaks rise above
-their mean keep headroom, and a lower budget keeps it longer. A family with no history of its own
-(nor a similar family to borrow from, ``similar.py``) starts at the user's request: all its tasks
-that start before one finishes share that one decision, so a guess below it risks a batch of kills.
-Without a request it starts at other families' peaks at ``1 - target`` once the store holds the
-``1 / target`` peaks that quantile needs, and with no limit (as its user asked) before.
+allocation is at least their prediction bound, at most the user's request (``small_samples.py``),
+at the level that lets the target through on the store's own families (``bound_calibration.py``):
+steady families tighten after a few tasks, those whose peaks rise above their mean keep headroom,
+and a lower budget keeps it longer. A family with no history of its own (nor a similar family to
+borrow from, ``similar.py``) starts at the user's request: all its tasks that start before one
+finishes share that one decision, so a guess below it risks a batch of kills. Without a request it
+starts at other families' peaks at ``1 - target`` once the store holds the ``1 / target`` peaks
+that quantile needs, and with no limit (as its user asked) before.
 
-Scoring is incremental: refitting on the same history plus new tasks only
-scores the new tasks. From scratch, only the last ten half-lives of tasks
-are scored (older ones would weigh under 0.1 %).
+Scoring is incremental: refitting on the same history plus new tasks only scores the new tasks.
+From scratch, only the last ten half-lives of tasks are scored (older ones would weigh under 0.1 %).
 """
 
 from __future__ import annotations
@@ -55,6 +52,7 @@ from .base import (
     retry_waste,
     runtimes,
 )
+from .bound_calibration import bound_scores
 from .cold_start import guess_from_prior
 from .lines import PI_QUANTILES, SIZE_MODELS, Line, fit_line, line_at, line_bound
 from .retry import double, vpa_bump
@@ -164,11 +162,18 @@ class AdaptivePredictor(Predictor):
         return learnt if learnt is not None and fits_prior(self.peaks_, learnt, self.target or 0.0) else None
 
     def _bound(self) -> float:
-        """The log-normal bound over the family's peaks, its spread pooled with a prior one."""
+        """The log-normal bound over the family's peaks: a learnt spread's, or the fixed one's."""
         learnt = self._learnt_spread()
-        if learnt is None:
+        if learnt is not None:
+            return lognormal_bound(self.peaks_, self.target, learnt.log_spread, learnt.weight)
+        if (level := self.bound_level()) == self.target:
             return self.bound_
-        return lognormal_bound(self.peaks_, self.target, learnt.log_spread, learnt.weight)
+        return lognormal_bound(self.peaks_, self.target, self.prior_log_spread, self.prior_weight, level)
+
+    def bound_level(self) -> float | None:
+        """What the fixed-spread bound lets through: the target, calibrated where the store knows how."""
+        prior, target = getattr(self, "_prior", None), self.target
+        return prior.bound_level(target) if prior is not None and target is not None else target
 
     def _small_sample_floor(self, input_size_bytes: int | None, user_request_bytes: int | None) -> float:
         """The least a warm family with too few peaks gets (0: enough peaks)."""
@@ -180,9 +185,9 @@ class AdaptivePredictor(Predictor):
         return min(bound, cap if cap is not None else float(2**62))
 
     def draws_on_prior(self, user_request_bytes: int | None) -> bool:
-        """While the bound applies without a request (capped by what other families' tasks used),
-        or with a prior spread learnt across families."""
-        return self.warm and self.bound_ > 0.0 and (self.learns_prior_spread or not user_request_bytes)
+        """While the bound applies: its level (and spread, when learnt) is the store's, and without a
+        request it is capped by what other families' tasks used."""
+        return self.warm and self.bound_ > 0.0
 
     def retry(
         self, failed_bytes: int, input_size_bytes: int | None = None, user_request_bytes: int | None = None
@@ -230,13 +235,10 @@ class AdaptivePredictor(Predictor):
         x = None if any(v is None for v in raw_x) else np.asarray(raw_x, dtype=float)
         names = self._candidate_names(x is not None)
         decay = self._decay
-        cached = getattr(self, "scored_peaks_", None)
-        if (
-            cached is not None
-            and self.scores_.size == len(names)
-            and cached.size <= r.size
-            and np.array_equal(cached, r[: cached.size])
-        ):
+        cached: np.ndarray = getattr(self, "scored_peaks_", np.zeros(0))  # empty: never fitted
+        fits = cached.size > 0 and self.scores_.size == len(names) and cached.size <= r.size
+        resumed = fits and np.array_equal(cached, r[: cached.size])  # the same history, and new tasks
+        if resumed:
             start, scores, kills, weight = cached.size, self.scores_.copy(), self.kills_.copy(), self.weight_
         else:
             # From scratch, tasks older than ten half-lives (weight < 0.1 %) are not scored: a long
@@ -254,6 +256,10 @@ class AdaptivePredictor(Predictor):
         self.best_, self.within_target_ = self._choose(scores, self.oom_rates(), r.size - 1)
         # the log-normal bound over all peaks; a chosen size line is bounded by its own interval instead
         self.bound_ = lognormal_bound(r, self.target, self.prior_log_spread, self.prior_weight)
+        known = getattr(self, "bound_scores_", None) if resumed else None  # of the same first peaks
+        self.bound_scores_ = bound_scores(
+            r, samples, self.target, (self.prior_log_spread, self.prior_weight), known
+        )
         self.rule_ = names[self.best_]
         self.peaks_, self.inputs_, self.runtimes_ = r, x, t
         # What finished (not a sampled or killed lower bound): where a size line stops being a guess.
@@ -352,6 +358,7 @@ class AdaptivePredictor(Predictor):
             "oom_target": self.target,
             "within_oom_target": int(self.within_target_),
             "small_sample_bound_bytes": self._bound_bytes(),
+            "small_sample_bound_level": self.bound_level() if self._bound_bytes() is not None else None,
         }
 
     def _bound_bytes(self) -> int | None:

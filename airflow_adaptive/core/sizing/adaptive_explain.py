@@ -38,10 +38,17 @@ def explain_adaptive(p: AdaptivePredictor) -> str:
         elif math.isinf(p.bound_):
             bound = "the request"
         else:
-            bound = f"their log-normal {level} prediction bound {format_bytes(p._bound())}"
-            learnt = p._learnt_spread()
+            learnt, calibrated = p._learnt_spread(), p.bound_level()
+            at = (
+                level
+                if learnt is not None or calibrated == budget
+                else f"P{(1.0 - (calibrated or 0.0)) * 100:.3g}"
+            )
+            bound = f"their log-normal {at} prediction bound {format_bytes(p._bound())}"
             if learnt is not None:
                 bound += f" (spread pooled with other families': {learnt.log_spread:.3g} on {learnt.weight:.1f} peaks)"
+            elif at != level:
+                bound += f" (the level at which the store's families' first peaks let {budget:.1%} through)"
         needed = peaks_needed(budget)
         others = p._bound_cap(None)  # what the bound is capped at without a request
         known = "" if others is None else f", {format_bytes(others)}"

@@ -129,6 +129,12 @@ class Predictor(ABC):
         """What the last ``fit`` chose, as values for a decision's details (default: nothing)."""
         return {}
 
+    def bound_scores(self) -> np.ndarray:
+        """The scores of the family's first peaks against a small-sample bound, for the store to
+        calibrate that bound's level on (``bound_calibration.py``; none: a strategy without one)."""
+        scores = getattr(self, "bound_scores_", None)
+        return scores[scores >= 0.0] if scores is not None else np.zeros(0)
+
     @abstractmethod
     def _fit(self, samples: Sequence[Sample]) -> None: ...
 
@@ -243,6 +249,9 @@ class Wrapper(Predictor):
 
     def details(self) -> dict[str, float | int | str | None]:
         return self.inner.details()
+
+    def bound_scores(self) -> np.ndarray:
+        return self.inner.bound_scores()
 
     def predict(self, input_size_bytes: int | None = None, user_request_bytes: int | None = None) -> int:
         return self._post(self.inner.predict(input_size_bytes, user_request_bytes), cold=not self.inner.warm)

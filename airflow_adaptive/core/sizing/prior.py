@@ -52,15 +52,36 @@ class PeakPrior:
         """The prior spread of a family's log peaks learnt across families (None: not known)."""
         return None
 
+    def bound_level(self, target: float) -> float:
+        """The level the small-sample bound lets through for an OOM ``target`` (the target itself:
+        no families' scores known)."""
+        return target
+
 
 class HistogramPeakPrior(PeakPrior):
     """The same prior, read from the store's maintained histogram of every recorded peak, with the
-    spread learnt from every family's (``moments``; None in a store that has not counted them)."""
+    spread learnt from every family's (``moments``; None in a store that has not counted them) and
+    the small-sample bound's level calibrated on the families' ``scores`` (``bound_calibration.py``)."""
 
-    def __init__(self, peaks: LogHistogram, moments: SpreadMoments | None = None, **params: Any) -> None:
+    def __init__(
+        self,
+        peaks: LogHistogram,
+        moments: SpreadMoments | None = None,
+        scores: LogHistogram | None = None,
+        **params: Any,
+    ) -> None:
         super().__init__(**params)
         self.peaks = peaks
         self.moments = moments
+        self.scores = scores
+        self._levels: dict[float, float] = {}
+
+    def bound_level(self, target: float) -> float:
+        from .bound_calibration import calibrated_level  # it reads base, which reads this module
+
+        if target not in self._levels:  # a decision may ask more than once
+            self._levels[target] = calibrated_level(self.scores, target)
+        return self._levels[target]
 
     def spread(self) -> SpreadPrior | None:
         return self.moments.prior() if self.moments is not None else None

@@ -133,28 +133,43 @@ def peaks_needed(target: float) -> int:
     return math.ceil(1.0 / max(target, 1e-9))
 
 
+def bound_terms(
+    logs: np.ndarray, prior_log_spread: float, prior_weight: float
+) -> tuple[list[tuple[float, float]], float]:
+    """The bound's (centre, spread) about the mean and about the median of log peaks ``logs``
+    (the spread pooled from twice their squares above the centre and ``prior_weight`` degrees of
+    freedom of ``prior_log_spread``), and its degrees of freedom, n - 1 + k."""
+    df = logs.size - 1 + prior_weight
+    terms = []
+    for centre in (float(logs.mean()), float(np.median(logs))):
+        above = np.maximum(logs - centre, 0.0)  # an OOM kill is on the high side
+        terms.append(
+            (centre, math.sqrt((prior_weight * prior_log_spread**2 + 2.0 * float(above @ above)) / df))
+        )
+    return terms, df
+
+
 def lognormal_bound(
-    peaks: np.ndarray, budget: float | None, prior_log_spread: float, prior_weight: float
+    peaks: np.ndarray,
+    budget: float | None,
+    prior_log_spread: float,
+    prior_weight: float,
+    level: float | None = None,
 ) -> float:
-    """``exp(m + t(1 - budget; n - 1 + k) * s * sqrt(1 + 1/n))`` over the log peaks, ``s`` pooled
+    """``exp(m + t(1 - level; n - 1 + k) * s * sqrt(1 + 1/n))`` over the log peaks, ``s`` pooled
     from twice their squares above ``m`` (the upper semi-variance: the same as all squares for
     symmetric peaks, but a family whose peaks pile up under a ceiling with a tail below is not
     given room above for that tail) and ``k`` degrees of freedom of ``prior_log_spread``; the
     lesser of that bound about the mean and about the median for ``m`` (a tail below pulls the mean
     down and so counts as spread above it, and does not move the median; for symmetric peaks the
     two agree, and for a tail above the mean's is usually the lesser); 0 once ``1 / budget`` peaks are
-    known or with no budget, infinite with a budget of 0."""
+    known or with no budget, infinite with a budget of 0. ``level`` (default: the budget) is the
+    share of next peaks the bound may let through (``bound_calibration.calibrated_level``)."""
     if budget is None or peaks.size >= peaks_needed(budget):
         return 0.0
     if budget <= 0.0:
         return math.inf
-    logs = np.log(np.maximum(peaks, 1.0))
-    df = peaks.size - 1 + prior_weight
-    t = t_quantile(1.0 - budget, df) * math.sqrt(1.0 + 1.0 / peaks.size)
-
-    def about(centre: float) -> float:
-        above = np.maximum(logs - centre, 0.0)  # an OOM kill is on the high side
-        return centre + t * math.sqrt((prior_weight * prior_log_spread**2 + 2.0 * float(above @ above)) / df)
-
-    exponent = min(about(float(logs.mean())), about(float(np.median(logs))))
+    terms, df = bound_terms(np.log(np.maximum(peaks, 1.0)), prior_log_spread, prior_weight)
+    t = t_quantile(1.0 - (budget if level is None else level), df) * math.sqrt(1.0 + 1.0 / peaks.size)
+    exponent = min(centre + t * spread for centre, spread in terms)
     return math.exp(min(exponent, 700.0))  # e^700 bytes: past any cap, short of overflow

@@ -170,8 +170,10 @@ function labelText(labels) {
 }
 function budgetText(d, attempts, oom) {  // the rule's replayed kill rate, never to be read as real kills
   if (!d.rule) return "";
+  const level = d.small_sample_bound_level, at = level && level !== d.oom_target ? ` (at P${num(100 * (1 - level), 1)}: the
+    level that lets ${num(100 * d.oom_target, 1)} % of the store's families' first peaks through)` : "";
   const few = d.small_sample_bound_bytes ? ` Too few peaks to judge it yet (fewer than ${Math.ceil(1 / d.oom_target)}): at least
-    ${bytes(d.small_sample_bound_bytes)}, their log-normal prediction bound, at most the request.` : "";
+    ${bytes(d.small_sample_bound_bytes)}, their log-normal prediction bound${at}, at most the request.` : "";
   return `<p id="budget">Rule <b>${esc(d.rule)}</b>: replayed on this family's past peaks, each task sized from the peaks before
     it (recent ones weigh more), it would have OOM-killed ${num(100 * d.rule_oom_rate, 1)} % of them. Budget
     <code>max_oom_rate</code> ${num(100 * d.max_oom_rate, 1)} %, so rules aim at ${num(100 * d.oom_target, 1)} %.${few}

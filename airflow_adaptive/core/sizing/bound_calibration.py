@@ -1,0 +1,87 @@
+"""The small-sample bound's level, calibrated on the store's own families.
+
+The bound (``small_samples.lognormal_bound``) assumes a family's peaks are independent log-normal
+draws; they are not (they drift, follow input sizes, and most families are steadier than the fixed
+prior spread says), so at a target of 1 % it lets through a share of next peaks that differs by
+trace, from none to twice the target. What it should let through can be measured where it runs:
+for each family, each finished peak among its first ``1 / target`` is scored against the bound of
+the peaks before it, as the p-value of that peak under the bound's own Student-t model
+(:func:`bound_scores`, kept with the family's model; the store sums them over families in
+``Distributions.scores``). Were the model right, the scores would be uniform, and a bound at level
+``a`` would let through a share ``a`` of next peaks. :func:`calibrated_level` takes the level at
+which the store's scores let through the target instead: the split-conformal idea (Vovk et al.),
+pooled across families as the prior spread is. Until the store has scored many peaks, their share
+is mixed with the model's own (uniform) on ``1 / target`` pseudo-scores, so a young store keeps
+the target as its level and a few lucky peaks cannot move it far.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy.special import stdtr
+
+from ..sketch import LogHistogram
+from .base import Sample
+from .small_samples import bound_terms, peaks_needed
+
+UNSCORED = -1.0  # a peak with no score: one of the first two, or a lower bound (killed, sampled)
+FIRST_SCORED = 2  # peaks before it: with one, the bound's spread is the prior alone
+MAX_LEVEL = 0.5  # the bound never goes below the centre of the peaks
+
+
+def bound_score(before: np.ndarray, peak: float, prior_log_spread: float, prior_weight: float) -> float:
+    """The p-value of ``peak`` under the bound of the peaks ``before`` it: the least level at
+    which the bound would have let it through (1: at or under the centre)."""
+    terms, df = bound_terms(np.log(np.maximum(before, 1.0)), prior_log_spread, prior_weight)
+    widen = math.sqrt(1.0 + 1.0 / before.size)
+    level = math.log(max(peak, 1.0))
+    # the bound is the lesser over the centres: it reaches the peak once every centre's does
+    t = max((level - centre) / max(spread * widen, 1e-12) for centre, spread in terms)
+    return float(stdtr(df, -t))
+
+
+def bound_scores(
+    peaks: np.ndarray,
+    samples: Sequence[Sample],
+    target: float | None,
+    prior: tuple[float, float],
+    known: np.ndarray | None = None,
+) -> np.ndarray:
+    """Each of the first ``1 / target`` peaks' score against the bound of those before it
+    (:data:`UNSCORED` where the sample is a lower bound or fewer than two come before; 1 for any
+    score above :data:`MAX_LEVEL`), under the prior spread and weight ``prior``. ``known``: the scores of an earlier fit whose peaks were a
+    prefix of these (they are kept, not recomputed)."""
+    if target is None or target <= 0.0:
+        return np.zeros(0)
+    size = min(peaks.size, peaks_needed(target))
+    scores = np.full(size, UNSCORED)
+    start = 0
+    if known is not None:
+        start = min(known.size, size)
+        scores[:start] = known[:start]
+    for i in range(max(start, FIRST_SCORED), size):
+        if not samples[i].lower_bound:
+            score = bound_score(peaks[:i], float(peaks[i]), *prior)
+            scores[i] = score if score <= MAX_LEVEL else 1.0  # no level goes there: one bucket for all
+    return scores
+
+
+def calibrated_level(scores: LogHistogram | None, target: float) -> float:
+    """The level ``a`` at which ``(N * a + C(a)) / (N + n) = target``: ``C(a)`` the store's ``n``
+    scores at most ``a`` and ``N = 1 / target`` uniform pseudo-scores (``target`` itself with no
+    scores, at most :data:`MAX_LEVEL`)."""
+    total = scores.total if scores is not None else 0
+    if scores is None or not total or target <= 0.0:
+        return target
+    pseudo = float(peaks_needed(target))
+    goal = target * (pseudo + total)
+    below, edge_before = 0, 0.0
+    for edge, count in scores.ascending():  # a score counts from its bucket's upper edge on
+        level = (goal - below) / pseudo  # where the line reaches the goal between the two edges
+        if level < edge:
+            return min(max(level, edge_before), MAX_LEVEL)
+        below, edge_before = below + count, edge
+    return min(max((goal - below) / pseudo, edge_before), MAX_LEVEL)

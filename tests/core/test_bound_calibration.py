@@ -1,0 +1,114 @@
+"""The small-sample bound's level, calibrated on the scores of the store's families' first peaks
+(``core/sizing/bound_calibration.py``): hand-computed scores and levels, and what a calibrated
+level does to a young family's allocation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from airflow_adaptive.core.rollup import Distributions
+from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
+from airflow_adaptive.core.sizing.base import Sample
+from airflow_adaptive.core.sizing.bound_calibration import (
+    MAX_LEVEL,
+    UNSCORED,
+    bound_score,
+    bound_scores,
+    calibrated_level,
+)
+from airflow_adaptive.core.sizing.prior import HistogramPeakPrior
+from airflow_adaptive.core.sizing.small_samples import lognormal_bound
+from airflow_adaptive.core.sketch import LogHistogram
+from airflow_adaptive.core.units import GIB
+
+FIXED = (0.3, 1.0)  # the default's prior spread and weight
+
+
+def histogram_of(values: list[float]) -> LogHistogram:
+    histogram = LogHistogram()
+    for value in values:
+        histogram.add(value)
+    return histogram
+
+
+def test_the_score_of_a_third_peak_computed_by_hand() -> None:
+    # logs (0, 0.2): mean = median = 0.1; squares above it 0.1² = 0.01; s = sqrt((0.09 + 2 * 0.01) / 2)
+    # = 0.23452 on 2 degrees of freedom; widened by sqrt(1 + 1/2): 0.28723. A third peak at e^0.5:
+    # t = 0.4 / 0.28723 = 1.39263; Student's t on 2 df has P(T > t) = 1/2 - t / (2 sqrt(2 + t²)),
+    # = 0.5 - 1.39263 / (2 x 1.98480) = 0.14918.
+    before = np.array([1.0, math.exp(0.2)]) * GIB
+    assert bound_score(before, math.exp(0.5) * GIB, *FIXED) == pytest.approx(0.14918, abs=2e-5)
+    assert bound_score(before, 0.5 * GIB, *FIXED) > 0.5  # below the centre
+
+
+def test_a_bound_at_a_peaks_score_is_that_peak() -> None:
+    rng = np.random.default_rng(4)
+    for n in (2, 3, 7, 30):
+        before = GIB * rng.lognormal(0.0, 0.4, n)
+        peak = float(GIB * rng.lognormal(0.6, 0.2))
+        score = bound_score(before, peak, *FIXED)
+        assert lognormal_bound(before, 0.01, *FIXED, level=score) == pytest.approx(peak, rel=1e-9)
+
+
+def test_the_first_peaks_are_scored_the_first_two_and_lower_bounds_are_not() -> None:
+    samples = [Sample(GIB), Sample(GIB), Sample(2 * GIB), Sample(3 * GIB, lower_bound=True)]
+    samples += [Sample(GIB)] * 5 + [Sample(GIB // 2)] + [Sample(GIB)] * 2  # the tenth at half the rest
+    peaks = np.array([float(s.peak_memory_bytes) for s in samples])
+    scores = bound_scores(peaks, samples, 0.1, FIXED)  # a 10 % target scores the first 10 peaks
+    assert scores.size == 10
+    assert list(scores[[0, 1, 3]]) == [UNSCORED] * 3
+    assert scores[2] == pytest.approx(bound_score(peaks[:2], 2 * GIB, *FIXED))
+    assert all(0.0 < s <= 1.0 for s in scores[4:])
+    assert scores[-1] == 1.0  # a peak below the family's centre scores above any level: kept as 1
+    kept = bound_scores(peaks, samples, 0.1, FIXED, known=np.array([UNSCORED, UNSCORED, 0.123]))
+    assert kept[2] == 0.123 and np.array_equal(kept[3:], scores[3:])  # a known prefix is not recomputed
+    assert bound_scores(peaks, samples, None, FIXED).size == 0
+
+
+def test_no_scores_keep_the_target_and_scores_above_it_raise_the_level() -> None:
+    assert calibrated_level(None, 0.1) == calibrated_level(Distributions().scores, 0.1) == 0.1
+    # ten scores of 1 beside 1 / 0.1 = 10 uniform pseudo-scores: (10 a + 0) / 20 = 0.1 at a = 0.2
+    assert calibrated_level(histogram_of([1.0] * 10), 0.1) == pytest.approx(0.2)
+    # a thousand: the level would be 10.1, past the centre of the peaks
+    assert calibrated_level(histogram_of([1.0] * 1000), 0.1) == MAX_LEVEL
+
+
+def test_scores_below_the_target_lower_the_level_to_where_they_are() -> None:
+    # five scores at 0.001 and five at 1: the mixed share jumps from ~0 to (0.01 + 5) / 20 at 0.001,
+    # past the target 0.1 there, so the level is 0.001 (within the histogram's 1 % buckets).
+    level = calibrated_level(histogram_of([0.001] * 5 + [1.0] * 5), 0.1)
+    assert level == pytest.approx(0.001, rel=0.011)
+    # a share of low scores just at the target leaves it about where it was
+    spread = np.linspace(0.001, 1.0, 1000)
+    assert calibrated_level(histogram_of(list(spread)), 0.1) == pytest.approx(0.1, rel=0.03)
+
+
+def steady_store(score: float) -> HistogramPeakPrior:
+    distributions = Distributions()
+    distributions.move_scores((), [score] * 400)
+    return HistogramPeakPrior(distributions.peaks, None, distributions.scores)
+
+
+def test_a_young_familys_bound_follows_the_stores_calibrated_level() -> None:
+    four = [Sample(2 * GIB), Sample(int(2.2 * GIB)), Sample(int(1.9 * GIB)), Sample(int(2.1 * GIB))]
+    alone = AdaptivePredictor().fit(four).predict(None, 64 * GIB)
+    overcovered = AdaptivePredictor().fit(four, steady_store(0.9))  # no first peak came near the bound
+    undercovered = AdaptivePredictor().fit(four, steady_store(1e-5))  # first peaks went through it
+    assert (overcovered.bound_level() or 0.0) > 0.01 > (undercovered.bound_level() or 1.0)
+    assert "P95 prediction bound" in overcovered.explain() and "let 1.0% through" in overcovered.explain()
+    assert overcovered.details()["small_sample_bound_level"] == pytest.approx(0.05)  # (0.01 x 500) / 100
+    assert 2.2 * GIB < overcovered.predict(None, 64 * GIB) < alone < undercovered.predict(None, 64 * GIB)
+    assert AdaptivePredictor().fit(four, steady_store(0.9)).draws_on_prior(64 * GIB)  # it reads the store
+
+
+def test_the_distributions_move_a_models_scores_and_keep_them_in_json() -> None:
+    distributions = Distributions()
+    distributions.move_scores((), [0.5, 0.01])
+    distributions.move_scores([0.5], [0.02, 0.3])
+    assert distributions.scores.total == 3
+    again = Distributions.from_json(distributions.to_json())
+    assert again.scores == distributions.scores
+    assert Distributions.from_json({"peaks": {}}).scores.total == 0  # a store written before: none yet
