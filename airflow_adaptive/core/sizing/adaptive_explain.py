@@ -48,7 +48,10 @@ def explain_adaptive(p: AdaptivePredictor) -> str:
             if learnt is not None:
                 bound += f" (spread pooled with other families': {learnt.log_spread:.3g} on {learnt.weight:.1f} peaks)"
             elif at != level:
-                bound += f" (the level at which the store's families' first peaks let {budget:.1%} through)"
+                bound += (
+                    f" ({at}, not {level}: on the store's families, a bound at that level over each family's"
+                    f" earlier peaks let {budget:.1%} of their next peaks through)"
+                )
         needed = peaks_needed(budget)
         others = p._bound_cap(None)  # what the bound is capped at without a request
         known = "" if others is None else f", {format_bytes(others)}"
