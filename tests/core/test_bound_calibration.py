@@ -77,10 +77,10 @@ def test_no_scores_keep_the_target_and_scores_above_it_raise_the_level() -> None
 
 
 def test_scores_below_the_target_lower_the_level_to_where_they_are() -> None:
-    # five scores at 0.001 and five at 1: the mixed share jumps from ~0 to (0.01 + 5) / 20 at 0.001,
-    # past the target 0.1 there, so the level is 0.001 (within the histogram's 1 % buckets).
-    level = calibrated_level(histogram_of([0.001] * 5 + [1.0] * 5), 0.1)
-    assert level == pytest.approx(0.001, rel=0.011)
+    # five scores at 0.02 and five at 1: the mixed share jumps from 10 x 0.02 / 20 = 0.01 to 0.26 at 0.02,
+    # past the target 0.1 there, so the level is 0.02 (within the histogram's 1 % buckets, below it).
+    level = calibrated_level(histogram_of([0.02] * 5 + [1.0] * 5), 0.1)
+    assert 0.02 / 1.0101 <= level <= 0.02
     # a share of low scores just at the target leaves it about where it was
     spread = np.linspace(0.001, 1.0, 1000)
     assert calibrated_level(histogram_of(list(spread)), 0.1) == pytest.approx(0.1, rel=0.03)
@@ -114,3 +114,44 @@ def test_the_distributions_move_a_models_scores_and_keep_them_in_json() -> None:
     again = Distributions.from_json(distributions.to_json())
     assert again.scores == distributions.scores
     assert Distributions.from_json({"peaks": {}}).scores.total == 0  # a store written before: none yet
+
+
+def test_a_far_outlier_inverts_too_and_cannot_hold_every_young_family_at_its_request() -> None:
+    steady, stepped = np.full(50, float(GIB)), 1.7 * GIB  # a steady family whose peaks step up
+    score = bound_score(steady, stepped, *FIXED)
+    assert 0.0 < score < 1e-15  # beyond any level 1 - level can tell apart from 1
+    assert lognormal_bound(steady, 0.01, *FIXED, level=score) == pytest.approx(stepped, rel=1e-6)
+    store = histogram_of([1e-20, 2e-6] + [0.5] * 98)  # two such scores among a hundred ordinary ones
+    assert calibrated_level(store, 0.01) == pytest.approx(0.001)  # a tenth of the target, no lower
+
+
+def test_a_score_is_recomputed_once_its_peak_is_no_longer_a_lower_bound() -> None:
+    before = [Sample(GIB), Sample(GIB), Sample(int(1.2 * GIB), lower_bound=True), Sample(GIB)]
+    after = [*before[:2], Sample(int(1.2 * GIB)), Sample(GIB)]  # the sampled peak, re-recorded as measured
+    peaks = np.array([float(s.peak_memory_bytes) for s in after])
+    known = bound_scores(peaks, before, 0.1, FIXED)
+    assert known[2] == UNSCORED
+    resumed = bound_scores(peaks, after, 0.1, FIXED, known=known)
+    assert np.array_equal(resumed, bound_scores(peaks, after, 0.1, FIXED)) and resumed[2] != UNSCORED
+
+
+def test_a_model_refitted_on_no_samples_keeps_no_scores() -> None:
+    from airflow_adaptive.core.decide import SizingSettings
+    from airflow_adaptive.core.fitted_model import fit_model
+
+    samples = [Sample(GIB), Sample(GIB), Sample(2 * GIB), Sample(GIB)]
+    model = fit_model(samples, SizingSettings(), len(samples))
+    assert len(model.bound_scores) == 2  # the third and fourth peaks
+    assert fit_model([], SizingSettings(), 0, previous=model).bound_scores == ()  # its attempts moved away
+
+
+def test_a_pooled_bound_says_the_target_it_is_drawn_at() -> None:
+    from airflow_adaptive.core.sizing.pooled import PooledAdaptivePredictor
+    from tests.core.test_spread_prior import steady_prior
+
+    two = [Sample(2 * GIB), Sample(int(2.1 * GIB))]
+    prior = steady_prior()
+    prior.scores = histogram_of([0.9] * 400)  # a level the fixed spread would be drawn at: 0.05
+    pooled = PooledAdaptivePredictor().fit(two, prior)
+    assert "spread pooled" in pooled.explain() and pooled.details()["small_sample_bound_level"] == 0.01
+    assert AdaptivePredictor().fit(two, prior).details()["small_sample_bound_level"] == pytest.approx(0.05)

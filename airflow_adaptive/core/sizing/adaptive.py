@@ -172,8 +172,9 @@ class AdaptivePredictor(Predictor):
 
     def bound_level(self) -> float | None:
         """What the fixed-spread bound lets through: the target, calibrated where the store knows how."""
-        prior, target = getattr(self, "_prior", None), self.target
-        return prior.bound_level(target) if prior is not None and target is not None else target
+        prior, target = getattr(self, "_prior", None), self.target  # a learnt spread's bound is at the target
+        calibrated = target is not None and self._learnt_spread() is None
+        return prior.bound_level(target) if prior is not None and calibrated else target
 
     def _small_sample_floor(self, input_size_bytes: int | None, user_request_bytes: int | None) -> float:
         """The least a warm family with too few peaks gets (0: enough peaks)."""

@@ -132,8 +132,8 @@ class Predictor(ABC):
     def bound_scores(self) -> np.ndarray:
         """The scores of the family's first peaks against a small-sample bound, for the store to
         calibrate that bound's level on (``bound_calibration.py``; none: a strategy without one)."""
-        scores = getattr(self, "bound_scores_", None)
-        return scores[scores >= 0.0] if scores is not None else np.zeros(0)
+        scores = getattr(self, "bound_scores_", None)  # a fit on no samples keeps the state restored
+        return scores[scores >= 0.0] if scores is not None and self.warm else np.zeros(0)
 
     @abstractmethod
     def _fit(self, samples: Sequence[Sample]) -> None: ...

@@ -12,7 +12,11 @@ the peaks before it, as the p-value of that peak under the bound's own Student-t
 which the store's scores let through the target instead: the split-conformal idea (Vovk et al.),
 pooled across families as the prior spread is. Until the store has scored many peaks, their share
 is mixed with the model's own (uniform) on ``1 / target`` pseudo-scores, so a young store keeps
-the target as its level and a few lucky peaks cannot move it far.
+the target as its level and a few lucky peaks cannot raise it far. Downward, the level stops at a
+tenth of the target: scores far beyond any level come from shifts (a steady family whose peaks step
+up) that no bound catches, and several of them, all from one family, must not hold every young
+family at its request. For a family past ``history_window`` attempts, its "first" peaks are the
+first of its window, scored again as the window slides.
 """
 
 from __future__ import annotations
@@ -23,18 +27,19 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.special import stdtr
 
-from ..sketch import LogHistogram
+from ..sketch import RELATIVE_WIDTH, LogHistogram
 from .base import Sample
 from .small_samples import bound_terms, peaks_needed
 
 UNSCORED = -1.0  # a peak with no score: one of the first two, or a lower bound (killed, sampled)
 FIRST_SCORED = 2  # peaks before it: with one, the bound's spread is the prior alone
 MAX_LEVEL = 0.5  # the bound never goes below the centre of the peaks
+MIN_LEVEL_SHARE = 0.1  # of the target: the least level (above)
 
 
 def bound_score(before: np.ndarray, peak: float, prior_log_spread: float, prior_weight: float) -> float:
     """The p-value of ``peak`` under the bound of the peaks ``before`` it: the least level at
-    which the bound would have let it through (1: at or under the centre)."""
+    which the bound would have let it through (0.5 at the centre of the peaks, more below it)."""
     terms, df = bound_terms(np.log(np.maximum(before, 1.0)), prior_log_spread, prior_weight)
     widen = math.sqrt(1.0 + 1.0 / before.size)
     level = math.log(max(peak, 1.0))
@@ -53,7 +58,7 @@ def bound_scores(
     """Each of the first ``1 / target`` peaks' score against the bound of those before it
     (:data:`UNSCORED` where the sample is a lower bound or fewer than two come before; 1 for any
     score above :data:`MAX_LEVEL`), under the prior spread and weight ``prior``. ``known``: the scores of an earlier fit whose peaks were a
-    prefix of these (they are kept, not recomputed)."""
+    prefix of these (they are kept up to the first whose sample changed from or to a lower bound)."""
     if target is None or target <= 0.0:
         return np.zeros(0)
     size = min(peaks.size, peaks_needed(target))
@@ -61,6 +66,9 @@ def bound_scores(
     start = 0
     if known is not None:
         start = min(known.size, size)
+        unscored = [i < FIRST_SCORED or samples[i].lower_bound for i in range(start)]
+        changed = np.flatnonzero((known[:start] == UNSCORED) != np.asarray(unscored, dtype=bool))
+        start = int(changed[0]) if changed.size else start
         scores[:start] = known[:start]
     for i in range(max(start, FIRST_SCORED), size):
         if not samples[i].lower_bound:
@@ -71,17 +79,19 @@ def bound_scores(
 
 def calibrated_level(scores: LogHistogram | None, target: float) -> float:
     """The level ``a`` at which ``(N * a + C(a)) / (N + n) = target``: ``C(a)`` the store's ``n``
-    scores at most ``a`` and ``N = 1 / target`` uniform pseudo-scores (``target`` itself with no
-    scores, at most :data:`MAX_LEVEL`)."""
+    scores at most ``a`` and ``N = 1 / target`` uniform pseudo-scores; ``target`` itself with no
+    scores, else between :data:`MIN_LEVEL_SHARE` of it and :data:`MAX_LEVEL`."""
     total = scores.total if scores is not None else 0
     if scores is None or not total or target <= 0.0:
         return target
     pseudo = float(peaks_needed(target))
     goal = target * (pseudo + total)
-    below, edge_before = 0, 0.0
-    for edge, count in scores.ascending():  # a score counts from its bucket's upper edge on
+    below, low_before, level = 0, 0.0, 0.0
+    for edge, count in scores.ascending():
+        low = edge / (1.0 + RELATIVE_WIDTH)  # a score counts from its bucket's lower edge on: err low
         level = (goal - below) / pseudo  # where the line reaches the goal between the two edges
-        if level < edge:
-            return min(max(level, edge_before), MAX_LEVEL)
-        below, edge_before = below + count, edge
-    return min(max((goal - below) / pseudo, edge_before), MAX_LEVEL)
+        if level < low:
+            level = max(level, low_before)
+            break
+        below, low_before, level = below + count, low, max((goal - below - count) / pseudo, low)
+    return min(max(level, target * MIN_LEVEL_SHARE), MAX_LEVEL)

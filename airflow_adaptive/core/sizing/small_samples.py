@@ -22,10 +22,8 @@ from functools import lru_cache
 from typing import ClassVar, NamedTuple
 
 import numpy as np
-from scipy.special import digamma, polygamma
+from scipy.special import digamma, polygamma, stdtrit
 from scipy.stats import f as f_dist
-
-from .lines import t_quantile
 
 MIN_FAMILIES = 3  # with a spread each (two peaks or more) before the learnt prior replaces the fixed one
 # A spread of log peaks below the peak histograms' resolution (buckets 1 % wide) is not measured:
@@ -170,6 +168,7 @@ def lognormal_bound(
     if budget <= 0.0:
         return math.inf
     terms, df = bound_terms(np.log(np.maximum(peaks, 1.0)), prior_log_spread, prior_weight)
-    t = t_quantile(1.0 - (budget if level is None else level), df) * math.sqrt(1.0 + 1.0 / peaks.size)
+    # the upper tail's quantile directly: 1 - level rounds to 1 for a level under 1e-16
+    t = -float(stdtrit(df, budget if level is None else level)) * math.sqrt(1.0 + 1.0 / peaks.size)
     exponent = min(centre + t * spread for centre, spread in terms)
     return math.exp(min(exponent, 700.0))  # e^700 bytes: past any cap, short of overflow
