@@ -330,7 +330,9 @@ def _scores(
             value = float(raw[g.id])  # type: ignore[arg-type]
             normal = 100.0 if hi == lo else 100.0 * (value - lo) / (hi - lo)
             totals[g.id] += weight * (normal if scorer.higher_is_better else 100.0 - normal)
-            reasons.setdefault(g.id, []).append(f"{scorer.name} {value:g}")
+            reasons.setdefault(g.id, []).append(
+                f"{scorer.name} {value:.4g}"
+            )  # four digits: a reason for the order
     return totals, reasons, notes
 
 
