@@ -330,9 +330,8 @@ def _scores(
             value = float(raw[g.id])  # type: ignore[arg-type]
             normal = 100.0 if hi == lo else 100.0 * (value - lo) / (hi - lo)
             totals[g.id] += weight * (normal if scorer.higher_is_better else 100.0 - normal)
-            reasons.setdefault(g.id, []).append(
-                f"{scorer.name} {value:.4g}"
-            )  # four digits: a reason for the order
+            shown = f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"  # 291.7, 12346: no exponent
+            reasons.setdefault(g.id, []).append(f"{scorer.name} {shown}")
     return totals, reasons, notes
 
 

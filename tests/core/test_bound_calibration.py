@@ -155,3 +155,10 @@ def test_a_pooled_bound_says_the_target_it_is_drawn_at() -> None:
     pooled = PooledAdaptivePredictor().fit(two, prior)
     assert "spread pooled" in pooled.explain() and pooled.details()["small_sample_bound_level"] == 0.01
     assert AdaptivePredictor().fit(two, prior).details()["small_sample_bound_level"] == pytest.approx(0.05)
+
+
+def test_an_unfitted_pooled_predictor_names_a_level_without_raising() -> None:
+    from airflow_adaptive.core.sizing.pooled import PooledAdaptivePredictor
+
+    # no fit, so no learnt spread in use: the store's level for the fixed one
+    assert PooledAdaptivePredictor().use_prior(steady_store(0.9)).bound_level() == pytest.approx(0.05)

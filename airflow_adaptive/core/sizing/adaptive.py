@@ -155,8 +155,8 @@ class AdaptivePredictor(Predictor):
     def _learnt_spread(self) -> SpreadPrior | None:
         """The prior spread learnt across families, when this strategy learns one, the store knows
         it and the family's own spread is plausible under it (else the fixed one applies)."""
-        prior = getattr(self, "_prior", None)
-        if not (self.learns_prior_spread and prior is not None and self.bound_) or math.isinf(self.bound_):
+        prior, bound = getattr(self, "_prior", None), getattr(self, "bound_", 0.0)  # no bound before a fit
+        if not (self.learns_prior_spread and prior is not None and bound) or math.isinf(bound):
             return None
         learnt = prior.spread()
         return learnt if learnt is not None and fits_prior(self.peaks_, learnt, self.target or 0.0) else None

@@ -168,7 +168,8 @@ def lognormal_bound(
     if budget <= 0.0:
         return math.inf
     terms, df = bound_terms(np.log(np.maximum(peaks, 1.0)), prior_log_spread, prior_weight)
-    # the upper tail's quantile directly: 1 - level rounds to 1 for a level under 1e-16
-    t = -float(stdtrit(df, budget if level is None else level)) * math.sqrt(1.0 + 1.0 / peaks.size)
+    # the upper tail's quantile directly (1 - level rounds to 1 under 1e-16; stdtrit fails under 1e-270)
+    share = max(budget if level is None else level, 1e-250)
+    t = -float(stdtrit(df, share)) * math.sqrt(1.0 + 1.0 / peaks.size)
     exponent = min(centre + t * spread for centre, spread in terms)
     return math.exp(min(exponent, 700.0))  # e^700 bytes: past any cap, short of overflow
