@@ -57,8 +57,9 @@ def bound_scores(
 ) -> np.ndarray:
     """Each of the first ``1 / target`` peaks' score against the bound of those before it
     (:data:`UNSCORED` where the sample is a lower bound or fewer than two come before; 1 for any
-    score above :data:`MAX_LEVEL`), under the prior spread and weight ``prior``. ``known``: the scores of an earlier fit whose peaks were a
-    prefix of these (they are kept up to the first whose sample changed from or to a lower bound)."""
+    score above :data:`MAX_LEVEL`), under the prior spread and weight ``prior``. ``known``: the
+    scores of an earlier fit whose peaks were a prefix of these (they are kept up to the first
+    whose sample changed from or to a lower bound)."""
     if target is None or target <= 0.0:
         return np.zeros(0)
     size = min(peaks.size, peaks_needed(target))
