@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from airflow_adaptive.kubernetes.kubeconfig import names_a_file
+
 
 def missing_cluster(operator: Any) -> str | None:
     """Why no cluster can be reached from here, or None when some configuration exists (whether
     it works is the client's to find out)."""
-    files = [operator.config_file, *os.environ.get("KUBECONFIG", "").split(os.pathsep), "~/.kube/config"]
-    if any(path and os.path.exists(os.path.expanduser(path)) for path in files):
+    files = [operator.config_file or "", os.environ.get("KUBECONFIG", ""), "~/.kube/config"]
+    if names_a_file(os.pathsep.join(files)):  # a folder (a mistyped path) is no kubeconfig
         return None
     if operator.in_cluster is not False and os.environ.get("KUBERNETES_SERVICE_HOST"):
         return None

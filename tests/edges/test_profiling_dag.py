@@ -73,7 +73,7 @@ def test_with_no_cluster_configured_the_dag_fails_at_once_in_one_line(
 
     from airflow_adaptive.operators.profile_tasks import kubernetes_hook
 
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none.yaml"))
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'none.yaml'}{os.pathsep}{tmp_path}")  # a folder is none
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(
