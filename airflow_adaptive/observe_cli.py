@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from airflow_adaptive.cli_args import seconds
 from airflow_adaptive.exceptions import ClusterUnavailableError
-from airflow_adaptive.failopen import first_line, one_round
+from airflow_adaptive.failopen import failure_reason, one_round
 
 
 def cmd_observe(args: argparse.Namespace, out: TextIO) -> int:
@@ -43,7 +43,7 @@ def _api_client() -> Any:
 
         return get_kube_client().api_client
     except Exception as err:  # no kube config: a clear line, not a traceback
-        why = f"{type(err).__name__}: {first_line(err)}"
+        why = failure_reason(err)
     from airflow.configuration import conf
 
     if conf.get("kubernetes_executor", "config_file", fallback=None):  # named: no other cluster quietly

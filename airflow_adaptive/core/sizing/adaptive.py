@@ -352,19 +352,17 @@ class AdaptivePredictor(Predictor):
         return float(0.5 ** (1.0 / self.half_life_tasks))
 
     def details(self) -> dict[str, float | int | str | None]:
+        # the log-normal small-sample bound, computed once (None: none, the request, or a line's own)
+        none = self._line_chosen or not self.bound_ or math.isinf(self.bound_)
         return {
             "rule": self.rule_,
             "rule_oom_rate": round(float(self.oom_rates()[self.best_]), 4),
             "max_oom_rate": self.max_oom_rate,
             "oom_target": self.target,
             "within_oom_target": int(self.within_target_),
-            "small_sample_bound_bytes": self._bound_bytes(),
-            "small_sample_bound_level": self.bound_level() if self._bound_bytes() is not None else None,
+            "small_sample_bound_bytes": None if none else int(self._bound()),
+            "small_sample_bound_level": None if none else self.bound_level(),
         }
-
-    def _bound_bytes(self) -> int | None:
-        """The log-normal small-sample bound in bytes (None: none, the request, or a line's own)."""
-        return None if self._line_chosen or not self.bound_ or math.isinf(self.bound_) else int(self._bound())
 
     def explain(self) -> str:
         return explain_adaptive(self)
