@@ -20,7 +20,7 @@ from airflow_adaptive.core.sizing.bound_calibration import (
     calibrated_level,
 )
 from airflow_adaptive.core.sizing.prior import HistogramPeakPrior
-from airflow_adaptive.core.sizing.small_samples import lognormal_bound
+from airflow_adaptive.core.sizing.small_samples import lognormal_bound, steadier_than_prior
 from airflow_adaptive.core.sketch import LogHistogram
 from airflow_adaptive.core.units import GIB
 
@@ -54,7 +54,7 @@ def test_a_bound_at_a_peaks_score_is_that_peak() -> None:
 
 
 def test_the_first_peaks_are_scored_the_first_two_and_lower_bounds_are_not() -> None:
-    samples = [Sample(GIB), Sample(GIB), Sample(2 * GIB), Sample(3 * GIB, lower_bound=True)]
+    samples = [Sample(GIB), Sample(int(1.25 * GIB)), Sample(2 * GIB), Sample(3 * GIB, lower_bound=True)]
     samples += [Sample(GIB)] * 5 + [Sample(GIB // 2)] + [Sample(GIB)] * 2  # the tenth at half the rest
     peaks = np.array([float(s.peak_memory_bytes) for s in samples])
     scores = bound_scores(peaks, samples, 0.1, FIXED)  # a 10 % target scores the first 10 peaks
@@ -117,7 +117,8 @@ def test_the_distributions_move_a_models_scores_and_keep_them_in_json() -> None:
 
 
 def test_a_far_outlier_inverts_too_and_cannot_hold_every_young_family_at_its_request() -> None:
-    steady, stepped = np.full(50, float(GIB)), 1.7 * GIB  # a steady family whose peaks step up
+    # a family whose peaks step up: 50 within ±20 % (spread plausible under the prior), then five times them
+    steady, stepped = np.exp(np.linspace(-0.204, 0.204, 50)) * GIB, 5.0 * GIB
     score = bound_score(steady, stepped, *FIXED)
     assert 0.0 < score < 1e-15  # beyond any level 1 - level can tell apart from 1
     assert lognormal_bound(steady, 0.01, *FIXED, level=score) == pytest.approx(stepped, rel=1e-6)
@@ -126,7 +127,7 @@ def test_a_far_outlier_inverts_too_and_cannot_hold_every_young_family_at_its_req
 
 
 def test_a_score_is_recomputed_once_its_peak_is_no_longer_a_lower_bound() -> None:
-    before = [Sample(GIB), Sample(GIB), Sample(int(1.2 * GIB), lower_bound=True), Sample(GIB)]
+    before = [Sample(GIB), Sample(int(1.25 * GIB)), Sample(int(1.2 * GIB), lower_bound=True), Sample(GIB)]
     after = [*before[:2], Sample(int(1.2 * GIB)), Sample(GIB)]  # the sampled peak, re-recorded as measured
     peaks = np.array([float(s.peak_memory_bytes) for s in after])
     known = bound_scores(peaks, before, 0.1, FIXED)
@@ -139,7 +140,7 @@ def test_a_model_refitted_on_no_samples_keeps_no_scores() -> None:
     from airflow_adaptive.core.decide import SizingSettings
     from airflow_adaptive.core.fitted_model import fit_model
 
-    samples = [Sample(GIB), Sample(GIB), Sample(2 * GIB), Sample(GIB)]
+    samples = [Sample(GIB), Sample(int(1.25 * GIB)), Sample(2 * GIB), Sample(GIB)]
     model = fit_model(samples, SizingSettings(), len(samples))
     assert len(model.bound_scores) == 2  # the third and fourth peaks
     assert fit_model([], SizingSettings(), 0, previous=model).bound_scores == ()  # its attempts moved away
@@ -162,3 +163,30 @@ def test_an_unfitted_pooled_predictor_names_a_level_without_raising() -> None:
 
     # no fit, so no learnt spread in use: the store's level for the fixed one
     assert PooledAdaptivePredictor().use_prior(steady_store(0.9)).bound_level() == pytest.approx(0.05)
+
+
+def test_a_family_far_steadier_than_the_prior_is_bounded_by_its_own_spread_at_the_target() -> None:
+    # logs (0, 0.01, 0.02): variance 1e-4, 1/900 of the prior's 0.09, below F(2, 1)'s 1 % quantile
+    # (1 / 98.50 = 0.01015). Its own spread alone: mean = median = 0.01, squares above 0.01² = 1e-4,
+    # s = sqrt(2e-4 / 2) = 0.01 on 2 df; t(0.99; 2) = 6.96456, widened by sqrt(4/3): the bound is
+    # e^(0.01 + 0.0804198) = 1.09463 GiB (pooled with the prior, 2.51 GiB).
+    steady = np.exp(np.array([0.0, 0.01, 0.02])) * GIB
+    assert steadier_than_prior(np.log(steady), *FIXED, 0.01)
+    assert lognormal_bound(steady, 0.01, *FIXED) == pytest.approx(1.094634 * GIB, rel=1e-6)
+    # the calibrated level is for bounds held at the prior: a steady family's stays at the target
+    assert lognormal_bound(steady, 0.01, *FIXED, level=0.2) == lognormal_bound(steady, 0.01, *FIXED)
+    # its peaks are not scored (their bound is not the one the level calibrates); a wider family's are
+    samples = [Sample(int(p)) for p in steady] + [Sample(GIB)]
+    peaks = np.array([float(s.peak_memory_bytes) for s in samples])
+    scores = bound_scores(peaks, samples, 0.01, FIXED)
+    assert scores[3] == UNSCORED and scores[2] != UNSCORED  # two peaks cannot yet tell it from the prior
+    wide = np.exp(np.array([0.0, 0.2])) * GIB  # variance 0.02: 0.22 of the prior's, above 1 / 4052
+    assert not steadier_than_prior(np.log(wide), *FIXED, 0.01)
+    assert lognormal_bound(wide, 0.01, *FIXED, level=0.2) < lognormal_bound(wide, 0.01, *FIXED)
+    # a store whose level is 0.05 leaves a steady family at the target, and says why in words
+    predictor = AdaptivePredictor().fit([Sample(int(p)) for p in steady], steady_store(0.9))
+    assert predictor.steady_spread() == pytest.approx(0.01) and predictor.bound_level() == 0.01
+    assert predictor.details()["small_sample_bound_own_spread"] == pytest.approx(0.01)
+    assert "P99 prediction bound 1.09 GiB (their own spread 0.01 alone: far below the prior's 0.3)" in (
+        predictor.explain()
+    )

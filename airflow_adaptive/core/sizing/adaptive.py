@@ -1,33 +1,30 @@
 """Our default: P95 of the family's peaks + 15 %, replaced by another rule only when that rule has
 clearly wasted less on the family's own tasks.
 
-Candidate rules are a quantile of the peaks seen so far times a margin and, when input sizes are
-known and vary, a line on input size (or on its log) plus a quantile of its residuals or a one-sided
-OLS prediction interval (wider for inputs far from those seen). Each is scored prequentially, as
-Sizey does: every past task is charged what the rule, fitted on the tasks before it, would have
-cost under doubling retries — ``(a - r) t`` when the allocation covered the peak, plus ``a t ttf``
-for every killed attempt. Scores decay with age. The first rule (P95 + 15 %, the measured best
-single rule) stays unless another scores below ``switch_ratio`` of it after ``min_scored`` tasks;
-this keeps small families from chasing noise.
+Candidate rules are a quantile of the peaks seen so far times a margin and, when input sizes are known
+and vary, a line on input size (or on its log) plus a quantile of its residuals or a one-sided OLS
+prediction interval (wider for inputs far from those seen). Each is scored prequentially, as Sizey does:
+every past task is charged what the rule, fitted on the tasks before it, would have cost under doubling
+retries — ``(a - r) t`` when the allocation covered the peak, plus ``a t ttf`` for every killed attempt.
+Scores decay with age. The first rule (P95 + 15 %, the measured best single rule) stays unless another
+scores below ``switch_ratio`` of it after ``min_scored`` tasks; this keeps small families from chasing
+noise.
 
-An OOM-kill budget (``max_oom_rate``, kills per task) bounds the choice. It is a ceiling on the
-share of a run's tasks killed, so the rules aim below it, at ``target_fraction`` of it (half): a
-rate measured over a run's few hundred tasks scatters around the rate its rules aim at, and kills
-come in batches (tasks that start together share one allocation). Each rule's kills are counted
-over the same decayed replay, and only rules whose rate stays within that target may be chosen
-(the first rule too); when none does, the cheapest of the rules within one target of the fewest
-kills is used, and the explanation says so. Until a family has ``1 / target`` peaks, its
-allocation is at least their prediction bound, at most the user's request (``small_samples.py``),
-at the level that lets the target through on the store's own families (``bound_calibration.py``):
-steady families tighten after a few tasks, those whose peaks rise above their mean keep headroom,
-and a lower budget keeps it longer. A family with no history of its own (nor a similar family to
-borrow from, ``similar.py``) starts at the user's request: all its tasks that start before one
-finishes share that one decision, so a guess below it risks a batch of kills. Without a request it
-starts at other families' peaks at ``1 - target`` once the store holds the ``1 / target`` peaks
-that quantile needs, and with no limit (as its user asked) before.
+An OOM-kill budget (``max_oom_rate``, kills per task) bounds the choice. It is a ceiling on the share of
+a run's tasks killed, so the rules aim at ``target_fraction`` of it (half): a rate measured over a few
+hundred tasks scatters around its aim, and tasks that start together share one allocation. Only rules
+whose kills over the same decayed replay stay within that target may be chosen (the first rule too);
+when none does, the cheapest within one target of the fewest kills is used, and the explanation says so.
+Until a family has ``1 / target`` peaks, its allocation is at least their prediction bound, at most the
+user's request (``small_samples.py``), at the level that lets the target through on the store's own
+families (``bound_calibration.py``); a family far steadier than the prior spread is bounded by its own
+spread, at the target. A family with no history of its own (nor a similar family to borrow from,
+``similar.py``) starts at the user's request: tasks that start before one finishes share that decision,
+so a guess below it risks a batch of kills. Without a request it starts at other families' peaks at
+``1 - target`` once the store holds the ``1 / target`` peaks that quantile needs, and with no limit before.
 
-Scoring is incremental: refitting on the same history plus new tasks only scores the new tasks.
-From scratch, only the last ten half-lives of tasks are scored (older ones would weigh under 0.1 %).
+Scoring is incremental: a refit on the same history plus new tasks scores only the new tasks; from
+scratch, only the last ten half-lives of tasks (older ones would weigh under 0.1 %).
 """
 
 from __future__ import annotations
@@ -56,7 +53,7 @@ from .bound_calibration import bound_scores
 from .cold_start import guess_from_prior
 from .lines import PI_QUANTILES, SIZE_MODELS, Line, fit_line, line_at, line_bound
 from .retry import double, vpa_bump
-from .small_samples import SpreadPrior, fits_prior, lognormal_bound
+from .small_samples import SpreadPrior, fits_prior, lognormal_bound, steadier_than_prior
 
 TARGET_FRACTION = 0.5  # of the budget: what rules aim at (benchmarks/sizing.py chooses it out of sample)
 MIN_PEAKS_ABOVE = 3  # peaks above a killed limit before the retry is chosen among candidates
@@ -171,10 +168,19 @@ class AdaptivePredictor(Predictor):
         return lognormal_bound(self.peaks_, self.target, self.prior_log_spread, self.prior_weight, level)
 
     def bound_level(self) -> float | None:
-        """What the fixed-spread bound lets through: the target, calibrated where the store knows how."""
-        prior, target = getattr(self, "_prior", None), self.target  # a learnt spread's bound is at the target
-        calibrated = target is not None and self._learnt_spread() is None
-        return prior.bound_level(target) if prior is not None and calibrated else target
+        """What the fixed-spread bound lets through: the target, calibrated where the store knows how
+        (a learnt spread's bound, and that of a family steadier than the prior, are at the target)."""
+        prior, target = getattr(self, "_prior", None), self.target
+        if prior is None or target is None or self._learnt_spread() is not None or self.steady_spread():
+            return target
+        return prior.bound_level(target)
+
+    def steady_spread(self) -> float | None:
+        """Its own log peaks' spread when far steadier than the fixed prior (``steadier_than_prior``), else None."""
+        logs = np.log(np.maximum(getattr(self, "peaks_", np.zeros(0)), 1.0))  # no peaks before a fit
+        if not steadier_than_prior(logs, self.prior_log_spread, self.prior_weight, self.target or 0.0):
+            return None
+        return float(logs.std(ddof=1))
 
     def _small_sample_floor(self, input_size_bytes: int | None, user_request_bytes: int | None) -> float:
         """The least a warm family with too few peaks gets (0: enough peaks)."""
@@ -325,14 +331,9 @@ class AdaptivePredictor(Predictor):
             return float(double(failed_bytes))
         peaks, runtimes = self.peaks_[above], self.runtimes_[above]
         ages = self._decay ** (self.peaks_.size - 1 - above)
-        candidates = np.array(
-            [
-                float(double(failed_bytes)),
-                float(vpa_bump(failed_bytes)),
-                float(self.peaks_.max()) * (1.0 + self.margins[0]),
-                *np.quantile(peaks, RETRY_QUANTILES),
-            ]
-        )
+        largest = float(self.peaks_.max()) * (1.0 + self.margins[0])
+        bumps = [float(double(failed_bytes)), float(vpa_bump(failed_bytes)), largest]
+        candidates = np.array([*bumps, *np.quantile(peaks, RETRY_QUANTILES)])
         costs = retry_waste(candidates[:, None], peaks, runtimes, self.time_to_failure) @ ages
         return float(candidates[int(np.argmin(costs))])
 
@@ -362,6 +363,7 @@ class AdaptivePredictor(Predictor):
             "within_oom_target": int(self.within_target_),
             "small_sample_bound_bytes": None if none else int(self._bound()),
             "small_sample_bound_level": None if none else self.bound_level(),
+            "small_sample_bound_own_spread": None if none else self.steady_spread(),
         }
 
     def explain(self) -> str:

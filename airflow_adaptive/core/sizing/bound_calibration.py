@@ -16,7 +16,10 @@ the target as its level and a few lucky peaks cannot raise it far. Downward, the
 tenth of the target: scores far beyond any level come from shifts (a steady family whose peaks step
 up) that no bound catches, and several of them, all from one family, must not hold every young
 family at its request. For a family past ``history_window`` attempts, its "first" peaks are the
-first of its window, scored again as the window slides.
+first of its window, scored again as the window slides. A family far steadier than the prior
+(``small_samples.steadier_than_prior``) is bounded by its own spread at the target instead, and the
+peaks after such a prefix are not scored: theirs is another bound, and its scores would set the
+level for the others.
 """
 
 from __future__ import annotations
@@ -29,9 +32,11 @@ from scipy.special import stdtr
 
 from ..sketch import RELATIVE_WIDTH, LogHistogram
 from .base import Sample
-from .small_samples import bound_terms, peaks_needed
+from .small_samples import bound_terms, peaks_needed, steadier_than_prior
 
-UNSCORED = -1.0  # a peak with no score: one of the first two, or a lower bound (killed, sampled)
+# a peak with no score: one of the first two, a lower bound (killed, sampled), or one after peaks
+# steadier than the prior (their bound is their own spread's, at the target: not the one calibrated)
+UNSCORED = -1.0
 FIRST_SCORED = 2  # peaks before it: with one, the bound's spread is the prior alone
 MAX_LEVEL = 0.5  # the bound never goes below the centre of the peaks
 MIN_LEVEL_SHARE = 0.1  # of the target: the least level (above)
@@ -56,8 +61,9 @@ def bound_scores(
     known: np.ndarray | None = None,
 ) -> np.ndarray:
     """Each of the first ``1 / target`` peaks' score against the bound of those before it
-    (:data:`UNSCORED` where the sample is a lower bound or fewer than two come before; 1 for any
-    score above :data:`MAX_LEVEL`), under the prior spread and weight ``prior``. ``known``: the
+    (:data:`UNSCORED` where the sample is a lower bound, fewer than two come before or those before
+    it are steadier than the prior; 1 for any score above :data:`MAX_LEVEL`), under the prior spread
+    and weight ``prior``. ``known``: the
     scores of an earlier fit whose peaks were a prefix of these (they are kept up to the first
     whose sample changed from or to a lower bound)."""
     if target is None or target <= 0.0:
@@ -65,14 +71,19 @@ def bound_scores(
     size = min(peaks.size, peaks_needed(target))
     scores = np.full(size, UNSCORED)
     start = 0
+    logs = np.log(np.maximum(peaks[:size], 1.0))
+
+    def unscored(i: int) -> bool:  # a steady family's bound keeps the target (``lognormal_bound``)
+        return i < FIRST_SCORED or samples[i].lower_bound or steadier_than_prior(logs[:i], *prior, target)
+
     if known is not None:
         start = min(known.size, size)
-        unscored = [i < FIRST_SCORED or samples[i].lower_bound for i in range(start)]
-        changed = np.flatnonzero((known[:start] == UNSCORED) != np.asarray(unscored, dtype=bool))
+        flags = [unscored(i) for i in range(start)]
+        changed = np.flatnonzero((known[:start] == UNSCORED) != np.asarray(flags, dtype=bool))
         start = int(changed[0]) if changed.size else start
         scores[:start] = known[:start]
     for i in range(max(start, FIRST_SCORED), size):
-        if not samples[i].lower_bound:
+        if not unscored(i):
             score = bound_score(peaks[:i], float(peaks[i]), *prior)
             scores[i] = score if score <= MAX_LEVEL else 1.0  # no level goes there: one bucket for all
     return scores

@@ -12,6 +12,8 @@ empirical Bayes methods for assessing differential expression", section 6.2): th
 inverse chi-squared distribution whose scale (the prior spread) and degrees of freedom (its
 weight) are fitted by the moments of their logarithms. A store of steady families then tightens a
 new family's bound after two peaks; a store whose families differ widely keeps the prior weak.
+Either prior is set aside for a family whose own spread it cannot explain: a wider one
+(``fits_prior``) or a far narrower one (``steadier_than_prior``) keeps its own evidence.
 """
 
 from __future__ import annotations
@@ -131,19 +133,33 @@ def peaks_needed(target: float) -> int:
     return math.ceil(1.0 / max(target, 1e-9))
 
 
+def steadier_than_prior(
+    logs: np.ndarray, prior_log_spread: float, prior_weight: float, budget: float
+) -> bool:
+    """Whether a family's own spread of log peaks is implausibly narrow under the prior: below the
+    ``budget`` quantile of the F distribution its ratio to the prior's variance follows. The mirror
+    of :func:`fits_prior`: a family that the prior does not describe keeps its own evidence, and a
+    steady family is not held at a prior spread many times its own."""
+    if logs.size < 2 or budget <= 0.0 or prior_weight <= 0.0:
+        return False
+    variance = max(float(logs.var(ddof=1)), RESOLUTION_VARIANCE)
+    ratio = variance / max(prior_log_spread**2, RESOLUTION_VARIANCE)
+    return ratio < f_quantile(budget, logs.size - 1, prior_weight)
+
+
 def bound_terms(
     logs: np.ndarray, prior_log_spread: float, prior_weight: float
 ) -> tuple[list[tuple[float, float]], float]:
     """The bound's (centre, spread) about the mean and about the median of log peaks ``logs``
     (the spread pooled from twice their squares above the centre and ``prior_weight`` degrees of
-    freedom of ``prior_log_spread``), and its degrees of freedom, n - 1 + k."""
+    freedom of ``prior_log_spread``, at least the peaks' resolution), and its degrees of freedom,
+    n - 1 + k."""
     df = logs.size - 1 + prior_weight
     terms = []
     for centre in (float(logs.mean()), float(np.median(logs))):
         above = np.maximum(logs - centre, 0.0)  # an OOM kill is on the high side
-        terms.append(
-            (centre, math.sqrt((prior_weight * prior_log_spread**2 + 2.0 * float(above @ above)) / df))
-        )
+        variance = (prior_weight * prior_log_spread**2 + 2.0 * float(above @ above)) / df
+        terms.append((centre, math.sqrt(max(variance, RESOLUTION_VARIANCE))))
     return terms, df
 
 
@@ -167,7 +183,11 @@ def lognormal_bound(
         return 0.0
     if budget <= 0.0:
         return math.inf
-    terms, df = bound_terms(np.log(np.maximum(peaks, 1.0)), prior_log_spread, prior_weight)
+    logs = np.log(np.maximum(peaks, 1.0))
+    if steadier_than_prior(logs, prior_log_spread, prior_weight, budget):
+        # its own evidence alone, at the budget: the calibrated level is for bounds held at the prior
+        prior_log_spread, prior_weight, level = 0.0, 0.0, None
+    terms, df = bound_terms(logs, prior_log_spread, prior_weight)
     # the upper tail's quantile directly (1 - level rounds to 1 under 1e-16; stdtrit fails under 1e-270)
     share = max(budget if level is None else level, 1e-250)
     t = -float(stdtrit(df, share)) * math.sqrt(1.0 + 1.0 / peaks.size)
