@@ -190,3 +190,9 @@ def test_a_family_far_steadier_than_the_prior_is_bounded_by_its_own_spread_at_th
     assert "P99 prediction bound 1.09 GiB (their own spread 0.01 alone: far below the prior's 0.3)" in (
         predictor.explain()
     )
+    # identical peaks: their spread is the resolution's, log(1.01) / sqrt(12) = 0.0029, at the target
+    same = AdaptivePredictor().fit([Sample(GIB)] * 5, steady_store(0.9))
+    assert (
+        same.bound_level() == 0.01
+        and "P99 prediction bound 1.01 GiB (their own spread 0.0029" in same.explain()
+    )

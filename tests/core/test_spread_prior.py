@@ -18,7 +18,7 @@ from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
 from airflow_adaptive.core.sizing.base import Sample
 from airflow_adaptive.core.sizing.pooled import PooledAdaptivePredictor
 from airflow_adaptive.core.sizing.prior import HistogramPeakPrior
-from airflow_adaptive.core.sizing.small_samples import SpreadMoments, trigamma_inverse
+from airflow_adaptive.core.sizing.small_samples import SpreadMoments, lognormal_bound, trigamma_inverse
 from airflow_adaptive.core.sketch import LogHistogram
 from airflow_adaptive.core.units import GIB
 from airflow_adaptive.store.api import HistoryStore
@@ -131,6 +131,23 @@ def test_a_store_of_steady_families_tightens_a_new_familys_bound() -> None:
     assert isinstance(bound, int) and 2 * GIB < bound <= learnt.predict(None, 64 * GIB)
     wide = [Sample(GIB), Sample(4 * GIB)]  # its own peaks differ: the weak prior does not hide it
     assert PooledAdaptivePredictor().fit(wide, steady_prior()).predict(None, 64 * GIB) > 8 * GIB
+
+
+def test_a_family_steadier_than_the_learnt_prior_is_bounded_and_explained_by_its_own_spread() -> None:
+    def five(logs: list[float]) -> list[Sample]:
+        return [Sample(int(GIB * math.exp(v))) for v in logs]
+
+    # spread 0.0079: below the learnt prior's (0.0433) by more than F(4, 140)'s 1 % quantile
+    steady = PooledAdaptivePredictor().fit(five([0.0, 0.005, 0.01, 0.015, 0.02]), steady_prior())
+    peaks = np.array([float(s.peak_memory_bytes) for s in five([0.0, 0.005, 0.01, 0.015, 0.02])])
+    assert steady.details()["small_sample_bound_bytes"] == int(lognormal_bound(peaks, 0.01, 0.0, 0.0))
+    assert steady.details()["small_sample_bound_own_spread"] == pytest.approx(0.0079, abs=1e-4)
+    assert "their own spread 0.0079 alone: far below the prior's 0.0433)" in steady.explain()
+    assert "spread pooled" not in steady.explain()
+    # spread 0.029: far below the fixed prior's 0.3, within the learnt one's reach: pooled with it
+    pooled = PooledAdaptivePredictor().fit(five([0.0, 0.04, 0.08, 0.03, 0.05]), steady_prior())
+    assert pooled.details()["small_sample_bound_own_spread"] is None
+    assert "spread pooled with other families'" in pooled.explain() and "own spread" not in pooled.explain()
 
 
 def test_the_advisor_learns_the_spread_from_the_store(store: HistoryStore) -> None:

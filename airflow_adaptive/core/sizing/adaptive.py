@@ -53,7 +53,7 @@ from .bound_calibration import bound_scores
 from .cold_start import guess_from_prior
 from .lines import PI_QUANTILES, SIZE_MODELS, Line, fit_line, line_at, line_bound
 from .retry import double, vpa_bump
-from .small_samples import SpreadPrior, fits_prior, lognormal_bound, steadier_than_prior
+from .small_samples import SpreadPrior, fits_prior, lognormal_bound, own_spread
 
 TARGET_FRACTION = 0.5  # of the budget: what rules aim at (benchmarks/sizing.py chooses it out of sample)
 MIN_PEAKS_ABOVE = 3  # peaks above a killed limit before the retry is chosen among candidates
@@ -171,16 +171,16 @@ class AdaptivePredictor(Predictor):
         """What the fixed-spread bound lets through: the target, calibrated where the store knows how
         (a learnt spread's bound, and that of a family steadier than the prior, are at the target)."""
         prior, target = getattr(self, "_prior", None), self.target
-        if prior is None or target is None or self._learnt_spread() is not None or self.steady_spread():
+        at_target = self._learnt_spread() is not None or self.steady_spread() is not None
+        if prior is None or target is None or at_target:
             return target
         return prior.bound_level(target)
 
     def steady_spread(self) -> float | None:
-        """Its own log peaks' spread when far steadier than the fixed prior (``steadier_than_prior``), else None."""
-        logs = np.log(np.maximum(getattr(self, "peaks_", np.zeros(0)), 1.0))  # no peaks before a fit
-        if not steadier_than_prior(logs, self.prior_log_spread, self.prior_weight, self.target or 0.0):
-            return None
-        return float(logs.std(ddof=1))
+        """Its own log peaks' spread when far steadier than the prior its bound pools with, else None."""
+        learnt = self._learnt_spread()
+        prior = (learnt.log_spread, learnt.weight) if learnt else (self.prior_log_spread, self.prior_weight)
+        return own_spread(getattr(self, "peaks_", np.zeros(0)), *prior, self.target or 0.0)
 
     def _small_sample_floor(self, input_size_bytes: int | None, user_request_bytes: int | None) -> float:
         """The least a warm family with too few peaks gets (0: enough peaks)."""

@@ -45,10 +45,11 @@ def explain_adaptive(p: AdaptivePredictor) -> str:
                 else f"P{(1.0 - (calibrated or 0.0)) * 100:.3g}"
             )
             bound = f"their log-normal {at} prediction bound {format_bytes(p._bound())}"
-            if learnt is not None:
+            if (own := p.steady_spread()) is not None:  # tested against the prior it would pool with
+                prior = learnt.log_spread if learnt is not None else p.prior_log_spread
+                bound += f" (their own spread {own:.2g} alone: far below the prior's {prior:.3g})"
+            elif learnt is not None:
                 bound += f" (spread pooled with other families': {learnt.log_spread:.3g} on {learnt.weight:.1f} peaks)"
-            elif (own := p.steady_spread()) is not None:
-                bound += f" (their own spread {own:.2g} alone: far below the prior's {p.prior_log_spread:g})"
             elif at != level:
                 bound += (
                     f" ({at}, not {level}: on the store's families, a bound at that level over each family's"

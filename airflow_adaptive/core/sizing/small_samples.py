@@ -147,6 +147,17 @@ def steadier_than_prior(
     return ratio < f_quantile(budget, logs.size - 1, prior_weight)
 
 
+def own_spread(
+    peaks: np.ndarray, prior_log_spread: float, prior_weight: float, budget: float
+) -> float | None:
+    """A family's own spread of log peaks (at least the resolution's) when it is
+    :func:`steadier_than_prior` at ``budget``, so that its bound is its own; None when it is not."""
+    logs = np.log(np.maximum(peaks, 1.0))
+    if not steadier_than_prior(logs, prior_log_spread, prior_weight, budget):
+        return None
+    return math.sqrt(max(float(logs.var(ddof=1)), RESOLUTION_VARIANCE))
+
+
 def bound_terms(
     logs: np.ndarray, prior_log_spread: float, prior_weight: float
 ) -> tuple[list[tuple[float, float]], float]:
