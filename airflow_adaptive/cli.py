@@ -211,7 +211,7 @@ def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
-    require_paths([args.trace] if args.trace else [])
+    require_paths([] if args.trace is None else [args.trace])  # "" too: it names no trace
     # The operators' INFO lines repeat the decisions the table shows: Airflow's own per-namespace
     # levels keep them out of stderr (set before Airflow configures its logging; a user's setting wins).
     os.environ.setdefault("AIRFLOW__LOGGING__NAMESPACE_LEVELS", "airflow.task.operators=warning")

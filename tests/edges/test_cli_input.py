@@ -141,6 +141,7 @@ BAD_ARGUMENTS = [
     (["decide", "--new-family", "--task-family", "  "], "--task-family", "empty"),
     (["history", "show", "--task-family", ""], "--task-family", "empty"),
     (["history", "import", ""], "'': an empty path names no file"),
+    (["demo", "--trace", ""], "'': an empty path names no file"),  # not the generated history instead
     (["decide", "--new-family", "--task-family", "f", "--try-number", "0"], "--try-number", "start at 1"),
     (["decide", "--new-family", "--task-family", "f", "--try-number", "-5"], "--try-number", "not -5"),
     (["decide", "--new-family", "--task-family", "f", "--try-number", "two"], "--try-number", "'two'"),
