@@ -42,7 +42,7 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.advisor import Advisor
     from airflow_adaptive.config import check_sizing_names, get_settings
     from airflow_adaptive.core.model import MemoryRequest
-    from airflow_adaptive.kubernetes.quantity import parse_memory_amount
+    from airflow_adaptive.kubernetes.quantity import as_pod_gets_it, parse_memory_amount
 
     if args.input_size_bytes is not None and args.input_size_bytes < 0:
         raise InvalidQuantityError(f"--input-size-bytes must not be negative, not {args.input_size_bytes}")
@@ -66,8 +66,8 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
     modes = _modes(settings, args.task_family)
     payload = {
         "task_family": args.task_family,
-        "memory_request_bytes": decision.memory_request_bytes,
-        "memory_limit_bytes": decision.memory_limit_bytes,
+        "memory_request_bytes": as_pod_gets_it(decision.memory_request_bytes),  # as the text says it
+        "memory_limit_bytes": as_pod_gets_it(decision.memory_limit_bytes),
         "strategy": decision.strategy,
         "explanation": decision.explanation,
         "observations": decision.observations,

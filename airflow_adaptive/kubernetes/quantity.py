@@ -66,3 +66,8 @@ def _parsed(value: object, what: str, examples: str, largest: int) -> Any:
 def format_memory(value_bytes: int) -> str:
     """A quantity string for bytes, rounded up to whole MiB (what people read and write)."""
     return f"{whole_mib_up(value_bytes)}Mi"
+
+
+def as_pod_gets_it(value_bytes: int | None) -> int | None:
+    """Bytes as the pod's quantity carries them (whole MiB, rounded up): what the pod gets."""
+    return None if value_bytes is None else parse_memory_bytes(format_memory(value_bytes))

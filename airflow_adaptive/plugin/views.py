@@ -22,7 +22,7 @@ from airflow_adaptive.core.rollup import DayTotals
 from airflow_adaptive.core.runtimes import StoredRun, recorded_runs
 from airflow_adaptive.core.sizing import predictor_names, quick_predictor_names
 from airflow_adaptive.evaluation.replay import GB_H, ReplayConfig, replay
-from airflow_adaptive.kubernetes.quantity import format_memory, parse_memory_bytes
+from airflow_adaptive.kubernetes.quantity import as_pod_gets_it
 from airflow_adaptive.plugin.readable import hidden_note, history_hidden, next_decision
 from airflow_adaptive.plugin.sources import SAVING_KEYS, source_name, without_saving
 from airflow_adaptive.store.api import HistoryStore, Source, TotalsQuery
@@ -141,15 +141,10 @@ def families_page(
     }
 
 
-def _as_pod_gets_it(value: int | None) -> int | None:
-    """Bytes as the pod's quantity carries them (whole MiB, rounded up): what `demo` shows."""
-    return None if value is None else parse_memory_bytes(format_memory(value))
-
-
 def _decision_json(decision: Any) -> dict[str, Any]:
     return {
-        "memory_request_bytes": _as_pod_gets_it(decision.memory_request_bytes),
-        "memory_limit_bytes": _as_pod_gets_it(decision.memory_limit_bytes),
+        "memory_request_bytes": as_pod_gets_it(decision.memory_request_bytes),
+        "memory_limit_bytes": as_pod_gets_it(decision.memory_limit_bytes),
         "strategy": decision.strategy,
         "explanation": decision.explanation,
         "rule": decision.details.get(

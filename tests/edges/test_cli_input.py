@@ -190,6 +190,18 @@ def test_a_request_of_at_least_a_mebibyte_is_taken(engine: Any, capsys: pytest.C
     assert code == 0 and json.loads(out)["memory_request_bytes"] >= 2**20
 
 
+def test_decide_json_gives_the_bytes_the_pod_gets(engine: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["decide", "--new-family", "--task-family", "f", "--request=1000000001", "--limit=1500000001"]
+    code, out, _ = _run([*argv, "--json"], capsys)
+    decision = json.loads(
+        out
+    )  # a new family keeps its request, rounded up to whole MiB as the pod's quantity
+    assert code == 0 and (decision["memory_request_bytes"], decision["memory_limit_bytes"]) == (
+        954 * 2**20,
+        1431 * 2**20,
+    )
+
+
 BAD_CONFIG = [
     ("RETENTION_DAYS", "nan", "retention_days"),
     ("RETENTION_DAYS", "-1", "retention_days"),
