@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from airflow_adaptive.cli_args import (
     OneLineParser,
     parse_command_line,
+    priority_weight,
     require_paths,
     task_family,
     try_number,
@@ -256,7 +257,9 @@ def _add_decision_commands(sub: Any) -> None:
         "--require-capability", action="append", default=[], metavar="NAME",
         help="a node capability the task needs (repeatable), as the operator's required_capabilities",
     )  # fmt: skip
-    decide.add_argument("--priority-weight", type=int, default=1, help="the task's own priority_weight")
+    decide.add_argument(
+        "--priority-weight", type=priority_weight, default=1, help="the task's own priority_weight"
+    )
     decide.add_argument("--json", action="store_true")
     decide.set_defaults(func=cmd_decide)
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from airflow_adaptive.core.normalise import escape_surrogates
+from airflow_adaptive.core.normalise import INT32, escape_surrogates
 from airflow_adaptive.core.retention import DAYS_RULE, check_keep_days
 from airflow_adaptive.exceptions import AdaptiveError, TraceFormatError
 from airflow_adaptive.traces.source import cannot_read
@@ -162,8 +162,18 @@ def seconds(value: str) -> float:
 def try_number(value: str) -> int:
     """An Airflow try number: they start at 1."""
     number = _integer(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"Airflow try numbers start at 1, not {number}")
+    if not 1 <= number <= INT32:
+        raise argparse.ArgumentTypeError(f"Airflow try numbers run from 1 to {INT32}, not {number}")
+    return number
+
+
+def priority_weight(value: str) -> int:
+    """A task's priority_weight, within the 32-bit integer Airflow stores it as."""
+    number = _integer(value)
+    if not -INT32 - 1 <= number <= INT32:
+        raise argparse.ArgumentTypeError(
+            f"Airflow priority weights run from {-INT32 - 1} to {INT32}, not {number}"
+        )
     return number
 
 

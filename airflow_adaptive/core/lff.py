@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..exceptions import InvalidSettingError
+from .normalise import INT32
 from .sketch import LogHistogram
 
 FAILURE_MODES = ("persevere", "postpone")
@@ -24,7 +25,6 @@ PRIORITY_CLASSES = (("adaptive-lff-high", 1000), ("adaptive-lff-medium", 500), (
 MAX_SUCCESSES = 9_999
 MAX_FAILURES = 99
 LFF_SPAN = (MAX_SUCCESSES + 1) * (MAX_FAILURES + 1)  # every LFF weight is below this
-INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def lff_weight(progress: FamilyProgress, mode: str = "persevere", static_weight:
     failures = min(max(progress.failures, 0), MAX_FAILURES)
     second = failures if mode == "persevere" else MAX_FAILURES - failures
     rank = (MAX_SUCCESSES - successes) * (MAX_FAILURES + 1) + second
-    return max(-INT32_MAX, min(INT32_MAX, static_weight + rank))
+    return max(-INT32, min(INT32, static_weight + rank))
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from airflow_adaptive.traces.series import (
     read_series_history,
 )
 from airflow_adaptive.traces.source import first_line, readable_copy
-from airflow_adaptive.traces.wfformat import read_wfformat
+from airflow_adaptive.traces.wfformat import load_instance, read_wfformat
 
 READERS: dict[str, Callable[[str], ImportResult]] = {
     "nextflow": read_nextflow,
@@ -153,10 +153,17 @@ def expand_paths(paths: list[str]) -> tuple[list[str], list[str]]:
             samples = MEMORY_FILES if is_series_folder(root) else ()
             for name in sorted(set(files) - set(samples)):  # a series' samples are read with its tasks
                 candidate = os.path.join(root, name)
-                try:
-                    detect_format(candidate)
-                except TraceFormatError:
-                    skipped.append(candidate)
-                else:
-                    traces.append(candidate)
+                (traces if _is_trace(candidate) else skipped).append(candidate)
     return traces, skipped
+
+
+def _is_trace(path: str) -> bool:
+    """Whether a file found in a folder is a trace: of a known format by its first line, and a JSON
+    file a WfFormat instance (read whole: stray JSON beside the traces is common, and one would
+    otherwise stop a folder's import or replay)."""
+    try:
+        if detect_format(path) == "wfformat":
+            load_instance(path)
+    except TraceFormatError:
+        return False
+    return True

@@ -169,8 +169,12 @@ def test_folders_expand_to_the_traces_inside(tmp_path: Path) -> None:
         tmp_path / "sub" / "c.txt",
         "t -- c -- memory -- v -- d -- time -- a -- tag\n1 -- 1 -- 10 -- 0 -- 0 -- 1 -- 0 -- 1\n",
     )
+    stray = write(tmp_path / "a-settings.json", '{"theme": "dark"}\n')  # JSON, but no WfFormat instance
+    instance = write(tmp_path / "sub" / "wf.json", json.dumps(wf([], [])))
     found, ignored = expand_paths([str(tmp_path)])
-    assert found == [str(trace)] and ignored == [str(tmp_path / "notes.md")]
+    assert found == [str(trace), str(instance)] and ignored == [str(stray), str(tmp_path / "notes.md")]
+    with pytest.raises(TraceFormatError, match=r"a-settings\.json: not a WfFormat"):  # named, it is an error
+        read_trace(stray)
 
 
 @pytest.mark.parametrize("option", [["--min-memory", "1m"], ["--cap-bytes", "72Gx"]])
