@@ -153,6 +153,9 @@ def main() -> int:
     for history in args.history.split(","):
         started = time.perf_counter()
         if args.merge:
+            missing = [str(d) for d in args.merge if not (d / f"pareto-{history}.json").is_file()]
+            if missing:  # a report of one history, merged for both: say so, not a traceback
+                parser.error(f"--merge {', '.join(missing)}: no pareto-{history}.json (use --history)")
             report = merged([json.loads((d / f"pareto-{history}.json").read_text()) for d in args.merge])
         else:
             budgets = () if args.no_sweep else BUDGETS
