@@ -72,10 +72,14 @@ def split_scores(store: HistoryStore) -> tuple[dict[str, object], LogHistogram]:
     hold, summed (what the store-wide scores must equal: they move with the models, and a rebuild
     that refits the models from scratch may score other peaks than the live, incremental fits)."""
     distributions = store.distributions()
-    summed = LogHistogram()
+    summed, steady = LogHistogram(), LogHistogram()
     for rollup in store.families(limit=10_000):
         state = store.family(rollup.task_family)
-        for score in state.model.bound_scores if state is not None and state.model is not None else ():
-            summed.add(score)
-    assert distributions.scores == summed
-    return {k: v for k, v in distributions.to_json().items() if k != "scores"}, summed
+        model = state.model if state is not None else None
+        for scores, histogram in (
+            ((model.bound_scores, summed), (model.steady_scores, steady)) if model else ()
+        ):
+            for score in scores:
+                histogram.add(score)
+    assert distributions.scores == summed and distributions.steady_scores == steady
+    return {k: v for k, v in distributions.to_json().items() if k not in ("scores", "steady_scores")}, summed

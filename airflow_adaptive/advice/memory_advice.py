@@ -146,7 +146,11 @@ class MemoryAdvice:
             or fitted.predictor.draws_on_prior(user.request_bytes)
         )
         everyone = self.session.distributions() if needs_prior else None
-        prior = HistogramPeakPrior(everyone.peaks, everyone.spread, everyone.scores) if everyone else None
+        prior = (
+            HistogramPeakPrior(everyone.peaks, everyone.spread, everyone.scores, everyone.steady_scores)
+            if everyone
+            else None
+        )
         if prior is not None and fitted.predictor.warm:
             fitted.predictor.use_prior(prior)  # restored from the store, fitted without one
         return decide_with(

@@ -62,6 +62,7 @@ class FittedModel:
     cpu_attempts: int = 0  # completed attempts with CPU known, in the window
     runs: Sequence[StoredRun] = ()  # the window's newest completed runs: node, seconds, input bytes
     bound_scores: Sequence[float] = ()  # its first peaks' scores against the small-sample bound
+    steady_scores: Sequence[float] = ()  # those scored against its own spread's (steadier than the prior)
 
 
 def fit_model(
@@ -94,6 +95,7 @@ def fit_model(
         cpu.attempts if cpu else 0,
         tuple(runs),
         tuple(float(score) for score in predictor.bound_scores()),
+        tuple(float(score) for score in predictor.steady_scores()),
     )
 
 

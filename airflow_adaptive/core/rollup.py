@@ -10,15 +10,18 @@ labels and cold starts read one row.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
 from datetime import date, datetime, timezone
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from .labels import TASK_FEATURES, FamilyDemand
 from .model import ExitReason, Observation, PeakKind
 from .sizing.small_samples import SpreadMoments
 from .sketch import LogHistogram
+
+if TYPE_CHECKING:
+    from .fitted_model import FittedModel
 
 
 @dataclass(frozen=True)
@@ -231,8 +234,9 @@ class Distributions:
     of every family's spread of log peaks (a small family's bound learns its prior spread from
     them; None in a store written before they were kept, until it is rebuilt), and the scores of
     every family's first peaks against its small-sample bound, from the families' models (the
-    bound's level is calibrated on them, ``sizing/bound_calibration.py``; a model fitted before they
-    were kept has none, so an older store starts with none and counts them as its models refit)."""
+    bound's level is calibrated on them, ``sizing/bound_calibration.py``; those of families steadier
+    than the prior apart; a model fitted before they were kept has none, so an older store starts
+    with none and counts them as its models refit)."""
 
     demand: dict[str, LogHistogram] = field(
         default_factory=lambda: {feature: LogHistogram() for feature in TASK_FEATURES}
@@ -241,6 +245,7 @@ class Distributions:
     peaks: LogHistogram = field(default_factory=LogHistogram)
     spread: SpreadMoments | None = field(default_factory=SpreadMoments)
     scores: LogHistogram = field(default_factory=LogHistogram)
+    steady_scores: LogHistogram = field(default_factory=LogHistogram)  # of the bounds of steady families
 
     def move_family(self, before: FamilyRollup | None, after: FamilyRollup) -> None:
         """A family's means and counts changed from ``before`` to ``after``: move it between buckets."""
@@ -260,11 +265,15 @@ class Distributions:
                 if rollup is not None:
                     self.spread.add(*rollup.peaks.log_variance(), sign)
 
-    def move_scores(self, before: Sequence[float], after: Sequence[float]) -> None:
-        """A family's model was refitted: its bound scores ``before`` give way to those ``after``."""
-        for scores, sign in ((before, -1), (after, +1)):
-            for score in scores:
-                self.scores.add(score, sign)
+    def move_scores(self, before: FittedModel | None, after: FittedModel | None) -> None:
+        """A family's model was refitted: the bound scores of ``before`` give way to those of ``after``."""
+        for model, sign in ((before, -1), (after, +1)):
+            for scores, histogram in (
+                (model.bound_scores if model else (), self.scores),
+                (model.steady_scores if model else (), self.steady_scores),
+            ):
+                for score in scores:
+                    histogram.add(score, sign)
 
     def add_peaks(self, other: Distributions, sign: int = 1) -> None:
         """Add (``sign=-1``: remove) the peaks ``other`` counted."""
@@ -285,6 +294,7 @@ class Distributions:
             "peaks": self.peaks.to_json(),
             **({"spread": self.spread.to_json()} if self.spread is not None else {}),
             "scores": self.scores.to_json(),
+            "steady_scores": self.steady_scores.to_json(),
         }
 
     @classmethod
@@ -293,6 +303,7 @@ class Distributions:
         demand = data.get("demand")
         demand = demand if isinstance(demand, dict) else {}
         successes, peaks, scores = data.get("successes"), data.get("peaks"), data.get("scores")
+        steady = data.get("steady_scores")
         # an empty store starts counting spreads; one written without them knows none until rebuilt
         spread = SpreadMoments.from_json(data["spread"]) if "spread" in data else None
         return cls(
@@ -301,4 +312,5 @@ class Distributions:
             LogHistogram(peaks if isinstance(peaks, dict) else None),
             spread if data else SpreadMoments(),
             LogHistogram(scores if isinstance(scores, dict) else None),
+            LogHistogram(steady if isinstance(steady, dict) else None),
         )

@@ -92,7 +92,7 @@ def rebuild_states(
             distributions.replace_attempt(None, obs)
         days.update(day_deltas(observations, {}))  # keys start with the family: no overlap between them
         distributions.move_family(None, state.rollup)
-        distributions.move_scores((), state.model.bound_scores if state.model is not None else ())
+        distributions.move_scores(None, state.model)
         states.append(state)
     return states, distributions, days
 

@@ -95,9 +95,7 @@ class _Recording:
         for state in refitted:
             before = self.locked[state.rollup.task_family].model
             after = state.model
-            distributions.move_scores(
-                before.bound_scores if before else (), after.bound_scores if after else ()
-            )
+            distributions.move_scores(before, after)
         self.tx.save_distributions(distributions)
         return RecordResult(
             self.new, self.replaced, tuple(s.rollup.task_family for s in refitted), self.repeated

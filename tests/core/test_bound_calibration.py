@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from airflow_adaptive.core.fitted_model import FittedModel
 from airflow_adaptive.core.rollup import Distributions
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
 from airflow_adaptive.core.sizing.base import Sample
@@ -57,15 +58,16 @@ def test_the_first_peaks_are_scored_the_first_two_and_lower_bounds_are_not() -> 
     samples = [Sample(GIB), Sample(int(1.25 * GIB)), Sample(2 * GIB), Sample(3 * GIB, lower_bound=True)]
     samples += [Sample(GIB)] * 5 + [Sample(GIB // 2)] + [Sample(GIB)] * 2  # the tenth at half the rest
     peaks = np.array([float(s.peak_memory_bytes) for s in samples])
-    scores = bound_scores(peaks, samples, 0.1, FIXED)  # a 10 % target scores the first 10 peaks
-    assert scores.size == 10
+    scores, steady = bound_scores(peaks, samples, 0.1, FIXED)  # a 10 % target scores the first 10 peaks
+    assert scores.size == 10 and not steady.any()
     assert list(scores[[0, 1, 3]]) == [UNSCORED] * 3
     assert scores[2] == pytest.approx(bound_score(peaks[:2], 2 * GIB, *FIXED))
     assert all(0.0 < s <= 1.0 for s in scores[4:])
     assert scores[-1] == 1.0  # a peak below the family's centre scores above any level: kept as 1
-    kept = bound_scores(peaks, samples, 0.1, FIXED, known=np.array([UNSCORED, UNSCORED, 0.123]))
+    known = (np.array([UNSCORED, UNSCORED, 0.123]), np.zeros(3, bool))
+    kept = bound_scores(peaks, samples, 0.1, FIXED, known)[0]
     assert kept[2] == 0.123 and np.array_equal(kept[3:], scores[3:])  # a known prefix is not recomputed
-    assert bound_scores(peaks, samples, None, FIXED).size == 0
+    assert bound_scores(peaks, samples, None, FIXED)[0].size == 0
 
 
 def test_no_scores_keep_the_target_and_scores_above_it_raise_the_level() -> None:
@@ -86,10 +88,15 @@ def test_scores_below_the_target_lower_the_level_to_where_they_are() -> None:
     assert calibrated_level(histogram_of(list(spread)), 0.1) == pytest.approx(0.1, rel=0.03)
 
 
-def steady_store(score: float) -> HistogramPeakPrior:
+def model_with(scores: list[float], steady: list[float] = []) -> FittedModel:  # noqa: B006 (never changed)
+    return FittedModel("adaptive", "v", {}, 0, 0, 0, bound_scores=tuple(scores), steady_scores=tuple(steady))
+
+
+def steady_store(score: float, steady_score: float | None = None) -> HistogramPeakPrior:
+    """A store of 400 pooled bound scores at ``score`` (and as many steady ones at ``steady_score``)."""
     distributions = Distributions()
-    distributions.move_scores((), [score] * 400)
-    return HistogramPeakPrior(distributions.peaks, None, distributions.scores)
+    distributions.move_scores(None, model_with([score] * 400, [steady_score] * 400 if steady_score else []))
+    return HistogramPeakPrior(distributions.peaks, None, distributions.scores, distributions.steady_scores)
 
 
 def test_a_young_familys_bound_follows_the_stores_calibrated_level() -> None:
@@ -108,12 +115,12 @@ def test_a_young_familys_bound_follows_the_stores_calibrated_level() -> None:
 
 def test_the_distributions_move_a_models_scores_and_keep_them_in_json() -> None:
     distributions = Distributions()
-    distributions.move_scores((), [0.5, 0.01])
-    distributions.move_scores([0.5], [0.02, 0.3])
-    assert distributions.scores.total == 3
+    distributions.move_scores(None, model_with([0.5, 0.01], [0.2]))
+    distributions.move_scores(model_with([0.5]), model_with([0.02, 0.3], [0.004]))
+    assert distributions.scores.total == 3 and distributions.steady_scores.total == 2
     again = Distributions.from_json(distributions.to_json())
-    assert again.scores == distributions.scores
-    assert Distributions.from_json({"peaks": {}}).scores.total == 0  # a store written before: none yet
+    assert again.scores == distributions.scores and again.steady_scores == distributions.steady_scores
+    assert Distributions.from_json({"peaks": {}}).steady_scores.total == 0  # a store written before: none yet
 
 
 def test_a_far_outlier_inverts_too_and_cannot_hold_every_young_family_at_its_request() -> None:
@@ -131,9 +138,9 @@ def test_a_score_is_recomputed_once_its_peak_is_no_longer_a_lower_bound() -> Non
     after = [*before[:2], Sample(int(1.2 * GIB)), Sample(GIB)]  # the sampled peak, re-recorded as measured
     peaks = np.array([float(s.peak_memory_bytes) for s in after])
     known = bound_scores(peaks, before, 0.1, FIXED)
-    assert known[2] == UNSCORED
-    resumed = bound_scores(peaks, after, 0.1, FIXED, known=known)
-    assert np.array_equal(resumed, bound_scores(peaks, after, 0.1, FIXED)) and resumed[2] != UNSCORED
+    assert known[0][2] == UNSCORED
+    resumed = bound_scores(peaks, after, 0.1, FIXED, known=known)[0]
+    assert np.array_equal(resumed, bound_scores(peaks, after, 0.1, FIXED)[0]) and resumed[2] != UNSCORED
 
 
 def test_a_model_refitted_on_no_samples_keeps_no_scores() -> None:
@@ -142,7 +149,7 @@ def test_a_model_refitted_on_no_samples_keeps_no_scores() -> None:
 
     samples = [Sample(GIB), Sample(int(1.25 * GIB)), Sample(2 * GIB), Sample(GIB)]
     model = fit_model(samples, SizingSettings(), len(samples))
-    assert len(model.bound_scores) == 2  # the third and fourth peaks
+    assert len(model.bound_scores) == 2 and model.steady_scores == ()  # the third and fourth peaks
     assert fit_model([], SizingSettings(), 0, previous=model).bound_scores == ()  # its attempts moved away
 
 
@@ -165,7 +172,7 @@ def test_an_unfitted_pooled_predictor_names_a_level_without_raising() -> None:
     assert PooledAdaptivePredictor().use_prior(steady_store(0.9)).bound_level() == pytest.approx(0.05)
 
 
-def test_a_family_far_steadier_than_the_prior_is_bounded_by_its_own_spread_at_the_target() -> None:
+def test_a_family_far_steadier_than_the_prior_is_bounded_by_its_own_spread_at_its_level() -> None:
     # logs (0, 0.01, 0.02): variance 1e-4, 1/900 of the prior's 0.09, below F(2, 1)'s 1 % quantile
     # (1 / 98.50 = 0.01015). Its own spread alone: mean = median = 0.01, squares above 0.01² = 1e-4,
     # s = sqrt(2e-4 / 2) = 0.01 on 2 df; t(0.99; 2) = 6.96456, widened by sqrt(4/3): the bound is
@@ -173,22 +180,32 @@ def test_a_family_far_steadier_than_the_prior_is_bounded_by_its_own_spread_at_th
     steady = np.exp(np.array([0.0, 0.01, 0.02])) * GIB
     assert steadier_than_prior(np.log(steady), *FIXED, 0.01)
     assert lognormal_bound(steady, 0.01, *FIXED) == pytest.approx(1.094634 * GIB, rel=1e-6)
-    # the calibrated level is for bounds held at the prior: a steady family's stays at the target
-    assert lognormal_bound(steady, 0.01, *FIXED, level=0.2) == lognormal_bound(steady, 0.01, *FIXED)
-    # its peaks are not scored (their bound is not the one the level calibrates); a wider family's are
-    samples = [Sample(int(p)) for p in steady] + [Sample(GIB)]
+    assert lognormal_bound(steady, 0.01, *FIXED, level=0.2) < lognormal_bound(steady, 0.01, *FIXED)
+    # a fourth peak at e^0.1 is scored against that bound, apart: t = 0.09 / (0.01 sqrt(4/3)) = 7.79423
+    # on 2 df, P(T > t) = 1/2 - t / (2 sqrt(2 + t²)) = 0.5 - 7.79423 / (2 x 7.92157) = 0.00804
+    samples = [Sample(int(p)) for p in steady] + [Sample(int(math.exp(0.1) * GIB))]
     peaks = np.array([float(s.peak_memory_bytes) for s in samples])
-    scores = bound_scores(peaks, samples, 0.01, FIXED)
-    assert scores[3] == UNSCORED and scores[2] != UNSCORED  # two peaks cannot yet tell it from the prior
+    scores, kinds = bound_scores(peaks, samples, 0.01, FIXED)
+    assert scores[3] == pytest.approx(0.00804, abs=2e-5) and kinds[3]
+    assert scores[2] != UNSCORED and not kinds[2]  # two peaks cannot yet tell it from the prior
     wide = np.exp(np.array([0.0, 0.2])) * GIB  # variance 0.02: 0.22 of the prior's, above 1 / 4052
     assert not steadier_than_prior(np.log(wide), *FIXED, 0.01)
-    assert lognormal_bound(wide, 0.01, *FIXED, level=0.2) < lognormal_bound(wide, 0.01, *FIXED)
-    # a store whose level is 0.05 leaves a steady family at the target, and says why in words
+    # a store of pooled scores only (level 0.05 for the others) leaves a steady family at the target
     predictor = AdaptivePredictor().fit([Sample(int(p)) for p in steady], steady_store(0.9))
     assert predictor.steady_spread() == pytest.approx(0.01) and predictor.bound_level() == 0.01
     assert predictor.details()["small_sample_bound_own_spread"] == pytest.approx(0.01)
     assert "P99 prediction bound 1.09 GiB (their own spread 0.01 alone: far below the prior's 0.3)" in (
         predictor.explain()
+    )
+    # steady families whose next peaks went through their bounds: the level falls to its floor, a
+    # tenth of the target, and the bound is e^(0.01 + t(0.999; 2) 0.01 sqrt(4/3)) = e^0.267814 GiB
+    tight = AdaptivePredictor().fit([Sample(int(p)) for p in steady], steady_store(0.9, 1e-5))
+    assert tight.bound_level() == pytest.approx(0.001) and tight.predict(None, 64 * GIB) == pytest.approx(
+        1.30708 * GIB, rel=1e-4
+    )
+    assert (
+        "(their own spread 0.01 alone: far below the prior's 0.3; P99.9, not P99: on the store's steady"
+        in (tight.explain())
     )
     # identical peaks: their spread is the resolution's, log(1.01) / sqrt(12) = 0.0029, at the target
     same = AdaptivePredictor().fit([Sample(GIB)] * 5, steady_store(0.9))

@@ -10,7 +10,6 @@ import pytest
 from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.model import ExitReason, MemoryRequest
-from airflow_adaptive.core.rollup import Distributions
 from airflow_adaptive.core.sizing import Sample, make_predictor
 from airflow_adaptive.core.sizing.prior import HistogramPeakPrior
 from airflow_adaptive.core.sizing.similar import (
@@ -83,10 +82,11 @@ def test_replay_sizes_a_cold_family_by_its_donor_and_only_for_strategies_that_bo
     # cold with no request and too few peaks of other families for their P99: the pod stays unbounded,
     # which the replay charges as the whole node (the cap)
     assert without[10] == ("b:SORT", 64 * GIB, 3 * GIB)
-    # a's third to tenth peaks scored 0.5 each (at its centre): the store's level for a's bound
-    store = Distributions()
-    store.move_scores((), [0.5] * 8)
-    prior = HistogramPeakPrior(LogHistogram(), None, store.scores)
+    # a's third to tenth peaks scored 0.5 each (at its centre) against their own spread (identical
+    # peaks are far steadier than the prior): the store's level for a's bound
+    steady = LogHistogram()
+    steady.add(0.5, 8)
+    prior = HistogramPeakPrior(LogHistogram(), None, LogHistogram(), steady)
     donor = make_predictor("adaptive", cap_bytes=64 * GIB).fit(
         [Sample(3 * GIB, wall_seconds=60.0)] * 10, prior
     )

@@ -160,21 +160,21 @@ class AdaptivePredictor(Predictor):
 
     def _bound(self) -> float:
         """The log-normal bound over the family's peaks: a learnt spread's, or the fixed one's."""
-        learnt = self._learnt_spread()
-        if learnt is not None:
-            return lognormal_bound(self.peaks_, self.target, learnt.log_spread, learnt.weight)
-        if (level := self.bound_level()) == self.target:
+        learnt, level = self._learnt_spread(), self.bound_level()
+        if learnt is None and level == self.target:
             return self.bound_
-        return lognormal_bound(self.peaks_, self.target, self.prior_log_spread, self.prior_weight, level)
+        spread = learnt or SpreadPrior(self.prior_log_spread, self.prior_weight)
+        return lognormal_bound(self.peaks_, self.target, spread.log_spread, spread.weight, level)
 
     def bound_level(self) -> float | None:
-        """What the fixed-spread bound lets through: the target, calibrated where the store knows how
-        (a learnt spread's bound, and that of a family steadier than the prior, are at the target)."""
+        """What the bound lets through: the target, calibrated where the store knows how, on the
+        bounds of steady families for one steadier than the prior (a learnt spread's: the target)."""
         prior, target = getattr(self, "_prior", None), self.target
-        at_target = self._learnt_spread() is not None or self.steady_spread() is not None
-        if prior is None or target is None or at_target:
+        if prior is None or target is None:
             return target
-        return prior.bound_level(target)
+        if self.steady_spread() is not None:
+            return prior.steady_level(target)
+        return target if self._learnt_spread() is not None else prior.bound_level(target)
 
     def steady_spread(self) -> float | None:
         """Its own log peaks' spread when far steadier than the prior its bound pools with, else None."""
@@ -263,9 +263,9 @@ class AdaptivePredictor(Predictor):
         self.best_, self.within_target_ = self._choose(scores, self.oom_rates(), r.size - 1)
         # the log-normal bound over all peaks; a chosen size line is bounded by its own interval instead
         self.bound_ = lognormal_bound(r, self.target, self.prior_log_spread, self.prior_weight)
-        known = getattr(self, "bound_scores_", None) if resumed else None  # of the same first peaks
-        self.bound_scores_ = bound_scores(
-            r, samples, self.target, (self.prior_log_spread, self.prior_weight), known
+        known = getattr(self, "bound_scores_", None), getattr(self, "bound_steady_", None)  # same first peaks
+        self.bound_scores_, self.bound_steady_ = bound_scores(
+            r, samples, self.target, (self.prior_log_spread, self.prior_weight), known if resumed else None
         )
         self.rule_ = names[self.best_]
         self.peaks_, self.inputs_, self.runtimes_ = r, x, t

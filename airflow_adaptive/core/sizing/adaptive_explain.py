@@ -39,22 +39,21 @@ def explain_adaptive(p: AdaptivePredictor) -> str:
             bound = "the request"
         else:
             learnt, calibrated = p._learnt_spread(), p.bound_level()
-            at = (
-                level
-                if learnt is not None or calibrated == budget
-                else f"P{(1.0 - (calibrated or 0.0)) * 100:.3g}"
-            )
+            at = level if calibrated == budget else f"P{(1.0 - (calibrated or 0.0)) * 100:.3g}"
             bound = f"their log-normal {at} prediction bound {format_bytes(p._bound())}"
-            if (own := p.steady_spread()) is not None:  # tested against the prior it would pool with
+            own = p.steady_spread()  # tested against the prior it would pool with
+            calibration = (
+                f"{at}, not {level}: on the store's {'steady ' if own is not None else ''}families, a bound at"
+                f" that level over each family's earlier peaks let {budget:.1%} of their next peaks through"
+            )
+            if own is not None:
                 prior = learnt.log_spread if learnt is not None else p.prior_log_spread
-                bound += f" (their own spread {own:.2g} alone: far below the prior's {prior:.3g})"
+                bound += f" (their own spread {own:.2g} alone: far below the prior's {prior:.3g}"
+                bound += f"; {calibration})" if at != level else ")"
             elif learnt is not None:
                 bound += f" (spread pooled with other families': {learnt.log_spread:.3g} on {learnt.weight:.1f} peaks)"
             elif at != level:
-                bound += (
-                    f" ({at}, not {level}: on the store's families, a bound at that level over each family's"
-                    f" earlier peaks let {budget:.1%} of their next peaks through)"
-                )
+                bound += f" ({calibration})"
         needed = peaks_needed(budget)
         others = p._bound_cap(None)  # what the bound is capped at without a request
         known = "" if others is None else f", {format_bytes(others)}"

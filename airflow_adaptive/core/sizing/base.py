@@ -129,11 +129,18 @@ class Predictor(ABC):
         """What the last ``fit`` chose, as values for a decision's details (default: nothing)."""
         return {}
 
-    def bound_scores(self) -> np.ndarray:
+    def bound_scores(self, steady: bool = False) -> np.ndarray:
         """The scores of the family's first peaks against a small-sample bound, for the store to
-        calibrate that bound's level on (``bound_calibration.py``; none: a strategy without one)."""
+        calibrate that bound's level on (``bound_calibration.py``; none: a strategy without one);
+        ``steady``: those against the bound of peaks far steadier than the prior instead."""
         scores = getattr(self, "bound_scores_", None)  # a fit on no samples keeps the state restored
-        return scores[scores >= 0.0] if scores is not None and self.warm else np.zeros(0)
+        kinds = getattr(self, "bound_steady_", None)
+        if scores is None or kinds is None or not self.warm:
+            return np.zeros(0)
+        return scores[(scores >= 0.0) & (kinds == steady)]
+
+    def steady_scores(self) -> np.ndarray:
+        return self.bound_scores(steady=True)
 
     @abstractmethod
     def _fit(self, samples: Sequence[Sample]) -> None: ...
@@ -250,8 +257,8 @@ class Wrapper(Predictor):
     def details(self) -> dict[str, float | int | str | None]:
         return self.inner.details()
 
-    def bound_scores(self) -> np.ndarray:
-        return self.inner.bound_scores()
+    def bound_scores(self, steady: bool = False) -> np.ndarray:
+        return self.inner.bound_scores(steady)
 
     def predict(self, input_size_bytes: int | None = None, user_request_bytes: int | None = None) -> int:
         return self._post(self.inner.predict(input_size_bytes, user_request_bytes), cold=not self.inner.warm)

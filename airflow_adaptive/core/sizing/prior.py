@@ -57,31 +57,46 @@ class PeakPrior:
         no families' scores known)."""
         return target
 
+    def steady_level(self, target: float) -> float:
+        """The same for the bound of a family far steadier than the prior (its own spread's)."""
+        return target
+
 
 class HistogramPeakPrior(PeakPrior):
     """The same prior, read from the store's maintained histogram of every recorded peak, with the
     spread learnt from every family's (``moments``; None in a store that has not counted them) and
-    the small-sample bound's level calibrated on the families' ``scores`` (``bound_calibration.py``)."""
+    the small-sample bound's level calibrated on the families' ``scores`` (``bound_calibration.py``;
+    a steady family's own-spread bound on ``steady_scores``)."""
 
     def __init__(
         self,
         peaks: LogHistogram,
         moments: SpreadMoments | None = None,
         scores: LogHistogram | None = None,
+        steady_scores: LogHistogram | None = None,
         **params: Any,
     ) -> None:
         super().__init__(**params)
         self.peaks = peaks
         self.moments = moments
         self.scores = scores
-        self._levels: dict[float, float] = {}
+        self.steady_scores = steady_scores
+        self._levels: dict[tuple[bool, float], float] = {}
 
     def bound_level(self, target: float) -> float:
+        return self._level(False, target)
+
+    def steady_level(self, target: float) -> float:
+        return self._level(True, target)
+
+    def _level(self, steady: bool, target: float) -> float:
         from .bound_calibration import calibrated_level  # it reads base, which reads this module
 
-        if target not in self._levels:  # a decision may ask more than once
-            self._levels[target] = calibrated_level(self.scores, target)
-        return self._levels[target]
+        if (steady, target) not in self._levels:  # a decision may ask more than once
+            self._levels[steady, target] = calibrated_level(
+                self.steady_scores if steady else self.scores, target
+            )
+        return self._levels[steady, target]
 
     def spread(self) -> SpreadPrior | None:
         return self.moments.prior() if self.moments is not None else None

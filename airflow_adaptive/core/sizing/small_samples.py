@@ -189,15 +189,15 @@ def lognormal_bound(
     down and so counts as spread above it, and does not move the median; for symmetric peaks the
     two agree, and for a tail above the mean's is usually the lesser); 0 once ``1 / budget`` peaks are
     known or with no budget, infinite with a budget of 0. ``level`` (default: the budget) is the
-    share of next peaks the bound may let through (``bound_calibration.calibrated_level``)."""
+    share of next peaks the bound may let through (``bound_calibration.calibrated_level``: for a family
+    far steadier than the prior, whose bound is its own spread's, the level of such bounds)."""
     if budget is None or peaks.size >= peaks_needed(budget):
         return 0.0
     if budget <= 0.0:
         return math.inf
     logs = np.log(np.maximum(peaks, 1.0))
-    if steadier_than_prior(logs, prior_log_spread, prior_weight, budget):
-        # its own evidence alone, at the budget: the calibrated level is for bounds held at the prior
-        prior_log_spread, prior_weight, level = 0.0, 0.0, None
+    if steadier_than_prior(logs, prior_log_spread, prior_weight, budget):  # its own evidence alone
+        prior_log_spread, prior_weight = 0.0, 0.0
     terms, df = bound_terms(logs, prior_log_spread, prior_weight)
     # the upper tail's quantile directly (1 - level rounds to 1 under 1e-16; stdtrit fails under 1e-270)
     share = max(budget if level is None else level, 1e-250)

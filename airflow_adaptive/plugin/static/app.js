@@ -171,10 +171,11 @@ function labelText(labels) {
 function budgetText(d, attempts, oom) {  // the rule's replayed kill rate, never to be read as real kills
   if (!d.rule) return "";
   const level = d.small_sample_bound_level, own = d.small_sample_bound_own_spread;
-  const at = own != null ? ` (on their own spread of log peaks, ${num(own, 3)}: far below the prior's)`
-    : level && level !== d.oom_target ? ` (at P${num(100 * (1 - level), 1)}: on
-    the store's families, a bound at that level over each family's earlier peaks let ${num(100 * d.oom_target, 1)} % of their
-    next peaks through)` : "";
+  const calibrated = level && level !== d.oom_target ? `at P${num(100 * (1 - level), 1)}: on the store's
+    ${own != null ? "steady " : ""}families, a bound at that level over each family's earlier peaks let
+    ${num(100 * d.oom_target, 1)} % of their next peaks through` : "";
+  const at = own != null ? ` (on their own spread of log peaks, ${num(own, 3)}: far below the prior's${
+    calibrated ? `; ${calibrated}` : ""})` : calibrated ? ` (${calibrated})` : "";
   const few = d.small_sample_bound_bytes ? ` Too few peaks to judge it yet (fewer than ${Math.ceil(1 / d.oom_target)}): at least
     ${bytes(d.small_sample_bound_bytes)}, their log-normal prediction bound${at}, at most the request.` : "";
   return `<p id="budget">Rule <b>${esc(d.rule)}</b>: replayed on this family's past peaks, each task sized from the peaks before
