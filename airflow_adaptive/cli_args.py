@@ -159,22 +159,22 @@ def seconds(value: str) -> float:
     return _number(value, 0.0, float("inf"), low_open=True, rule="finite seconds > 0")
 
 
+def _airflow_integer(value: str, low: int, what: str) -> int:
+    """A whole number Airflow stores as a 32-bit integer, from ``low`` up."""
+    number = _integer(value)
+    if not low <= number <= INT32:
+        raise argparse.ArgumentTypeError(f"Airflow {what} run from {low} to {INT32}, not {number}")
+    return number
+
+
 def try_number(value: str) -> int:
     """An Airflow try number: they start at 1."""
-    number = _integer(value)
-    if not 1 <= number <= INT32:
-        raise argparse.ArgumentTypeError(f"Airflow try numbers run from 1 to {INT32}, not {number}")
-    return number
+    return _airflow_integer(value, 1, "try numbers")
 
 
 def priority_weight(value: str) -> int:
-    """A task's priority_weight, within the 32-bit integer Airflow stores it as."""
-    number = _integer(value)
-    if not -INT32 - 1 <= number <= INT32:
-        raise argparse.ArgumentTypeError(
-            f"Airflow priority weights run from {-INT32 - 1} to {INT32}, not {number}"
-        )
-    return number
+    """A task's priority_weight (Airflow clamps its weights to the same range)."""
+    return _airflow_integer(value, -INT32, "priority weights")
 
 
 def count(value: str) -> int:

@@ -18,6 +18,7 @@ settings were chosen on the shared traces, so their counts are in-sample. Measur
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import time
 from pathlib import Path
@@ -130,6 +131,21 @@ def merged(reports: list[dict[str, Any]]) -> dict[str, Any]:
     return joined
 
 
+def merge_inputs(parser: argparse.ArgumentParser, folders: list[Path], histories: list[str]) -> dict:
+    """Every report ``--merge`` names, read before any is printed; one missing or unreadable is one
+    line (a report of one history, merged for both, say), not a traceback."""
+    reports = {}
+    for folder, history in itertools.product(folders, histories):
+        path = folder / f"pareto-{history}.json"
+        try:
+            reports[folder, history] = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            parser.error(
+                f"--merge {folder}: cannot read pareto-{history}.json ({err.__class__.__name__}; use --history)"
+            )
+    return reports
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -150,13 +166,11 @@ def main() -> int:
     args = parser.parse_args()
     sources = ([str(args.data)] if args.data.exists() else []) + args.traces
     paths, _ = expand_paths(sources) if not args.merge else ([], [])
+    reports = merge_inputs(parser, args.merge or [], args.history.split(","))
     for history in args.history.split(","):
         started = time.perf_counter()
         if args.merge:
-            missing = [str(d) for d in args.merge if not (d / f"pareto-{history}.json").is_file()]
-            if missing:  # a report of one history, merged for both: say so, not a traceback
-                parser.error(f"--merge {', '.join(missing)}: no pareto-{history}.json (use --history)")
-            report = merged([json.loads((d / f"pareto-{history}.json").read_text()) for d in args.merge])
+            report = merged([reports[d, history] for d in args.merge])
         else:
             budgets = () if args.no_sweep else BUDGETS
             report = evaluate(

@@ -326,6 +326,7 @@ def _escalate(
             why += f"; its request was above the largest allocatable {format_bytes(cap)}: the retry keeps it"
         elif target >= cap:  # a bounded strategy may already answer with the cap itself
             why += f"; capped at the largest allocatable {format_bytes(cap)}"
+        why += f" -> request {format_bytes(whole_mib_up(request) * MIB)}"  # the larger, as the pod holds it
         details["killed_at_bytes"] = killed_at
     details["oom_retry"] = 1  # with or without a limit it died at (growth gives such a try no plan)
     strategy = f"{settings.strategy}+{settings.retry_policy}"

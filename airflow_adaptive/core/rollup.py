@@ -269,8 +269,8 @@ class Distributions:
         """A family's model was refitted: the bound scores of ``before`` give way to those of ``after``."""
         for model, sign in ((before, -1), (after, +1)):
             for scores, histogram in (
-                (model.bound_scores if model else (), self.scores),
-                (model.steady_scores if model else (), self.steady_scores),
+                ((model.bound_scores or ()) if model else (), self.scores),  # (null in a hand-edited row)
+                ((model.steady_scores or ()) if model else (), self.steady_scores),
             ):
                 for score in scores:
                     histogram.add(score, sign)

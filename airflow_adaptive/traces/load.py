@@ -22,7 +22,7 @@ from airflow_adaptive.traces.series import (
     read_series_history,
 )
 from airflow_adaptive.traces.source import first_line, readable_copy
-from airflow_adaptive.traces.wfformat import load_instance, read_wfformat
+from airflow_adaptive.traces.wfformat import NotAnInstanceError, load_instance, read_wfformat
 
 READERS: dict[str, Callable[[str], ImportResult]] = {
     "nextflow": read_nextflow,
@@ -159,11 +159,17 @@ def expand_paths(paths: list[str]) -> tuple[list[str], list[str]]:
 
 def _is_trace(path: str) -> bool:
     """Whether a file found in a folder is a trace: of a known format by its first line, and a JSON
-    file a WfFormat instance (read whole: stray JSON beside the traces is common, and one would
-    otherwise stop a folder's import or replay)."""
+    document a WfFormat instance (read whole: stray JSON beside the traces is common, and would
+    otherwise stop a folder's import or replay). A broken instance is a trace: its reader says why."""
     try:
-        if detect_format(path) == "wfformat":
-            load_instance(path)
-    except TraceFormatError:
+        kind = detect_format(path)
+    except TraceFormatError:  # no header of a known format
         return False
+    if kind == "wfformat":
+        try:
+            load_instance(path)
+        except NotAnInstanceError:
+            return False
+        except TraceFormatError:  # a broken instance: its reader names the file and why
+            return True
     return True

@@ -45,16 +45,25 @@ def bad_instance(path: str, err: Exception) -> TraceFormatError:
     return TraceFormatError(f"{path}: not a WfFormat 1.5 instance ({type(err).__name__}: {err})")
 
 
+class NotAnInstanceError(TraceFormatError):
+    """JSON, but no WfFormat instance at all (no top-level ``workflow``): stray JSON in a folder."""
+
+
 def load_instance(path: str | os.PathLike[str]) -> WfInstance:
     name = os.fspath(path)
     try:
         with open_bytes(name) as handle:
-            workflow = json.load(handle)["workflow"]
+            document = json.load(handle)
+        if not isinstance(document, dict) or "workflow" not in document:
+            raise NotAnInstanceError(f"{name}: not a WfFormat 1.5 instance (no top-level 'workflow' object)")
+        workflow = document["workflow"]
         return WfInstance(
             list(workflow["specification"]["tasks"]),
             list(workflow["execution"]["tasks"]),
             {f["id"]: f.get("sizeInBytes") for f in workflow["specification"].get("files", [])},
         )
+    except TraceFormatError:
+        raise
     except (*READ_ERRORS, ValueError, KeyError, TypeError) as err:
         raise bad_instance(name, err) from None
     except RecursionError:  # nested deeper than Python's parser goes: no instance is

@@ -120,7 +120,8 @@ def test_the_distributions_move_a_models_scores_and_keep_them_in_json() -> None:
     assert distributions.scores.total == 3 and distributions.steady_scores.total == 2
     again = Distributions.from_json(distributions.to_json())
     assert again.scores == distributions.scores and again.steady_scores == distributions.steady_scores
-    assert Distributions.from_json({"peaks": {}}).steady_scores.total == 0  # a store written before: none yet
+    written_before = Distributions.from_json({"peaks": {}})  # a store written before either: none yet
+    assert written_before.scores.total == written_before.steady_scores.total == 0
 
 
 def test_a_far_outlier_inverts_too_and_cannot_hold_every_young_family_at_its_request() -> None:
@@ -188,6 +189,11 @@ def test_a_family_far_steadier_than_the_prior_is_bounded_by_its_own_spread_at_it
     scores, kinds = bound_scores(peaks, samples, 0.01, FIXED)
     assert scores[3] == pytest.approx(0.00804, abs=2e-5) and kinds[3]
     assert scores[2] != UNSCORED and not kinds[2]  # two peaks cannot yet tell it from the prior
+    # resumed: a model stored without the kinds scores all again; a prefix that changed kind from there
+    assert np.array_equal(bound_scores(peaks, samples, 0.01, FIXED, (scores, None))[0], scores)
+    was = np.array([UNSCORED, UNSCORED, 0.3, 0.3])  # the fourth scored against the pooled bound before
+    flipped = bound_scores(peaks, samples, 0.01, FIXED, (was, np.zeros(4, bool)))[0]
+    assert flipped[2] == 0.3 and flipped[3] == scores[3]  # kept up to the peak whose kind changed
     wide = np.exp(np.array([0.0, 0.2])) * GIB  # variance 0.02: 0.22 of the prior's, above 1 / 4052
     assert not steadier_than_prior(np.log(wide), *FIXED, 0.01)
     # a store of pooled scores only (level 0.05 for the others) leaves a steady family at the target

@@ -82,8 +82,9 @@ def test_replay_sizes_a_cold_family_by_its_donor_and_only_for_strategies_that_bo
     # cold with no request and too few peaks of other families for their P99: the pod stays unbounded,
     # which the replay charges as the whole node (the cap)
     assert without[10] == ("b:SORT", 64 * GIB, 3 * GIB)
-    # a's third to tenth peaks scored 0.5 each (at its centre) against their own spread (identical
-    # peaks are far steadier than the prior): the store's level for a's bound
+    # the store as the replay left it: a's third to tenth peaks scored 0.5 each (at its centre) against
+    # their own spread (identical peaks are far steadier than the prior); its bound stays under P95 +
+    # 15 % at any level, so the rule sizes it
     steady = LogHistogram()
     steady.add(0.5, 8)
     prior = HistogramPeakPrior(LogHistogram(), None, LogHistogram(), steady)

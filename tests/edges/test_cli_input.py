@@ -145,7 +145,7 @@ BAD_ARGUMENTS = [
     (["decide", "--new-family", "--task-family", "f", "--try-number", "0"], "--try-number", "from 1 to 2147483647"),
     (["decide", "--new-family", "--task-family", "f", "--try-number", "9" * 20], "--try-number", "not 99999"),
     (["decide", "--new-family", "--task-family", "f", "--priority-weight", "2147483648"], "--priority-weight",
-     "from -2147483648 to 2147483647"),
+     "from -2147483647 to 2147483647"),
     (["decide", "--new-family", "--task-family", "f", "--try-number", "-5"], "--try-number", "not -5"),
     (["decide", "--new-family", "--task-family", "f", "--try-number", "two"], "--try-number", "'two'"),
     (["decide", "--new-family", "--task-family", "f", "--previous-oom", "--try-number", "1"],

@@ -171,10 +171,18 @@ def test_folders_expand_to_the_traces_inside(tmp_path: Path) -> None:
     )
     stray = write(tmp_path / "a-settings.json", '{"theme": "dark"}\n')  # JSON, but no WfFormat instance
     instance = write(tmp_path / "sub" / "wf.json", json.dumps(wf([], [])))
+    broken = write(
+        tmp_path / "sub" / "x-truncated.json", json.dumps(wf([], []))[:40]
+    )  # a trace: its error is said
     found, ignored = expand_paths([str(tmp_path)])
-    assert found == [str(trace), str(instance)] and ignored == [str(stray), str(tmp_path / "notes.md")]
-    with pytest.raises(TraceFormatError, match=r"a-settings\.json: not a WfFormat"):  # named, it is an error
-        read_trace(stray)
+    assert found == [str(trace), str(instance), str(broken)] and ignored == [
+        str(stray),
+        str(tmp_path / "notes.md"),
+    ]
+    with pytest.raises(
+        TraceFormatError, match=r"a-settings\.json: not a WfFormat 1\.5 instance \(no top-level 'workflow"
+    ):
+        read_trace(stray)  # named, it is an error
 
 
 @pytest.mark.parametrize("option", [["--min-memory", "1m"], ["--cap-bytes", "72Gx"]])

@@ -18,7 +18,7 @@ when none does, the cheapest within one target of the fewest kills is used, and 
 Until a family has ``1 / target`` peaks, its allocation is at least their prediction bound, at most the
 user's request (``small_samples.py``), at the level that lets the target through on the store's own
 families (``bound_calibration.py``); a family far steadier than the prior spread is bounded by its own
-spread, at the target. A family with no history of its own (nor a similar family to borrow from,
+spread, at the level of such bounds. A family with no history of its own (nor a similar family to borrow from,
 ``similar.py``) starts at the user's request: tasks that start before one finishes share that decision,
 so a guess below it risks a batch of kills. Without a request it starts at other families' peaks at
 ``1 - target`` once the store holds the ``1 / target`` peaks that quantile needs, and with no limit before.

@@ -135,8 +135,8 @@ class Predictor(ABC):
         ``steady``: those against the bound of peaks far steadier than the prior instead."""
         scores = getattr(self, "bound_scores_", None)  # a fit on no samples keeps the state restored
         kinds = getattr(self, "bound_steady_", None)
-        if scores is None or kinds is None or not self.warm:
-            return np.zeros(0)
+        if scores is None or kinds is None or kinds.shape != scores.shape or not self.warm:
+            return np.zeros(0)  # (a state stored with one and not the other is refitted: none meanwhile)
         return scores[(scores >= 0.0) & (kinds == steady)]
 
     def steady_scores(self) -> np.ndarray:
