@@ -51,7 +51,9 @@ def _parsed(value: object, what: str, examples: str, largest: int) -> Any:
     if isinstance(value, bool) or value is None or value == "":
         raise InvalidQuantityError(f"{what}: {value!r} is not a Kubernetes quantity")
     if isinstance(value, str) and not _QUANTITY.fullmatch(value):
-        raise InvalidQuantityError(f"{what}: {value!r} is not a Kubernetes quantity (e.g. {examples})")
+        raise InvalidQuantityError(
+            f"{what}: {value!r} is not a Kubernetes quantity (e.g. {examples}){_unit_hint(value)}"
+        )
     try:
         parsed = parse_quantity(value)
     except (ValueError, TypeError, ArithmeticError) as err:
@@ -71,3 +73,18 @@ def format_memory(value_bytes: int) -> str:
 def as_pod_gets_it(value_bytes: int | None) -> int | None:
     """Bytes as the pod's quantity carries them (whole MiB, rounded up): what the pod gets."""
     return None if value_bytes is None else parse_memory_bytes(format_memory(value_bytes))
+
+
+_BYTES_UNIT = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kKMGTPE])(i?)B\s*")  # 8GB, 8 GiB, 512kB
+
+
+def _unit_hint(value: str) -> str:
+    """For bytes written as people and Nextflow write them (8GB, 8 GiB), the Kubernetes spellings."""
+    found = _BYTES_UNIT.fullmatch(value)
+    if found is None:
+        return ""
+    number, prefix, binary = found.groups()
+    decimal = "k" if prefix in "kK" else prefix
+    if binary:
+        return f"; did you mean {number}{prefix.upper()}i?"
+    return f"; did you mean {number}{prefix.upper()}i (binary, as Nextflow's {prefix}B) or {number}{decimal} (decimal)?"
