@@ -233,7 +233,7 @@ class InMemoryHistoryStore(ProcessHistoryStore):
                     attempt_id, obs = self._attempts.pop(key)
                     self._ordered[obs.task_family].remove((obs.finished_at or _EPOCH, attempt_id, key))
                 lost = (now or datetime.now(timezone.utc)) - timedelta(seconds=STALE_AFTER_S)
-                for key, (_, started) in list(self._unfinished.items()):
+                for key, (_, started, _) in list(self._unfinished.items()):
                     if started <= lost:
                         self._unmark(key)
         return PruneResult(len(doomed), families, dry_run)

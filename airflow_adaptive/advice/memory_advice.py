@@ -218,19 +218,23 @@ class MemoryAdvice:
         guarded = self.settings.sizing.guard_unfinished and fitted.predictor.tags().guards_unfinished
         if mean_s is None or not fitted.samples or not guarded:
             return None
-        return Unfinished(self._count_unfinished(task_family, longer_than_s=mean_s), mean_s)
+        return Unfinished(
+            self._count_unfinished(task_family, longer_than_s=mean_s, running_only=True), mean_s
+        )
 
     def _running(self, task_family: str) -> bool:
         """Whether an attempt of the family is running (noted as started, not yet recorded)."""
         return self._count_unfinished(task_family, longer_than_s=0.0) > 0
 
-    def _count_unfinished(self, task_family: str, *, longer_than_s: float) -> int:
-        """The family's noted attempts that started ``longer_than_s`` ago or more, and not stale."""
+    def _count_unfinished(self, task_family: str, *, longer_than_s: float, running_only: bool = False) -> int:
+        """The family's noted attempts that started ``longer_than_s`` ago or more, and not stale
+        (``running_only``: a Pending pod's wait is not time run)."""
         now = self.session.clock()
         return self.session.store().count_unfinished(
             task_family,
             started_after=now - timedelta(seconds=STALE_AFTER_S),
             started_before=now - timedelta(seconds=longer_than_s),
+            running_only=running_only,
         )
 
     def _with_cpu(

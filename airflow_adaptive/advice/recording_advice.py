@@ -21,10 +21,11 @@ class RecordingAdvice:
         self.settings = settings
         self.session = session
 
-    def started(self, task_family: str, key: TaskKey) -> None:
-        """Note that this attempt's pod is being created (until it is recorded); never raises."""
+    def started(self, task_family: str, key: TaskKey, *, running: bool = True) -> None:
+        """Note that this attempt's pod is being created (``running=False``: a caller that notes it
+        again when it runs) or runs, until it is recorded; never raises."""
         try:
-            self.session.store().mark_unfinished(key, task_family, self.session.clock())
+            self.session.store().mark_unfinished(key, task_family, self.session.clock(), running=running)
         except (HistoryUnavailableError, HistoryRejectedError) as err:
             reason = f"attempt not noted as started: {first_line(err)}"
             warn_once(reason, "decisions do not count it among the family's unfinished attempts")

@@ -154,10 +154,11 @@ class LiveSizing:
             self.journal.append(("decide", attempt, self.now(), decision.memory_request_bytes))
         return decision
 
-    def started(self, attempt: Try) -> None:
-        self.store.mark_unfinished(attempt.key, attempt.family, self.now())
+    def started(self, attempt: Try, *, running: bool = True) -> None:
+        """The try's pod was created (``running=False``: Pending until noted again) or runs now."""
+        self.store.mark_unfinished(attempt.key, attempt.family, self.now(), running=running)
         if self.journal is not None:
-            self.journal.append(("start", attempt.key, attempt.family, self.now()))
+            self.journal.append(("start", attempt.key, attempt.family, self.now(), running))
 
     def record(self, observations: list[Observation]) -> None:
         self.store.record(observations)

@@ -38,7 +38,10 @@ class AdaptivePodCallback(KubernetesPodOperatorCallback):
 
     @staticmethod
     def on_pod_creation(*, pod: k8s.V1Pod, operator: Any, context: Any = None, **kwargs: Any) -> None:
-        _guarded("attempt not noted as started", lambda: _note_started(pod, operator, context))
+        """Pending, when ``on_pod_starting`` will note it running (sync mode); a deferrable pod is
+        noted running from here, as nothing in this process sees it start."""
+        running = bool(getattr(operator, "deferrable", False))
+        _guarded("attempt not noted as started", lambda: _note_started(pod, operator, context, running))
 
     @staticmethod
     def on_pod_starting(
@@ -46,7 +49,7 @@ class AdaptivePodCallback(KubernetesPodOperatorCallback):
     ) -> None:
         """Running now: time Pending is not time running; a container with no command to wrap is
         sampled from the metrics API until it completes (sync mode only: both calls in this process)."""
-        _guarded("attempt not noted as running", lambda: _note_started(pod, operator, context))
+        _guarded("attempt not noted as running", lambda: _note_started(pod, operator, context, True))
         _guarded("peak not sampled", lambda: _start_sampler(pod, operator, context, client))
 
     @staticmethod
@@ -93,14 +96,14 @@ def _family(pod: k8s.V1Pod, operator: Any) -> str:
     return annotations.get(FAMILY_ANNOTATION) or family_of_task(operator.dag_id, operator.task_id)
 
 
-def _note_started(pod: k8s.V1Pod | None, operator: Any, context: Any) -> None:
+def _note_started(pod: k8s.V1Pod | None, operator: Any, context: Any, running: bool) -> None:
     from airflow_adaptive.attempt import task_key
 
     if pod is None or not _ours(pod, context):
         return
     key = task_key(context)
     assert key is not None
-    _advisor(operator).recording.started(_family(pod, operator), key)
+    _advisor(operator).recording.started(_family(pod, operator), key, running=running)
 
 
 def _start_sampler(pod: k8s.V1Pod | None, operator: Any, context: Any, client: Any) -> None:

@@ -160,8 +160,8 @@ class AdaptiveKubernetesPodOperator(KubernetesPodOperator):
         decision = self.decide(pod, context, choice, dry_run=dry_run)
         self.log.info("%s", choice.log_line(decision.strategy, decision.explanation))
         key = task_key(context)
-        if key is not None and not dry_run:  # until recorded, it counts as unfinished
-            advisor.recording.started(self.family, key)
+        if key is not None and not dry_run:  # until recorded, unfinished; Pending until it runs
+            advisor.recording.started(self.family, key, running=False)
             self._noted_key = key
         if choice.mode.enforces:
             self._stage_inputs(pod, advisor)

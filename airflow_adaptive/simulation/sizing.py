@@ -38,11 +38,11 @@ class SimSizing:
         return Try(t.family, str(task_index), number, user, t.input_size_bytes)
 
     def first(self, task_index: int, now_s: float) -> int:
-        """The first try's memory, the try noted as started (as the operator notes it)."""
+        """The first try's memory, the try noted as Pending (as the operator notes its pod)."""
         self.live.advance(now_s)
         attempt = self._try(task_index, 1)
         allocation = self.live.decide(attempt).memory_limit_bytes or self.cap_bytes
-        self.live.started(attempt)
+        self.live.started(attempt, running=False)
         return min(allocation, self.cap_bytes)
 
     def started(self, task_index: int, number: int, at_s: float) -> None:

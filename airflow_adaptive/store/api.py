@@ -115,9 +115,12 @@ class AttemptWrites(Protocol):
         iterable rolls the whole transaction back."""
         ...
 
-    def mark_unfinished(self, key: TaskKey, task_family: str, started_at: datetime) -> None:
-        """Note an attempt whose pod is being created (idempotent), replacing the notes of the task
-        instance's earlier tries; recording the attempt removes its note."""
+    def mark_unfinished(
+        self, key: TaskKey, task_family: str, started_at: datetime, *, running: bool = True
+    ) -> None:
+        """Note an attempt whose pod is being created (``running=False``: Pending from
+        ``started_at`` until noted again) or runs since ``started_at`` (idempotent), replacing the
+        notes of the task instance's earlier tries; recording the attempt removes its note."""
         ...
 
     def unmark_unfinished(self, key: TaskKey) -> None:
@@ -128,8 +131,16 @@ class AttemptWrites(Protocol):
 class SizingReads(Protocol):
     """What a memory (and CPU) decision reads."""
 
-    def count_unfinished(self, task_family: str, *, started_after: datetime, started_before: datetime) -> int:
-        """The family's noted, unrecorded attempts that started in (``started_after``, ``started_before``)."""
+    def count_unfinished(
+        self,
+        task_family: str,
+        *,
+        started_after: datetime,
+        started_before: datetime,
+        running_only: bool = False,
+    ) -> int:
+        """The family's noted, unrecorded attempts that started in (``started_after``, ``started_before``)
+        (``running_only``: those noted as running, not Pending)."""
         ...
 
     def family(self, task_family: str) -> FamilyState | None:

@@ -84,8 +84,8 @@ class ProcessHistoryStore:
         self._families: dict[str, FamilyState] = {}
         self._distributions = Distributions()
         self._days: dict[DayKey, DayTotals] = {}
-        self._unfinished: dict[TaskKey, tuple[str, datetime]] = {}  # key -> family, started at
-        self._running: dict[str, Running] = {}  # per family: the notes' start times, sorted
+        self._unfinished: dict[TaskKey, tuple[str, datetime, bool]] = {}  # key -> family, since, running
+        self._running: dict[tuple[str, bool], Running] = {}  # per family, running or not: since, sorted
         self._nodes: dict[str, StoredNode] = {}
         self._next_id = 0
 
@@ -111,7 +111,7 @@ class ProcessHistoryStore:
     def _unmark(self, key: TaskKey) -> None:
         noted = self._unfinished.pop(key, None)
         if noted is not None:
-            self._running[noted[0]].end(key)
+            self._running[noted[0], noted[2]].end(key)
 
     def record(self, observations: Sequence[Observation]) -> RecordResult:
         return self.record_batches([observations])
@@ -120,15 +120,17 @@ class ProcessHistoryStore:
         self._enter()
         return record_batches_in(ProcessTransaction(self), batches, self.learning)
 
-    def mark_unfinished(self, key: TaskKey, task_family: str, started_at: datetime) -> None:
+    def mark_unfinished(
+        self, key: TaskKey, task_family: str, started_at: datetime, *, running: bool = True
+    ) -> None:
         self._enter()
         key = fit_task_key(key)
         for earlier in range(1, key.try_number):
             self._unmark(replace(key, try_number=earlier))
         self._unmark(key)
         family = fit_key(task_family)
-        self._unfinished[key] = (family, started_at)
-        self._running.setdefault(family, Running()).start(key, started_at.timestamp())
+        self._unfinished[key] = (family, started_at, running)
+        self._running.setdefault((family, running), Running()).start(key, started_at.timestamp())
 
     def unmark_unfinished(self, key: TaskKey) -> None:
         self._enter()
@@ -140,12 +142,21 @@ class ProcessHistoryStore:
         newest = ordered[-limit:] if limit > 0 else []
         return [(attempt_id, self._attempts[key][1]) for _, attempt_id, key in newest]
 
-    def count_unfinished(self, task_family: str, *, started_after: datetime, started_before: datetime) -> int:
+    def count_unfinished(
+        self,
+        task_family: str,
+        *,
+        started_after: datetime,
+        started_before: datetime,
+        running_only: bool = False,
+    ) -> int:
         self._enter()
-        running = self._running.get(fit_key(task_family))
-        if running is None:
-            return 0
-        return running.count_between(started_after.timestamp(), started_before.timestamp())
+        family = fit_key(task_family)
+        noted = [self._running.get((family, True))] + (
+            [] if running_only else [self._running.get((family, False))]
+        )
+        after, before = started_after.timestamp(), started_before.timestamp()
+        return sum(kind.count_between(after, before) for kind in noted if kind is not None)
 
     def family(self, task_family: str) -> FamilyState | None:
         self._enter()

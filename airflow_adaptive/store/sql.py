@@ -158,10 +158,12 @@ class SqlHistoryStore:
             if values:
                 conn.execute(upsert(conn.dialect.name, node, list(values[0]), ["node"]), values)
 
-    def mark_unfinished(self, key: TaskKey, task_family: str, started_at: datetime) -> None:
+    def mark_unfinished(
+        self, key: TaskKey, task_family: str, started_at: datetime, *, running: bool = True
+    ) -> None:
         key = fit_task_key(key)
         values: dict[str, Any] = dict(zip(rows.KEY_COLUMNS, astuple(key), strict=True))
-        values.update(task_family=fit_key(task_family), started_at=started_at)
+        values.update(task_family=fit_key(task_family), started_at=started_at, running=running)
         earlier = unfinished_attempt.c.try_number < key.try_number
         with self._connection(write=True) as conn:
             conn.execute(delete(unfinished_attempt).where(*_same_instance(key), earlier))
@@ -236,11 +238,19 @@ class SqlHistoryStore:
             found = conn.execute(stmt).all()
         return {row.task_family: rows.family_state(row) for row in found}
 
-    def count_unfinished(self, task_family: str, *, started_after: datetime, started_before: datetime) -> int:
+    def count_unfinished(
+        self,
+        task_family: str,
+        *,
+        started_after: datetime,
+        started_before: datetime,
+        running_only: bool = False,
+    ) -> int:
         stmt = select(func.count()).where(
             unfinished_attempt.c.task_family == fit_key(task_family),
             unfinished_attempt.c.started_at > started_after,
             unfinished_attempt.c.started_at < started_before,
+            *([unfinished_attempt.c.running.is_(True)] if running_only else []),
         )
         with self._connection() as conn:
             return int(conn.execute(stmt).scalar() or 0)

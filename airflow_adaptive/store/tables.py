@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Column,
     Date,
     DateTime,
@@ -16,6 +17,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    true,
 )
 
 # Airflow's naming convention, so ORM create_all and migrations name things alike.
@@ -65,8 +67,8 @@ task_attempt = Table(
     Index("idx_adaptive_task_attempt_family_finished", "task_family", "finished_at"),
 )
 
-# Attempts whose pods were created and that are not recorded yet: a decision compares how long they
-# have run with the family's finished attempts (core/unfinished.py). Recording an attempt removes
+# Attempts whose pods were created and that are not recorded yet: a decision compares how long the
+# running ones have run with the family's finished attempts (core/unfinished.py). Recording an attempt removes
 # its row; a prune removes rows older than core.unfinished.STALE_AFTER_S.
 unfinished_attempt = Table(
     "adaptive_unfinished_attempt",
@@ -78,6 +80,7 @@ unfinished_attempt = Table(
     Column("try_number", Integer, primary_key=True),
     Column("task_family", String(250), nullable=False),
     Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("running", Boolean, nullable=False, server_default=true()),  # false: Pending since started_at
     Index("idx_adaptive_unfinished_attempt_family_started", "task_family", "started_at"),
 )
 

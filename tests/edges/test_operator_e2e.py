@@ -107,8 +107,9 @@ def test_successful_pod_is_recorded_with_its_usage(
 
 
 def noted_start(engine: Any) -> Any:
+    """The note's start and whether it says the pod runs yet."""
     with engine.connect() as conn:
-        return conn.execute(select(unfinished_attempt.c.started_at)).scalar_one()
+        return conn.execute(select(unfinished_attempt.c.started_at, unfinished_attempt.c.running)).one()
 
 
 @pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
@@ -127,7 +128,8 @@ def test_a_note_starts_again_when_the_pod_starts_running(
             airflow_home, api, f"e2e_started_{int(deferrable)}", deferrable=deferrable, family="e2e.started"
         )
     assert dr.state == "success" and unfinished(engine) == 0
-    assert noted["running"] > noted["created"]  # Pending time is not counted as running
+    (created, running_at_creation), (started, running) = noted["created"], noted["running"]
+    assert started > created and not running_at_creation and running  # Pending time is not time run
 
 
 @pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])

@@ -63,7 +63,7 @@ def repeat_on(store: SqlHistoryStore, sizing: SizingSettings, journal: list[tupl
         if entry[0] == "record":
             store.record(entry[1])
         elif entry[0] == "start":
-            store.mark_unfinished(entry[1], entry[2], entry[3])
+            store.mark_unfinished(entry[1], entry[2], entry[3], running=entry[4])
         elif i in sampled:
             _, attempt, when, replayed_bytes = entry
             assert isinstance(attempt, Try)

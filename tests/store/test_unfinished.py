@@ -1,5 +1,6 @@
-"""Unfinished attempts on both stores: noted at pod creation, removed by recording, counted by a
-decision that floors a family whose finished attempts are outnumbered (core/unfinished.py)."""
+"""Unfinished attempts on both stores: noted at pod creation (Pending) and again when running,
+removed by recording, counted by a decision that floors a family whose finished attempts are
+outnumbered by running ones (core/unfinished.py)."""
 
 from __future__ import annotations
 
@@ -27,9 +28,14 @@ def key(n: int, try_number: int = 1) -> TaskKey:
     return TaskKey("dag", "task", f"run{n}", -1, try_number)
 
 
-def count(store: HistoryStore, family: str = "f", *, older_than_s: float = 0.0) -> int:
+def count(
+    store: HistoryStore, family: str = "f", *, older_than_s: float = 0.0, running_only: bool = False
+) -> int:
     return store.count_unfinished(
-        family, started_after=NOW - timedelta(days=1), started_before=NOW - timedelta(seconds=older_than_s)
+        family,
+        started_after=NOW - timedelta(days=1),
+        started_before=NOW - timedelta(seconds=older_than_s),
+        running_only=running_only,
     )
 
 
@@ -42,6 +48,16 @@ def test_notes_are_counted_by_family_and_start(store: HistoryStore) -> None:
     assert count(store, older_than_s=4 * 60) == 2  # started more than 4 minutes ago
     store.mark_unfinished(key(0), "f", NOW - timedelta(minutes=20))  # the same attempt again: moved
     assert count(store) == 3 and count(store, older_than_s=4 * 60) == 3
+
+
+def test_a_pending_pod_is_counted_but_not_as_running_until_noted_again(store: HistoryStore) -> None:
+    store.mark_unfinished(key(0), "f", NOW - timedelta(minutes=10), running=False)  # created, Pending
+    store.mark_unfinished(key(1), "f", NOW - timedelta(minutes=10))
+    assert count(store) == 2 and count(store, running_only=True) == 1
+    store.mark_unfinished(key(0), "f", NOW - timedelta(minutes=1))  # it runs now
+    assert count(store) == 2 and count(store, running_only=True) == 2
+    store.record([replace(attempt(0), key=key(0))])
+    assert count(store) == 1 and count(store, running_only=True) == 1
 
 
 def test_recording_an_attempt_removes_its_note_only(store: HistoryStore) -> None:
@@ -86,14 +102,15 @@ def test_prune_removes_notes_whose_attempts_were_never_recorded(store: HistorySt
     assert everything == 1
 
 
-def scatter(store: HistoryStore, running: int) -> Advisor:
-    """One finished attempt of 'f' (1 GiB, 60 s) and ``running`` attempts started 10 minutes ago;
-    other families used a quarter of their 4 GiB requests."""
+def scatter(store: HistoryStore, running: int, *, pending: bool = False) -> Advisor:
+    """One finished attempt of 'f' (1 GiB, 60 s) and ``running`` attempts started 10 minutes ago
+    (``pending``: whose pods were created then and wait still); other families used a quarter of
+    their 4 GiB requests."""
     others = [replace(attempt(n, family=f"g{n}", peak=GIB), memory_request_bytes=4 * GIB) for n in range(30)]
     first = replace(attempt(100, peak=GIB), usage=Usage(peak_memory_bytes=GIB, wall_seconds=60.0))
     store.record([*others, first])
     for n in range(running):
-        store.mark_unfinished(key(200 + n), "f", NOW - timedelta(minutes=10))
+        store.mark_unfinished(key(200 + n), "f", NOW - timedelta(minutes=10), running=not pending)
     settings = get_settings()  # a budget of 1 has no small-sample bound: the guard alone
     return Advisor(replace(settings, sizing=replace(settings.sizing, max_oom_rate=1.0)), lambda: store)
 
@@ -106,6 +123,12 @@ def test_a_scatter_sized_by_its_first_finisher_starts_as_a_new_family(store: His
     )
     assert "its request 8 GiB, as a new family starts" in decision.explanation
     assert decision.details["unfinished_longer_than_mean"] == 5  # decide --json shows it
+
+
+def test_pods_waiting_pending_have_not_run_and_change_nothing(store: HistoryStore) -> None:
+    decision = scatter(store, running=5, pending=True).memory.decide("f", USER)  # a full cluster
+    assert decision.memory_request_bytes == pytest.approx(1.15 * GIB, rel=0.01)  # P95 + 15 %
+    assert "unfinished" not in decision.explanation
 
 
 def test_unfinished_attempts_that_do_not_outnumber_change_nothing(store: HistoryStore) -> None:
@@ -124,7 +147,9 @@ def test_an_anchor_strategy_is_never_floored(store: HistoryStore, monkeypatch: p
 class _Silent(InMemoryHistoryStore):
     """A store whose errors carry no message at all."""
 
-    def mark_unfinished(self, key: TaskKey, task_family: str, started_at: datetime) -> None:
+    def mark_unfinished(
+        self, key: TaskKey, task_family: str, started_at: datetime, *, running: bool = True
+    ) -> None:
         raise HistoryUnavailableError("")
 
     def unmark_unfinished(self, key: TaskKey) -> None:
