@@ -14,7 +14,7 @@ from .sizing.prior import PeakPrior
 from .sizing.retry import STRATEGY_RETRY, RetryPolicy, vpa_bump
 from .sizing.similar import MIN_SIMILARITY, Donor, borrowed_allocation
 from .unfinished import Unfinished
-from .units import MIB, format_bytes, whole_mib_up
+from .units import MIB, as_pod_holds, format_bytes
 
 
 @dataclass(frozen=True)
@@ -254,7 +254,7 @@ def decide_with(
             details=details,
         )
     limit = min(settings.cap_bytes, int(predicted * settings.limit_to_request_ratio))
-    shown = whole_mib_up(predicted) * MIB  # as the pod's quantity holds it, so the two read alike
+    shown = as_pod_holds(predicted)  # as the pod's quantity holds it, so the two read alike
     why = f"{basis}{_bound_note(predicted, settings)} -> request {format_bytes(shown)}"
     if user.request_bytes:
         why += f" (user asked {format_bytes(user.request_bytes)})"
@@ -326,7 +326,7 @@ def _escalate(
             why += f"; its request was above the largest allocatable {format_bytes(cap)}: the retry keeps it"
         elif target >= cap:  # a bounded strategy may already answer with the cap itself
             why += f"; capped at the largest allocatable {format_bytes(cap)}"
-        why += f" -> request {format_bytes(whole_mib_up(request) * MIB)}"  # the larger, as the pod holds it
+        why += f" -> request {format_bytes(as_pod_holds(request))}"  # the larger, as the pod holds it
         details["killed_at_bytes"] = killed_at
     details["oom_retry"] = 1  # with or without a limit it died at (growth gives such a try no plan)
     strategy = f"{settings.strategy}+{settings.retry_policy}"

@@ -13,6 +13,11 @@ def whole_mib_up(value_bytes: int) -> int:
     return -(-value_bytes // MIB)
 
 
+def as_pod_holds(value_bytes: int) -> int:
+    """Bytes as a pod's memory quantity holds them: whole MiB, rounded up."""
+    return whole_mib_up(value_bytes) * MIB
+
+
 def format_bytes(value: float | None) -> str:
     """Binary units, three significant digits: 1.5 GiB, 250 MiB."""
     if value is None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from airflow_adaptive.core.units import MIB, whole_mib_up
+from airflow_adaptive.core.units import MIB, as_pod_holds, whole_mib_up
 from airflow_adaptive.exceptions import InvalidQuantityError
 
 MAX_QUANTITY = 2**63 - 1
@@ -72,7 +72,7 @@ def format_memory(value_bytes: int) -> str:
 
 def as_pod_gets_it(value_bytes: int | None) -> int | None:
     """Bytes as the pod's quantity carries them (whole MiB, rounded up): what the pod gets."""
-    return None if value_bytes is None else parse_memory_bytes(format_memory(value_bytes))
+    return None if value_bytes is None else as_pod_holds(value_bytes)
 
 
 _BYTES_UNIT = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kKMGTPE])(i?)B\s*")  # 8GB, 8 GiB, 512kB
