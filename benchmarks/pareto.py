@@ -131,7 +131,9 @@ def merged(reports: list[dict[str, Any]]) -> dict[str, Any]:
     return joined
 
 
-def merge_inputs(parser: argparse.ArgumentParser, folders: list[Path], histories: list[str]) -> dict:
+def merge_inputs(
+    parser: argparse.ArgumentParser, folders: list[Path], histories: list[str]
+) -> dict[tuple[Path, str], Any]:
     """Every report ``--merge`` names, read before any is printed; one missing or unreadable is one
     line (a report of one history, merged for both, say), not a traceback."""
     reports = {}

@@ -223,7 +223,7 @@ class MemoryAdvice:
         )
 
     def _running(self, task_family: str) -> bool:
-        """Whether an attempt of the family is running (noted as started, not yet recorded)."""
+        """Whether an attempt of the family is in flight (noted, Pending or running, not yet recorded)."""
         return self._count_unfinished(task_family, longer_than_s=0.0) > 0
 
     def _count_unfinished(self, task_family: str, *, longer_than_s: float, running_only: bool = False) -> int:
