@@ -73,7 +73,7 @@ class PriorityChoice:
     class_value: int
     progress: FamilyProgress
     families: int  # families with history
-    median_successes: float | None
+    median_successes: int | None  # estimated from a log histogram: whole, as the counts are
     share_ahead: float  # of those families, the share that has finished fewer attempts
 
     def explain(self) -> str:
@@ -81,7 +81,7 @@ class PriorityChoice:
         if not self.families:
             where = ", no family has history yet"
         else:
-            median = f"{self.median_successes:.0f}" if self.median_successes is not None else "?"
+            median = "?" if self.median_successes is None else str(self.median_successes)
             where = f" of {self.families} families' median {median}, {self.share_ahead:.0%} have fewer"
         return f"{own}{where}: priority weight {self.weight}, priority class {self.class_name}"
 
@@ -98,12 +98,13 @@ def choose_priority(
     the least-finished third gets the highest class, the most-finished third the lowest."""
     ahead = successes.share_below(progress.successes)
     name, value = PRIORITY_CLASSES[class_tier(ahead)]
+    median = successes.quantile(0.5)
     return PriorityChoice(
         lff_weight(progress, mode, static_weight),
         name,
         value,
         progress,
         successes.total,
-        successes.quantile(0.5),
+        None if median is None else round(median),
         ahead,
     )

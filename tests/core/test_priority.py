@@ -272,6 +272,7 @@ def test_decide_json_explains_the_priority(engine: Any) -> None:
     assert priority["weight"] == lff_weight(FamilyProgress(3, 0), "persevere", 1)
     assert priority["priority_class"] == "adaptive-lff-high"
     assert priority["explanation"].startswith("3 successful attempts (0 failed) of 1 families' median 3")
+    assert priority["median_successes"] == 3  # whole, as the text says (a bucket's edge is not)
 
 
 # --- the simulator --------------------------------------------------------------------------
