@@ -147,6 +147,14 @@ def steadier_than_prior(
     return ratio < f_quantile(budget, logs.size - 1, prior_weight)
 
 
+class BoundTerms(NamedTuple):
+    """What the small-sample bound pools with and lets through (``AdaptivePredictor.bound_terms``)."""
+
+    learnt: SpreadPrior | None  # the spread learnt across families, where it applies
+    level: float | None  # the share of next peaks the bound lets through
+    own_spread: float | None  # a far steadier family's own spread of log peaks, bounded alone
+
+
 def own_spread(
     peaks: np.ndarray, prior_log_spread: float, prior_weight: float, budget: float
 ) -> float | None:
