@@ -26,7 +26,7 @@ from airflow_adaptive.exceptions import (
     ClusterUnavailableError,
     InvalidQuantityError,
 )
-from airflow_adaptive.failopen import first_line
+from airflow_adaptive.failopen import airflow_start_failure, first_line
 from airflow_adaptive.grow_agent_cli import add_grow_agent_command
 from airflow_adaptive.history_cli import add_history_commands, open_cli_store, print_json, unknown_family
 from airflow_adaptive.nodes_cli import add_node_commands
@@ -323,6 +323,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader (e.g. `| head`) went away: stop quietly, and keep Python from complaining at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception as err:
+        reason = airflow_start_failure(err)
+        if reason is None:
+            raise
+        print(f"airflow-adaptive: error: {escape_surrogates(reason)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -159,6 +159,20 @@ def seconds(value: str) -> float:
     return _number(value, 0.0, float("inf"), low_open=True, rule="finite seconds > 0")
 
 
+def seed(value: str) -> int:
+    """A random seed: numpy's generators and scikit-learn take 0 .. 2**32 - 1."""
+    number = _integer(value)
+    if not 0 <= number < 2**32:
+        raise argparse.ArgumentTypeError(f"a seed runs from 0 to {2**32 - 1}, not {number}")
+    return number
+
+
+def interference(value: str) -> float:
+    """The simulator's slowdown per co-running similar task: 0.05 is 5 %; beyond 10 (1,000 % per
+    task) runtimes overflow long before they mean anything."""
+    return _number(value, 0.0, 10.0, rule="in [0, 10] (0.05: 5 % slower per co-running similar task)")
+
+
 def _airflow_integer(value: str, low: int, what: str) -> int:
     """A whole number Airflow stores as a 32-bit integer, from ``low`` up."""
     number = _integer(value)

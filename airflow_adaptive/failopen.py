@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 log = logging.getLogger("airflow_adaptive")
@@ -32,6 +34,19 @@ def first_line(err: BaseException, limit: int = 200) -> str:
     """An error's first line for a log reason, or its type's name when it has no message."""
     lines = str(err).splitlines()
     return lines[0][:limit] if lines else type(err).__name__
+
+
+def airflow_start_failure(err: BaseException) -> str | None:
+    """Why Airflow could not be imported, when ``err`` was raised by its import: importing Airflow
+    sets up its database from the configuration, so a malformed ``sql_alchemy_conn`` or a missing
+    database driver stops it there (None: raised anywhere else, a fault to show in full)."""
+    frames = traceback.extract_tb(err.__traceback__)
+    if not any(Path(frame.filename).parts[-2:] == ("airflow", "__init__.py") for frame in frames):
+        return None
+    return (
+        f"Airflow cannot start with this configuration ({type(err).__name__}: {first_line(err)}); "
+        "check [database] sql_alchemy_conn and its database driver"
+    )
 
 
 def failure_reason(err: BaseException) -> str:

@@ -6,7 +6,14 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from airflow_adaptive.cli_args import at_least_one, failure_share, plot_folder, require_research
+from airflow_adaptive.cli_args import (
+    at_least_one,
+    failure_share,
+    interference,
+    plot_folder,
+    require_research,
+    seed,
+)
 
 
 def _one_run(spec: str, params: Any, seed: int) -> Any:
@@ -145,10 +152,15 @@ def add_simulate_command(sub: Any) -> None:
         "(or 'all')",
     )
     sim.add_argument("--runs", type=at_least_one, default=1, help="concurrent DAG runs of the workload")
-    sim.add_argument("--seed", type=int, default=0, help="random seed of workloads and noise (default 0)")
+    sim.add_argument("--seed", type=seed, default=0, help="random seed of workloads and noise (default 0)")
     sim.add_argument("--history", choices=("prior-run", "online"), default="prior-run")
     sim.add_argument("--time-to-failure", type=failure_share, default=0.5)
-    sim.add_argument("--interference", type=float, default=0.05, help="slowdown per co-running similar task")
+    sim.add_argument(
+        "--interference",
+        type=interference,
+        default=0.05,
+        help="slowdown per co-running similar task (default 0.05)",
+    )
     sim.add_argument("--json", action="store_true")
     sim.add_argument("--plot", metavar="DIR", help="write a Gantt chart per policy and a makespan chart here")
     sim.set_defaults(func=cmd_simulate)

@@ -170,6 +170,13 @@ BAD_ARGUMENTS = [
     (["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:20", "--runs", "0"], "--runs", "not 0"),
     (["grow-agent", "--interval", "-1"], "--interval", "finite seconds > 0, not -1"),
     (["observe", "--interval", "inf"], "--interval", "finite seconds > 0, not inf"),
+    (["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:20", "--seed", "-1"], "--seed",
+     "from 0 to 4294967295, not -1"),
+    (["groups", "--profiles", "p.json", "--seed", str(2**32)], "--seed", "not 4294967296"),
+    (["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:20", "--interference", "inf"],
+     "--interference", "in [0, 10]", "not inf"),
+    (["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:20", "--interference", "nan"],
+     "--interference", "not nan"),
 ]  # fmt: skip
 
 
@@ -233,3 +240,21 @@ def test_config_and_command_line_agree(
     monkeypatch.setenv(f"AIRFLOW__ADAPTIVE__{option}", raw)
     get_settings.cache_clear()
     _one_line(command, capsys, "airflow-adaptive: error: ", says)
+
+
+@pytest.mark.parametrize("argv", [["decide", "--task-family", "f"], ["demo"]])
+def test_a_malformed_database_url_is_one_line_not_airflows_traceback(tmp_path: Path, argv: list[str]) -> None:
+    """Importing Airflow sets up its database from the configuration: a URL it cannot parse stops
+    that import, in a new process, before any of our code reads a setting."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, AIRFLOW_HOME=str(tmp_path), AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="notaurl")
+    done = subprocess.run(
+        [sys.executable, "-m", "airflow_adaptive.cli", *argv], env=env, capture_output=True, text=True,
+        timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert "Airflow cannot start with this configuration (ValueError:" in line
+    assert line.endswith("check [database] sql_alchemy_conn and its database driver")
