@@ -23,7 +23,14 @@ setup() {
 }
 
 airflow_env() {
-  export AIRFLOW_HOME=${AIRFLOW_HOME:-$ROOT/.airflow-home}
+  # The demo's own store, whatever the shell points at: it writes a generated history, which must
+  # not land in a deployment's metadata database.
+  local own=$ROOT/.airflow-home
+  if [ -n "${AIRFLOW_HOME:-}" ] && [ "$AIRFLOW_HOME" != "$own" ]; then
+    echo "note: the demo uses its own store in $own, not AIRFLOW_HOME=$AIRFLOW_HOME" >&2
+  fi
+  export AIRFLOW_HOME=$own
+  unset AIRFLOW__DATABASE__SQL_ALCHEMY_CONN AIRFLOW_CONN_ADAPTIVE_HISTORY_DEFAULT
   export AIRFLOW__CORE__LOAD_EXAMPLES=False
   export AIRFLOW__CORE__DAGS_FOLDER=${AIRFLOW__CORE__DAGS_FOLDER:-$ROOT/dags}
   mkdir -p "$AIRFLOW_HOME"

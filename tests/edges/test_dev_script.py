@@ -52,3 +52,30 @@ def test_all_steps_passing_exits_zero(tmp_path: Path) -> None:
     code, steps, output = run_dev_test(tmp_path, "none")
     assert code == 0 and steps.count("pytest on") == 2
     assert "all passed" in output
+
+
+def test_the_demo_writes_to_its_own_store_whatever_the_shell_points_at(tmp_path: Path) -> None:
+    """A user's exported AIRFLOW_HOME or database URL is a deployment: the generated history must
+    not go there."""
+    venv, seen = tmp_path / "venv", tmp_path / "seen.log"
+    (venv / "bin").mkdir(parents=True)
+    record = '#!/bin/sh\necho "$(basename "$0") $AIRFLOW_HOME ${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN:-unset}" >>"$SEEN"\n'
+    for tool in ("python", "airflow", "airflow-adaptive"):
+        (venv / "bin" / tool).write_text(record)
+        (venv / "bin" / tool).chmod(0o755)
+    (venv / ".installed").touch()
+    theirs = tmp_path / "their-airflow"
+    env = {**os.environ, "VENV": str(venv), "SEEN": str(seen), "AIRFLOW_HOME": str(theirs),
+           "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "postgresql://prod/airflow"}  # fmt: skip
+    done = subprocess.run(
+        ["bash", str(ROOT / "dev.sh"), "demo", "--no-serve"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"not AIRFLOW_HOME={theirs}" in done.stderr
+    calls = seen.read_text().splitlines()
+    assert [c.split()[0] for c in calls] == ["airflow", "airflow-adaptive"]  # migrate, then the demo
+    assert all(c.split()[1:] == [str(ROOT / ".airflow-home"), "unset"] for c in calls), calls
