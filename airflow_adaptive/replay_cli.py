@@ -17,7 +17,12 @@ from airflow_adaptive.cli_args import (
     share,
 )
 from airflow_adaptive.core.normalise import escape_surrogates
-from airflow_adaptive.exceptions import AdaptiveError, InvalidQuantityError, InvalidSettingError
+from airflow_adaptive.exceptions import (
+    AdaptiveError,
+    InvalidQuantityError,
+    InvalidSettingError,
+    TraceFormatError,
+)
 from airflow_adaptive.history_cli import print_json, trace_files
 
 
@@ -110,6 +115,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         for picture in write_replay_plots(report, args.plot):
             print(f"wrote {picture}", file=sys.stderr)
     report.pop("_allocations", None)
+    _leave_out_empty(report)
     for trace in report["traces"]:
         if trace["history"] != args.history:
             print(
@@ -128,7 +134,6 @@ def _cmd_replay_series(args: argparse.Namespace, out: TextIO) -> int:
     """``replay --time-series``: folders of memory time series (``traces/series.py``)."""
     from airflow_adaptive.console import progress as progress_display
     from airflow_adaptive.evaluation.series_report import RESIZE_LATENCIES_S, evaluate_series
-    from airflow_adaptive.exceptions import TraceFormatError
     from airflow_adaptive.traces.series import series_folders
 
     if args.plot or args.budget_sweep:
@@ -212,7 +217,7 @@ def _print_replay(report: dict[str, Any], out: TextIO) -> None:
             )  # fmt: skip
         ratio = ratio_to_best_anchor(trace)
         caption = f"{DEFAULT_STRATEGY} / best anchor ({ratio[1]}) = {ratio[0]:.3f}" if ratio else None
-        reasons = "; ".join(f"{n} {why}" for why, n in sorted(trace["skipped"]["reasons"].items()))
+        reasons = _skipped_reasons(trace)
         sweep = " | ".join(
             f"{p['max_oom_rate']:g}: {p['waste_gb_h']:.3g} GB·h, {p['retries_per_100']:.1f} kills/100"
             for p in trace.get("budget_sweep", [])
@@ -230,6 +235,25 @@ def _print_replay(report: dict[str, Any], out: TextIO) -> None:
             if text
         )
         print_table(table, out)
+
+
+def _skipped_reasons(trace: dict[str, Any]) -> str:
+    return "; ".join(f"{n} {why}" for why, n in sorted(trace["skipped"]["reasons"].items()))
+
+
+def _leave_out_empty(report: dict[str, Any]) -> None:
+    """A trace with no task a strategy can replay is named in one line and left out: its table of
+    zeros would read as a result. When no trace has one, there is nothing to replay: an error."""
+    empty = [t for t in report["traces"] if not t["instances"]]
+    report["traces"] = [t for t in report["traces"] if t["instances"]]
+    lines = [
+        f"{escape_surrogates(t['trace'])} has no task to replay ({_skipped_reasons(t) or 'no rows'})"
+        for t in empty
+    ]
+    if not report["traces"] and lines:
+        raise TraceFormatError("nothing to replay: " + "; ".join(lines))
+    for line in lines:
+        print(f"note: {line}, left out", file=sys.stderr)
 
 
 def _pareto_line(trace: dict[str, Any]) -> str:

@@ -329,3 +329,20 @@ def test_replay_says_when_a_trace_cannot_be_replayed_in_the_history_asked(
     assert f"note: {trace} has no task start times: replayed with history sequential, not completed" in err
     assert main(["replay", str(trace), "--strategy", "adaptive", "--history", "sequential"]) == 0
     assert "note:" not in capsys.readouterr().err
+
+
+def test_a_trace_with_no_task_to_replay_is_named_not_a_table_of_zeros(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "failed.csv"  # every row read, none with a peak a strategy can replay
+    failed = [good(n).replace(",COMPLETED,0,", ",FAILED,1,") for n in range(1, 4)]
+    empty.write_text(HEADER + "\n" + "\n".join(failed) + "\n")
+    assert main(["replay", str(empty), "--strategy", "vpa"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"airflow-adaptive: error: nothing to replay: {empty} has no task to replay (3 ")
+    fine = tmp_path / "fine.csv"
+    fine.write_text(HEADER + "\n" + "\n".join(good(n) for n in range(1, 4)) + "\n")
+    assert main(["replay", str(empty), str(fine), "--strategy", "vpa", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert [t["trace"] for t in json.loads(out)["traces"]] == [str(fine)]
+    assert f"note: {empty} has no task to replay (3 " in err and err.rstrip().endswith("left out")
