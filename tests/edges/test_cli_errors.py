@@ -68,6 +68,45 @@ def test_demo_shows_the_mode_the_dags_tag_sets(
     assert task["strategy"] == "user" and task["explanation"].startswith("keeps the user's resources")
 
 
+PLAIN_KPO = """
+from datetime import datetime
+
+from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+from airflow.sdk import DAG
+from kubernetes.client import models as k8s
+
+with DAG(dag_id="plain_kpo", schedule=None, start_date=datetime(2026, 1, 1), tags=TAGS):
+    KubernetesPodOperator(
+        task_id="align", image="busybox",
+        container_resources=k8s.V1ResourceRequirements(requests={"memory": "32Gi"}, limits={"memory": "32Gi"}),
+    )
+"""
+
+
+@pytest.mark.parametrize(
+    ("tags", "mode", "strategy", "request_gib"),
+    [([], "off: left as the user asked", None, 32), (["adaptive:recommend"], "recommend (DAG tag)", "user", 32),
+     (["adaptive:enforce"], "enforce (DAG tag)", "adaptive", None)],
+)  # fmt: skip
+def test_demo_shows_what_the_hook_makes_of_a_plain_kubernetes_pod_operators_pod(
+    tags: list[str], mode: str, strategy: str | None, request_gib: int | None, tmp_path: Path, engine: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """A team that does not rewrite its DAGs tries each mode without a cluster: the demo's history
+    sizes ``plain_kpo.align`` from ``genomics.align`` (the same task name) where enforced."""
+    dag_file = _write(tmp_path / "plain_kpo.py", PLAIN_KPO.replace("TAGS", repr(tags)))
+    assert main(["demo", "--dag-file", dag_file, "--json"]) == 0
+    (task,) = json.loads(capsys.readouterr().out)["tasks"]
+    assert task["task_family"] == "plain_kpo.align" and task["mode"].startswith(mode)
+    assert task["strategy"] == strategy and task["user_request_bytes"] == 32 * 2**30
+    if request_gib is None:  # sized from the similar family, far below the 32 GiB asked
+        assert 0 < task["memory_request_bytes"] < 16 * 2**30
+    else:
+        assert task["memory_request_bytes"] == request_gib * 2**30
+    assert (strategy == "user") == (task["explanation"] or "").startswith("keeps the user's resources")
+    validate_pod(task["pod"])
+
+
 @pytest.mark.parametrize(
     ("source", "says"),
     [
@@ -93,7 +132,7 @@ def test_a_dag_without_an_adaptive_task_is_one_line_and_records_nothing(
     source = f'from datetime import datetime\nfrom airflow.sdk import DAG\nwith DAG(dag_id="plain", {START}):\n    pass\n'
     dag_file = _write(tmp_path / "plain.py", source)
     code = main(["demo", "--dag-file", dag_file])
-    _one_line_error(code, capsys.readouterr().err, "DAG 'plain' has no AdaptiveKubernetesPodOperator task")
+    _one_line_error(code, capsys.readouterr().err, "DAG 'plain' has no KubernetesPodOperator task")
     code = main(["decide", "--task-family", "genomics.align"])  # the demo's history was not recorded
     _one_line_error(code, capsys.readouterr().err, "no task family 'genomics.align'")
 
