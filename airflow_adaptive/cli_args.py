@@ -10,6 +10,7 @@ import errno
 import importlib
 import math
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -66,6 +67,7 @@ def parse_command_line(parser: argparse.ArgumentParser, argv: Sequence[str] | No
     """``parser.parse_args``, but an option the command does not take is named by the command's own
     parser (``airflow-adaptive replay: error: ... see airflow-adaptive replay --help``), with the
     closest option it does take."""
+    _GIVEN[:] = list(sys.argv[1:] if argv is None else argv)  # for a missing option's hint (below)
     args, extra = parser.parse_known_args(argv)
     if not extra:
         return args
@@ -92,8 +94,22 @@ class OneLineParser(argparse.ArgumentParser):
         if message.endswith("expected one argument"):  # argparse took a value such as -8Gi for an option
             option = message.split()[1].rstrip(":")
             message += f" (none given, or one that starts with '-': write {option}=VALUE)"
+        elif message.startswith("the following arguments are required"):  # perhaps given, misspelt
+            message += self._misspelt_hint()
         # A value argparse quotes may hold bytes that were not UTF-8: escaped, as everywhere.
         self.exit(2, f"{self.prog}: error: {escape_surrogates(message)} (see {self.prog} --help)\n")
+
+    def _misspelt_hint(self) -> str:
+        """An option given that this command does not take, and the one it is closest to."""
+        options = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
+        for given in (g.split("=")[0] for g in _GIVEN if g.startswith("--")):
+            close = difflib.get_close_matches(given, options, n=1) if given not in options else []
+            if close:
+                return f" ({given} is not an option; did you mean {close[0]}?)"
+        return ""
+
+
+_GIVEN: list[str] = []  # the command line being parsed
 
 
 def utf8_text(value: str) -> str:
