@@ -11,7 +11,7 @@ from typing import Any
 
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.common import ImportResult, SkippedRow, completed_observation, trace_name
-from airflow_adaptive.traces.source import READ_ERRORS, open_bytes
+from airflow_adaptive.traces.source import READ_ERRORS, cannot_read, open_bytes
 
 _INSTANCE_SUFFIX = re.compile(r"_\d+$")
 _TASK_ID = re.compile(r"_ID\d+$")  # WfCommons' Makeflow and Pegasus instances name a task <kind>_ID<n>
@@ -64,6 +64,8 @@ def load_instance(path: str | os.PathLike[str]) -> WfInstance:
         )
     except TraceFormatError:
         raise
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as err:  # no bytes to judge it by
+        raise cannot_read(name, err) from None
     except (*READ_ERRORS, ValueError, KeyError, TypeError) as err:
         raise bad_instance(name, err) from None
     except RecursionError:  # nested deeper than Python's parser goes: no instance is

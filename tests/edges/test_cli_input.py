@@ -173,6 +173,8 @@ BAD_ARGUMENTS = [
     (["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:20", "--seed", "-1"], "--seed",
      "from 0 to 4294967295, not -1"),
     (["groups", "--profiles", "p.json", "--seed", str(2**32)], "--seed", "not 4294967296"),
+    (["simulate", "--cluster", "5,5,5", "--workload", "wfformat:/no/such.json"],
+     "/no/such.json: cannot read (No such file or directory)"),
     (["decide", "--task-famly", "x"], "required: --task-family (--task-famly is not an option; did you mean"
      " --task-family?)"),
     (["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:20", "--interference", "inf"],
