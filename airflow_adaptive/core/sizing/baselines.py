@@ -22,7 +22,10 @@ class UserEstimate(Predictor):
 
 
 class WholeNode(Predictor):
-    """The node's allocatable memory, always: no OOM kills, the most waste."""
+    """The node's allocatable memory: no OOM kills, the most waste. Through the live decision (pods,
+    replay) a family that has not finished a task yet keeps the user's request first, as under
+    every strategy: in ``completed`` history, where many tasks start before the first ends, that is
+    more of the trace than in ``sequential`` (chipseq's example: 3,210 against 4,220 GB·h)."""
 
     name = "whole-node"
     min_samples = 0
