@@ -88,10 +88,15 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
         print(
             f"priority: {priority.explain() if priority else 'unknown (history store unavailable)'}", file=out
         )
+        tags = (
+            "family_modes outranks a DAG's adaptive:<mode> tag"
+            if "family_modes" in modes["pods"]
+            else "a DAG tag adaptive:<mode> sets a DAG's"
+        )
         print(
             f"mode: {modes['pods']} for plain KubernetesPodOperator and executor pods, {modes['operator_pods']} "
-            "for the operator's; a DAG tag adaptive:<mode> sets a DAG's (observe and recommend keep the "
-            "user's resources: the decision above is the recommendation)",
+            f"for the operator's; {tags} (observe and recommend keep the user's resources: the decision "
+            "above is the recommendation)",
             file=out,
         )
     return 0
