@@ -93,8 +93,16 @@ def unknown_family(command: str, task_family: str, store: Any) -> AdaptiveError:
     """The error for a family the store has no attempt of, naming the closest stored names."""
     import difflib
 
+    from airflow_adaptive.core.sizing.similar import task_name
+
     known = [identity.family for identity, _ in store.donor_candidates(limit=NAMES_COMPARED)]
     close = difflib.get_close_matches(task_family, known, n=3, cutoff=0.8)
+    if not close:  # a task's own name (BWA_MEM of NFCORE_SAREK:…:BWA_MEM), in any case
+        by_name: dict[str, list[str]] = {}
+        for family in known:
+            by_name.setdefault(task_name(family), []).append(family)
+        named = difflib.get_close_matches(task_name(task_family), list(by_name), n=3, cutoff=0.8)
+        close = [family for name in named for family in by_name[name]][:3]
     hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
     return AdaptiveError(f"{command}: no task family {task_family!r} in the history store{hint}")
 

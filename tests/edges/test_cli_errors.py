@@ -154,6 +154,8 @@ def test_an_unknown_family_is_an_error_unless_asked_for_on_purpose(
     _one_line_error(
         code, capsys.readouterr().err, "no task family 'ALIGNN'", "did you mean 'ALIGN'?", "--new-family"
     )
+    code = main(["decide", "--task-family", "nf.align"])  # its task's name, in another case and DAG
+    _one_line_error(code, capsys.readouterr().err, "no task family 'nf.align'", "did you mean 'ALIGN'?")
     code = main(["decide", "--task-family", "no.such.family"])
     line = _one_line_error(code, capsys.readouterr().err, "no task family 'no.such.family'")
     assert "did you mean" not in line
