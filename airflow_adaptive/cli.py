@@ -237,7 +237,12 @@ def cmd_config_reference(args: argparse.Namespace, out: TextIO) -> int:
 
 def _add_decision_commands(sub: Any) -> None:
     decide = sub.add_parser("decide", help="the memory decision for a task family, and why")
-    decide.add_argument("--task-family", required=True, type=task_family)
+    decide.add_argument(
+        "--task-family",
+        required=True,
+        type=task_family,
+        help="the family to decide for (history show lists its attempts)",
+    )
     decide.add_argument(
         "--new-family", action="store_true", help="the family has no history yet: decide anyway, on purpose"
     )
@@ -265,7 +270,7 @@ def _add_decision_commands(sub: Any) -> None:
     decide.add_argument(
         "--priority-weight", type=priority_weight, default=1, help="the task's own priority_weight"
     )
-    decide.add_argument("--json", action="store_true")
+    decide.add_argument("--json", action="store_true", help="the decision as JSON on stdout")
     decide.set_defaults(func=cmd_decide)
 
     classes = sub.add_parser(
@@ -304,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--trace", help="warm the store from this Nextflow trace instead of generated history")
     demo.add_argument("--dag-file", help="DAG file to show (default: the bundled example)")
-    demo.add_argument("--json", action="store_true")
+    demo.add_argument("--json", action="store_true", help="the pods and why as JSON on stdout")
     demo.set_defaults(func=cmd_demo)
 
     ref = sub.add_parser("config-reference", help="print the [adaptive] options as a Markdown table")

@@ -177,16 +177,18 @@ def add_history_commands(sub: Any) -> None:
         dest="history_command", metavar="SUBCOMMAND", required=True
     )
     imp = history.add_parser("import", help="load a trace file into the history store")
-    imp.add_argument("--format", choices=FORMATS, default="auto")
+    imp.add_argument("--format", choices=FORMATS, default="auto", help="the trace format (default: detected)")
     imp.add_argument(
         "files", nargs="+", metavar="FILE",
         help="trace files, or folders of them (a k-Segments folder; - reads stdin)",
     )  # fmt: skip
     imp.set_defaults(func=cmd_history_import)
     show = history.add_parser("show", help="recent attempts of a task family")
-    show.add_argument("--task-family", required=True, type=task_family)
+    show.add_argument(
+        "--task-family", required=True, type=task_family, help="the family whose attempts to list"
+    )
     show.add_argument("--limit", type=at_least_one, default=50, help="the newest N attempts (default 50)")
-    show.add_argument("--json", action="store_true")
+    show.add_argument("--json", action="store_true", help="the attempts as JSON on stdout")
     show.set_defaults(func=cmd_history_show)
 
     prune = history.add_parser("prune", help="remove old attempts (rollups keep their totals)")

@@ -164,7 +164,7 @@ def add_node_commands(sub: Any) -> None:
     prof.add_argument(
         "--output", metavar="FILE", help="also write the compact JSON here (a termination message)"
     )
-    prof.add_argument("--json", action="store_true")
+    prof.add_argument("--json", action="store_true", help="the profile as JSON on stdout")
     prof.set_defaults(func=cmd_profile_node)
 
     groups = sub.add_parser("groups", help="group nodes by their benchmark profiles (Tarema)")
@@ -176,5 +176,5 @@ def add_node_commands(sub: Any) -> None:
     )
     groups.add_argument("--store", action="store_true", help="save the profiles and groups in the store")
     groups.add_argument("--seed", type=seed, default=0, help="k-means seed (default 0)")
-    groups.add_argument("--json", action="store_true")
+    groups.add_argument("--json", action="store_true", help="the groups as JSON on stdout")
     groups.set_defaults(func=cmd_groups)

@@ -285,7 +285,7 @@ def add_replay_command(sub: Any) -> None:
 
     rep = sub.add_parser("replay", help="replay traces through sizing strategies and compare their waste")
     rep.add_argument("traces", nargs="+", metavar="TRACE", help="trace files, or folders to search for them")
-    rep.add_argument("--format", choices=FORMATS, default="auto")
+    rep.add_argument("--format", choices=FORMATS, default="auto", help="the trace format (default: detected)")
     rep.add_argument(
         "--strategy",
         action="append",
@@ -293,10 +293,16 @@ def add_replay_command(sub: Any) -> None:
         help="strategies to replay, comma-separated or repeated, or 'all' (default: all but those "
         "whose decisions take seconds, Sizey)",
     )
-    rep.add_argument("--history", choices=HISTORY_MODES, default="completed")
+    rep.add_argument(
+        "--history",
+        choices=HISTORY_MODES,
+        default="completed",
+        help="what a decision may learn from: tasks finished by its start (completed; needs start times) "
+        "or every earlier task (sequential)",
+    )
     _add_replay_terms(rep)
     rep.add_argument("--workers", type=at_least_one, help="parallel processes (default: one per core)")
-    rep.add_argument("--json", action="store_true")
+    rep.add_argument("--json", action="store_true", help="the report as JSON on stdout")
     rep.add_argument(
         "--budget-sweep",
         action="store_true",

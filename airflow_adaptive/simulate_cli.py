@@ -153,14 +153,24 @@ def add_simulate_command(sub: Any) -> None:
     )
     sim.add_argument("--runs", type=at_least_one, default=1, help="concurrent DAG runs of the workload")
     sim.add_argument("--seed", type=seed, default=0, help="random seed of workloads and noise (default 0)")
-    sim.add_argument("--history", choices=("prior-run", "online"), default="prior-run")
-    sim.add_argument("--time-to-failure", type=failure_share, default=0.5)
+    sim.add_argument(
+        "--history",
+        choices=("prior-run", "online"),
+        default="prior-run",
+        help="what sizing learns from: a whole earlier run (prior-run) or tasks as they finish (online)",
+    )
+    sim.add_argument(
+        "--time-to-failure",
+        type=failure_share,
+        default=0.5,
+        help="share of its runtime a task runs before an OOM kill",
+    )
     sim.add_argument(
         "--interference",
         type=interference,
         default=0.05,
         help="slowdown per co-running similar task (default 0.05)",
     )
-    sim.add_argument("--json", action="store_true")
+    sim.add_argument("--json", action="store_true", help="the results as JSON on stdout")
     sim.add_argument("--plot", metavar="DIR", help="write a Gantt chart per policy and a makespan chart here")
     sim.set_defaults(func=cmd_simulate)
