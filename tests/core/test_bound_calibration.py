@@ -104,7 +104,7 @@ def test_a_young_familys_bound_follows_the_stores_calibrated_level() -> None:
     alone = AdaptivePredictor().fit(four).predict(None, 64 * GIB)
     overcovered = AdaptivePredictor().fit(four, steady_store(0.9))  # no first peak came near the bound
     undercovered = AdaptivePredictor().fit(four, steady_store(1e-5))  # first peaks went through it
-    assert (overcovered.bound_terms().level or 0.0) > 0.01 > (undercovered.bound_terms().level or 1.0)
+    assert (overcovered.bound_basis().level or 0.0) > 0.01 > (undercovered.bound_basis().level or 1.0)
     assert (
         "P95 prediction bound" in overcovered.explain() and "let 1.0% of their next" in overcovered.explain()
     )
@@ -170,7 +170,7 @@ def test_an_unfitted_pooled_predictor_names_a_level_without_raising() -> None:
     from airflow_adaptive.core.sizing.pooled import PooledAdaptivePredictor
 
     # no fit, so no learnt spread in use: the store's level for the fixed one
-    assert PooledAdaptivePredictor().use_prior(steady_store(0.9)).bound_terms().level == pytest.approx(0.05)
+    assert PooledAdaptivePredictor().use_prior(steady_store(0.9)).bound_basis().level == pytest.approx(0.05)
 
 
 def test_a_family_far_steadier_than_the_prior_is_bounded_by_its_own_spread_at_its_level() -> None:
@@ -198,7 +198,7 @@ def test_a_family_far_steadier_than_the_prior_is_bounded_by_its_own_spread_at_it
     assert not steadier_than_prior(np.log(wide), *FIXED, 0.01)
     # a store of pooled scores only (level 0.05 for the others) leaves a steady family at the target
     predictor = AdaptivePredictor().fit([Sample(int(p)) for p in steady], steady_store(0.9))
-    assert predictor.bound_terms().own_spread == pytest.approx(0.01) and predictor.bound_terms().level == 0.01
+    assert predictor.bound_basis().own_spread == pytest.approx(0.01) and predictor.bound_basis().level == 0.01
     assert predictor.details()["small_sample_bound_own_spread"] == pytest.approx(0.01)
     assert "P99 prediction bound 1.09 GiB (their own spread 0.01 alone: far below the prior's 0.3)" in (
         predictor.explain()
@@ -206,7 +206,7 @@ def test_a_family_far_steadier_than_the_prior_is_bounded_by_its_own_spread_at_it
     # steady families whose next peaks went through their bounds: the level falls to its floor, a
     # tenth of the target, and the bound is e^(0.01 + t(0.999; 2) 0.01 sqrt(4/3)) = e^0.267814 GiB
     tight = AdaptivePredictor().fit([Sample(int(p)) for p in steady], steady_store(0.9, 1e-5))
-    assert tight.bound_terms().level == pytest.approx(0.001) and tight.predict(
+    assert tight.bound_basis().level == pytest.approx(0.001) and tight.predict(
         None, 64 * GIB
     ) == pytest.approx(1.30708 * GIB, rel=1e-4)
     assert (
@@ -216,6 +216,6 @@ def test_a_family_far_steadier_than_the_prior_is_bounded_by_its_own_spread_at_it
     # identical peaks: their spread is the resolution's, log(1.01) / sqrt(12) = 0.0029, at the target
     same = AdaptivePredictor().fit([Sample(GIB)] * 5, steady_store(0.9))
     assert (
-        same.bound_terms().level == 0.01
+        same.bound_basis().level == 0.01
         and "P99 prediction bound 1.01 GiB (their own spread 0.0029" in same.explain()
     )

@@ -53,7 +53,7 @@ from .bound_calibration import bound_scores
 from .cold_start import guess_from_prior
 from .lines import PI_QUANTILES, SIZE_MODELS, Line, fit_line, line_at, line_bound
 from .retry import double, vpa_bump
-from .small_samples import BoundTerms, SpreadPrior, fits_prior, lognormal_bound, own_spread
+from .small_samples import BoundBasis, SpreadPrior, fits_prior, lognormal_bound, own_spread
 
 TARGET_FRACTION = 0.5  # of the budget: what rules aim at (benchmarks/sizing.py chooses it out of sample)
 MIN_PEAKS_ABOVE = 3  # peaks above a killed limit before the retry is chosen among candidates
@@ -158,15 +158,15 @@ class AdaptivePredictor(Predictor):
         learnt = prior.spread()
         return learnt if learnt is not None and fits_prior(self.peaks_, learnt, self.target or 0.0) else None
 
-    def _bound(self, terms: BoundTerms | None = None) -> float:
+    def _bound(self, basis: BoundBasis | None = None) -> float:
         """The log-normal bound over the family's peaks: a learnt spread's, or the fixed one's."""
-        learnt, level, _ = terms or self.bound_terms()
+        learnt, level, _ = basis or self.bound_basis()
         if learnt is None and level == self.target:
             return self.bound_
         spread = learnt or SpreadPrior(self.prior_log_spread, self.prior_weight)
         return lognormal_bound(self.peaks_, self.target, spread.log_spread, spread.weight, level)
 
-    def bound_terms(self) -> BoundTerms:
+    def bound_basis(self) -> BoundBasis:
         """The learnt spread the bound pools with (None: the fixed one); the level it lets through:
         the target, calibrated where the store knows how, on the bounds of steady families for one
         steadier than the prior (a learnt spread's: the target); and its own log peaks' spread when
@@ -175,10 +175,10 @@ class AdaptivePredictor(Predictor):
         pooled = (learnt.log_spread, learnt.weight) if learnt else (self.prior_log_spread, self.prior_weight)
         own = own_spread(getattr(self, "peaks_", np.zeros(0)), *pooled, target or 0.0)
         if prior is None or target is None:
-            return BoundTerms(learnt, target, own)
+            return BoundBasis(learnt, target, own)
         if own is not None:
-            return BoundTerms(learnt, prior.steady_level(target), own)
-        return BoundTerms(learnt, target if learnt is not None else prior.bound_level(target), own)
+            return BoundBasis(learnt, prior.steady_level(target), own)
+        return BoundBasis(learnt, target if learnt is not None else prior.bound_level(target), own)
 
     def _small_sample_floor(self, input_size_bytes: int | None, user_request_bytes: int | None) -> float:
         """The least a warm family with too few peaks gets (0: enough peaks)."""
@@ -353,16 +353,16 @@ class AdaptivePredictor(Predictor):
     def details(self) -> dict[str, float | int | str | None]:
         # the log-normal small-sample bound, computed once (None: none, the request, or a line's own)
         none = self._line_chosen or not self.bound_ or math.isinf(self.bound_)
-        terms = None if none else self.bound_terms()
+        basis = None if none else self.bound_basis()
         return {
             "rule": self.rule_,
             "rule_oom_rate": round(float(self.oom_rates()[self.best_]), 4),
             "max_oom_rate": self.max_oom_rate,
             "oom_target": self.target,
             "within_oom_target": int(self.within_target_),
-            "small_sample_bound_bytes": None if terms is None else int(self._bound(terms)),
-            "small_sample_bound_level": None if terms is None else terms.level,
-            "small_sample_bound_own_spread": None if terms is None else terms.own_spread,
+            "small_sample_bound_bytes": None if basis is None else int(self._bound(basis)),
+            "small_sample_bound_level": None if basis is None else basis.level,
+            "small_sample_bound_own_spread": None if basis is None else basis.own_spread,
         }
 
     def explain(self) -> str:

@@ -38,10 +38,10 @@ def explain_adaptive(p: AdaptivePredictor) -> str:
         elif math.isinf(p.bound_):
             bound = "the request"
         else:
-            terms = p.bound_terms()
-            learnt, calibrated, own = terms  # own: tested against the prior it would pool with
+            basis = p.bound_basis()
+            learnt, calibrated, own = basis  # own: tested against the prior it would pool with
             at = level if calibrated == budget else f"P{(1.0 - (calibrated or 0.0)) * 100:.3g}"
-            bound = f"their log-normal {at} prediction bound {format_bytes(p._bound(terms))}"
+            bound = f"their log-normal {at} prediction bound {format_bytes(p._bound(basis))}"
             calibration = (
                 f"{at}, not {level}: on the store's {'steady ' if own is not None else ''}families, a bound at"
                 f" that level over each family's earlier peaks let {budget:.1%} of their next peaks through"

@@ -147,8 +147,8 @@ def steadier_than_prior(
     return ratio < f_quantile(budget, logs.size - 1, prior_weight)
 
 
-class BoundTerms(NamedTuple):
-    """What the small-sample bound pools with and lets through (``AdaptivePredictor.bound_terms``)."""
+class BoundBasis(NamedTuple):
+    """What the small-sample bound pools with and lets through (``AdaptivePredictor.bound_basis``)."""
 
     learnt: SpreadPrior | None  # the spread learnt across families, where it applies
     level: float | None  # the share of next peaks the bound lets through
