@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 from dataclasses import replace
@@ -12,7 +11,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage, family_of_task
+from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.core.units import GIB
 from airflow_adaptive.exceptions import DagFileError
 
@@ -140,69 +139,6 @@ def _first_line(message: str) -> str:
     return next((line for line in message.splitlines() if line.strip()), message)[:300]
 
 
-def _pod_row(task: Any) -> dict[str, Any]:
-    """The pod the operator would create now, beside the user's request."""
-    from kubernetes.client import ApiClient
-
-    from airflow_adaptive.kubernetes.names import DECISION_ANNOTATION, MODE_ANNOTATION, STRATEGY_ANNOTATION
-    from airflow_adaptive.kubernetes.pods import find_container, memory_of
-
-    pod = task.build_pod_request_obj(None, dry_run=True)
-    container = find_container(pod, task.base_container_name)
-    decided = memory_of(container.resources if container else None)
-    annotations = pod.metadata.annotations or {}
-    return {
-        "task_id": task.task_id,
-        "task_family": task.family,
-        "mode": annotations.get(MODE_ANNOTATION),
-        "user_request_bytes": memory_of(task.container_resources).request_bytes,
-        "memory_request_bytes": decided.request_bytes,
-        "memory_limit_bytes": decided.limit_bytes,
-        "strategy": annotations.get(STRATEGY_ANNOTATION),
-        "explanation": annotations.get(DECISION_ANNOTATION),
-        "pod": ApiClient().sanitize_for_serialization(pod),
-    }
-
-
-def _plain_pod_row(task: Any) -> dict[str, Any]:
-    """What the pod-mutation hook makes of a plain KubernetesPodOperator's first try, as in a run:
-    the task policy's stamp, the pod the operator builds, the labels its run gives it, the hook."""
-    from airflow.providers.cncf.kubernetes.pod_generator import make_safe_label_value
-    from kubernetes.client import ApiClient
-
-    from airflow_adaptive import policy
-    from airflow_adaptive.attempt import airflow_task_of
-    from airflow_adaptive.kubernetes.names import DECISION_ANNOTATION, MODE_ANNOTATION, STRATEGY_ANNOTATION
-    from airflow_adaptive.kubernetes.pods import find_container, memory_of
-
-    policy.stamp(task)
-    pod = task.build_pod_request_obj(None, dry_run=True)  # no run: its hook call sees no task labels
-    run = {"dag_id": task.dag_id, "task_id": task.task_id, "run_id": "demo", "try_number": "1"}
-    pod.metadata.labels.update({k: make_safe_label_value(v) for k, v in run.items()})
-    hook_log = logging.getLogger(policy.__name__)
-    level = hook_log.level
-    hook_log.setLevel(logging.WARNING)  # its decision line is the table's row
-    try:
-        policy.mutate(pod)
-    finally:
-        hook_log.setLevel(level)
-    found = airflow_task_of(pod)
-    container = find_container(pod, task.base_container_name)
-    decided = memory_of(container.resources if container else None)
-    annotations = pod.metadata.annotations or {}
-    return {
-        "task_id": task.task_id,
-        "task_family": found[0] if found else task.task_id,
-        "mode": annotations.get(MODE_ANNOTATION, "off: left as the user asked, nothing recorded"),
-        "user_request_bytes": memory_of(task.container_resources).request_bytes,
-        "memory_request_bytes": decided.request_bytes,
-        "memory_limit_bytes": decided.limit_bytes,
-        "strategy": annotations.get(STRATEGY_ANNOTATION),
-        "explanation": annotations.get(DECISION_ANNOTATION),
-        "pod": ApiClient().sanitize_for_serialization(pod),
-    }
-
-
 def _matched(observations: list[Observation], families: list[str]) -> bool:
     """Whether the history can size any of the DAG's families: the same family, or the same task
     name (a warm start)."""
@@ -220,16 +156,18 @@ def run_demo(
 
     from airflow_adaptive.config import check_sizing_names, get_settings
     from airflow_adaptive.core.units import format_bytes
+    from airflow_adaptive.demo_pods import mapped_kubernetes_tasks, operator_row, plain_row
     from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
     from airflow_adaptive.store.access import open_store
 
     settings = get_settings()
     check_sizing_names(settings)  # the demo shows decisions: a typo in their strategy is an error
     dag = _load_dag(dag_file)  # a mistake in the file is said before the store is written
-    tasks = [task for task in dag.tasks if isinstance(task, AdaptiveKubernetesPodOperator)]
-    plain = [t for t in dag.tasks if isinstance(t, KubernetesPodOperator) and t not in tasks]
-    if not tasks and not plain:
-        raise DagFileError(f"demo: DAG {dag.dag_id!r} has no KubernetesPodOperator task, so no pod to show")
+    kubernetes = [t for t in dag.tasks if isinstance(t, KubernetesPodOperator)]
+    mapped = mapped_kubernetes_tasks(dag)
+    if not kubernetes:
+        some = f" (mapped: {', '.join(mapped)}; their pods exist per map index at run time)" if mapped else ""
+        raise DagFileError(f"demo: DAG {dag.dag_id!r} has no KubernetesPodOperator task to show{some}")
     repo = open_store(settings)
     if trace:
         from airflow_adaptive.traces.nextflow import read_nextflow
@@ -245,14 +183,20 @@ def run_demo(
         f"({recorded.new} new, {len(observations) - recorded.new} already there)",
         file=sys.stderr,
     )
-    families = [task.family for task in tasks] + [family_of_task(t.dag_id, t.task_id) for t in plain]
-    if trace and not _matched(observations, families):
+    rows = [
+        operator_row(t) if isinstance(t, AdaptiveKubernetesPodOperator) else plain_row(t) for t in kubernetes
+    ]
+    if mapped:
+        print(
+            f"demo: mapped tasks not shown ({', '.join(mapped)}): their pods exist per map index",
+            file=sys.stderr,
+        )
+    if trace and not _matched(observations, [row["task_family"] for row in rows]):
         print(
             f"demo: {trace} sizes none of the DAG's tasks (no family matches theirs by name or task name)",
             file=sys.stderr,
         )
         source = "the history store"  # what sizes them is whatever it held before
-    rows = [_pod_row(task) for task in tasks] + [_plain_pod_row(task) for task in plain]
     if as_json:
         json.dump({"source": source, "dag_id": dag.dag_id, "tasks": rows}, out, indent=2)
         out.write("\n")

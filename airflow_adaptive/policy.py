@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 BASE_CONTAINER = "base"
 
 
-def mutate(pod: k8s.V1Pod) -> None:
+def mutate(pod: k8s.V1Pod, *, dry_run: bool = False) -> None:
+    """The hook's work (below); ``dry_run`` (the demo): no cluster call, no unfinished attempt noted."""
     from airflow.providers.cncf.kubernetes.pod_generator import make_safe_label_value
 
     from airflow_adaptive.advisor import Advisor
@@ -51,7 +52,7 @@ def mutate(pod: k8s.V1Pod) -> None:
     advisor = Advisor(settings)
     previous = advisor.memory.previous_try(key, make_safe_label_value if run_id_is_label else None)
     ask = ask_of_pod(pod, BASE_CONTAINER, family, previous)
-    enabled = settings.priority_classes
+    enabled = settings.priority_classes and not dry_run
     worker = not run_id_is_label  # a KubernetesExecutor worker: its ids are in annotations
     decision = prepare_pod(
         pod,

@@ -85,7 +85,7 @@ with DAG(dag_id="plain_kpo", schedule=None, start_date=datetime(2026, 1, 1), tag
 
 @pytest.mark.parametrize(
     ("tags", "mode", "strategy", "request_gib"),
-    [([], "off: left as the user asked", None, 32), (["adaptive:recommend"], "recommend (DAG tag)", "user", 32),
+    [([], "off ([adaptive] mode): left as the user asked", None, 32), (["adaptive:recommend"], "recommend (DAG tag)", "user", 32),
      (["adaptive:enforce"], "enforce (DAG tag)", "adaptive", None)],
 )  # fmt: skip
 def test_demo_shows_what_the_hook_makes_of_a_plain_kubernetes_pod_operators_pod(
@@ -105,6 +105,36 @@ def test_demo_shows_what_the_hook_makes_of_a_plain_kubernetes_pod_operators_pod(
         assert task["memory_request_bytes"] == request_gib * 2**30
     assert (strategy == "user") == (task["explanation"] or "").startswith("keeps the user's resources")
     validate_pod(task["pod"])
+
+
+TEMPLATED_KPO = """
+from datetime import datetime
+
+from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+from airflow.sdk import DAG
+
+TEMPLATE = {"apiVersion": "v1", "kind": "Pod", "metadata": {}, "spec": {"containers": [
+    {"name": "base", "image": "busybox", "resources": {"requests": {"memory": "32Gi"}}}]}}
+with DAG(dag_id="templated", schedule=None, start_date=datetime(2026, 1, 1), tags=["adaptive:enforce"]):
+    KubernetesPodOperator(task_id="align", pod_template_dict=TEMPLATE)
+    KubernetesPodOperator(task_id="kept", image="busybox", labels={"adaptive.airflow.io/opt-out": "true"})
+    KubernetesPodOperator.partial(task_id="many", image="busybox").expand(arguments=[["a"], ["b"]])
+"""
+
+
+def test_demo_reads_a_templates_ask_keeps_an_opted_out_pod_and_names_mapped_tasks(
+    tmp_path: Path, engine: Any, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Enforced without a cluster: no PriorityClass is looked up (the demo is a dry run)."""
+    assert main(["demo", "--dag-file", _write(tmp_path / "templated.py", TEMPLATED_KPO), "--json"]) == 0
+    out, err = capsys.readouterr()
+    align, kept = json.loads(out)["tasks"]
+    assert align["user_request_bytes"] == 32 * 2**30 and align["mode"] == "enforce (DAG tag)"
+    assert align["strategy"] == "adaptive" and align["memory_request_bytes"] < 16 * 2**30
+    assert kept["mode"].startswith("opted out") and kept["strategy"] is None
+    assert "mapped tasks not shown (many)" in err
+    assert "PriorityClasses" not in caplog.text
+    validate_pod(align["pod"])
 
 
 @pytest.mark.parametrize(
