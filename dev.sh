@@ -30,7 +30,15 @@ airflow_env() {
     echo "note: the demo uses its own store in $own, not AIRFLOW_HOME=$AIRFLOW_HOME" >&2
   fi
   export AIRFLOW_HOME=$own
-  unset AIRFLOW__DATABASE__SQL_ALCHEMY_CONN AIRFLOW_CONN_ADAPTIVE_HISTORY_DEFAULT
+  local var
+  for var in AIRFLOW_CONFIG AIRFLOW__DATABASE__SQL_ALCHEMY_CONN AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD \
+    AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_SECRET AIRFLOW__CORE__SQL_ALCHEMY_CONN AIRFLOW__ADAPTIVE__HISTORY_CONN_ID \
+    AIRFLOW_CONN_ADAPTIVE_HISTORY_DEFAULT; do
+    if [ -n "${!var:-}" ]; then
+      echo "note: the demo ignores $var (it uses its own SQLite store)" >&2
+      unset "$var"
+    fi
+  done
   export AIRFLOW__CORE__LOAD_EXAMPLES=False
   export AIRFLOW__CORE__DAGS_FOLDER=${AIRFLOW__CORE__DAGS_FOLDER:-$ROOT/dags}
   mkdir -p "$AIRFLOW_HOME"

@@ -88,27 +88,33 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
         print(
             f"priority: {priority.explain() if priority else 'unknown (history store unavailable)'}", file=out
         )
-        tags = (
-            "family_modes outranks a DAG's adaptive:<mode> tag"
-            if "family_modes" in modes["pods"]
-            else "a DAG tag adaptive:<mode> sets a DAG's"
-        )
-        print(
-            f"mode: {modes['pods']} for plain KubernetesPodOperator and executor pods, {modes['operator_pods']} "
-            f"for the operator's; {tags} (observe and recommend keep the user's resources: the decision "
-            "above is the recommendation)",
-            file=out,
-        )
+        print(mode_line(modes), file=out)
     return 0
+
+
+def mode_line(modes: dict[str, str]) -> str:
+    """The modes a family's pods get, and what a DAG's tag can change (a family_modes rule outranks it)."""
+    tags = (
+        "family_modes outranks a DAG's adaptive:<mode> tag"
+        if modes["set_by"] == "[adaptive] family_modes"
+        else "a DAG tag adaptive:<mode> sets a DAG's"
+    )
+    return (
+        f"mode: {modes['pods']} for plain KubernetesPodOperator and executor pods, {modes['operator_pods']} "
+        f"for the operator's; {tags} (observe and recommend keep the user's resources: the decision above "
+        "is the recommendation)"
+    )
 
 
 def _modes(settings: Any, task_family: str) -> dict[str, str]:
     """The family's mode where no DAG tag sets one, for each pod kind."""
     from airflow_adaptive.attempt import pod_mode
 
+    pods = pod_mode(settings, task_family, dag=None, task=None, operator=False)
     return {
-        "pods": pod_mode(settings, task_family, dag=None, task=None, operator=False).note(),
+        "pods": pods.note(),
         "operator_pods": pod_mode(settings, task_family, dag=None, task=None, operator=True).note(),
+        "set_by": pods.source,  # a family_modes rule outranks a DAG's tag; nothing else does
     }
 
 

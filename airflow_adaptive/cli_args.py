@@ -95,15 +95,19 @@ class OneLineParser(argparse.ArgumentParser):
             option = message.split()[1].rstrip(":")
             message += f" (none given, or one that starts with '-': write {option}=VALUE)"
         elif message.startswith("the following arguments are required"):  # perhaps given, misspelt
-            message += self._misspelt_hint()
+            message += self._misspelt_hint(message)
         # A value argparse quotes may hold bytes that were not UTF-8: escaped, as everywhere.
         self.exit(2, f"{self.prog}: error: {escape_surrogates(message)} (see {self.prog} --help)\n")
 
-    def _misspelt_hint(self) -> str:
-        """An option given that this command does not take, and the one it is closest to."""
-        options = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
+    def _misspelt_hint(self, message: str) -> str:
+        """A required option that is missing, and an option given that is close to it (one argparse
+        took as an abbreviation of another is not it)."""
+        missing = [m.strip() for m in message.split(":", 1)[1].split(",")]
+        options = [o for a in self._actions for o in a.option_strings]
         for given in (g.split("=")[0] for g in _GIVEN if g.startswith("--")):
-            close = difflib.get_close_matches(given, options, n=1) if given not in options else []
+            if any(o.startswith(given) for o in options):
+                continue
+            close = difflib.get_close_matches(given, missing, n=1)
             if close:
                 return f" ({given} is not an option; did you mean {close[0]}?)"
         return ""
@@ -175,8 +179,8 @@ def seconds(value: str) -> float:
     return _number(value, 0.0, float("inf"), low_open=True, rule="finite seconds > 0")
 
 
-def seed(value: str) -> int:
-    """A random seed: numpy's generators and scikit-learn take 0 .. 2**32 - 1."""
+def random_seed(value: str) -> int:
+    """A random seed: scikit-learn's (and numpy's legacy generators') range, 0 .. 2**32 - 1."""
     number = _integer(value)
     if not 0 <= number < 2**32:
         raise argparse.ArgumentTypeError(f"a seed runs from 0 to {2**32 - 1}, not {number}")

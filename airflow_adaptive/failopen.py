@@ -43,10 +43,10 @@ def airflow_start_failure(err: BaseException) -> str | None:
     frames = traceback.extract_tb(err.__traceback__)
     if not any(Path(frame.filename).parts[-2:] == ("airflow", "__init__.py") for frame in frames):
         return None
-    return (
-        f"Airflow cannot start with this configuration ({type(err).__name__}: {first_line(err)}); "
-        "check [database] sql_alchemy_conn and its database driver"
-    )
+    # Where in Airflow's set-up it stopped: its database's (URL, engine, driver), or elsewhere.
+    database = any(word in frame.name for frame in frames for word in ("conn", "orm", "engine", "adapter"))
+    check = "[database] sql_alchemy_conn and its database driver" if database else "the Airflow configuration"
+    return f"Airflow cannot start with this configuration ({type(err).__name__}: {first_line(err)}); check {check}"
 
 
 def failure_reason(err: BaseException) -> str:

@@ -9,7 +9,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from airflow_adaptive.cli_args import seed
+from airflow_adaptive.cli_args import random_seed
 from airflow_adaptive.exceptions import AdaptiveError
 from airflow_adaptive.history_cli import open_cli_store, print_json
 
@@ -175,6 +175,6 @@ def add_node_commands(sub: Any) -> None:
         help="node profiles: JSON lists, or profile-node --json files, one per node (default: the store's)",
     )
     groups.add_argument("--store", action="store_true", help="save the profiles and groups in the store")
-    groups.add_argument("--seed", type=seed, default=0, help="k-means seed (default 0)")
+    groups.add_argument("--seed", type=random_seed, default=0, help="k-means seed (default 0)")
     groups.add_argument("--json", action="store_true", help="the groups as JSON on stdout")
     groups.set_defaults(func=cmd_groups)

@@ -109,13 +109,13 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
             on_progress=lambda done, total: progress.update(bar, completed=done, total=total),
             budgets=BUDGETS if args.budget_sweep else (),
         )
+    _leave_out_empty(report)
     if args.plot:
         from airflow_adaptive.plots import write_replay_plots
 
         for picture in write_replay_plots(report, args.plot):
             print(f"wrote {picture}", file=sys.stderr)
     report.pop("_allocations", None)
-    _leave_out_empty(report)
     for trace in report["traces"]:
         if trace["history"] != args.history:
             print(
@@ -246,6 +246,8 @@ def _leave_out_empty(report: dict[str, Any]) -> None:
     zeros would read as a result. When no trace has one, there is nothing to replay: an error."""
     empty = [t for t in report["traces"] if not t["instances"]]
     report["traces"] = [t for t in report["traces"] if t["instances"]]
+    if empty:  # --json says so too
+        report["left_out_traces"] = {t["trace"]: _skipped_reasons(t) or "no rows" for t in empty}
     lines = [
         f"{escape_surrogates(t['trace'])} has no task to replay ({_skipped_reasons(t) or 'no rows'})"
         for t in empty

@@ -11,8 +11,8 @@ from airflow_adaptive.cli_args import (
     failure_share,
     interference,
     plot_folder,
+    random_seed,
     require_research,
-    seed,
 )
 
 
@@ -152,7 +152,9 @@ def add_simulate_command(sub: Any) -> None:
         "(or 'all')",
     )
     sim.add_argument("--runs", type=at_least_one, default=1, help="concurrent DAG runs of the workload")
-    sim.add_argument("--seed", type=seed, default=0, help="random seed of workloads and noise (default 0)")
+    sim.add_argument(
+        "--seed", type=random_seed, default=0, help="random seed of workloads and noise (default 0)"
+    )
     sim.add_argument(
         "--history",
         choices=("prior-run", "online"),

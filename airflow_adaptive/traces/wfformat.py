@@ -64,8 +64,10 @@ def load_instance(path: str | os.PathLike[str]) -> WfInstance:
         )
     except TraceFormatError:
         raise
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as err:  # no bytes to judge it by
-        raise cannot_read(name, err) from None
+    except OSError as err:
+        if err.errno is None:  # a gzip file that is corrupt or cut short: its bytes are the fault
+            raise bad_instance(name, err) from None
+        raise cannot_read(name, err) from None  # missing, a folder, not allowed, a disk error
     except (*READ_ERRORS, ValueError, KeyError, TypeError) as err:
         raise bad_instance(name, err) from None
     except RecursionError:  # nested deeper than Python's parser goes: no instance is

@@ -167,6 +167,22 @@ def test_a_dag_without_an_adaptive_task_is_one_line_and_records_nothing(
     _one_line_error(code, capsys.readouterr().err, "no task family 'genomics.align'")
 
 
+@pytest.mark.parametrize(("rules", "says"), [("", "a DAG tag adaptive:<mode> sets a DAG's"),
+                                             ("ALIGN=observe", "family_modes outranks a DAG's adaptive:<mode> tag")])  # fmt: skip
+def test_decide_says_whether_a_dags_tag_can_change_the_mode(
+    rules: str, says: str, tmp_path: Path, engine: Any, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    _import_align(tmp_path, capsys)
+    from airflow_adaptive.config import get_settings
+
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__FAMILY_MODES", rules)
+    get_settings.cache_clear()  # the import read them
+    assert main(["decide", "--task-family", "ALIGN"]) == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("mode: ")]
+    assert says in line
+
+
 # -- decide: a mistyped family or strategy ----------------------------------------------------
 def _import_align(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rows = [f"{i},h{i},ALIGN,ALIGN ({i}),COMPLETED,0,1,8589934592,{2**30},60000,150,1,1,{1700000000000 + i},n1"

@@ -76,6 +76,7 @@ def test_the_demo_writes_to_its_own_store_whatever_the_shell_points_at(tmp_path:
     )
     assert done.returncode == 0, done.stderr
     assert f"not AIRFLOW_HOME={theirs}" in done.stderr
+    assert "the demo ignores AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" in done.stderr
     calls = seen.read_text().splitlines()
     assert [c.split()[0] for c in calls] == ["airflow", "airflow-adaptive"]  # migrate, then the demo
     assert all(c.split()[1:] == [str(ROOT / ".airflow-home"), "unset"] for c in calls), calls

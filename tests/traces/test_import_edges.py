@@ -344,5 +344,7 @@ def test_a_trace_with_no_task_to_replay_is_named_not_a_table_of_zeros(
     fine.write_text(HEADER + "\n" + "\n".join(good(n) for n in range(1, 4)) + "\n")
     assert main(["replay", str(empty), str(fine), "--strategy", "vpa", "--json"]) == 0
     out, err = capsys.readouterr()
-    assert [t["trace"] for t in json.loads(out)["traces"]] == [str(fine)]
+    report = json.loads(out)
+    assert [t["trace"] for t in report["traces"]] == [str(fine)]
+    assert report["left_out_traces"][str(empty)].startswith("3 ")
     assert f"note: {empty} has no task to replay (3 " in err and err.rstrip().endswith("left out")
