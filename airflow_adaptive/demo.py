@@ -155,7 +155,6 @@ def run_demo(
     from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
 
     from airflow_adaptive.config import check_sizing_names, get_settings
-    from airflow_adaptive.core.units import format_bytes
     from airflow_adaptive.demo_pods import mapped_kubernetes_tasks, operator_row, plain_row
     from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
     from airflow_adaptive.store.access import open_store
@@ -201,18 +200,25 @@ def run_demo(
         json.dump({"source": source, "dag_id": dag.dag_id, "tasks": rows}, out, indent=2)
         out.write("\n")
         return 0
+    _print_rows(out, f"{dag.dag_id}: adaptive pods from {source}", rows)
+    return 0
+
+
+def _print_rows(out: TextIO, title: str, rows: list[dict[str, Any]]) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     from airflow_adaptive.console import print_table
+    from airflow_adaptive.core.units import format_bytes
 
-    table = Table(title=f"{dag.dag_id}: adaptive pods from {source}", show_lines=True)
+    table = Table(title=Text(title), show_lines=True)
     for column in ("task", "family", "mode", "user asked", "pod's request / limit", "strategy", "why"):
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(
+        cells = (
             row["task_id"], row["task_family"], row["mode"] or "", format_bytes(row["user_request_bytes"]),
             f"{format_bytes(row['memory_request_bytes'])} / {format_bytes(row['memory_limit_bytes'])}",
             row["strategy"] or "", row["explanation"] or "",
         )  # fmt: skip
+        table.add_row(*(Text(cell) for cell in cells))  # as written: "[adaptive] mode" is not markup
     print_table(table, out)
-    return 0

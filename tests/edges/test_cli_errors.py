@@ -105,6 +105,8 @@ def test_demo_shows_what_the_hook_makes_of_a_plain_kubernetes_pod_operators_pod(
         assert task["memory_request_bytes"] == request_gib * 2**30
     assert (strategy == "user") == (task["explanation"] or "").startswith("keeps the user's resources")
     validate_pod(task["pod"])
+    assert main(["demo", "--dag-file", dag_file]) == 0  # the table shows the mode as written, not as markup
+    assert task["mode"].split(":")[0] in capsys.readouterr().out
 
 
 TEMPLATED_KPO = """
