@@ -24,12 +24,14 @@ def progress(*columns: Any) -> Progress:
 
 
 def table_console(out: TextIO) -> Console:
-    """Where a command prints its tables: the terminal's width on a terminal, unbounded elsewhere."""
+    """Where a command prints its tables: the terminal's width on a terminal, unbounded elsewhere.
+    No markup: a cell or title is shown as written (a file name or an explanation may hold brackets,
+    which rich would read as styles, drop, or refuse with an error)."""
     from rich.console import Console
 
     if out.isatty():
-        return Console(file=out)
-    return Console(file=out, width=OFF_TERMINAL_WIDTH)
+        return Console(file=out, markup=False)
+    return Console(file=out, width=OFF_TERMINAL_WIDTH, markup=False)
 
 
 def print_table(table: Table, out: TextIO) -> None:

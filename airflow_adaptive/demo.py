@@ -197,7 +197,9 @@ def run_demo(
         )
         source = "the history store"  # what sizes them is whatever it held before
     if as_json:
-        json.dump({"source": source, "dag_id": dag.dag_id, "tasks": rows}, out, indent=2)
+        json.dump(
+            {"source": source, "dag_id": dag.dag_id, "tasks": rows, "mapped_not_shown": mapped}, out, indent=2
+        )
         out.write("\n")
         return 0
     _print_rows(out, f"{dag.dag_id}: adaptive pods from {source}", rows)
@@ -206,12 +208,11 @@ def run_demo(
 
 def _print_rows(out: TextIO, title: str, rows: list[dict[str, Any]]) -> None:
     from rich.table import Table
-    from rich.text import Text
 
     from airflow_adaptive.console import print_table
     from airflow_adaptive.core.units import format_bytes
 
-    table = Table(title=Text(title), show_lines=True)
+    table = Table(title=title, show_lines=True)
     for column in ("task", "family", "mode", "user asked", "pod's request / limit", "strategy", "why"):
         table.add_column(column, overflow="fold")
     for row in rows:
@@ -220,5 +221,5 @@ def _print_rows(out: TextIO, title: str, rows: list[dict[str, Any]]) -> None:
             f"{format_bytes(row['memory_request_bytes'])} / {format_bytes(row['memory_limit_bytes'])}",
             row["strategy"] or "", row["explanation"] or "",
         )  # fmt: skip
-        table.add_row(*(Text(cell) for cell in cells))  # as written: "[adaptive] mode" is not markup
+        table.add_row(*cells)
     print_table(table, out)

@@ -46,7 +46,8 @@ def airflow_start_failure(err: BaseException) -> str | None:
     # Where in Airflow's set-up it stopped: its database's (URL, engine, driver), or elsewhere.
     database = any(word in frame.name for frame in frames for word in ("conn", "orm", "engine", "adapter"))
     check = "[database] sql_alchemy_conn and its database driver" if database else "the Airflow configuration"
-    return f"Airflow cannot start with this configuration ({type(err).__name__}: {first_line(err)}); check {check}"
+    why = first_line(err, 400)  # a missing driver's advice runs to some 250 characters
+    return f"Airflow cannot start with this configuration ({type(err).__name__}: {why}); check {check}"
 
 
 def failure_reason(err: BaseException) -> str:

@@ -131,6 +131,7 @@ def test_demo_reads_a_templates_ask_keeps_an_opted_out_pod_and_names_mapped_task
     assert main(["demo", "--dag-file", _write(tmp_path / "templated.py", TEMPLATED_KPO), "--json"]) == 0
     out, err = capsys.readouterr()
     align, kept = json.loads(out)["tasks"]
+    assert json.loads(out)["mapped_not_shown"] == ["many"]
     assert align["user_request_bytes"] == 32 * 2**30 and align["mode"] == "enforce (DAG tag)"
     assert align["strategy"] == "adaptive" and align["memory_request_bytes"] < 16 * 2**30
     assert kept["mode"].startswith("opted out") and kept["strategy"] is None

@@ -348,3 +348,14 @@ def test_a_trace_with_no_task_to_replay_is_named_not_a_table_of_zeros(
     assert [t["trace"] for t in report["traces"]] == [str(fine)]
     assert report["left_out_traces"][str(empty)].startswith("3 ")
     assert f"note: {empty} has no task to replay (3 " in err and err.rstrip().endswith("left out")
+
+
+def test_a_trace_whose_path_reads_as_markup_is_shown_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """rich styles ``[bold]`` and refuses ``[/]`` with an error: a table shows a path as written."""
+    (tmp_path / "runs[").mkdir()
+    trace = tmp_path / "runs[" / "]chip[bold].csv"
+    trace.write_text(HEADER + "\n" + "\n".join(good(n) for n in range(1, 4)) + "\n")
+    assert main(["replay", str(trace), "--strategy", "vpa"]) == 0
+    assert f"{trace} (3 tasks" in capsys.readouterr().out
