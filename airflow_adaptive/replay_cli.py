@@ -330,7 +330,10 @@ def add_replay_command(sub: Any) -> None:
 def _add_replay_terms(rep: argparse.ArgumentParser) -> None:
     """The options that set the replay's terms: the cost of a kill, the budget, the bounds."""
     rep.add_argument(
-        "--time-to-failure", type=failure_share, default=1.0, help="fraction of runtime an OOM kill costs"
+        "--time-to-failure",
+        type=failure_share,
+        default=1.0,
+        help="fraction of runtime an OOM kill costs (default 1)",
     )
     rep.add_argument(
         "--max-oom-rate",
@@ -357,5 +360,8 @@ def _add_replay_terms(rep: argparse.ArgumentParser) -> None:
         "(default: largest peak, next power of two, at least --min-memory)",
     )
     rep.add_argument(
-        "--refit-growth", type=share, default=0.05, help="refit after this history growth (0: always)"
+        "--refit-growth",
+        type=share,
+        default=0.05,
+        help="refit after this history growth (default 0.05; 0: always)",
     )

@@ -151,7 +151,9 @@ def add_simulate_command(sub: Any) -> None:
         help="comma-separated queue orders: fifo, lff-persevere, lff-postpone, critical-path, lff-classes "
         "(or 'all')",
     )
-    sim.add_argument("--runs", type=at_least_one, default=1, help="concurrent DAG runs of the workload")
+    sim.add_argument(
+        "--runs", type=at_least_one, default=1, help="concurrent DAG runs of the workload (default 1)"
+    )
     sim.add_argument(
         "--seed", type=random_seed, default=0, help="random seed of workloads and noise (default 0)"
     )
@@ -165,7 +167,7 @@ def add_simulate_command(sub: Any) -> None:
         "--time-to-failure",
         type=failure_share,
         default=0.5,
-        help="share of its runtime a task runs before an OOM kill",
+        help="share of its runtime a task runs before an OOM kill (default 0.5)",
     )
     sim.add_argument(
         "--interference",
