@@ -50,14 +50,15 @@ def plain_row(task: Any) -> dict[str, Any]:
 
     from airflow.providers.cncf.kubernetes.pod_generator import make_safe_label_value
 
-    from airflow_adaptive import policy
     from airflow_adaptive.attempt import airflow_task_of, pod_mode, stamped_dag_mode
     from airflow_adaptive.config import get_settings
     from airflow_adaptive.kubernetes.names import MANAGED_LABEL, OPT_OUT_LABEL
     from airflow_adaptive.kubernetes.pods import find_container
+    from airflow_adaptive.policy import log as hook_log
+    from airflow_adaptive.policy import mutate, stamp
 
     try:
-        policy.stamp(task)
+        stamp(task)
         pod = task.build_pod_request_obj(None, dry_run=True)  # no run: its hook call sees no task labels
         run = {"dag_id": task.dag_id, "task_id": task.task_id, "run_id": "demo", "try_number": "1"}
         pod.metadata.labels.update({k: make_safe_label_value(v) for k, v in run.items()})
@@ -65,8 +66,8 @@ def plain_row(task: Any) -> dict[str, Any]:
         asked = copy.deepcopy(container.resources if container else None)
         labels = pod.metadata.labels  # as the hook finds them (it marks the pods it manages)
         left = labels.get(OPT_OUT_LABEL, "").lower() == "true" or MANAGED_LABEL in labels
-        with _quiet(policy.log):  # its decision line is the table's row
-            policy.mutate(pod, dry_run=True)
+        with _quiet(hook_log):  # its decision line is the table's row
+            mutate(pod, dry_run=True)
     except Exception as err:  # the operator's own build (a subclass may need its cloud) or the hook's
         raise DagFileError(
             f"demo: task {task.task_id!r}: its pod cannot be shown here ({first_line(err)})"

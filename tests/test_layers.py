@@ -45,10 +45,11 @@ LAYERS = {
     "observe_cli": 10,
     "replay_cli": 10,
     "simulate_cli": 10,
-    "demo": 11,
+    "demo_pods": 11,  # the demo's pods, built as the operator and the pod-mutation hook build them
     "grow_agent_cli": 11,  # the grow agent's command, on observe_cli's cluster client
-    "cli": 12,
-    "": 13,  # the package itself: its version, and a lazy re-export of LeastFinishedFirst (PEP 562)
+    "demo": 12,
+    "cli": 13,
+    "": 14,  # the package itself: its version, and a lazy re-export of LeastFinishedFirst (PEP 562)
 }
 
 
