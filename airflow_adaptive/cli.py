@@ -94,9 +94,11 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
 
 def mode_line(modes: dict[str, str]) -> str:
     """The modes a family's pods get, and what a DAG's tag can change (a family_modes rule outranks it)."""
+    from airflow_adaptive.core.modes import FAMILY_RULE_SOURCE
+
     tags = (
         "family_modes outranks a DAG's adaptive:<mode> tag"
-        if modes["set_by"] == "[adaptive] family_modes"
+        if modes["set_by"] == FAMILY_RULE_SOURCE
         else "a DAG tag adaptive:<mode> sets a DAG's"
     )
     return (

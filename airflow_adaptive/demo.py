@@ -109,6 +109,8 @@ def _dags_in(dag_file: str) -> list[Any]:
 
     from airflow.dag_processing.importers import base
 
+    from airflow_adaptive.demo_pods import quieted
+
     if os.path.isdir(dag_file):
         raise DagFileError(f"{dag_file} is a folder: --dag-file takes one DAG file")
     if not os.path.isfile(dag_file):
@@ -117,12 +119,8 @@ def _dags_in(dag_file: str) -> list[Any]:
     if importer is None:
         raise DagFileError(f"{dag_file} is not a file Airflow reads DAGs from (a .py file or a .zip of them)")
     importer_log = logging.getLogger(base.__name__.rpartition(".")[0])
-    level = importer_log.level
-    importer_log.setLevel(logging.CRITICAL)  # it logs the traceback; the error below is one line
-    try:
+    with quieted(importer_log, logging.CRITICAL):  # it logs the traceback; the error below is one line
         result = importer.import_file(dag_file, safe_mode=False)
-    finally:
-        importer_log.setLevel(level)
     if result.errors:
         error = result.errors[0]
         raise DagFileError(f"{dag_file} cannot be imported: {_first_line(error.message)}")

@@ -3,7 +3,9 @@ as in a run but without one (no cluster, nothing noted as running)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from airflow_adaptive.exceptions import DagFileError
@@ -66,7 +68,7 @@ def plain_row(task: Any) -> dict[str, Any]:
         asked = copy.deepcopy(container.resources if container else None)
         labels = pod.metadata.labels  # as the hook finds them (it marks the pods it manages)
         left = labels.get(OPT_OUT_LABEL, "").lower() == "true" or MANAGED_LABEL in labels
-        with _quiet(hook_log):  # its decision line is the table's row
+        with quieted(hook_log, logging.WARNING):  # its decision line is the table's row
             mutate(pod, dry_run=True)
     except Exception as err:  # the operator's own build (a subclass may need its cloud) or the hook's
         raise DagFileError(
@@ -97,14 +99,12 @@ def mapped_kubernetes_tasks(dag: Any) -> list[str]:
     ]
 
 
-class _quiet:
-    """A logger held at WARNING for a block."""
-
-    def __init__(self, log: logging.Logger) -> None:
-        self.log, self.level = log, log.level
-
-    def __enter__(self) -> None:
-        self.log.setLevel(logging.WARNING)
-
-    def __exit__(self, *exc: object) -> None:
-        self.log.setLevel(self.level)
+@contextlib.contextmanager
+def quieted(log: logging.Logger, level: int) -> Iterator[None]:
+    """``log`` held at ``level`` for a block (what it would say, the caller says in its own way)."""
+    before = log.level
+    log.setLevel(level)
+    try:
+        yield
+    finally:
+        log.setLevel(before)

@@ -19,6 +19,9 @@ from enum import Enum
 TAG_PREFIX = "adaptive:"  # a DAG tag "adaptive:enforce" sets the DAG's mode
 
 
+FAMILY_RULE_SOURCE = "[adaptive] family_modes"  # what set a mode a family rule gave (it outranks a tag)
+
+
 class Mode(str, Enum):
     OFF = "off"
     OBSERVE = "observe"
@@ -108,7 +111,7 @@ def choose_mode(
     """The most specific mode: family rule, DAG tag, task, then the default of the pod's kind."""
     by_family = family_mode(rules, family)
     if by_family is not None:
-        return ModeChoice(by_family, "[adaptive] family_modes")
+        return ModeChoice(by_family, FAMILY_RULE_SOURCE)
     if dag is not None:
         return ModeChoice(dag, "DAG tag")
     if task is not None:
