@@ -87,9 +87,11 @@ def grown_limit(
     up to the decision only, and one at or above it as a rescue does, so it never holds more than
     no plan would: without a plan, usage must come within the default share
     of the limit, and the step adds the current rise over a window: a task's first ramp, which the
-    decision covers, does not grow it."""
-    if plan is None or (plan.young and limit_bytes >= plan.decision_bytes):
-        if usage_bytes + rule.default_headroom * limit_bytes < limit_bytes:
+    decision covers, does not grow it. A ``rescue_plan`` rescues so, and only above what the
+    decision was set to hold."""
+    if plan is None or plan.rescue_only or (plan.young and limit_bytes >= plan.decision_bytes):
+        held = plan is not None and usage_bytes <= plan.rescue_above_bytes  # the decision holds it
+        if held or usage_bytes + rule.default_headroom * limit_bytes < limit_bytes:
             return None
         rise = rule.default_headroom * limit_bytes + max(rate_bytes_per_s, 0.0) * rule.window_s
     else:
@@ -113,7 +115,7 @@ def lowered_limit(
     """The lower limit to ask for now, or None: with the family's plan, past its first window, for
     a ``flat`` try (``TryLevel.flat``), its level plus ``kept_headrooms`` flat headrooms there,
     when the limit is more than one growth step above that."""
-    if plan is None or not rule.kept_headrooms or elapsed_s < plan.window_s or not flat:
+    if plan is None or plan.rescue_only or not rule.kept_headrooms or elapsed_s < plan.window_s or not flat:
         return None
     kept = level_bytes + rule.kept_headrooms * plan.headroom_at(level_bytes, elapsed_s, flat)
     return math.ceil(kept) if kept * rule.factor < limit_bytes else None
@@ -166,8 +168,9 @@ class TryLevel:
     @classmethod
     def for_plan(cls, rule: GrowthRule | None, plan: GrowthPlan | None) -> TryLevel:
         """A try's state under ``plan``: flat over the rule's window, at least the one the plan's flat
-        headroom was learnt over."""
-        return cls(plan is not None, max(rule.window_s if rule else 0.0, plan.window_s if plan else 0.0))
+        headroom was learnt over (a rescue plan's try: as without a plan, its latest usage)."""
+        with_plan = plan is not None and not plan.rescue_only
+        return cls(with_plan, max(rule.window_s if rule else 0.0, plan.window_s if plan else 0.0))
 
     def grown(
         self, usage_bytes: float, rate_bytes_per_s: float, limit_bytes: int, room_bytes: int,

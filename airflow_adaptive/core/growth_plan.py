@@ -137,11 +137,18 @@ class GrowthPlan:
     rebound_bytes: int | None = None  # what a fallen try may rise again (None: not learnt)
     flat_rises_bytes: tuple[int, ...] = ()  # the headroom by level of a flat try (none: as any try)
     young: bool = False  # a young family's (``young_plan``): grown above the decision only as a rescue
+    rescue_above_bytes: int = 0  # a ``rescue_plan``'s: a try up to this much is held by the decision
+
+    @property
+    def rescue_only(self) -> bool:
+        """A plan without a headroom (``rescue_plan``): the try starts at the decision and is grown
+        only as a rescue, and only once its usage passes ``rescue_above_bytes``."""
+        return not self.rises_bytes
 
     @property
     def headroom_bytes(self) -> int:
         """The largest headroom, at any level."""
-        return max(self.rises_bytes)
+        return max(self.rises_bytes, default=0)
 
     def headroom_at(self, level_bytes: float, elapsed_s: float = math.inf, flat: bool = False) -> int:
         """The headroom for a try ``elapsed_s`` from its start that has used at most ``level_bytes``
@@ -268,8 +275,8 @@ def learnt_plan(
     decision's margin above the history's peaks.
 
     With fewer than ``MIN_GROWTH_HISTORY`` profiles, a ``young_plan`` from that start (from the
-    decision where start plus its headroom reaches it). Otherwise None (start at the decision, grow
-    only to rescue) without a profile, or when the start plus the headroom there reaches the
+    decision where start plus its headroom reaches it). None (start at the decision, grow only to
+    rescue) without a profile; a ``rescue_plan`` when the start plus the headroom there reaches the
     decision: its tasks rise too early or jump too far for growth to hold less than the decision.
     A task that used nothing says nothing of a shape, and would put a plan in bytes at nothing: it
     is left out.
@@ -293,7 +300,21 @@ def learnt_plan(
         return young_plan(start, max(*rises, least_headroom_bytes), decision_bytes, window_s)
     rebound = _rebound(fell, decision_bytes, max_kill_rate, margin)
     plan = GrowthPlan(start, rises, decision_bytes, window_s, rebound, flat_rises)
-    return None if start + plan.headroom_at(start, 0.0) >= decision_bytes else plan
+    if start + plan.headroom_at(start, 0.0) < decision_bytes:
+        return plan
+    return rescue_plan(decision_bytes, _at_budget([peak for _, peak in history], max_kill_rate))
+
+
+def rescue_plan(decision_bytes: int, held_bytes: float) -> GrowthPlan:
+    """The plan of a family whose tasks rise too early or jump too far for growth to hold less than
+    the decision: the try starts at the decision and is rescued only once its usage passes
+    ``held_bytes`` (at most the decision), its tasks' peaks at the kill budget, which the decision
+    was set to hold. A rescue from the rule's share of the limit alone would grow most of such a
+    family's tries: a tight decision holds their peaks within that share, and the rate of a step
+    function's last step over a resize window asks for several times the peak."""
+    return GrowthPlan(
+        decision_bytes, (), decision_bytes, rescue_above_bytes=min(math.ceil(held_bytes), decision_bytes)
+    )
 
 
 def young_plan(start_bytes: int, headroom_bytes: int, decision_bytes: int, window_s: float) -> GrowthPlan:

@@ -59,6 +59,10 @@ def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -
         container.resize_policy = [*policies, NOT_REQUIRED]
     if plan is None:
         return
+    if plan.rescue_only:  # the pod keeps the decision; the agent learns where rescue starts
+        _annotate(pod, plan, f"; grown in place only as a rescue, once usage passes "
+                  f"{format_bytes(plan.rescue_above_bytes)} (its family's peaks at the kill budget)")  # fmt: skip
+        return
     start = max(plan.start_bytes, MIB)
     resources = container.resources or k8s.V1ResourceRequirements()
     container.resources = k8s.V1ResourceRequirements(
@@ -80,6 +84,11 @@ def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -
         f"{format_bytes(plan.headroom_at(start))} to {format_bytes(plan.headroom_bytes)} above usage{fall} "
         "(learnt from the family's memory profiles)"
     )
+    _annotate(pod, plan, note)
+
+
+def _annotate(pod: k8s.V1Pod, plan: GrowthPlan, note: str) -> None:
+    """The plan for the agent, and what it means for the pod's decision annotation."""
     annotations = dict(pod.metadata.annotations or {})
     annotations[HEADROOM_ANNOTATION] = plan_text(plan)
     annotations[DECISION_ANNOTATION] = (annotations.get(DECISION_ANNOTATION, "") + note)[-1000:]
@@ -102,6 +111,8 @@ def plan_text(plan: GrowthPlan) -> str:
         fields["flat"] = list(plan.flat_rises_bytes)
     if plan.rebound_bytes is not None:
         fields["rebound"] = plan.rebound_bytes
+    if plan.rescue_above_bytes:
+        fields["rescue_above"] = plan.rescue_above_bytes
     return json.dumps(fields, separators=(",", ":"))
 
 
@@ -120,7 +131,8 @@ def plan_from_text(text: str | None) -> GrowthPlan | None:
     try:
         raw = json.loads(text or "")
         rises, flat = raw["rises"], raw.get("flat", [])
-        if not isinstance(rises, list) or not 0 < len(rises) <= MAX_PLAN_LEVELS:
+        rescue_above = _plan_bytes(raw.get("rescue_above", 0))
+        if not isinstance(rises, list) or not (rises or rescue_above) or len(rises) > MAX_PLAN_LEVELS:
             return None
         if not isinstance(flat, list) or len(flat) not in (0, len(rises)):
             return None
@@ -128,7 +140,8 @@ def plan_from_text(text: str | None) -> GrowthPlan | None:
         if type(window_s) not in (int, float) or not 0.0 <= window_s < 3600:
             return None
         start, decision = _plan_bytes(raw.get("start", 0)), _plan_bytes(raw["decision"])
-        young = raw.get("young", start >= decision)  # a young plan written before the flag started there
+        # a young plan written before the flag started at the decision; a rescue plan is not young
+        young = raw.get("young", start >= decision and bool(rises))
         if type(young) is not bool:
             return None
         plan = GrowthPlan(
@@ -139,6 +152,7 @@ def plan_from_text(text: str | None) -> GrowthPlan | None:
             None if raw.get("rebound") is None else _plan_bytes(raw["rebound"]),
             tuple(_plan_bytes(r) for r in flat),
             young,
+            rescue_above,
         )
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
         return None

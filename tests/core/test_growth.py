@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from airflow_adaptive.core.growth import GrowthRule, grown_limit, lowered_limit, run_with_growth
+from airflow_adaptive.core.growth import GrowthRule, TryLevel, grown_limit, lowered_limit, run_with_growth
 from airflow_adaptive.core.growth_plan import (
     PROFILE_STEPS,
     GrowthPlan,
@@ -13,6 +13,7 @@ from airflow_adaptive.core.growth_plan import (
     flat_plan,
     learnt_plan,
     profile_of,
+    rescue_plan,
     rise_table,
     span_max,
 )
@@ -176,14 +177,36 @@ STEADY = (0.0,) * 10 + tuple(10.0 * k for k in range(1, 41))  # 20 % at once, th
 
 def _plan(profile: tuple[float, ...], peaks: list[float], decision: int) -> tuple[int, int] | None:
     plan = learnt_plan([(profile, peak) for peak in peaks], decision, 6.0, 0.02)
-    return None if plan is None else (plan.start_bytes, plan.headroom_bytes)
+    return None if plan is None or plan.rescue_only else (plan.start_bytes, plan.headroom_bytes)
 
 
 def test_a_family_grows_only_when_its_start_and_headroom_fit_under_the_decision() -> None:
-    assert _plan(STEADY, [], 1000) is None  # no profile: rescue only
+    assert learnt_plan([], 1000, 6.0, 0.02) is None  # no profile: rescue only
     # SLOW: 32 % may be reached in the first 6 s, then a 70 % jump: 320 + 700 >= 1000, no gain
     assert _plan(SLOW, [1000.0] * 5, 1000) is None
     assert _plan((0.0,) * 45 + (100.0,) * 5, [1000.0] * 5, 1000) is None  # 90 % at once
+    # such a family starts at the decision and is rescued only above its peaks at the budget
+    # (the 99th of 100 peaks of 800 + k: 898, under a decision of 1000)
+    plan = learnt_plan([(SLOW, 800.0 + k) for k in range(100)], 1000, 6.0, 0.02)
+    assert plan is not None and plan.rescue_only
+    assert (plan.start_bytes, plan.rescue_above_bytes, plan.headroom_bytes) == (1000, 898, 0)
+    held_at_most = learnt_plan([(SLOW, 2000.0)] * 5, 1000, 6.0, 0.02)  # peaks above the decision
+    assert held_at_most is not None and held_at_most.rescue_above_bytes == 1000
+
+
+def test_a_rescue_plan_rescues_only_above_what_the_decision_holds() -> None:
+    # a step to 950 of a decision of 1000 at 100 bytes/s: without a plan, within the rule's 20 %
+    # share, the rescue asks for 950 + 2 x (200 + 100 x 6) = 2,550 bytes
+    plan = rescue_plan(1000, 960.0)
+    assert grown_limit(950, 100.0, 1000, 10_000, RULE) == 2550
+    assert grown_limit(950, 100.0, 1000, 10_000, RULE, plan) is None  # the decision holds it
+    assert grown_limit(961, 100.0, 1000, 10_000, RULE, plan) == 2561  # beyond: rescued as before
+    assert grown_limit(961, 0.0, 1000, 10_000, RULE, plan, elapsed_s=0.0) == 1361
+    assert lowered_limit(500, 1000, RULE, plan, elapsed_s=100.0, flat=True) is None  # never lowered
+    level = TryLevel.for_plan(RULE, plan)
+    level.observe(0.0, 900)
+    level.observe(2.0, 500)
+    assert level.level_bytes == 500  # its latest usage, as a try without a plan
 
 
 def test_the_plan_keeps_the_decisions_margin_above_the_history_in_shares_and_in_bytes() -> None:
@@ -221,11 +244,12 @@ def test_the_plan_keeps_the_decisions_margin_above_the_history_in_shares_and_in_
 
 def test_no_plan_starts_below_min_memory() -> None:
     # STEADY under a decision of 1000 starts at 220 (above); a floor of 300 lifts the start, one
-    # of 980 leaves no room for its headroom under the decision: no plan, the decision and rescue
+    # of 980 leaves no room for its headroom under the decision: the decision and rescue
     history = [(STEADY, 500.0)] * 3
     plan = learnt_plan(history, 1000, 6.0, 0.02, floor_bytes=300)
     assert plan is not None and plan.start_bytes == 300
-    assert learnt_plan(history, 1000, 6.0, 0.02, floor_bytes=980) is None
+    at_floor = learnt_plan(history, 1000, 6.0, 0.02, floor_bytes=980)
+    assert at_floor is not None and at_floor.rescue_only and at_floor.start_bytes == 1000
 
 
 # 30 % at once, then 2 % every 10 s to 50 %, then the rest at once (t = 200)

@@ -40,8 +40,10 @@ def build(store: Any, *, grow: bool, context: Any = None) -> dict[str, Any]:
         return validate_pod(operator.build_pod_request_obj(context, dry_run=True))
 
 
-def imported(tmp_path: Path, *, profiles: bool = True, tasks: int = 10) -> InMemoryHistoryStore:
-    result = read_series_history(write_folder(tmp_path / "t", family(tasks)) / "tasks.csv")
+def imported(
+    tmp_path: Path, *, profiles: bool = True, tasks: int = 10, series: dict[str, list[float]] | None = None
+) -> InMemoryHistoryStore:
+    result = read_series_history(write_folder(tmp_path / "t", series or family(tasks)) / "tasks.csv")
     store = InMemoryHistoryStore()
     store.record([o if profiles else replace(o, memory_profile_s=None) for o in result.observations])
     return store
@@ -83,6 +85,20 @@ def test_without_profiles_the_pod_keeps_the_decision_and_may_still_grow(tmp_path
     assert HEADROOM_ANNOTATION not in grown["metadata"]["annotations"]
 
 
+def test_a_family_at_its_peak_from_the_start_keeps_the_decision_and_is_rescued_only_above_it(
+    tmp_path: Path,
+) -> None:
+    # ten tasks at 1,000-1,018 MB from their first sample: no start below the decision can hold them
+    at_once = {f"align-{i}": [1000.0 + 2 * i] * 30 for i in range(10)}
+    store = imported(tmp_path, series=at_once)
+    static, grown = build(store, grow=False), build(store, grow=True)
+    assert memory(grown, "limits") == memory(static, "limits")
+    plan = plan_from_text(grown["metadata"]["annotations"][HEADROOM_ANNOTATION])
+    assert plan is not None and plan.rescue_only and plan.start_bytes == plan.decision_bytes
+    assert 1_000_000_000 <= plan.rescue_above_bytes <= 1_018_000_000  # its peaks at the budget
+    assert "only as a rescue" in grown["metadata"]["annotations"]["adaptive.airflow.io/decision"]
+
+
 def test_a_young_family_starts_low_and_tells_the_agent_one_headroom(tmp_path: Path) -> None:
     store = imported(tmp_path, tasks=2)  # two profiles: too few to say where its tasks rise
     static, grown = build(store, grow=False), build(store, grow=True)
@@ -109,6 +125,11 @@ def test_the_plan_annotation_reads_back_and_bad_text_only_turns_the_plan_off() -
     assert plan_from_text(plan_text(young)) == young and not back.young
     # a young plan written before the flag started at its decision
     assert plan_from_text('{"start":9,"decision":9,"rises":[1]}') == GrowthPlan(9, (1,), 9, young=True)
+    # a rescue plan: no headroom, rescued above 7 bytes; not young, though it starts at the decision
+    rescue = GrowthPlan(9, (), 9, rescue_above_bytes=7)
+    assert plan_text(rescue) == '{"start":9,"decision":9,"rises":[],"window_s":0.0,"rescue_above":7}'
+    assert plan_from_text(plan_text(rescue)) == rescue and rescue.rescue_only
+    assert plan_from_text('{"start":9,"decision":9,"rises":[]}') is None  # no headroom, no rescue level
     # levels of 32 MiB: at 70 MiB, the third; within the first 7 s, the largest up to the level
     # (or the start, where higher): 4 MiB at 70 MiB, 1 MiB at 20 MiB
     assert back.headroom_at(70 << 20) == 2 << 20 and back.headroom_at(70 << 20, elapsed_s=1.0) == 4 << 20
