@@ -90,7 +90,7 @@ def grown_limit(
     decision covers, does not grow it. A ``rescue_plan`` rescues so, and only above what the
     decision was set to hold."""
     if plan is None or plan.rescue_only or (plan.young and limit_bytes >= plan.decision_bytes):
-        held = plan is not None and usage_bytes <= plan.rescue_above_bytes  # the decision holds it
+        held = plan is not None and plan.rescue_only and usage_bytes <= plan.rescue_above_bytes
         if held or usage_bytes + rule.default_headroom * limit_bytes < limit_bytes:
             return None
         rise = rule.default_headroom * limit_bytes + max(rate_bytes_per_s, 0.0) * rule.window_s

@@ -127,8 +127,8 @@ def rise_table(profile_s: tuple[float, ...], window_s: float, flat: bool = False
 class GrowthPlan:
     """Where a try starts, and the headroom kept above its usage by its level (the most it has used
     so far): ``rises_bytes[k]`` from above k and up to k + 1 steps of ``decision_bytes /
-    len(rises_bytes)`` (the family's static decision); ``window_s`` is the first window (see
-    :meth:`headroom_at`)."""
+    len(rises_bytes)`` (the family's static decision; none in a ``rescue_plan``); ``window_s`` is
+    the first window (see :meth:`headroom_at`)."""
 
     start_bytes: int
     rises_bytes: tuple[int, ...]
@@ -155,6 +155,8 @@ class GrowthPlan:
         (``flat``: and risen at most a step of that over the last window). Within its first window it
         may be anywhere up to its start by the time an ask lands (the start covers that window only
         at the kill budget): the largest headroom up to there."""
+        if self.rescue_only:
+            return 0
         if elapsed_s < self.window_s:
             return max(self.rises_bytes[: self._level(max(level_bytes, self.start_bytes))])
         level = self._level(level_bytes) - 1
@@ -302,19 +304,19 @@ def learnt_plan(
     plan = GrowthPlan(start, rises, decision_bytes, window_s, rebound, flat_rises)
     if start + plan.headroom_at(start, 0.0) < decision_bytes:
         return plan
-    return rescue_plan(decision_bytes, _at_budget([peak for _, peak in history], max_kill_rate))
+    held = math.ceil(_at_budget([peak for _, peak in history], max_kill_rate))
+    return rescue_plan(decision_bytes, held) if held < decision_bytes else None
 
 
-def rescue_plan(decision_bytes: int, held_bytes: float) -> GrowthPlan:
+def rescue_plan(decision_bytes: int, held_bytes: int) -> GrowthPlan:
     """The plan of a family whose tasks rise too early or jump too far for growth to hold less than
     the decision: the try starts at the decision and is rescued only once its usage passes
-    ``held_bytes`` (at most the decision), its tasks' peaks at the kill budget, which the decision
+    ``held_bytes`` (below the decision), its tasks' peaks at the kill budget, which the decision
     was set to hold. A rescue from the rule's share of the limit alone would grow most of such a
     family's tries: a tight decision holds their peaks within that share, and the rate of a step
-    function's last step over a resize window asks for several times the peak."""
-    return GrowthPlan(
-        decision_bytes, (), decision_bytes, rescue_above_bytes=min(math.ceil(held_bytes), decision_bytes)
-    )
+    function's last step over a resize window asks for several times the peak. (A decision at or
+    below those peaks does not hold them: such a family has no plan, and the share alone rescues.)"""
+    return GrowthPlan(decision_bytes, (), decision_bytes, rescue_above_bytes=held_bytes)
 
 
 def young_plan(start_bytes: int, headroom_bytes: int, decision_bytes: int, window_s: float) -> GrowthPlan:

@@ -132,8 +132,8 @@ def plan_from_text(text: str | None) -> GrowthPlan | None:
         raw = json.loads(text or "")
         rises, flat = raw["rises"], raw.get("flat", [])
         rescue_above = _plan_bytes(raw.get("rescue_above", 0))
-        if not isinstance(rises, list) or not (rises or rescue_above) or len(rises) > MAX_PLAN_LEVELS:
-            return None
+        if not isinstance(rises, list) or len(rises) > MAX_PLAN_LEVELS or bool(rises) == bool(rescue_above):
+            return None  # a plan has a headroom by level, or (a rescue plan) a level to rescue above
         if not isinstance(flat, list) or len(flat) not in (0, len(rises)):
             return None
         window_s = raw.get("window_s", 0.0)
@@ -156,7 +156,7 @@ def plan_from_text(text: str | None) -> GrowthPlan | None:
         )
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
         return None
-    return plan if plan.decision_bytes > 0 else None
+    return plan if plan.decision_bytes > 0 and plan.rescue_above_bytes < plan.decision_bytes else None
 
 
 def _pending_reason(pod: Any) -> str | None:

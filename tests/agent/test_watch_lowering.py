@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from airflow_adaptive.agent.watch import GrowthWatch
 from airflow_adaptive.core.growth import GrowthRule
-from airflow_adaptive.core.growth_plan import flat_plan
+from airflow_adaptive.core.growth_plan import flat_plan, rescue_plan
 
 RULE = GrowthRule(latency_s=4.0, sample_s=2.0, headrooms=2.0)  # window 6 s, a decrease held 12 s
 PLAN = flat_plan(0, 200, 10_000)  # a headroom of 200 at every level
@@ -62,3 +62,13 @@ def test_without_a_plan_or_with_kept_headrooms_0_nothing_is_lowered() -> None:
     never = GrowthWatch(GrowthRule(latency_s=4.0, sample_s=2.0, kept_headrooms=0.0), 10_000, PLAN)
     for watch in (rescue, never):
         assert all(watch.observe(100.0 + t, 900, 2000) is None for t in range(0, 30, 2))
+
+
+def test_a_rescue_plan_holds_its_peaks_then_rescues_and_never_lowers() -> None:
+    # steps of 900 to a steady 3,590 under a decision of 3,770 (within the rule's 10 % share): the
+    # rescue alone asks at the last step; the rescue plan, holding peaks up to 3,600, asks only above
+    steps = [(0.0, 10), (2.0, 900), (4.0, 1800), (6.0, 2690), (8.0, 3590), (10.0, 3590), (40.0, 3590)]
+    alone, planned = GrowthWatch(RULE, 100_000), GrowthWatch(RULE, 100_000, rescue_plan(3770, 3600))
+    assert [alone.observe(t, u, 3770) for t, u in steps][4] == 3590 + 2 * (377 + 450 * 6)
+    assert all(planned.observe(t, u, 3770) is None for t, u in steps)  # nor lowered while flat
+    assert planned.observe(42.0, 3610, 3770) == 3610 + 2 * (377 + 10 * 6)

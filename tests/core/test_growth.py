@@ -190,19 +190,25 @@ def test_a_family_grows_only_when_its_start_and_headroom_fit_under_the_decision(
     plan = learnt_plan([(SLOW, 800.0 + k) for k in range(100)], 1000, 6.0, 0.02)
     assert plan is not None and plan.rescue_only
     assert (plan.start_bytes, plan.rescue_above_bytes, plan.headroom_bytes) == (1000, 898, 0)
-    held_at_most = learnt_plan([(SLOW, 2000.0)] * 5, 1000, 6.0, 0.02)  # peaks above the decision
-    assert held_at_most is not None and held_at_most.rescue_above_bytes == 1000
+    # a decision at or below the peaks does not hold them: no plan, the rule's share rescues
+    assert learnt_plan([(SLOW, 2000.0)] * 5, 1000, 6.0, 0.02) is None
+    assert learnt_plan([(SLOW, 1000.0)] * 5, 1000, 6.0, 0.02) is None
+    assert grown_limit(1000, 0.0, 1000, 10_000, RULE) == 1400  # 1000 + 2 x 200
 
 
 def test_a_rescue_plan_rescues_only_above_what_the_decision_holds() -> None:
     # a step to 950 of a decision of 1000 at 100 bytes/s: without a plan, within the rule's 20 %
     # share, the rescue asks for 950 + 2 x (200 + 100 x 6) = 2,550 bytes
-    plan = rescue_plan(1000, 960.0)
+    plan = rescue_plan(1000, 960)
     assert grown_limit(950, 100.0, 1000, 10_000, RULE) == 2550
     assert grown_limit(950, 100.0, 1000, 10_000, RULE, plan) is None  # the decision holds it
     assert grown_limit(961, 100.0, 1000, 10_000, RULE, plan) == 2561  # beyond: rescued as before
     assert grown_limit(961, 0.0, 1000, 10_000, RULE, plan, elapsed_s=0.0) == 1361
     assert lowered_limit(500, 1000, RULE, plan, elapsed_s=100.0, flat=True) is None  # never lowered
+    assert plan.headroom_at(500) == 0
+    # a young plan at its decision rescues by the share alone, whatever it carries
+    young = GrowthPlan(1000, (100,), 1000, young=True, rescue_above_bytes=960)
+    assert grown_limit(950, 100.0, 1000, 10_000, RULE, young) == 2550
     level = TryLevel.for_plan(RULE, plan)
     level.observe(0.0, 900)
     level.observe(2.0, 500)

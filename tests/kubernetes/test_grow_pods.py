@@ -129,7 +129,10 @@ def test_the_plan_annotation_reads_back_and_bad_text_only_turns_the_plan_off() -
     rescue = GrowthPlan(9, (), 9, rescue_above_bytes=7)
     assert plan_text(rescue) == '{"start":9,"decision":9,"rises":[],"window_s":0.0,"rescue_above":7}'
     assert plan_from_text(plan_text(rescue)) == rescue and rescue.rescue_only
-    assert plan_from_text('{"start":9,"decision":9,"rises":[]}') is None  # no headroom, no rescue level
+    # no headroom and no rescue level; both; a rescue level at or above the decision: not a plan
+    assert plan_from_text('{"start":9,"decision":9,"rises":[]}') is None
+    assert plan_from_text('{"start":9,"decision":9,"rises":[1],"rescue_above":7}') is None
+    assert plan_from_text('{"start":9,"decision":9,"rises":[],"rescue_above":9}') is None
     # levels of 32 MiB: at 70 MiB, the third; within the first 7 s, the largest up to the level
     # (or the start, where higher): 4 MiB at 70 MiB, 1 MiB at 20 MiB
     assert back.headroom_at(70 << 20) == 2 << 20 and back.headroom_at(70 << 20, elapsed_s=1.0) == 4 << 20
