@@ -61,11 +61,19 @@ def _api_client() -> Any:
 
 
 def add_grow_agent_command(sub: Any) -> None:
+    what = "grow running pods' memory in place before an OOM kill (a DaemonSet, see deploy/)"
     grow = sub.add_parser(
-        "grow-agent", help="grow running pods' memory in place before an OOM kill (a DaemonSet, see deploy/)"
+        "grow-agent",
+        help=what,
+        description=f"The node agent: {what}. It reads the cgroups of this node's pods labelled for "
+        "growth and PATCHes pods/resize by the plan each pod carries (docs/growth.md). The plans were "
+        "learnt for [adaptive] grow_resize_latency_seconds, the agent's default: a --resize-latency that "
+        "differs from it does not match them.",
     )
     grow.add_argument("--node", help="this node's name (default: $NODE_NAME)")
-    grow.add_argument("--cgroup-root", default="/sys/fs/cgroup", help="the host's cgroup folder")
+    grow.add_argument(
+        "--cgroup-root", default="/sys/fs/cgroup", help="the host's cgroup folder (default /sys/fs/cgroup)"
+    )
     grow.add_argument("--interval", type=seconds, default=2.0, help="seconds between samples (default 2)")
     grow.add_argument(
         "--resize-latency",

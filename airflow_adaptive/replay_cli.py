@@ -83,8 +83,7 @@ def strategy_names(args: argparse.Namespace) -> list[str]:
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     if args.resize_latency and not args.time_series:
         raise AdaptiveError("replay: --resize-latency is for --time-series folders (growth in place)")
-    if not args.time_series:  # a time-series folder that is not there is named as not one
-        require_paths(args.traces)
+    require_paths(args.traces)
     from airflow_adaptive.console import progress as progress_display
     from airflow_adaptive.evaluation.choices import BUDGETS
     from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY, QUICK, evaluate
@@ -157,6 +156,7 @@ def _cmd_replay_series(args: argparse.Namespace, out: TextIO) -> int:
             list(folders.values()), names, config, latencies, workers=args.workers,
             on_progress=lambda done, total: progress.update(bar, completed=done, total=total),
         )  # fmt: skip
+    _leave_out_empty(report)
     if args.json:
         print_json(report, out)
     else:
@@ -213,13 +213,13 @@ def _print_replay(report: dict[str, Any], out: TextIO) -> None:
         for name, m in rows:
             table.add_row(
                 name, f"{m['waste_gb_h']:.2f}", f"{m['maq']:.3f}", f"{m['wrr']:.3f}", f"{m['ate']:.3f}",
-                f"{m['retries_per_100']:.1f}", str(m["failed"]),
+                f"{m['retries_per_100']:.2f}", str(m["failed"]),
             )  # fmt: skip
         ratio = ratio_to_best_anchor(trace)
         caption = f"{DEFAULT_STRATEGY} / best anchor ({ratio[1]}) = {ratio[0]:.3f}" if ratio else None
         reasons = _skipped_reasons(trace)
         sweep = " | ".join(
-            f"{p['max_oom_rate']:g}: {p['waste_gb_h']:.3g} GB·h, {p['retries_per_100']:.1f} kills/100"
+            f"{p['max_oom_rate']:g}: {p['waste_gb_h']:.3g} GB·h, {p['retries_per_100']:.2f} kills/100"
             for p in trace.get("budget_sweep", [])
         )
         table.caption = "\n".join(

@@ -106,10 +106,13 @@ def rise_table(profile_s: tuple[float, ...], window_s: float, flat: bool = False
     later window from the highest level the task held at or below j (a task seen between two
     levels it held is on its way up from the lower one); below any level it held after its first
     window, and (one more column) above its peak, its largest rise: a task seen that low then is
-    slower than this one was, one above it larger, and either may be anywhere on its way (for a
-    flat try, more than a step above it: ``_steps_at``).
+    slower than this one was, one above it larger, and either may be anywhere on its way.
     ``flat``: of the windows that start where it was flat (``_rises``); with none, all NaN:
-    such a task says nothing of a flat try."""
+    such a task says nothing of a flat try. Nor does it above its peak (more than a step above:
+    ``_steps_at``), where its column is NaN: a try that has stopped rising at a level this task
+    never reached is no task of its kind on its way, and its largest rise from flat was a pause
+    on its climb to a lower peak (read as a larger task's, it kept flat tries at the levels most
+    tasks end at a headroom for the pauses of the smaller ones)."""
     table = np.full(PROFILE_STEPS + 1, np.nan)
     for base, rise in _rises(profile_s, window_s, flat):
         j = round(base * PROFILE_STEPS)
@@ -118,7 +121,7 @@ def rise_table(profile_s: tuple[float, ...], window_s: float, flat: bool = False
         return np.full(PROFILE_STEPS + 2, np.nan)
     table = table[np.maximum.accumulate(np.where(~np.isnan(table), np.arange(table.size), 0))]
     largest = float(np.nanmax(table, initial=0.0))
-    table = np.append(np.nan_to_num(table, nan=largest), largest)
+    table = np.append(np.nan_to_num(table, nan=largest), np.nan if flat else largest)
     table.setflags(write=False)  # cached: shared by every caller
     return table
 
@@ -217,16 +220,17 @@ def _steps_at(levels_bytes: np.ndarray, peaks: np.ndarray, flat: bool = False) -
 
 def span_max(tables: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Per row, the largest entry of ``tables`` from column ``edges[:, k]`` to ``edges[:, k + 1]``,
-    both included: a level spans every step of a task from its lower edge to its upper, and a try
-    anywhere in it may be at the step with the largest rise. ``edges`` must not fall along a row.
-    One ``maximum.reduceat`` over the rows laid end to end: each span ends before the next one
-    starts, so the upper edge is read apart, and a closing start per row ends its last span (a
-    padding entry keeps the last row's closing start in range)."""
+    both included (NaN, which says nothing, left out; NaN where all are): a level spans every step
+    of a task from its lower edge to its upper, and a try anywhere in it may be at the step with the
+    largest rise. ``edges`` must not fall along a row. One ``fmax.reduceat`` over the rows laid end
+    to end: each span ends before the next one starts, so the upper edge is read apart, and a
+    closing start per row ends its last span (a padding entry keeps the last row's closing start in
+    range)."""
     rows, width = tables.shape
     starts = np.hstack([edges[:, :-1], edges[:, -1:] + 1]) + width * np.arange(rows)[:, None]
     flat = np.append(tables.ravel(), -np.inf)
-    below_upper = np.maximum.reduceat(flat, starts.ravel()).reshape(rows, -1)[:, :-1]
-    return np.maximum(below_upper, np.take_along_axis(tables, edges[:, 1:], axis=1))
+    below_upper = np.fmax.reduceat(flat, starts.ravel()).reshape(rows, -1)[:, :-1]
+    return np.fmax(below_upper, np.take_along_axis(tables, edges[:, 1:], axis=1))
 
 
 def _level_rises(

@@ -163,7 +163,14 @@ def test_replay_time_series_bad_input_is_one_line(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
     assert main(["replay", "--time-series", str(tmp_path / "none")]) == 2
+    assert "cannot read (No such file or directory)" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["replay", "--time-series", str(tmp_path / "empty")]) == 2  # a folder holding none
     assert "not a time-series folder" in capsys.readouterr().err
+    # tasks without a memory sample: nothing to replay, not a table of zeros
+    silent = write_folder(tmp_path / "s", {}, extra_rows="wf,align,silent,1,5,5,50,10,1,1\n")
+    assert main(["replay", "--time-series", str(silent)]) == 2
+    assert "nothing to replay" in capsys.readouterr().err
 
 
 def test_the_replays_agent_samples_no_more_often_than_the_series() -> None:
