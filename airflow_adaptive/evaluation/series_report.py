@@ -16,6 +16,7 @@ from airflow_adaptive.evaluation.pareto import no_worse, pareto
 from airflow_adaptive.evaluation.replay import ReplayConfig
 from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY, _results, check_strategies, trace_entry
 from airflow_adaptive.evaluation.series import GROW, KSPLUS, replay_series
+from airflow_adaptive.exceptions import UnknownStrategyError
 from airflow_adaptive.traces.series import SeriesTrace, read_series
 
 RESIZE_LATENCIES_S = (2.0, 5.0, 15.0)
@@ -45,7 +46,12 @@ def series_strategies(requested: Sequence[str]) -> list[str]:
     """Static strategies and KS+ (``all``: every quick registered strategy and KS+); ``grow`` is
     added per latency by :func:`evaluate_series`."""
     names = [n for n in requested if n not in (GROW, KSPLUS, "all")]
-    check_strategies(names)
+    try:
+        check_strategies(names)
+    except UnknownStrategyError as err:  # the series' own names are known here too
+        raise UnknownStrategyError(
+            f"{err}; over time series also {GROW} (at every --resize-latency), {KSPLUS}"
+        ) from None
     if "all" in requested:
         return [*quick_predictor_names(), KSPLUS]
     return [*names, *([KSPLUS] if KSPLUS in requested else [])]

@@ -153,6 +153,7 @@ def test_replay_time_series_json_has_the_shape_of_replay(
         (["--resize-latency", "soon"], "--resize-latency takes seconds"),
         (["--budget-sweep"], "--plot and --budget-sweep are for peak traces"),
         (["--strategy", "nope"], "unknown sizing strategy 'nope'"),
+        (["--strategy", "grow-5s"], "over time series also grow (at every --resize-latency), ks+"),
     ],
 )
 def test_replay_time_series_bad_input_is_one_line(
