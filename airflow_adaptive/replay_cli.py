@@ -83,6 +83,8 @@ def strategy_names(args: argparse.Namespace) -> list[str]:
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     if args.resize_latency and not args.time_series:
         raise AdaptiveError("replay: --resize-latency is for --time-series folders (growth in place)")
+    if args.resize_latency:
+        _latencies(args.resize_latency)  # a value that cannot be meant is said before the paths
     require_paths(args.traces)
     from airflow_adaptive.console import progress as progress_display
     from airflow_adaptive.evaluation.choices import BUDGETS
