@@ -134,6 +134,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
 def _cmd_replay_series(args: argparse.Namespace, out: TextIO) -> int:
     """``replay --time-series``: folders of memory time series (``traces/series.py``)."""
     from airflow_adaptive.console import progress as progress_display
+    from airflow_adaptive.evaluation.series import GROW
     from airflow_adaptive.evaluation.series_report import RESIZE_LATENCIES_S, evaluate_series
     from airflow_adaptive.traces.series import series_folders
 
@@ -152,6 +153,8 @@ def _cmd_replay_series(args: argparse.Namespace, out: TextIO) -> int:
             folders.setdefault(os.path.realpath(folder), folder)
     config = _replay_config(args)  # a kill's time is in the samples
     names = strategy_names(args)
+    if args.resize_latency and not {GROW, "all"} & set(names):
+        raise AdaptiveError(f"replay: --resize-latency is growth's: add {GROW} to --strategy")
     with progress_display() as progress:
         bar = progress.add_task("replaying", total=None)
         report = evaluate_series(

@@ -154,6 +154,7 @@ def test_replay_time_series_json_has_the_shape_of_replay(
         (["--budget-sweep"], "--plot and --budget-sweep are for peak traces"),
         (["--strategy", "nope"], "unknown sizing strategy 'nope'"),
         (["--strategy", "grow-5s"], "over time series also grow (at every --resize-latency), ks+"),
+        (["--strategy", "adaptive", "--resize-latency", "0"], "--resize-latency is growth's"),
     ],
 )
 def test_replay_time_series_bad_input_is_one_line(
