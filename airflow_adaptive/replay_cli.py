@@ -134,13 +134,11 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
 def _cmd_replay_series(args: argparse.Namespace, out: TextIO) -> int:
     """``replay --time-series``: folders of memory time series (``traces/series.py``)."""
     from airflow_adaptive.console import progress as progress_display
-    from airflow_adaptive.evaluation.series import GROW
-    from airflow_adaptive.evaluation.series_report import RESIZE_LATENCIES_S, evaluate_series
+    from airflow_adaptive.evaluation.series_report import evaluate_series
     from airflow_adaptive.traces.series import series_folders
 
     if args.plot or args.budget_sweep:
         raise AdaptiveError("replay --time-series: --plot and --budget-sweep are for peak traces")
-    latencies = _latencies(args.resize_latency) if args.resize_latency else RESIZE_LATENCIES_S
     folders: dict[str, str] = {}  # by real path: a folder named twice is replayed once
     for path in args.traces:
         found = series_folders(path)
@@ -152,9 +150,7 @@ def _cmd_replay_series(args: argparse.Namespace, out: TextIO) -> int:
         for folder in found:
             folders.setdefault(os.path.realpath(folder), folder)
     config = _replay_config(args)  # a kill's time is in the samples
-    names = strategy_names(args)
-    if args.resize_latency and not {GROW, "all"} & set(names):
-        raise AdaptiveError(f"replay: --resize-latency is growth's: add {GROW} to --strategy")
+    names, latencies = _series_strategies(args)
     with progress_display() as progress:
         bar = progress.add_task("replaying", total=None)
         report = evaluate_series(
@@ -167,6 +163,24 @@ def _cmd_replay_series(args: argparse.Namespace, out: TextIO) -> int:
     else:
         _print_replay(report, out)
     return 0
+
+
+def _series_strategies(args: argparse.Namespace) -> tuple[list[str], tuple[float, ...]]:
+    """The strategies and resize latencies ``--time-series`` replays: ``grow`` at every
+    ``--resize-latency`` (default 2, 5 and 15 s), and ``grow-<L>s`` (the report's own name) at L."""
+    from airflow_adaptive.evaluation.series import GROW
+    from airflow_adaptive.evaluation.series_report import RESIZE_LATENCIES_S, named_latencies
+
+    names, named = named_latencies(strategy_names(args))
+    plain = bool({GROW, "all"} & set(names))
+    if args.resize_latency and not (plain or named):
+        raise AdaptiveError(f"replay: --resize-latency is growth's: add {GROW} to --strategy")
+    if any(not 0 <= v < 3600 for v in named):
+        raise AdaptiveError(f"replay: {GROW}-<L>s takes L in seconds in [0, 3600)")
+    latencies = set(named)
+    if plain or args.resize_latency:
+        latencies |= set(_latencies(args.resize_latency) if args.resize_latency else RESIZE_LATENCIES_S)
+    return [*names, *([GROW] if named and not plain else [])], tuple(sorted(latencies))
 
 
 def _latencies(values: list[str]) -> tuple[float, ...]:
@@ -298,7 +312,8 @@ def add_replay_command(sub: Any) -> None:
         action="append",
         metavar="NAME[,NAME...]",
         help="strategies to replay, comma-separated or repeated, or 'all' (default: all but those "
-        "whose decisions take seconds, Sizey)",
+        "whose decisions take seconds, Sizey); with --time-series also ks+, grow (at every --resize-latency) "
+        "and grow-<L>s (at L seconds)",
     )
     rep.add_argument(
         "--history",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -24,6 +25,14 @@ RESIZE_LATENCIES_S = (2.0, 5.0, 15.0)
 
 def grow_name(latency_s: float) -> str:
     return f"{GROW}-{latency_s:g}s"
+
+
+def named_latencies(names: Sequence[str]) -> tuple[list[str], tuple[float, ...]]:
+    """``names`` without the ``grow-<L>s`` ones (the names the report gives growth), and their
+    latencies: ``grow-5s`` asks for growth at 5 s, as ``grow`` with ``--resize-latency 5`` does."""
+    matches = [re.fullmatch(rf"{GROW}-(\d+(?:\.\d+)?)s", name) for name in names]
+    latencies = tuple(float(m[1]) for m in matches if m)
+    return [name for name, m in zip(names, matches, strict=True) if not m], latencies
 
 
 @functools.lru_cache(maxsize=4)
@@ -50,7 +59,7 @@ def series_strategies(requested: Sequence[str]) -> list[str]:
         check_strategies(names)
     except UnknownStrategyError as err:  # the series' own names are known here too
         raise UnknownStrategyError(
-            f"{err}; over time series also {GROW} (at every --resize-latency), {KSPLUS}"
+            f"{err}; over time series also {GROW} (at every --resize-latency), {GROW}-<L>s, {KSPLUS}"
         ) from None
     if "all" in requested:
         return [*quick_predictor_names(), KSPLUS]

@@ -153,7 +153,8 @@ def test_replay_time_series_json_has_the_shape_of_replay(
         (["--resize-latency", "soon"], "--resize-latency takes seconds"),
         (["--budget-sweep"], "--plot and --budget-sweep are for peak traces"),
         (["--strategy", "nope"], "unknown sizing strategy 'nope'"),
-        (["--strategy", "grow-5s"], "over time series also grow (at every --resize-latency), ks+"),
+        (["--strategy", "grow-5"], "over time series also grow (at every --resize-latency), grow-<L>s, ks+"),
+        (["--strategy", "grow-3600s"], "grow-<L>s takes L in seconds in [0, 3600)"),
         (["--strategy", "adaptive", "--resize-latency", "0"], "--resize-latency is growth's"),
     ],
 )
@@ -173,6 +174,23 @@ def test_replay_time_series_bad_input_is_one_line(
     silent = write_folder(tmp_path / "s", {}, extra_rows="wf,align,silent,1,5,5,50,10,1,1\n")
     assert main(["replay", "--time-series", str(silent)]) == 2
     assert "nothing to replay" in capsys.readouterr().err
+
+
+def test_replay_time_series_reads_growths_report_names_as_strategies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the report names growth grow-<L>s: the same name asks for it at L, beside --resize-latency's
+    folder = write_folder(tmp_path / "t", family(3))
+    for strategies, extra, replayed in [
+        ("grow-5s,ks+", [], {"grow-5s", "ks+"}),
+        ("grow-2.5s", ["--resize-latency", "15"], {"grow-2.5s", "grow-15s"}),
+        ("grow,grow-7s", ["--resize-latency", "2"], {"grow-2s", "grow-7s"}),
+    ]:
+        argv = ["replay", "--time-series", str(folder), "--strategy", strategies, *extra, "--json"]
+        assert main([*argv, "--workers", "1"]) == 0
+        (trace,) = json.loads(capsys.readouterr().out)["traces"]
+        assert set(trace["strategies"]) - {"adaptive"} == replayed  # growth is measured against the default
+        assert set(trace["growth"]) == {n for n in replayed if n.startswith("grow")}
 
 
 def test_the_replays_agent_samples_no_more_often_than_the_series() -> None:
