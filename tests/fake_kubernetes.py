@@ -61,7 +61,8 @@ class FakeKubernetesApi:
         self.leases: dict[tuple[str, str], dict[str, Any]] = {}  # (namespace, name) -> Lease JSON
         self.forbid_lease_reads = False  # a reader without RBAC for Leases: 403 on GET
         self.deletions: list[str] = []  # pod names, as DELETE was asked
-        # In-place resize (pods/resize): "apply", "defer", "infeasible", "forbid" (403), "absent"
+        # In-place resize (pods/resize): "apply", "defer", "infeasible", "forbid" (403, RBAC), "quota"
+        # (403, a ResourceQuota refusing this pod's resize), "absent"
         # (404, a cluster older than 1.33) or "grow-only" (a 1.33 cluster: a memory-limit decrease is
         # 422 Invalid, an increase applied); every request body, in order.
         self.resize_mode = "apply"

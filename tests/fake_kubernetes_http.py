@@ -163,6 +163,10 @@ class Handler(BaseHTTPRequestHandler):
         if mode == "forbid":
             return self._send(403, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden",
                                     "code": 403, "message": "pods \"x\" is forbidden: cannot patch resource \"pods/resize\""})  # fmt: skip
+        if mode == "quota":  # a ResourceQuota's admission refuses this pod's resize, not RBAC the agent's
+            return self._send(403, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden",
+                                    "code": 403, "message": "pods \"x\" is forbidden: exceeded quota: mem, requested: "
+                                    "limits.memory=1Gi, used: limits.memory=4Gi, limited: limits.memory=4Gi"})  # fmt: skip
         if mode == "absent":  # an API server without the subresource names no pod
             return self._send(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
                                     "code": 404, "message": "the server could not find the requested resource"})  # fmt: skip

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +37,9 @@ from urllib3.exceptions import HTTPError
 from airflow_adaptive.agent.cgroup import CgroupUnavailable, MemoryCgroup, pod_cgroups
 from airflow_adaptive.agent.watch import GrowthWatch
 from airflow_adaptive.core.growth import GrowthRule
+from airflow_adaptive.core.units import MIB
 from airflow_adaptive.failopen import LoopFailures, failure_reason
-from airflow_adaptive.kubernetes.names import GROW_LABEL, HEADROOM_ANNOTATION
+from airflow_adaptive.kubernetes.names import GROW_CONTAINER_ANNOTATION, GROW_LABEL, HEADROOM_ANNOTATION
 from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
 from airflow_adaptive.kubernetes.resize import (
     Resized,
@@ -54,6 +56,22 @@ DECREASE_REFUSED = "cannot be decreased"  # what a 1.33 API server says of any m
 
 def _container_id(status: Any) -> str:
     return (status.container_id or "").rsplit("://", 1)[-1]
+
+
+def _task_containers(pod: k8s.V1Pod) -> set[str]:
+    """The containers the agent may resize: the task's, as ``allow_growth`` named it (a sidecar keeps
+    its own memory); on a pod from before that annotation, those whose memory resize needs no
+    restart, as ``allow_growth`` set the task's."""
+    named = (pod.metadata.annotations or {}).get(GROW_CONTAINER_ANNOTATION)
+    if named:
+        return {named}
+    return {
+        c.name
+        for c in pod.spec.containers
+        if any(
+            p.resource_name == "memory" and p.restart_policy == "NotRequired" for p in c.resize_policy or []
+        )
+    }
 
 
 class GrowthAgent:
@@ -75,6 +93,8 @@ class GrowthAgent:
         self._notes: dict[str, list[str]] = {}
         self._left_alone: set[str] = set()  # pods with a pending resize, or unreadable cgroups
         self._room: int | None = None
+        self._room_unread = False  # said once
+        self._since = datetime.now(timezone.utc)  # what started before it, it saw only in part
 
     def room_bytes(self) -> int:
         """The node's allocatable memory: no growth goes above it (the kubelet defers what the node
@@ -82,10 +102,14 @@ class GrowthAgent:
         if self._room is None:
             try:
                 node = self.core.read_node(self.node_name)
-                self._room = parse_memory_bytes((node.status.allocatable or {}).get("memory"))
+                allocatable = parse_memory_bytes((node.status.allocatable or {}).get("memory"))
             except Exception as err:  # unreadable: the kubelet still defers what does not fit
-                log.warning("grow-agent: node %s unreadable (%s); no room bound", self.node_name, err)
-                self._room = UNLIMITED_ROOM_BYTES
+                if not self._room_unread:
+                    log.warning("grow-agent: node %s unreadable (%s); no room bound", self.node_name, err)
+                self._room_unread = True
+                return UNLIMITED_ROOM_BYTES  # read again for the next container
+            # whole MiB, as an ask is written (rounded up): never an ask above allocatable
+            self._room = allocatable - allocatable % MIB if allocatable else UNLIMITED_ROOM_BYTES
         return self._room
 
     def pods(self) -> list[k8s.V1Pod]:
@@ -106,8 +130,9 @@ class GrowthAgent:
             if uid in self._left_alone:
                 continue
             self._started.setdefault(uid, self.clock())
+            task = _task_containers(pod)
             for status in (pod.status.container_statuses if pod.status else None) or []:
-                if status.state and status.state.running and self.off_reason is None:
+                if status.name in task and status.state and status.state.running and self.off_reason is None:
                     asked += self._guarded(pod, status)
         self._forget(running)
         return asked
@@ -127,7 +152,7 @@ class GrowthAgent:
 
     def _container(self, pod: k8s.V1Pod, status: Any) -> int:
         read = self._read(pod, status)
-        watch = self._watch(pod, status.name) if read is not None else None
+        watch = self._watch(pod, status) if read is not None else None
         if read is None or watch is None:
             return 0
         usage, charged, limit = read
@@ -169,9 +194,13 @@ class GrowthAgent:
             self._left_alone.add(uid)
             return None
 
-    def _watch(self, pod: k8s.V1Pod, name: str) -> GrowthWatch | None:
+    def _watch(self, pod: k8s.V1Pod, status: Any) -> GrowthWatch | None:
         """The container's watch; None (left alone, logged once) when a memory resize would restart
-        it (its own resizePolicy says RestartContainer): a restart loses the task's work."""
+        it (its own resizePolicy says RestartContainer): a restart loses the task's work. A container
+        that started more than a window before this agent did (the agent restarted, or came late) is
+        never lowered: its level is the most used since then, and a try that fell would be lowered
+        below its rebound."""
+        name = status.name
         key = (pod.metadata.uid, name)
         if key not in self._watches:
             spec = next((c for c in pod.spec.containers if c.name == name), None)
@@ -183,6 +212,10 @@ class GrowthAgent:
                 return None
             plan = plan_from_text((pod.metadata.annotations or {}).get(HEADROOM_ANNOTATION))
             self._watches[key] = GrowthWatch(self.rule, self.room_bytes(), plan)
+            started = status.state.running.started_at if status.state and status.state.running else None
+            # startedAt is in whole seconds: up to one early
+            if started is not None and (self._since - started).total_seconds() > self.rule.window_s + 1.0:
+                self._watches[key].not_lowered()
         return self._watches[key]
 
     def _lowering_answered(self, pod: k8s.V1Pod, watch: GrowthWatch, note: str | None, answer: Any) -> int:

@@ -21,4 +21,5 @@ FAMILY_ANNOTATION = f"{PREFIX}/task-family"
 BUSY_CORES_ANNOTATION = f"{PREFIX}/cores-busy"  # its family's recorded mean cores busy (live load reads it)
 GROW_LABEL = f"{PREFIX}/grow"  # the node agent may grow this pod's memory in place
 HEADROOM_ANNOTATION = f"{PREFIX}/grow-headroom"  # the family's headroom by level (JSON)
+GROW_CONTAINER_ANNOTATION = f"{PREFIX}/grow-container"  # the task's container: the only one the agent resizes
 GROWN_ANNOTATION = f"{PREFIX}/grown"  # what the agent grew (or could not), explained

@@ -23,6 +23,7 @@ from airflow_adaptive.core.growth_plan import GrowthPlan
 from airflow_adaptive.core.units import MIB, format_bytes
 from airflow_adaptive.kubernetes.names import (
     DECISION_ANNOTATION,
+    GROW_CONTAINER_ANNOTATION,
     GROW_LABEL,
     GROWN_ANNOTATION,
     HEADROOM_ANNOTATION,
@@ -54,6 +55,8 @@ def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -
     if container is None:
         return
     pod.metadata.labels = {**(pod.metadata.labels or {}), GROW_LABEL: "true"}
+    # the agent resizes this container only: a sidecar (a mesh proxy, a log shipper) keeps its own
+    pod.metadata.annotations = {**(pod.metadata.annotations or {}), GROW_CONTAINER_ANNOTATION: container_name}
     policies = list(container.resize_policy or [])
     if not any(p.resource_name == "memory" for p in policies):
         container.resize_policy = [*policies, NOT_REQUIRED]
@@ -154,8 +157,8 @@ def plan_from_text(text: str | None) -> GrowthPlan | None:
             young,
             rescue_above,
         )
-    except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
-        return None
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError):
+        return None  # RecursionError: JSON nested deeper than the parser goes
     return plan if plan.decision_bytes > 0 and plan.rescue_above_bytes < plan.decision_bytes else None
 
 
@@ -181,6 +184,14 @@ def _names_pod(err: ApiException) -> bool:
     return bool(isinstance(details, dict) and details.get("kind") == "pods" and details.get("name"))
 
 
+def _rbac_refusal(err: ApiException) -> bool:
+    """A 403 from RBAC (the agent may not patch pods/resize anywhere), not from an admission plugin
+    refusing this pod's resize: RBAC says what the user "cannot" do (a 403 without a message is
+    taken as RBAC's: growth off, pods keep their limits)."""
+    message = str(_status(err).get("message") or "")
+    return not message or " cannot " in message
+
+
 def resize_memory(core: CoreV1Api, pod: k8s.V1Pod, container: str, limit_bytes: int) -> ResizeAnswer:
     """Ask for ``limit_bytes`` as the container's memory request and limit."""
     quantity = format_memory(limit_bytes)
@@ -189,13 +200,15 @@ def resize_memory(core: CoreV1Api, pod: k8s.V1Pod, container: str, limit_bytes: 
     try:
         answered = core.patch_namespaced_pod_resize(pod.metadata.name, pod.metadata.namespace, body)
     except ApiException as err:
-        if err.status == 403:
+        if err.status == 403 and _rbac_refusal(err):
             return ResizeAnswer(Resized.REFUSED, f"forbidden: {err.reason}")
         if err.status == 404 and _names_pod(err):
             return ResizeAnswer(Resized.GONE, "the pod is gone")
         if err.status in (404, 405):
             return ResizeAnswer(Resized.UNSUPPORTED, "no pods/resize subresource (Kubernetes < 1.33)")
-        if err.status in (409, 422):  # e.g. the pod ended, or a resize policy refuses it
+        # this pod's own refusal: it ended, its resize policy, an admission plugin (a namespace at
+        # its ResourceQuota, a LimitRange's maximum: 403; a webhook: 400)
+        if err.status in (400, 403, 409, 422):
             return ResizeAnswer(Resized.PENDING, f"{err.status} {_status(err).get('message') or err.reason}")
         raise
     pending = _pending_reason(answered)

@@ -20,7 +20,12 @@ from airflow_adaptive.core.growth_plan import flat_plan
 from airflow_adaptive.core.model import ExitReason, TaskKey
 from airflow_adaptive.core.units import MIB
 from airflow_adaptive.kubernetes.grow_agent import GrowthAgent
-from airflow_adaptive.kubernetes.names import GROW_LABEL, GROWN_ANNOTATION, HEADROOM_ANNOTATION
+from airflow_adaptive.kubernetes.names import (
+    GROW_CONTAINER_ANNOTATION,
+    GROW_LABEL,
+    GROWN_ANNOTATION,
+    HEADROOM_ANNOTATION,
+)
 from airflow_adaptive.kubernetes.observe import observe_pod
 from airflow_adaptive.kubernetes.resize import plan_text
 from tests.fake_kubernetes import FakeKubernetesApi
@@ -49,7 +54,8 @@ def start_pod(
     core = CoreV1Api(client(api))
     # one headroom at every level
     plan = replace(flat_plan(0, headroom, 1 << 40), rebound_bytes=rebound) if headroom else None
-    annotations = {HEADROOM_ANNOTATION: plan_text(plan)} if plan else {}
+    annotations = {GROW_CONTAINER_ANNOTATION: "base"}  # as allow_growth writes it
+    annotations |= {HEADROOM_ANNOTATION: plan_text(plan)} if plan else {}
     core.create_namespaced_pod(NAMESPACE, {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "labels": {GROW_LABEL: "true"}, "annotations": annotations},
@@ -126,14 +132,61 @@ def test_a_refusal_or_an_old_cluster_turns_growth_off_with_one_line(
     assert GROWN_ANNOTATION not in (pod.metadata.annotations or {})
 
 
+def test_an_admission_refusal_leaves_that_pod_alone_and_growth_on(api: FakeKubernetesApi) -> None:
+    # a namespace at its ResourceQuota refuses the resize with 403 too: that pod's, not RBAC's
+    api.resize_mode = "quota"
+    start_pod(api, "quota", headroom=16 * MIB)
+    agent = agent_for(api)
+    pod = run(api, agent, "quota")
+    assert agent.off_reason is None and len(api.resizes) == 1  # asked once, then left alone
+    assert pod.status.container_statuses[0].state.terminated.reason == "OOMKilled"  # as without growth
+    assert "not grown (403 pods" in pod.metadata.annotations[GROWN_ANNOTATION]
+    api.resize_mode = "apply"
+    start_pod(api, "next", headroom=16 * MIB)
+    assert run(api, agent, "next").status.phase == "Succeeded"  # the next pod still grows
+
+
+def test_no_growth_asks_above_the_nodes_allocatable_and_an_unread_node_is_read_again(
+    api: FakeKubernetesApi,
+) -> None:
+    from airflow_adaptive.kubernetes.grow_agent import UNLIMITED_ROOM_BYTES
+
+    agent = GrowthAgent(client(api), "node-b", api.cgroup_root, GrowthRule())
+    assert agent.room_bytes() == UNLIMITED_ROOM_BYTES  # not there (yet): no bound, and not kept
+    api.add_node("node-b", memory="16283436Ki")  # not whole MiB: an ask rounds up to whole MiB
+    assert agent.room_bytes() == 16283436 * 1024 - 16283436 * 1024 % MIB
+
+
+def test_only_the_tasks_container_is_resized_a_sidecar_keeps_its_memory() -> None:
+    from kubernetes.client import models as k8s
+
+    from airflow_adaptive.kubernetes.grow_agent import _task_containers
+
+    not_required = [k8s.V1ContainerResizePolicy(resource_name="memory", restart_policy="NotRequired")]
+    containers = [
+        k8s.V1Container(name="base", resize_policy=not_required),
+        k8s.V1Container(name="istio-proxy"),
+    ]
+
+    def pod(annotations: dict[str, str] | None) -> k8s.V1Pod:
+        return k8s.V1Pod(
+            metadata=k8s.V1ObjectMeta(annotations=annotations), spec=k8s.V1PodSpec(containers=containers)
+        )
+
+    assert _task_containers(pod({GROW_CONTAINER_ANNOTATION: "base"})) == {"base"}
+    # a pod from before the annotation: the containers whose memory resize needs no restart
+    assert _task_containers(pod(None)) == {"base"}
+
+
 # 50 MiB to 166 MiB, 4 MiB a sample: more than a step (2 %) of its level a window, so not flat
 CLIMB = [int((50 + 4 * k) * MIB) for k in range(30)]
 PLATEAU = CLIMB + [max(CLIMB)] * 20 + [max(CLIMB) + int(4 * k * MIB) for k in range(1, 41)]  # climbs again
 
 
 def run_on_a_clock(
-    api: FakeKubernetesApi, name: str, series: list[int] = PLATEAU, rebound: int | None = None
-) -> tuple[GrowthAgent, Any]:
+    api: FakeKubernetesApi, name: str, series: list[int] = PLATEAU, rebound: int | None = None,
+    started_at: str | None = None,
+) -> tuple[GrowthAgent, Any]:  # fmt: skip
     """The plateau under an agent whose clock moves one second a sample (a try is flat only for
     as long as its clock says), asking three headrooms when it grows so that a plateau's limit is
     more than one growth step above its level and a quarter headroom more."""
@@ -142,6 +195,10 @@ def run_on_a_clock(
     rule = GrowthRule(latency_s=0.0, sample_s=0.5, headrooms=3.0)
     agent = GrowthAgent(client(api), "node-a", api.cgroup_root, rule, clock=lambda: seconds[0])
     start_pod(api, name, headroom=40 * MIB, rebound=rebound)  # asks 182 MiB at 62 MiB used, 262 at 142
+    if started_at is not None:  # the container started before the agent did
+        api.pods[(NAMESPACE, name)]["status"]["containerStatuses"][0]["state"]["running"]["startedAt"] = (
+            started_at
+        )
     while api.step(name):
         agent.cycle()
         seconds[0] += 1.0
@@ -186,6 +243,15 @@ def test_a_pod_that_falls_is_lowered_by_its_familys_rebound_and_completes(api: F
     api.resizes.clear()
     _, pod = run_on_a_clock(api, "falls-kept", FALLS)
     assert pod.status.phase == "Succeeded" and _limits_asked(api)[-1] == 216
+
+
+def test_a_pod_that_started_before_the_agent_is_grown_but_never_lowered(api: FakeKubernetesApi) -> None:
+    # an agent restarted mid-run knows the most a try used only since then: a try that had fallen
+    # would be lowered below its family's rebound
+    _, pod = run_on_a_clock(api, "late", FALLS, rebound=16 * MIB, started_at="2020-01-01T00:00:00Z")
+    asked = _limits_asked(api)
+    assert pod.status.phase == "Succeeded" and asked and asked == sorted(asked)
+    assert "lowered" not in pod.metadata.annotations[GROWN_ANNOTATION]
 
 
 def test_a_cluster_that_refuses_a_decrease_turns_lowering_off_and_growth_goes_on(

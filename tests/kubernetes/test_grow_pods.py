@@ -14,7 +14,7 @@ from kubernetes.client import models as k8s
 from airflow_adaptive import advisor as advisor_module
 from airflow_adaptive.config import get_settings
 from airflow_adaptive.core.modes import Mode
-from airflow_adaptive.kubernetes.names import GROW_LABEL, HEADROOM_ANNOTATION
+from airflow_adaptive.kubernetes.names import GROW_CONTAINER_ANNOTATION, GROW_LABEL, HEADROOM_ANNOTATION
 from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
 from airflow_adaptive.kubernetes.resize import plan_from_text
 from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
@@ -64,6 +64,10 @@ def test_a_family_with_profiles_starts_below_the_decision_and_tells_the_agent_it
         and "resizePolicy" not in static["spec"]["containers"][0]
     )
     assert grown["metadata"]["labels"][GROW_LABEL] == "true"
+    # the agent resizes the task's container only, not a sidecar
+    assert (
+        grown["metadata"]["annotations"][GROW_CONTAINER_ANNOTATION] == grown["spec"]["containers"][0]["name"]
+    )
     assert grown["spec"]["containers"][0]["resizePolicy"] == [
         {"resourceName": "memory", "restartPolicy": "NotRequired"}
     ]
@@ -148,6 +152,7 @@ def test_the_plan_annotation_reads_back_and_bad_text_only_turns_the_plan_off() -
         '{"decision":9,"rises":[1],"window_s":Infinity}', '{"decision":9,"rises":[1],"flat":[1,2]}',
         '{"decision":9,"rises":[1],"flat":[-1]}', '{"decision":9,"rises":[1],"flat":7}', None,
         '{"decision":9,"rises":[1],"young":1}', '{"decision":9,"rises":[1],"young":"true"}',
+        "[" * 100_000,  # nested deeper than the parser goes
     )  # fmt: skip
     for text in bad:
         assert plan_from_text(text) is None, text
