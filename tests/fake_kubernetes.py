@@ -66,6 +66,7 @@ class FakeKubernetesApi:
         # (404, a cluster older than 1.33) or "grow-only" (a 1.33 cluster: a memory-limit decrease is
         # 422 Invalid, an increase applied); every request body, in order.
         self.resize_mode = "apply"
+        self.resize_failing: set[str] = set()  # pod names whose resize the API server fails (500)
         self.resizes: list[tuple[str, dict[str, Any]]] = []
         # Memory over time: when set, a container runs in a thread through these usage samples (bytes,
         # one per ``series_step_s``), writing them to a cgroup v2 folder under ``cgroup_root`` as the

@@ -163,6 +163,9 @@ class Handler(BaseHTTPRequestHandler):
         if mode == "forbid":
             return self._send(403, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden",
                                     "code": 403, "message": "pods \"x\" is forbidden: cannot patch resource \"pods/resize\""})  # fmt: skip
+        if key[1] in self.api.resize_failing:
+            return self._send(500, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                    "reason": "InternalError", "code": 500, "message": "etcd timed out"})  # fmt: skip
         if mode == "quota":  # a ResourceQuota's admission refuses this pod's resize, not RBAC the agent's
             return self._send(403, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden",
                                     "code": 403, "message": "pods \"x\" is forbidden: exceeded quota: mem, requested: "

@@ -119,11 +119,14 @@ class GrowthAgent:
         ).items
 
     def cycle(self) -> int:
-        """One look at every labelled running pod of the node; the resizes asked."""
+        """One look at every labelled running pod of the node; the resizes asked. The API's or the
+        network's trouble with one pod (a 5xx) does not keep the others waiting: the cycle goes on,
+        and then raises the first, for the loop to say once."""
         if self.off_reason is not None:
             return 0
         asked = 0
         running = set()
+        trouble: Exception | None = None
         for pod in self.pods():
             uid = pod.metadata.uid
             running.add(uid)
@@ -133,8 +136,13 @@ class GrowthAgent:
             task = _task_containers(pod)
             for status in (pod.status.container_statuses if pod.status else None) or []:
                 if status.name in task and status.state and status.state.running and self.off_reason is None:
-                    asked += self._guarded(pod, status)
+                    try:
+                        asked += self._guarded(pod, status)
+                    except (ApiException, HTTPError, OSError) as err:
+                        trouble = trouble or err
         self._forget(running)
+        if trouble is not None:
+            raise trouble
         return asked
 
     def _guarded(self, pod: k8s.V1Pod, status: Any) -> int:

@@ -146,6 +146,29 @@ def test_an_admission_refusal_leaves_that_pod_alone_and_growth_on(api: FakeKuber
     assert run(api, agent, "next").status.phase == "Succeeded"  # the next pod still grows
 
 
+def test_the_api_failing_one_pods_resize_does_not_keep_the_others_waiting(api: FakeKubernetesApi) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    api.resize_failing = {"a-failing"}  # listed first
+    start_pod(api, "a-failing", headroom=16 * MIB)
+    start_pod(api, "b-healthy", headroom=16 * MIB)
+    seconds, raised = [0.0], 0  # a second a cycle: an unanswered ask is asked again each cycle
+    agent = GrowthAgent(client(api), "node-a", api.cgroup_root, GrowthRule(latency_s=0.0, sample_s=0.5),
+                        clock=lambda: seconds[0])  # fmt: skip
+    while api.step("b-healthy"):
+        api.step("a-failing")  # killed at its limit partway: never grown
+        try:
+            agent.cycle()
+        except ApiException:  # the cycle still says it, for the loop to log once
+            raised += 1
+        seconds[0] += 1.0
+    asked = [name for name, _ in api.resizes]
+    # every cycle that asked the failing pod raised, and asked the healthy one as well
+    assert raised == asked.count("a-failing") > 0 and asked.count("b-healthy") > 0
+    assert asked.index("a-failing") < asked.index("b-healthy") and agent.off_reason is None
+    assert CoreV1Api(client(api)).read_namespaced_pod("b-healthy", NAMESPACE).status.phase == "Succeeded"
+
+
 def test_no_growth_asks_above_the_nodes_allocatable_and_an_unread_node_is_read_again(
     api: FakeKubernetesApi,
 ) -> None:
