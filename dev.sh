@@ -58,6 +58,22 @@ serve_ui() {
   exec airflow api-server --port "$port"
 }
 
+demo_port_free() {
+  # Said before the demo runs, not after Airflow's banner: a port that is not one, or is taken.
+  python - "${ADAPTIVE_DEMO_PORT:-28080}" <<'PY'
+import socket, sys
+value = sys.argv[1]
+if not (value.isdigit() and 0 < int(value) < 65536):
+    sys.exit(f"dev.sh demo: ADAPTIVE_DEMO_PORT={value!r} is not a port (1-65535)")
+with socket.socket() as probe:
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the api-server binds
+    try:
+        probe.bind(("127.0.0.1", int(value)))
+    except OSError as err:
+        sys.exit(f"dev.sh demo: port {value} is taken ({err.strerror}): set ADAPTIVE_DEMO_PORT to a free one, or pass --no-serve")
+PY
+}
+
 postgres_url() {
   echo "${ADAPTIVE_TEST_POSTGRES_URL:-postgresql+psycopg2://postgres@127.0.0.1:5432/test}"
 }
@@ -87,6 +103,7 @@ case "$cmd" in
     for arg in "$@"; do
       if [ "$arg" = --no-serve ]; then serve=0; else args+=("$arg"); fi
     done
+    if [ "$serve" = 1 ]; then demo_port_free; fi
     airflow-adaptive demo "${args[@]}"
     if [ "$serve" = 1 ]; then serve_ui; fi
     ;;

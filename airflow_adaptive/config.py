@@ -67,7 +67,8 @@ def _number(name: str, kind: type[int] | type[float]) -> Any:
     try:
         return kind(_raw(name))
     except ValueError:
-        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not a {kind.__name__}") from None
+        what = "an integer" if kind is int else "a number"
+        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not {what}") from None
 
 
 def _at_least_one(name: str) -> int:
@@ -81,6 +82,13 @@ def _not_negative(name: str) -> float:
     value = float(_number(name, float))
     if not value >= 0.0:  # NaN too
         raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not a number of seconds >= 0")
+    return value
+
+
+def _positive(name: str, what: str) -> float:
+    value = float(_number(name, float))
+    if not 0.0 < value < math.inf:  # NaN too
+        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not a number of {what} > 0")
     return value
 
 
@@ -213,7 +221,7 @@ def _staging() -> StagingSettings:
         cache_root=_raw("cache_root").strip(),
         budget_bytes=_quantity("cache_budget"),
         image=_raw("staging_image").strip(),
-        shared_read_bytes_per_s=_number("shared_read_bytes_per_second", float),
+        shared_read_bytes_per_s=_positive("shared_read_bytes_per_second", "bytes per second"),
         small_below_bytes=_quantity("small_input_below"),
         big_from_bytes=_quantity("big_input_from"),
     )
@@ -230,15 +238,15 @@ def load_settings() -> AdaptiveSettings:
     """Read ``[adaptive]`` once; bad values raise a typed error naming the option."""
     return AdaptiveSettings(
         history_conn_id=_raw("history_conn_id"),
-        store_timeout_seconds=_number("store_timeout_seconds", float),
-        history_window=_number("history_window", int),
+        store_timeout_seconds=_positive("store_timeout_seconds", "seconds"),
+        history_window=_at_least_one("history_window"),
         retention_attempts=_count("retention_attempts"),
         retention_days=_days("retention_days"),
         mode=_mode(),
         placement_live_load=_flag("placement_live_load"),
         lff_failures=_failure_mode(),
         priority_classes=_flag("priority_classes"),
-        metrics_sample_interval_seconds=_number("metrics_sample_interval_seconds", float),
+        metrics_sample_interval_seconds=_positive("metrics_sample_interval_seconds", "seconds"),
         spool_dir=_spool_dir(),
         sizing=_sizing(),
         staging=_staging(),

@@ -190,7 +190,8 @@ def run_demo(
         )
     if trace and not _matched(observations, [row["task_family"] for row in rows]):
         print(
-            f"demo: {trace} sizes none of the DAG's tasks (no family matches theirs by name or task name)",
+            f"demo: {trace} sizes none of the DAG's tasks (no family matches theirs by name or task name): "
+            "they are sized from what the history store already held",
             file=sys.stderr,
         )
         source = "the history store"  # what sizes them is whatever it held before

@@ -359,3 +359,38 @@ def test_an_option_the_command_does_not_take_is_named_by_the_command(
     assert stop.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(says) and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("HISTORY_WINDOW", "0", "history_window = '0' is not an integer >= 1"),
+        ("HISTORY_WINDOW", "abc", "history_window = 'abc' is not an integer"),
+        ("STORE_TIMEOUT_SECONDS", "-5", "store_timeout_seconds = '-5' is not a number of seconds > 0"),
+        ("STORE_TIMEOUT_SECONDS", "nan", "store_timeout_seconds = 'nan' is not a number of seconds > 0"),
+        (
+            "METRICS_SAMPLE_INTERVAL_SECONDS",
+            "0",
+            "metrics_sample_interval_seconds = '0' is not a number of seconds > 0",
+        ),
+        (
+            "SHARED_READ_BYTES_PER_SECOND",
+            "-1e6",
+            "shared_read_bytes_per_second = '-1e6' is not a number of bytes per second > 0",
+        ),
+    ],
+)
+def test_a_number_in_config_that_cannot_be_meant_is_one_line(
+    option: str, value: str, says: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from airflow_adaptive.config import get_settings
+
+    monkeypatch.setenv(f"AIRFLOW__ADAPTIVE__{option}", value)
+    get_settings.cache_clear()
+    try:
+        _one_line_error(
+            main(["decide", "--task-family", "ALIGN"]), capsys.readouterr().err, f"[adaptive] {says}"
+        )
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
