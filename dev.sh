@@ -63,7 +63,7 @@ demo_port_free() {
   python - "${ADAPTIVE_DEMO_PORT:-28080}" <<'PY'
 import socket, sys
 value = sys.argv[1]
-if not (value.isdigit() and 0 < int(value) < 65536):
+if not (value.isascii() and value.isdigit() and 0 < int(value) < 65536):
     sys.exit(f"dev.sh demo: ADAPTIVE_DEMO_PORT={value!r} is not a port (1-65535)")
 with socket.socket() as probe:
     probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the api-server binds

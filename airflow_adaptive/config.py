@@ -71,10 +71,11 @@ def _number(name: str, kind: type[int] | type[float]) -> Any:
         raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not {what}") from None
 
 
-def _at_least_one(name: str) -> int:
+def _at_least_one(name: str, most: int = 1 << 31) -> int:
     value = int(_number(name, int))
-    if value < 1:
-        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not an integer >= 1")
+    if not 1 <= value <= most:
+        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not an integer >= 1" +
+                                 (f" and <= {most}" if value > most else ""))  # fmt: skip
     return value
 
 
@@ -85,10 +86,11 @@ def _not_negative(name: str) -> float:
     return value
 
 
-def _positive(name: str, what: str) -> float:
+def _positive(name: str, what: str, most: float = math.inf) -> float:
     value = float(_number(name, float))
-    if not 0.0 < value < math.inf:  # NaN too
-        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not a number of {what} > 0")
+    if not 0.0 < value < math.inf or value > most:  # NaN too
+        upper = f" and <= {most:g}" if math.isfinite(most) else ""
+        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not a number of {what} > 0{upper}")
     return value
 
 
@@ -238,15 +240,15 @@ def load_settings() -> AdaptiveSettings:
     """Read ``[adaptive]`` once; bad values raise a typed error naming the option."""
     return AdaptiveSettings(
         history_conn_id=_raw("history_conn_id"),
-        store_timeout_seconds=_positive("store_timeout_seconds", "seconds"),
-        history_window=_at_least_one("history_window"),
+        store_timeout_seconds=_positive("store_timeout_seconds", "seconds", most=3600.0),
+        history_window=_at_least_one("history_window", most=1_000_000),
         retention_attempts=_count("retention_attempts"),
         retention_days=_days("retention_days"),
         mode=_mode(),
         placement_live_load=_flag("placement_live_load"),
         lff_failures=_failure_mode(),
         priority_classes=_flag("priority_classes"),
-        metrics_sample_interval_seconds=_positive("metrics_sample_interval_seconds", "seconds"),
+        metrics_sample_interval_seconds=_positive("metrics_sample_interval_seconds", "seconds", most=3600.0),
         spool_dir=_spool_dir(),
         sizing=_sizing(),
         staging=_staging(),

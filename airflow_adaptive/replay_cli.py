@@ -169,7 +169,7 @@ def _series_strategies(args: argparse.Namespace) -> tuple[list[str], tuple[float
     """The strategies and resize latencies ``--time-series`` replays: ``grow`` at every
     ``--resize-latency`` (default 2, 5 and 15 s), and ``grow-<L>s`` (the report's own name) at L."""
     from airflow_adaptive.evaluation.series import GROW
-    from airflow_adaptive.evaluation.series_report import RESIZE_LATENCIES_S, named_latencies
+    from airflow_adaptive.evaluation.series_report import RESIZE_LATENCIES_S, grow_name, named_latencies
 
     names, named = named_latencies(strategy_names(args))
     plain = bool({GROW, "all"} & set(names))
@@ -180,7 +180,8 @@ def _series_strategies(args: argparse.Namespace) -> tuple[list[str], tuple[float
     latencies = set(named)
     if plain or args.resize_latency:
         latencies |= set(_latencies(args.resize_latency) if args.resize_latency else RESIZE_LATENCIES_S)
-    return [*names, *([GROW] if named and not plain else [])], tuple(sorted(latencies))
+    by_name = {grow_name(v): v for v in sorted(latencies)}  # one per name the report gives
+    return [*names, *([GROW] if named and not plain else [])], tuple(by_name.values())
 
 
 def _latencies(values: list[str]) -> tuple[float, ...]:

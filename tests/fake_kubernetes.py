@@ -182,10 +182,11 @@ class FakeKubernetesApi:
         (cgroup / "memory.events").write_text("oom 0\noom_kill 0\n")
         (cgroup / "memory.stat").write_text("anon 0\nfile 0\ninactive_file 0\n")
         pod["spec"]["nodeName"] = self.node_name
-        pod["status"] = {"phase": "Running", "containerStatuses": [{
-            "name": container["name"], "image": container.get("image", ""), "imageID": "", "ready": True,
-            "restartCount": 0, "containerID": f"containerd://c{pod['metadata']['uid']}",
-            "state": {"running": {"startedAt": now()}}}]}  # fmt: skip
+        uid = pod["metadata"]["uid"]
+        pod["status"] = {"phase": "Running", "containerStatuses": [{  # a sidecar runs too, with no cgroup here
+            "name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True, "restartCount": 0,
+            "containerID": f"containerd://c{uid}" if i == 0 else f"containerd://s{uid}{i}",
+            "state": {"running": {"startedAt": now()}}} for i, c in enumerate(pod["spec"]["containers"])]}  # fmt: skip
         self._series[pod["metadata"]["name"]] = (
             pod,
             cgroup,

@@ -60,10 +60,10 @@ def _container_id(status: Any) -> str:
 
 def _task_containers(pod: k8s.V1Pod) -> set[str]:
     """The containers the agent may resize: the task's, as ``allow_growth`` named it (a sidecar keeps
-    its own memory); on a pod from before that annotation, those whose memory resize needs no
-    restart, as ``allow_growth`` set the task's."""
+    its own memory); on a pod from before that annotation (or one naming no container of the pod),
+    those whose memory resize needs no restart, as ``allow_growth`` set the task's."""
     named = (pod.metadata.annotations or {}).get(GROW_CONTAINER_ANNOTATION)
-    if named:
+    if named and any(c.name == named for c in pod.spec.containers):
         return {named}
     return {
         c.name
@@ -110,6 +110,8 @@ class GrowthAgent:
                 return UNLIMITED_ROOM_BYTES  # read again for the next container
             # whole MiB, as an ask is written (rounded up): never an ask above allocatable
             self._room = allocatable - allocatable % MIB if allocatable else UNLIMITED_ROOM_BYTES
+            for watch in self._watches.values():  # those made while the node was unread
+                watch.room_bytes = min(watch.room_bytes, self._room)
         return self._room
 
     def pods(self) -> list[k8s.V1Pod]:

@@ -366,6 +366,12 @@ def test_an_option_the_command_does_not_take_is_named_by_the_command(
     [
         ("HISTORY_WINDOW", "0", "history_window = '0' is not an integer >= 1"),
         ("HISTORY_WINDOW", "abc", "history_window = 'abc' is not an integer"),
+        ("HISTORY_WINDOW", str(2**63), f"history_window = '{2**63}' is not an integer >= 1 and <= 1000000"),
+        (
+            "STORE_TIMEOUT_SECONDS",
+            "1e7",
+            "store_timeout_seconds = '1e7' is not a number of seconds > 0 and <= 3600",
+        ),
         ("STORE_TIMEOUT_SECONDS", "-5", "store_timeout_seconds = '-5' is not a number of seconds > 0"),
         ("STORE_TIMEOUT_SECONDS", "nan", "store_timeout_seconds = 'nan' is not a number of seconds > 0"),
         (

@@ -185,6 +185,7 @@ def test_replay_time_series_reads_growths_report_names_as_strategies(
         ("grow-5s,ks+", [], {"grow-5s", "ks+"}),
         ("grow-2.5s", ["--resize-latency", "15"], {"grow-2.5s", "grow-15s"}),
         ("grow,grow-7s", ["--resize-latency", "2"], {"grow-2s", "grow-7s"}),
+        ("grow-2s,grow-2.0000001s", [], {"grow-2s"}),  # one latency per name the report gives
     ]:
         argv = ["replay", "--time-series", str(folder), "--strategy", strategies, *extra, "--json"]
         assert main([*argv, "--workers", "1"]) == 0

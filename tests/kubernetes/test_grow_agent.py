@@ -49,7 +49,7 @@ def client(api: FakeKubernetesApi) -> ApiClient:
 
 def start_pod(
     api: FakeKubernetesApi, name: str, *, headroom: int | None = None, memory_policy: str = "NotRequired",
-    rebound: int | None = None,
+    rebound: int | None = None, sidecar: bool = False,
 ) -> CoreV1Api:  # fmt: skip
     core = CoreV1Api(client(api))
     # one headroom at every level
@@ -62,7 +62,8 @@ def start_pod(
         "spec": {"restartPolicy": "Never", "containers": [{
             "name": "base", "image": "busybox", "command": ["true"],
             "resources": {"requests": {"memory": "100Mi"}, "limits": {"memory": "100Mi"}},
-            "resizePolicy": [{"resourceName": "memory", "restartPolicy": memory_policy}]}]},
+            "resizePolicy": [{"resourceName": "memory", "restartPolicy": memory_policy}]},
+            *([{"name": "istio-proxy", "image": "proxy", "resources": {"limits": {"memory": "1Gi"}}}] if sidecar else [])]},
     })  # fmt: skip
     core.read_namespaced_pod(name, NAMESPACE)  # Pending
     assert core.read_namespaced_pod(name, NAMESPACE).status.phase == "Running"
@@ -180,6 +181,14 @@ def test_no_growth_asks_above_the_nodes_allocatable_and_an_unread_node_is_read_a
     assert agent.room_bytes() == 16283436 * 1024 - 16283436 * 1024 % MIB
 
 
+def test_a_pod_with_a_sidecar_grows_its_task_container_only(api: FakeKubernetesApi) -> None:
+    # the sidecar runs beside the task: asked nothing (its cgroup is not even read)
+    start_pod(api, "sidecar", headroom=16 * MIB, sidecar=True)
+    pod = run(api, agent_for(api), "sidecar")
+    assert pod.status.phase == "Succeeded" and api.resizes
+    assert {c["name"] for _, body in api.resizes for c in body["spec"]["containers"]} == {"base"}
+
+
 def test_only_the_tasks_container_is_resized_a_sidecar_keeps_its_memory() -> None:
     from kubernetes.client import models as k8s
 
@@ -197,6 +206,8 @@ def test_only_the_tasks_container_is_resized_a_sidecar_keeps_its_memory() -> Non
         )
 
     assert _task_containers(pod({GROW_CONTAINER_ANNOTATION: "base"})) == {"base"}
+    # an annotation naming no container of the pod (a hand edit): as without it
+    assert _task_containers(pod({GROW_CONTAINER_ANNOTATION: "nope"})) == {"base"}
     # a pod from before the annotation: the containers whose memory resize needs no restart
     assert _task_containers(pod(None)) == {"base"}
 
