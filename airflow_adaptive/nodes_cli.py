@@ -126,6 +126,7 @@ def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
     )  # InvalidProfileError: one line
     if args.store:
         open_cli_store().save_nodes(profiles, grouping)
+        print(f"stored {len(profiles)} node profiles in {len(grouping.groups)} groups", file=sys.stderr)
     if args.json:
         print_json(grouping_json(grouping), out)
         return 0

@@ -181,7 +181,7 @@ def load_cluster(spec: str) -> Cluster:
         data = json.loads(text) if spec.endswith(".json") else yaml.safe_load(text)
     except (OSError, ValueError, yaml.YAMLError) as err:
         raise SimulationInputError(
-            f"cluster {spec!r}: not a preset ({', '.join(PRESETS)}) nor a readable YAML/JSON file "
+            f"cluster {spec!r}: not a preset ({' | '.join(PRESETS)}) nor a readable YAML/JSON file "
             f"({_reason(err)})"
         ) from None
     profiles = isinstance(data, list) or (isinstance(data, dict) and ("node" in data or "profiles" in data))

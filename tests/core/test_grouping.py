@@ -229,7 +229,9 @@ def test_the_store_keeps_noise_and_groups_keeps_ids(engine: Any, tmp_path: Any, 
                  for k, v in p.benchmarks.items()}} for p in profiles]  # fmt: skip
         path.write_text(json.dumps(rows))
         assert main(["groups", "--profiles", str(path), "--store", "--json"]) == 0
-        out = json.loads(capsys.readouterr().out)
+        captured = capsys.readouterr()
+        out = json.loads(captured.out)  # the JSON alone on stdout; what was stored on stderr
+        assert captured.err.strip() == f"stored {len(profiles)} node profiles in 3 groups"
         ids = {m.split("-")[0]: g["id"] for g in out["groups"] for m in g["members"]}
         assert ids == {"g1": 1, "g2": 2, "g3": 3}
     assert out["groups"][-1]["members"][0].startswith("g1")  # strongest last: g1 now ranks first
