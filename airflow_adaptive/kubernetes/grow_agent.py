@@ -44,6 +44,7 @@ from airflow_adaptive.kubernetes.quantity import parse_memory_bytes
 from airflow_adaptive.kubernetes.resize import (
     Resized,
     growth_note,
+    memory_restart_policy,
     note_growth,
     plan_from_text,
     resize_memory,
@@ -65,13 +66,7 @@ def _task_containers(pod: k8s.V1Pod) -> set[str]:
     named = (pod.metadata.annotations or {}).get(GROW_CONTAINER_ANNOTATION)
     if named and any(c.name == named for c in pod.spec.containers):
         return {named}
-    return {
-        c.name
-        for c in pod.spec.containers
-        if any(
-            p.resource_name == "memory" and p.restart_policy == "NotRequired" for p in c.resize_policy or []
-        )
-    }
+    return {c.name for c in pod.spec.containers if memory_restart_policy(c) == "NotRequired"}
 
 
 class GrowthAgent:
@@ -214,8 +209,7 @@ class GrowthAgent:
         key = (pod.metadata.uid, name)
         if key not in self._watches:
             spec = next((c for c in pod.spec.containers if c.name == name), None)
-            policies = (spec.resize_policy if spec is not None else None) or []
-            if any(p.resource_name == "memory" and p.restart_policy == "RestartContainer" for p in policies):
+            if memory_restart_policy(spec) == "RestartContainer":
                 log.warning("grow-agent: %s/%s left alone: a memory resize restarts its container %s",
                             pod.metadata.namespace, pod.metadata.name, name)  # fmt: skip
                 self._left_alone.add(pod.metadata.uid)

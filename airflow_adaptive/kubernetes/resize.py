@@ -47,6 +47,12 @@ class ResizeAnswer:
     reason: str = ""
 
 
+def memory_restart_policy(container: k8s.V1Container | None) -> str | None:
+    """The container's own resizePolicy for memory (NotRequired, RestartContainer), or None."""
+    policies = (container.resize_policy if container is not None else None) or []
+    return next((p.restart_policy for p in policies if p.resource_name == "memory"), None)
+
+
 def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -> None:
     """Mark a pod for the agent: the label it selects by and a memory resize policy that needs no
     restart (kept when the user set one); with a learnt ``plan``, start the container there
@@ -57,9 +63,8 @@ def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -
     pod.metadata.labels = {**(pod.metadata.labels or {}), GROW_LABEL: "true"}
     # the agent resizes this container only: a sidecar (a mesh proxy, a log shipper) keeps its own
     pod.metadata.annotations = {**(pod.metadata.annotations or {}), GROW_CONTAINER_ANNOTATION: container_name}
-    policies = list(container.resize_policy or [])
-    if not any(p.resource_name == "memory" for p in policies):
-        container.resize_policy = [*policies, NOT_REQUIRED]
+    if memory_restart_policy(container) is None:
+        container.resize_policy = [*(container.resize_policy or []), NOT_REQUIRED]
     if plan is None:
         return
     if plan.rescue_only:  # the pod keeps the decision; the agent learns where rescue starts
