@@ -5,8 +5,18 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
+from airflow_adaptive.config_read import (
+    at_least_one,
+    checked,
+    flag,
+    fraction,
+    growth_latency_s,
+    not_negative_seconds,
+    number,
+    positive,
+    raw,
+)
 from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.lff import check_failure_mode
 from airflow_adaptive.core.locality import BIG_FROM_BYTES, SMALL_BELOW_BYTES
@@ -18,7 +28,7 @@ from airflow_adaptive.core.sizing.base import PREDICTORS
 from airflow_adaptive.core.sizing.retry import STRATEGY_RETRY
 from airflow_adaptive.core.units import MIB
 from airflow_adaptive.exceptions import InvalidConfigError, UnknownStrategyError
-from airflow_adaptive.options import OPTIONS, SECTION
+from airflow_adaptive.options import SECTION
 
 
 @dataclass(frozen=True)
@@ -57,57 +67,13 @@ class AdaptiveSettings:
     placement_policy: str = DEFAULT_PLACEMENT  # a name in core/placement.py's PLACEMENT_POLICIES
 
 
-def _raw(name: str) -> str:
-    from airflow.configuration import conf
-
-    return str(conf.get(SECTION, name, fallback=OPTIONS[name][1]))
-
-
-def _number(name: str, kind: type[int] | type[float]) -> Any:
-    try:
-        return kind(_raw(name))
-    except ValueError:
-        what = "an integer" if kind is int else "a number"
-        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not {what}") from None
-
-
-def _at_least_one(name: str, most: int = 1 << 31) -> int:
-    value = int(_number(name, int))
-    if not 1 <= value <= most:
-        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not an integer >= 1" +
-                                 (f" and <= {most}" if value > most else ""))  # fmt: skip
-    return value
-
-
-def _not_negative(name: str) -> float:
-    value = float(_number(name, float))
-    if not value >= 0.0:  # NaN too
-        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not a number of seconds >= 0")
-    return value
-
-
-def _positive(name: str, what: str, most: float = math.inf) -> float:
-    value = float(_number(name, float))
-    if not 0.0 < value < math.inf or value > most:  # NaN too
-        upper = f" and <= {most:g}" if math.isfinite(most) else ""
-        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not a number of {what} > 0{upper}")
-    return value
-
-
 def _cpu(name: str) -> int:
     from airflow_adaptive.kubernetes.quantity import parse_cpu_millicores
 
     try:
-        return parse_cpu_millicores(_raw(name).strip(), what=f"[{SECTION}] {name}")
+        return parse_cpu_millicores(raw(name).strip(), what=f"[{SECTION}] {name}")
     except ValueError as err:
         raise InvalidConfigError(str(err)) from None
-
-
-def _fraction(name: str) -> float:
-    value = _number(name, float)
-    if not 0.0 <= value <= 1.0:
-        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not between 0 and 1")
-    return float(value)
 
 
 def _quantity(name: str, at_least: int = 1) -> int:
@@ -115,68 +81,47 @@ def _quantity(name: str, at_least: int = 1) -> int:
     checked as the commands check ``--request``."""
     from airflow_adaptive.kubernetes.quantity import parse_memory_amount
 
-    return parse_memory_amount(_raw(name), what=f"[{SECTION}] {name}", at_least=at_least)
+    return parse_memory_amount(raw(name), what=f"[{SECTION}] {name}", at_least=at_least)
 
 
 def _days(name: str) -> float:
     """A retention in days, checked as ``history prune --keep-days`` checks it."""
-    value = float(_number(name, float))
+    value = float(number(name, float))
     try:
         return check_keep_days(value)
     except ValueError:
-        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not {DAYS_RULE}") from None
+        raise InvalidConfigError(f"[{SECTION}] {name} = {raw(name)!r} is not {DAYS_RULE}") from None
 
 
 def _count(name: str) -> int:
-    value = int(_number(name, int))
-    if value < 0:
-        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not an integer >= 0 (0: no limit)")
-    return value
-
-
-TRUE_WORDS = frozenset({"true", "t", "1", "yes", "y", "on"})
-FALSE_WORDS = frozenset({"false", "f", "0", "no", "n", "off", ""})
-
-
-def _flag(name: str) -> bool:
-    """True or false, in the words Airflow's own options take; anything else is refused (a typo such
-    as ``ture`` would otherwise turn a feature off without a word)."""
-    word = _raw(name).split("#")[0].strip().lower()  # an inline comment, as Airflow's getboolean reads it
-    if word not in TRUE_WORDS | FALSE_WORDS:
-        raise InvalidConfigError(f"[{SECTION}] {name} = {_raw(name)!r} is not true or false")
-    return word in TRUE_WORDS
+    return int(checked(name, int, lambda v: v >= 0, "an integer >= 0 (0: no limit)"))
 
 
 def _ratio(name: str) -> float:
     """A limit as a multiple of the request: Kubernetes refuses a limit below the request."""
-    value = float(_number(name, float))
-    if not (1.0 <= value < math.inf):  # NaN too
-        raise InvalidConfigError(
-            f"[{SECTION}] {name} = {_raw(name)!r} is not a number >= 1 (limit / request)"
-        )
-    return value
+    return float(checked(name, float, lambda v: 1.0 <= v < math.inf, "a number >= 1 (limit / request)"))
 
 
 def _failure_mode() -> str:
     try:
-        return check_failure_mode(_raw("lff_failures").strip().lower())
+        return check_failure_mode(raw("lff_failures").strip().lower())
     except ValueError as err:
         raise InvalidConfigError(f"[{SECTION}] lff_failures: {err}") from None
 
 
 def _mode() -> Mode:
     try:
-        mode = parse_mode(_raw("mode"), f"[{SECTION}] mode")
+        mode = parse_mode(raw("mode"), f"[{SECTION}] mode")
     except ValueError as err:
         raise InvalidConfigError(str(err)) from None
-    if mode is Mode.OFF and _flag("mutate_all_pods"):  # the option mode replaced
+    if mode is Mode.OFF and flag("mutate_all_pods"):  # the option mode replaced
         return Mode.ENFORCE
     return mode
 
 
 def _family_modes() -> tuple[FamilyRule, ...]:
     try:
-        return parse_family_rules(_raw("family_modes"), f"[{SECTION}] family_modes")
+        return parse_family_rules(raw("family_modes"), f"[{SECTION}] family_modes")
     except ValueError as err:
         raise InvalidConfigError(str(err)) from None
 
@@ -184,7 +129,7 @@ def _family_modes() -> tuple[FamilyRule, ...]:
 def _spool_dir() -> str:
     import os
 
-    spool = _raw("spool_dir")
+    spool = raw("spool_dir")
     return spool or os.path.join(
         os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "adaptive-spool"
     )
@@ -194,69 +139,62 @@ def _sizing() -> SizingSettings:
     sizing = _sized()
     if sizing.floor_bytes > sizing.cap_bytes:
         raise InvalidConfigError(
-            f"[{SECTION}] min_memory = {_raw('min_memory')!r} is above max_allocatable_memory = "
-            f"{_raw('max_allocatable_memory')!r}: no decision fits between them"
+            f"[{SECTION}] min_memory = {raw('min_memory')!r} is above max_allocatable_memory = "
+            f"{raw('max_allocatable_memory')!r}: no decision fits between them"
         )
     return sizing
 
 
 def _sized() -> SizingSettings:
     return SizingSettings(
-        strategy=_raw("strategy"),
-        min_observations=_at_least_one("min_observations"),
+        strategy=raw("strategy"),
+        min_observations=at_least_one("min_observations"),
         floor_bytes=_quantity("min_memory", MIB),
         # Whole MiB, rounded down: pod quantities are written in MiB rounded up, so a decimal
         # cap such as 64G (not a whole MiB) would otherwise be exceeded by up to 1 MiB.
         cap_bytes=_quantity("max_allocatable_memory", MIB) // MIB * MIB,
-        retry_policy=_raw("oom_retry_policy"),
+        retry_policy=raw("oom_retry_policy"),
         limit_to_request_ratio=_ratio("limit_to_request_ratio"),
-        max_oom_rate=_fraction("max_oom_rate"),
-        warm_starts=_flag("warm_starts"),
-        size_cpu=_flag("size_cpu"),
-        cpu_quantile=_fraction("cpu_quantile"),
+        max_oom_rate=fraction("max_oom_rate"),
+        warm_starts=flag("warm_starts"),
+        size_cpu=flag("size_cpu"),
+        cpu_quantile=fraction("cpu_quantile"),
         min_cpu_millicores=_cpu("min_cpu"),
     )
 
 
 def _staging() -> StagingSettings:
     return StagingSettings(
-        cache_root=_raw("cache_root").strip(),
+        cache_root=raw("cache_root").strip(),
         budget_bytes=_quantity("cache_budget"),
-        image=_raw("staging_image").strip(),
-        shared_read_bytes_per_s=_positive("shared_read_bytes_per_second", "bytes per second"),
+        image=raw("staging_image").strip(),
+        shared_read_bytes_per_s=positive("shared_read_bytes_per_second", "bytes per second"),
         small_below_bytes=_quantity("small_input_below"),
         big_from_bytes=_quantity("big_input_from"),
     )
 
 
-def _growth_latency() -> float:
-    seconds = _not_negative("grow_resize_latency_seconds")
-    if seconds >= 3600:
-        raise InvalidConfigError(f"[{SECTION}] grow_resize_latency_seconds: {seconds:g} must be below 3600")
-    return seconds
-
-
 def load_settings() -> AdaptiveSettings:
     """Read ``[adaptive]`` once; bad values raise a typed error naming the option."""
     return AdaptiveSettings(
-        history_conn_id=_raw("history_conn_id"),
-        store_timeout_seconds=_positive("store_timeout_seconds", "seconds", most=3600.0),
-        history_window=_at_least_one("history_window", most=1_000_000),
+        history_conn_id=raw("history_conn_id"),
+        store_timeout_seconds=positive("store_timeout_seconds", "seconds", most=3600.0),
+        history_window=at_least_one("history_window", most=1_000_000),
         retention_attempts=_count("retention_attempts"),
         retention_days=_days("retention_days"),
         mode=_mode(),
-        placement_live_load=_flag("placement_live_load"),
+        placement_live_load=flag("placement_live_load"),
         lff_failures=_failure_mode(),
-        priority_classes=_flag("priority_classes"),
-        metrics_sample_interval_seconds=_positive("metrics_sample_interval_seconds", "seconds", most=3600.0),
+        priority_classes=flag("priority_classes"),
+        metrics_sample_interval_seconds=positive("metrics_sample_interval_seconds", "seconds", most=3600.0),
         spool_dir=_spool_dir(),
         sizing=_sizing(),
         staging=_staging(),
-        placement_live_load_ttl_seconds=_not_negative("placement_live_load_ttl_seconds"),
+        placement_live_load_ttl_seconds=not_negative_seconds("placement_live_load_ttl_seconds"),
         family_modes=_family_modes(),
-        grow_in_place=_flag("grow_in_place"),
-        grow_resize_latency_seconds=_growth_latency(),
-        placement_policy=_raw("placement_policy").strip(),
+        grow_in_place=flag("grow_in_place"),
+        grow_resize_latency_seconds=growth_latency_s(),
+        placement_policy=raw("placement_policy").strip(),
     )
 
 

@@ -25,10 +25,10 @@ def cmd_grow_agent(args: argparse.Namespace, out: TextIO) -> int:
     if not Path(args.cgroup_root).is_dir():
         raise AdaptiveError(f"grow-agent: {args.cgroup_root} is no folder (mount the host's /sys/fs/cgroup)")
     latency_s = args.resize_latency
-    if latency_s is None:
-        from airflow_adaptive.config import get_settings
+    if latency_s is None:  # one option, read without the sizing code config.py would load
+        from airflow_adaptive.config_read import growth_latency_s
 
-        latency_s = get_settings().grow_resize_latency_seconds
+        latency_s = growth_latency_s()
     rule = growth_rule(args, latency_s)  # a bad setting is said before the cluster is asked
     agent = GrowthAgent(_api_client(), node, Path(args.cgroup_root), rule)
     if args.once:

@@ -168,6 +168,7 @@ def _cmd_replay_series(args: argparse.Namespace, out: TextIO) -> int:
 def _series_strategies(args: argparse.Namespace) -> tuple[list[str], tuple[float, ...]]:
     """The strategies and resize latencies ``--time-series`` replays: ``grow`` at every
     ``--resize-latency`` (default 2, 5 and 15 s), and ``grow-<L>s`` (the report's own name) at L."""
+    from airflow_adaptive.core.growth_plan import LATENCY_BOUND_S
     from airflow_adaptive.evaluation.series import GROW
     from airflow_adaptive.evaluation.series_report import RESIZE_LATENCIES_S, grow_name, named_latencies
 
@@ -175,8 +176,8 @@ def _series_strategies(args: argparse.Namespace) -> tuple[list[str], tuple[float
     plain = bool({GROW, "all"} & set(names))
     if args.resize_latency and not (plain or named):
         raise AdaptiveError(f"replay: --resize-latency is growth's: add {GROW} to --strategy")
-    if any(not 0 <= v < 3600 for v in named):
-        raise AdaptiveError(f"replay: {GROW}-<L>s takes L in seconds in [0, 3600)")
+    if any(not 0 <= v < LATENCY_BOUND_S for v in named):
+        raise AdaptiveError(f"replay: {GROW}-<L>s takes L in seconds in [0, {LATENCY_BOUND_S:g})")
     latencies = set(named)
     if plain or args.resize_latency:
         latencies |= set(_latencies(args.resize_latency) if args.resize_latency else RESIZE_LATENCIES_S)
@@ -185,12 +186,14 @@ def _series_strategies(args: argparse.Namespace) -> tuple[list[str], tuple[float
 
 
 def _latencies(values: list[str]) -> tuple[float, ...]:
+    from airflow_adaptive.core.growth_plan import LATENCY_BOUND_S
+
     try:
         latencies = tuple(float(v) for value in values for v in value.split(","))  # '2,,5': refused
     except ValueError:
         raise AdaptiveError(f"replay: --resize-latency takes seconds, not {' '.join(values)!r}") from None
-    if not latencies or any(not 0 <= v < 3600 for v in latencies):
-        raise AdaptiveError("replay: --resize-latency must be seconds in [0, 3600)")
+    if not latencies or any(not 0 <= v < LATENCY_BOUND_S for v in latencies):
+        raise AdaptiveError(f"replay: --resize-latency must be seconds in [0, {LATENCY_BOUND_S:g})")
     return latencies
 
 

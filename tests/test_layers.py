@@ -23,7 +23,8 @@ LAYERS = {
     "traces": 2,  # trace files read into core types
     "agent": 2,  # node-local memory cgroups and the growth watch, on core
     "kubernetes": 3,  # apply and observe, on pods and nodes
-    "options": 3,  # the config section as declared (Airflow imports it with itself: nothing heavy)
+    "options": 2,  # the config section as declared (Airflow imports it with itself: nothing heavy)
+    "config_read": 3,  # one option read and checked (what the grow agent reads, without the sizing code)
     "config": 4,  # settings read once at the edge
     "provider_info": 4,  # the provider info Airflow reads while it imports itself
     "store": 5,  # observe and store

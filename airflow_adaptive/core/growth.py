@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..exceptions import InvalidSettingError
-from .growth_plan import PROFILE_STEPS, GrowthPlan, fallen
+from .growth_plan import LATENCY_BOUND_S, PROFILE_STEPS, GrowthPlan, fallen
 
 
 @dataclass(frozen=True)
@@ -51,9 +51,10 @@ class GrowthRule:
     kept_headrooms: float = 1.25  # what a try that stopped rising keeps (0: never lower)
 
     def __post_init__(self) -> None:
-        if not (0 <= self.latency_s < 3600 and 0 < self.sample_s < 3600):
+        if not (0 <= self.latency_s < LATENCY_BOUND_S and 0 < self.sample_s < LATENCY_BOUND_S):
             raise InvalidSettingError(
-                "resize latency must be in [0, 3600) s and the sampling interval in (0, 3600) s"
+                f"resize latency must be in [0, {LATENCY_BOUND_S:g}) s and the sampling interval in "
+                f"(0, {LATENCY_BOUND_S:g}) s"
             )
         if not 0.0 < self.default_headroom <= 1.0 or self.factor < 1.0 or self.headrooms < 1.0:
             raise InvalidSettingError("default_headroom must be in (0, 1], factor and headrooms at least 1")

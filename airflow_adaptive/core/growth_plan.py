@@ -32,6 +32,7 @@ LEVELS = 50  # the headroom is learnt at each 2 % of the decision
 MIN_GROWTH_HISTORY = 3  # profiles a family needs before its start and headroom are learnt
 FALL_PERCENT = 50  # a try has fallen once it uses less than this share of the most it has used
 FALL_GRACE_S = 2.0  # a fall first seen this close to the end is the task freeing its memory as it exits
+LATENCY_BOUND_S = 3600.0  # resize latencies and windows from here on are a mistake (an hour, not seconds)
 
 
 def fallen(usage_bytes: float, level_bytes: float) -> bool:

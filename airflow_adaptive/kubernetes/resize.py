@@ -19,7 +19,7 @@ from kubernetes.client import CoreV1Api
 from kubernetes.client import models as k8s
 from kubernetes.client.exceptions import ApiException
 
-from airflow_adaptive.core.growth_plan import GrowthPlan
+from airflow_adaptive.core.growth_plan import LATENCY_BOUND_S, GrowthPlan
 from airflow_adaptive.core.units import MIB, format_bytes
 from airflow_adaptive.kubernetes.names import (
     DECISION_ANNOTATION,
@@ -145,7 +145,7 @@ def plan_from_text(text: str | None) -> GrowthPlan | None:
         if not isinstance(flat, list) or len(flat) not in (0, len(rises)):
             return None
         window_s = raw.get("window_s", 0.0)
-        if type(window_s) not in (int, float) or not 0.0 <= window_s < 3600:
+        if type(window_s) not in (int, float) or not 0.0 <= window_s < LATENCY_BOUND_S:
             return None
         start, decision = _plan_bytes(raw.get("start", 0)), _plan_bytes(raw["decision"])
         # a young plan written before the flag started at the decision; a rescue plan is not young

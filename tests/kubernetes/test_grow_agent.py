@@ -349,6 +349,32 @@ def test_the_grow_agent_command_runs_one_cycle_and_says_a_missing_node_in_one_li
     )
 
 
+def test_the_grow_agent_command_reads_its_setting_without_loading_the_sizing_code(
+    api: FakeKubernetesApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node agent on every node: scikit-learn (what config.py's sizing settings import) would
+    cost each about 130 MB for nothing (deploy/grow-agent.yaml's memory is set without it)."""
+    import os
+    import subprocess
+    import sys
+
+    start_pod(api, "light", headroom=16 * MIB)
+    program = (
+        "import sys; from airflow_adaptive.cli import main; "
+        f"main(['grow-agent', '--once', '--node', 'node-a', '--cgroup-root', {str(api.cgroup_root)!r}]); "
+        "print('loaded:', sorted(m for m in ('sklearn', 'scipy', 'airflow_adaptive.config') if m in sys.modules))"
+    )
+    env = os.environ | {
+        "AIRFLOW__KUBERNETES_EXECUTOR__IN_CLUSTER": "False",
+        "AIRFLOW__KUBERNETES_EXECUTOR__CONFIG_FILE": str(api.kubeconfig),
+        "AIRFLOW__ADAPTIVE__GROW_RESIZE_LATENCY_SECONDS": "2",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.splitlines()[-2:] == ["asked 0 resizes", "loaded: []"], done.stdout + done.stderr
+
+
 def test_no_lowering_on_the_command_line_keeps_every_limit_it_grew() -> None:
     import argparse
 

@@ -1,0 +1,78 @@
+"""Read and check one ``[adaptive]`` option at a time: the readers behind ``config.py``.
+
+Apart from it because the grow agent reads one option and nothing else: ``config.py`` declares the
+settings of the sizing code, and importing that loads scikit-learn, about 130 MB a node agent has
+no use for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from airflow_adaptive.core.growth_plan import LATENCY_BOUND_S
+from airflow_adaptive.exceptions import InvalidConfigError
+from airflow_adaptive.options import OPTIONS, SECTION
+
+TRUE_WORDS = frozenset({"true", "t", "1", "yes", "y", "on"})
+FALSE_WORDS = frozenset({"false", "f", "0", "no", "n", "off", ""})
+
+
+def raw(name: str) -> str:
+    from airflow.configuration import conf
+
+    return str(conf.get(SECTION, name, fallback=OPTIONS[name][1]))
+
+
+def number(name: str, kind: type[int] | type[float]) -> Any:
+    try:
+        return kind(raw(name))
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise InvalidConfigError(f"[{SECTION}] {name} = {raw(name)!r} is not {what}") from None
+
+
+def checked(name: str, kind: type[int] | type[float], ok: Callable[[Any], bool], rule: str) -> Any:
+    """The option as ``kind`` where ``ok`` holds (a NaN fails every comparison), else an error saying
+    ``rule``."""
+    value = number(name, kind)
+    if not ok(value):
+        raise InvalidConfigError(f"[{SECTION}] {name} = {raw(name)!r} is not {rule}")
+    return value
+
+
+def at_least_one(name: str, most: int = 1 << 31) -> int:
+    value = int(number(name, int))
+    upper = f" and <= {most}" if value > most else ""  # said only when it is what was broken
+    return int(checked(name, int, lambda v: 1 <= v <= most, f"an integer >= 1{upper}"))
+
+
+def positive(name: str, what: str, most: float = math.inf) -> float:
+    upper = f" and <= {most:g}" if math.isfinite(most) else ""
+    return float(
+        checked(name, float, lambda v: 0.0 < v < math.inf and v <= most, f"a number of {what} > 0{upper}")
+    )
+
+
+def not_negative_seconds(name: str) -> float:
+    return float(checked(name, float, lambda v: v >= 0.0, "a number of seconds >= 0"))
+
+
+def fraction(name: str) -> float:
+    return float(checked(name, float, lambda v: 0.0 <= v <= 1.0, "between 0 and 1"))
+
+
+def flag(name: str) -> bool:
+    """True or false, in the words Airflow's own options take; anything else is refused (a typo such
+    as ``ture`` would otherwise turn a feature off without a word)."""
+    word = raw(name).split("#")[0].strip().lower()  # an inline comment, as Airflow's getboolean reads it
+    if word not in TRUE_WORDS | FALSE_WORDS:
+        raise InvalidConfigError(f"[{SECTION}] {name} = {raw(name)!r} is not true or false")
+    return word in TRUE_WORDS
+
+
+def growth_latency_s() -> float:
+    """``grow_resize_latency_seconds``: what the pods' plans were learnt for, and the agent's default."""
+    rule = f"a number of seconds >= 0 and < {LATENCY_BOUND_S:g}"
+    return float(checked("grow_resize_latency_seconds", float, lambda v: 0.0 <= v < LATENCY_BOUND_S, rule))
