@@ -183,17 +183,17 @@ def _status(err: ApiException) -> dict[str, Any]:
     return status if isinstance(status, dict) else {}
 
 
-def _names_pod(err: ApiException) -> bool:
+def _names_pod(status: dict[str, Any]) -> bool:
     """A 404 about the pod itself (a Status naming kind pods), not about a missing subresource."""
-    details = _status(err).get("details") or {}
+    details = status.get("details") or {}
     return bool(isinstance(details, dict) and details.get("kind") == "pods" and details.get("name"))
 
 
-def _rbac_refusal(err: ApiException) -> bool:
+def _rbac_refusal(status: dict[str, Any]) -> bool:
     """A 403 from RBAC (the agent may not patch pods/resize anywhere), not from an admission plugin
     refusing this pod's resize: RBAC says what the user "cannot" do (a 403 without a message is
     taken as RBAC's: growth off, pods keep their limits)."""
-    message = str(_status(err).get("message") or "")
+    message = str(status.get("message") or "")
     return not message or " cannot " in message
 
 
@@ -205,16 +205,17 @@ def resize_memory(core: CoreV1Api, pod: k8s.V1Pod, container: str, limit_bytes: 
     try:
         answered = core.patch_namespaced_pod_resize(pod.metadata.name, pod.metadata.namespace, body)
     except ApiException as err:
-        if err.status == 403 and _rbac_refusal(err):
+        status = _status(err)
+        if err.status == 403 and _rbac_refusal(status):
             return ResizeAnswer(Resized.REFUSED, f"forbidden: {err.reason}")
-        if err.status == 404 and _names_pod(err):
+        if err.status == 404 and _names_pod(status):
             return ResizeAnswer(Resized.GONE, "the pod is gone")
         if err.status in (404, 405):
             return ResizeAnswer(Resized.UNSUPPORTED, "no pods/resize subresource (Kubernetes < 1.33)")
         # this pod's own refusal: it ended, its resize policy, an admission plugin (a namespace at
         # its ResourceQuota, a LimitRange's maximum: 403; a webhook: 400)
         if err.status in (400, 403, 409, 422):
-            return ResizeAnswer(Resized.PENDING, f"{err.status} {_status(err).get('message') or err.reason}")
+            return ResizeAnswer(Resized.PENDING, f"{err.status} {status.get('message') or err.reason}")
         raise
     pending = _pending_reason(answered)
     return ResizeAnswer(Resized.PENDING, pending) if pending else ResizeAnswer(Resized.APPLIED)
