@@ -118,7 +118,10 @@ def _waste_vs_kills(plt: Any, trace: dict[str, Any], default: str, path: Path) -
         )
         ax.annotate(name, (m["retries_per_100"], m["waste_gb_h"]), fontsize=6, alpha=0.8)
     ax.set_yscale("log")
-    ax.set_xlabel("OOM kills per 100 tasks")
+    ax.set_xscale("symlog", linthresh=1.0)  # the budgets' points lie within a few kills; anchors reach 100+
+    kills = [p["retries_per_100"] for p in (*curve, *trace["strategies"].values())]
+    ax.set_xlim(left=-0.15, right=max(kills) * 1.5 + 1)  # room for the points at 0 and their names
+    ax.set_xlabel("OOM kills per 100 tasks (log scale above 1)")
     ax.set_ylabel("memory waste (GB·h, log scale)")
     ax.set_title(f"{Path(trace['trace']).name}: waste against OOM kills")
     ax.legend(fontsize=7)

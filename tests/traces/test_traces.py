@@ -259,7 +259,19 @@ def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.Ca
     for metrics in entry["strategies"].values():
         assert set(metrics) == {"waste_gb_h", "maq", "wrr", "ate", "retries_per_100", "failed"}
     assert entry["strategies"]["whole-node"]["wrr"] == 0.0
-    assert [p["max_oom_rate"] for p in entry["budget_sweep"]] == [0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 1.0]
+    assert [p["max_oom_rate"] for p in entry["budget_sweep"]] == [
+        0.0,
+        0.001,
+        0.002,
+        0.005,
+        0.01,
+        0.02,
+        0.05,
+        0.1,
+        0.2,
+        0.5,
+        1.0,
+    ]
     # every anchor replayed is a point, beside the default and its sweep
     assert sorted(entry["pareto"]) == sorted(set(report["anchor_strategies"]) & set(entry["strategies"]))
     for name, p in entry["pareto"].items():
