@@ -25,13 +25,14 @@ def progress(*columns: Any) -> Progress:
 
 def table_console(out: TextIO) -> Console:
     """Where a command prints its tables: the terminal's width on a terminal, unbounded elsewhere.
-    No markup: a cell or title is shown as written (a file name or an explanation may hold brackets,
-    which rich would read as styles, drop, or refuse with an error)."""
+    No markup and no emoji codes: a cell or title is shown as written (a file name or an explanation
+    may hold brackets, which rich would read as styles; a family name such as ``P:CAT:DOG`` holds
+    ``:CAT:``, which rich would print as an emoji)."""
     from rich.console import Console
 
     if out.isatty():
-        return Console(file=out, markup=False)
-    return Console(file=out, width=OFF_TERMINAL_WIDTH, markup=False)
+        return Console(file=out, markup=False, emoji=False)
+    return Console(file=out, width=OFF_TERMINAL_WIDTH, markup=False, emoji=False)
 
 
 def print_table(table: Table, out: TextIO) -> None:

@@ -353,9 +353,10 @@ def test_a_trace_with_no_task_to_replay_is_named_not_a_table_of_zeros(
 def test_a_trace_whose_path_reads_as_markup_is_shown_as_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """rich styles ``[bold]`` and refuses ``[/]`` with an error: a table shows a path as written."""
+    """rich styles ``[bold]``, refuses ``[/]`` with an error and prints ``:smile:`` as an emoji: a
+    table shows a path as written."""
     (tmp_path / "runs[").mkdir()
-    trace = tmp_path / "runs[" / "]chip[bold].csv"
+    trace = tmp_path / "runs[" / "]chip[bold]:smile:.csv"
     trace.write_text(HEADER + "\n" + "\n".join(good(n) for n in range(1, 4)) + "\n")
     assert main(["replay", str(trace), "--strategy", "vpa"]) == 0
     assert f"{trace} (3 tasks" in capsys.readouterr().out
