@@ -44,6 +44,7 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.simulation.params import SIZINGS, SimParams
     from airflow_adaptive.simulation.placements import ACCEPTED, LOCALITY, PLACEMENTS
     from airflow_adaptive.simulation.queues import QUEUE_ORDERS
+    from airflow_adaptive.simulation.sources import MAX_TASKS
     from airflow_adaptive.simulation.workload import concurrent_runs
 
     try:
@@ -65,7 +66,12 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
     except ValueError as err:
         raise SimulationInputError(str(err)) from None
     cluster = load_cluster(args.cluster)
-    workload = concurrent_runs(_one_run(args.workload, params, args.seed), args.runs)
+    one_run = _one_run(args.workload, params, args.seed)
+    if len(one_run.tasks) * args.runs > MAX_TASKS:
+        raise SimulationInputError(
+            f"--runs {args.runs} of {len(one_run.tasks)} tasks: at most {MAX_TASKS} tasks in one simulation"
+        )
+    workload = concurrent_runs(one_run, args.runs)
     with progress_display() as progress:
         bar = progress.add_task(
             f"simulating {len(workload.tasks)} tasks", total=len(placements) * len(sizings) * len(queues)

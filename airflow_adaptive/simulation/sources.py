@@ -17,6 +17,7 @@ from .pegasus import KINDS, pegasus_workload
 from .shared import parse_size_bytes, shared_input_workload
 from .workload import SimTask, Workload, floor_peak, user_request_bytes
 
+MAX_TASKS = 1_000_000  # in one simulation: more would hold gigabytes for hours, a typo rather than a plan
 LOTARU_REFERENCE_MACHINE = "n1"  # an N1 node of the Tarema clusters: speed 1 in the cluster model
 
 
@@ -132,18 +133,18 @@ def load_workload(spec: str, params: SimParams, seed: int = 0) -> Workload:
         return lotaru_workload(folder, workflow, params)
     if kind == "synthetic" and ":" in rest:
         name, count = rest.rsplit(":", 1)
-        if name in KINDS and count.isdigit() and int(count) > 0:
+        if name in KINDS and count.isdigit() and 0 < int(count) <= MAX_TASKS:
             return pegasus_workload(name, int(count), params, seed)
         if name in KINDS:
             raise SimulationInputError(
-                f"workload {spec!r}: TASKS must be a whole number of at least 1, not {count!r}"
+                f"workload {spec!r}: TASKS must be a whole number from 1 to {MAX_TASKS}, not {count!r}"
             )
     if kind == "shared" and ":" in rest:
         runs, size = rest.split(":", 1)
-        if runs.isdigit() and int(runs) > 0:
+        if runs.isdigit() and 0 < int(runs) <= MAX_TASKS:
             return shared_input_workload(int(runs), parse_size_bytes(size), params, seed)
         raise SimulationInputError(
-            f"workload {spec!r}: RUNS must be a whole number of at least 1, not {runs!r}"
+            f"workload {spec!r}: RUNS must be a whole number from 1 to {MAX_TASKS}, not {runs!r}"
         )
     raise SimulationInputError(
         f"workload {spec!r}: expected wfformat:FILE, lotaru:DIR:WORKFLOW, shared:RUNS:SIZE or synthetic:KIND:TASKS "

@@ -245,7 +245,9 @@ def test_workloads_must_be_dags_with_known_parents() -> None:
         Workload("w", (task("a", 1, "zzz"),))
     with pytest.raises(SimulationInputError, match="expected wfformat:FILE"):
         load_workload("synthetic:nosuch:10", SimParams())
-    for spec, says in (("synthetic:montage:0", "TASKS must be"), ("shared:-1:1Gi", "RUNS must be")):
+    too_many = ("synthetic:montage:99999999999", "shared:1000001:1Gi")  # before anything is generated
+    for spec, says in (("synthetic:montage:0", "TASKS must be"), ("shared:-1:1Gi", "RUNS must be"),
+                       (too_many[0], "TASKS must be .* to 1000000"), (too_many[1], "RUNS must be .* to 1000000")):  # fmt: skip
         with pytest.raises(SimulationInputError, match=says):
             load_workload(spec, SimParams())
 
@@ -337,6 +339,10 @@ def test_cli_reports_bad_input_and_writes_plots(tmp_path: Path, capsys: pytest.C
         main(["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:60", "--ram-disk", "8Gi"]) == 2
     )
     assert "--ram-disk stages shared inputs for a +locality placement" in capsys.readouterr().err
+    assert (
+        main(["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:60", "--runs", "99999999"]) == 2
+    )
+    assert "--runs 99999999 of 44 tasks: at most 1000000 tasks in one simulation" in capsys.readouterr().err
     args = ["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:60", "--placement", "tarema,sjfn"]
     assert main([*args, "--plot", str(tmp_path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == [
