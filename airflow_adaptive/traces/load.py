@@ -22,7 +22,7 @@ from airflow_adaptive.traces.series import (
     read_series_history,
 )
 from airflow_adaptive.traces.source import first_line, readable_copy
-from airflow_adaptive.traces.wfformat import NotAnInstanceError, load_instance, read_wfformat
+from airflow_adaptive.traces.wfformat import NotAnInstanceError, NotJsonError, load_instance, read_wfformat
 
 READERS: dict[str, Callable[[str], ImportResult]] = {
     "nextflow": read_nextflow,
@@ -149,7 +149,7 @@ def expand_paths(paths: list[str]) -> tuple[list[str], list[str]]:
             traces.append(path)
             continue
         for root, dirs, files in os.walk(path):
-            dirs.sort()
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # .git, .venv: never traces
             samples = MEMORY_FILES if is_series_folder(root) else ()
             for name in sorted(set(files) - set(samples)):  # a series' samples are read with its tasks
                 candidate = os.path.join(root, name)
@@ -160,7 +160,8 @@ def expand_paths(paths: list[str]) -> tuple[list[str], list[str]]:
 def _is_trace(path: str) -> bool:
     """Whether a file found in a folder is a trace: of a known format by its first line, and a JSON
     document a WfFormat instance (read whole: stray JSON beside the traces is common, and would
-    otherwise stop a folder's import or replay). A broken instance is a trace: its reader says why."""
+    otherwise stop a folder's import or replay). A broken instance is a trace: its reader says why;
+    so is a file named as JSON that is none (cut short), but not another that starts with ``{``."""
     try:
         kind = detect_format(path)
     except TraceFormatError:  # no header of a known format
@@ -168,8 +169,11 @@ def _is_trace(path: str) -> bool:
     if kind == "wfformat":
         try:
             load_instance(path)
+        except NotJsonError:  # a template, say; a file named .json is a trace cut short
+            return path.lower().removesuffix(".gz").endswith(".json")
         except NotAnInstanceError:
             return False
-        except TraceFormatError:  # a broken instance: its reader names the file and why
+        except TraceFormatError:
             return True
+    return True
     return True

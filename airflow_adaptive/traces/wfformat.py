@@ -49,6 +49,10 @@ class NotAnInstanceError(TraceFormatError):
     """JSON, but no WfFormat instance at all (no top-level ``workflow``): stray JSON in a folder."""
 
 
+class NotJsonError(NotAnInstanceError):
+    """No JSON at all: an instance cut short, or a file that only starts with ``{`` (a template)."""
+
+
 def load_instance(path: str | os.PathLike[str]) -> WfInstance:
     name = os.fspath(path)
     try:
@@ -64,6 +68,8 @@ def load_instance(path: str | os.PathLike[str]) -> WfInstance:
         )
     except TraceFormatError:
         raise
+    except json.JSONDecodeError as err:
+        raise NotJsonError(bad_instance(name, err).args[0]) from None
     except OSError as err:
         if err.errno is None:  # a gzip file that is corrupt or cut short: its bytes are the fault
             raise bad_instance(name, err) from None
@@ -102,7 +108,7 @@ def read_wfformat(path: str | os.PathLike[str]) -> ImportResult:
             avg_cpu = number(record, "avgCPU")
             read, written = number(record, "readBytes"), number(record, "writtenBytes")
         except ValueError as err:
-            kind = "not a non-negative number"
+            kind = "not a number from 0 to 2^62"
             result.skipped.append(SkippedRow(name, pos + 1, f"{where}: {kind}: {err}", kind))
             continue
         if spec is None or not peak:

@@ -48,12 +48,14 @@ def test_lotaru_report(tmp_path: Path) -> None:
         lotaru_row("train-2", "FASTQC", "oops", "1073741824", "5000000"),
         lotaru_row("train-3", "UNICYCLER", "120000", "-7", "9000000"),
         lotaru_row("train-4", "UNICYCLER", "120000", "2147483648", "9000000"),
+        lotaru_row("train-5", "UNICYCLER", "120000", "1e300", "9000000"),
     ]) + "\n")  # fmt: skip
     assert detect_format(str(trace)) == "lotaru"
     result = read_trace(trace)
     assert [str(s) for s in result.skipped] == [
-        f"{trace}:3: not a non-negative number: Realtime=oops",
-        f"{trace}:4: not a non-negative number: peak_rss=-7",
+        f"{trace}:3: not a number from 0 to 2^62: Realtime=oops",
+        f"{trace}:4: not a number from 0 to 2^62: peak_rss=-7",
+        f"{trace}:6: not a number from 0 to 2^62: peak_rss=1e300",
     ]
     first, second = result.observations
     assert (first.task_family, first.input_size_bytes, first.usage.wall_seconds) == (
@@ -141,7 +143,7 @@ def test_wfformat_instance(tmp_path: Path) -> None:
     (obs,) = result.observations
     assert (obs.task_family, obs.input_size_bytes, obs.usage.cpu_core_seconds) == ("ALIGN", 1000, 20.0)
     runs, left_out = replay_input(str(trace))  # counted by reason, not one reason per task
-    assert len(runs) == 1 and left_out == {"not a non-negative number": 1, "no memoryInBytes": 1}
+    assert len(runs) == 1 and left_out == {"not a number from 0 to 2^62": 1, "no memoryInBytes": 1}
     # a trace of tasks far below min_memory assumes a node of at least that much, not of 8 KiB
     assert replay_cap_bytes(ReplayConfig(), runs) == ReplayConfig().floor_bytes == 64 * MIB
 
@@ -174,10 +176,14 @@ def test_folders_expand_to_the_traces_inside(tmp_path: Path) -> None:
     broken = write(
         tmp_path / "sub" / "x-truncated.json", json.dumps(wf([], []))[:40]
     )  # a trace: its error is said
+    template = write(tmp_path / "sub" / "pod.j2", "{{ name }}\n")  # starts as JSON would: not a trace
+    (tmp_path / ".venv").mkdir()  # hidden folders are never searched (.git, .venv)
+    write(tmp_path / ".venv" / "c.txt", (tmp_path / "sub" / "c.txt").read_text())
     found, ignored = expand_paths([str(tmp_path)])
     assert found == [str(trace), str(instance), str(broken)] and ignored == [
         str(stray),
         str(tmp_path / "notes.md"),
+        str(template),
     ]
     with pytest.raises(
         TraceFormatError, match=r"a-settings\.json: not a WfFormat 1\.5 instance \(no top-level 'workflow"
