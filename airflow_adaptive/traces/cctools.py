@@ -64,7 +64,7 @@ def read_cctools(path: str | os.PathLike[str]) -> ImportResult:
     for pos, (number, cells) in enumerate(rows):
         memory_mb, seconds = value(numbers, "memory", pos), value(numbers, "time", pos)
         problem = (
-            f"not a non-negative number: {bad.iat[pos].strip()}" if bad.iat[pos]
+            f"not a number from 0 to 2^62: {bad.iat[pos].strip()}" if bad.iat[pos]
             else "no memory" if not memory_mb
             else None
         )  # fmt: skip

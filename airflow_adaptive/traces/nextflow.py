@@ -148,7 +148,7 @@ def _problems(
         (complete > LAST_MS, lambda rows: "not a time (milliseconds since 1970): complete="
          + complete[rows].map("{:.0f}".format)),
         (keys, lambda rows: _out_of_range(numbers, rows)),
-        (bad != "", lambda rows: "not a non-negative number: " + bad[rows].str.strip()),
+        (bad != "", lambda rows: "not a number from 0 to 2^62: " + bad[rows].str.strip()),
         (short, lambda rows: pd.Series(f"short row: fewer than the header's {fields} fields (its last is empty)", index=rows)),
     ):  # fmt: skip
         rows = mask[mask].index

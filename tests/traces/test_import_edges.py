@@ -167,7 +167,7 @@ def test_piped_input_is_read_once(
         os.close(read_end)
     captured = capsys.readouterr()
     assert f"/dev/fd/{read_end}: 2 attempts imported (2 new" in captured.out
-    assert f"skipped /dev/fd/{read_end}:4: not a non-negative number: peak_rss=lots" in captured.err
+    assert f"skipped /dev/fd/{read_end}:4: not a number from 0 to 2^62: peak_rss=lots" in captured.err
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(gzip.compress(text.encode()))))
     assert main(["history", "import", "-"]) == 0  # same content under another name: new attempts
     assert "-: 2 attempts imported (2 new" in capsys.readouterr().out

@@ -120,8 +120,8 @@ def test_a_value_that_is_neither_raw_nor_readable_is_reported_on_its_row(
     text.to_csv(trace, sep="\t", index=False)
     assert main(["history", "import", str(trace)]) == 0
     captured = capsys.readouterr()
-    assert f"{trace}:4: not a non-negative number: peak_rss=lots" in captured.err
-    assert f"{trace}:5: not a non-negative number: realtime=4 fortnights" in captured.err
+    assert f"{trace}:4: not a number from 0 to 2^62: peak_rss=lots" in captured.err
+    assert f"{trace}:5: not a number from 0 to 2^62: realtime=4 fortnights" in captured.err
     assert "4 attempts imported" in captured.out and "2 rows skipped" in captured.out
 
 
