@@ -83,8 +83,9 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
     "max_allocatable_memory": (
         "string",
         "64Gi",
-        "Largest memory any node can allocate (Kubernetes quantity). No decision goes above it (a user's "
-        "request above it is kept as asked, and never lowered by a retry).",
+        "Largest memory any node can allocate (Kubernetes quantity). No decision goes above it, a user's "
+        "request included once history sizes the family; a pod that keeps its request (no history yet, "
+        "or the decision failed open) keeps it as asked, and a retry never lowers it.",
     ),
     "min_memory": (
         "string",
