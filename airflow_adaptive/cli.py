@@ -69,6 +69,7 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
         "task_family": args.task_family,
         "memory_request_bytes": as_pod_gets_it(decision.memory_request_bytes),  # as the text says it
         "memory_limit_bytes": as_pod_gets_it(decision.memory_limit_bytes),
+        "cpu_request_millicores": decision.cpu_request_millicores,  # with size_cpu (None: the user's)
         "strategy": decision.strategy,
         "explanation": decision.explanation,
         "observations": decision.observations,
