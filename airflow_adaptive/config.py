@@ -164,7 +164,7 @@ def _sized() -> SizingSettings:
 
 
 def _staging() -> StagingSettings:
-    return StagingSettings(
+    staging = StagingSettings(
         cache_root=raw("cache_root").strip(),
         budget_bytes=_quantity("cache_budget"),
         image=raw("staging_image").strip(),
@@ -172,6 +172,17 @@ def _staging() -> StagingSettings:
         small_below_bytes=_quantity("small_input_below"),
         big_from_bytes=_quantity("big_input_from"),
     )
+    # a hostPath must be absolute, and an init container needs an image: the API server refuses both
+    if staging.cache_root and not staging.cache_root.startswith("/"):
+        raise InvalidConfigError(f"[{SECTION}] cache_root = {staging.cache_root!r} is not an absolute path")
+    if staging.cache_root and not staging.image:
+        raise InvalidConfigError(f"[{SECTION}] staging_image is empty: the staging init container needs one")
+    if staging.small_below_bytes > staging.big_from_bytes:
+        raise InvalidConfigError(
+            f"[{SECTION}] small_input_below = {raw('small_input_below')!r} is above big_input_from = "
+            f"{raw('big_input_from')!r}: no input could be medium"
+        )
+    return staging
 
 
 def load_settings() -> AdaptiveSettings:
