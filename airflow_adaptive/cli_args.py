@@ -140,6 +140,17 @@ def _integer(value: str) -> int:
         raise argparse.ArgumentTypeError(f"'{escape_surrogates(value)}' is not a whole number") from None
 
 
+def namespace_name(value: str) -> str:
+    """A Kubernetes namespace's name (an RFC 1123 label), not an empty word taken as the default."""
+    import re
+
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a namespace name (lowercase letters, digits and '-', at most 63)"
+        )
+    return value
+
+
 def at_least_one(value: str) -> int:
     """A whole number of at least one (rows to show, observations, runs)."""
     number = _integer(value)

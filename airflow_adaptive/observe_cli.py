@@ -9,7 +9,7 @@ import socket
 import sys
 from typing import Any, TextIO
 
-from airflow_adaptive.cli_args import seconds
+from airflow_adaptive.cli_args import namespace_name, seconds
 from airflow_adaptive.exceptions import ClusterUnavailableError
 from airflow_adaptive.failopen import failure_reason, one_round
 
@@ -81,6 +81,7 @@ def add_observe_command(sub: Any) -> None:
     )
     observe.add_argument(
         "--namespace",
+        type=namespace_name,
         help="namespace of the worker pods (default: the executor's, [kubernetes_executor] namespace)",
     )
     observe.add_argument("--interval", type=seconds, default=5.0, help="seconds between cycles (default 5)")

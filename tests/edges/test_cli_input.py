@@ -170,6 +170,8 @@ BAD_ARGUMENTS = [
     (["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:20", "--runs", "0"], "--runs", "not 0"),
     (["grow-agent", "--interval", "-1"], "--interval", "finite seconds > 0, not -1"),
     (["observe", "--interval", "inf"], "--interval", "finite seconds > 0, not inf"),
+    (["observe", "--namespace", ""], "--namespace", "'' is not a namespace name"),
+    (["observe", "--namespace", "Airflow"], "--namespace", "'Airflow' is not a namespace name"),
     (["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:20", "--seed", "-1"], "--seed",
      "from 0 to 4294967295, not -1"),
     (["groups", "--profiles", "p.json", "--seed", str(2**32)], "--seed", "not 4294967296"),
@@ -217,6 +219,7 @@ def test_decide_json_gives_the_bytes_the_pod_gets(engine: Any, capsys: pytest.Ca
         954 * 2**20,
         1431 * 2**20,
     )
+    assert decision["cpu_request_millicores"] is None  # size_cpu off: the user's CPU request stays
 
 
 BAD_CONFIG = [
@@ -228,7 +231,20 @@ BAD_CONFIG = [
     ("CACHE_BUDGET", "5m", "[adaptive] cache_budget 5m is 0.005 bytes"),
     ("SMALL_INPUT_BELOW", "0.5", "[adaptive] small_input_below 0.5 is 0.5 bytes"),
     ("MIN_MEMORY", "100Gi", "[adaptive] min_memory = '100Gi' is above max_allocatable_memory = '64Gi'"),
+    ("CACHE_ROOT", "cache/here", "[adaptive] cache_root = 'cache/here' is not an absolute path"),
+    ("SMALL_INPUT_BELOW", "10G", "[adaptive] small_input_below = '10G' is above big_input_from = '1G'"),
 ]
+
+
+def test_staging_without_an_image_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_adaptive.config import load_settings
+    from airflow_adaptive.exceptions import InvalidConfigError
+
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__STAGING_IMAGE", " ")
+    assert load_settings().staging.image == ""  # staging off: no init container, no image needed
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__CACHE_ROOT", "/mnt/adaptive-cache")
+    with pytest.raises(InvalidConfigError, match=r"^\[adaptive\] staging_image is empty"):
+        load_settings()
 
 
 @pytest.mark.parametrize(("option", "raw", "says"), BAD_CONFIG)
