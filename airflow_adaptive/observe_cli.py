@@ -38,6 +38,10 @@ def cmd_observe(args: argparse.Namespace, out: TextIO) -> int:
 def _api_client() -> Any:
     """The KubernetesExecutor's client configuration (in-cluster in the Deployment); outside a
     cluster, else, the kubeconfig of $KUBECONFIG or ~/.kube/config, as kubectl would use."""
+    import logging
+
+    # urllib3 logs each of its retries; a call that still fails is said once by the command's loop
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     try:
         from airflow.providers.cncf.kubernetes.kube_client import get_kube_client
 
