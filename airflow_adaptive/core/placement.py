@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .registry import Registry
+from .units import format_bytes
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ class MemoryFitFilter:
         limit, need = group.largest_allocatable_memory_bytes, task.memory_request_bytes
         if limit is None or need is None or need <= limit:
             return Verdict(True)
-        return Verdict(False, f"no node can allocate {need} bytes (largest {limit})")
+        return Verdict(False, f"no node can allocate {format_bytes(need)} (largest {format_bytes(limit)})")
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,7 @@ def test_capabilities_and_memory_filter_groups_with_reasons() -> None:
     result = engine.place(needs, GROUPS)
     assert [r.group.id for r in result.ranked] == [2, 3]
     assert dict((g.id, why) for g, why in result.rejected) == {
-        1: f"capabilities: lacks avx2; memory-fit: no node can allocate {32 * GIB} bytes (largest {16 * GIB})"
+        1: "capabilities: lacks avx2; memory-fit: no node can allocate 32 GiB (largest 16 GiB)"
     }
     nowhere = engine.place(TaskDemandView("t", None, None, frozenset({"gpu"})), GROUPS)
     assert nowhere.ranked == () and "lacks gpu" in nowhere.explain()
