@@ -16,10 +16,13 @@ from airflow_adaptive.cli_args import (
 )
 
 
-def _one_run(spec: str, params: Any, seed: int) -> Any:
-    """The workload of ``spec``; a synthetic one whose structure makes another number of tasks than
-    asked says so (montage:100 makes 95)."""
-    from airflow_adaptive.simulation.sources import load_workload
+def _workload(spec: str, params: Any, seed: int, runs: int) -> Any:
+    """``runs`` concurrent runs of the workload of ``spec``, at most ``MAX_TASKS`` tasks in all; a
+    synthetic one whose structure makes another number of tasks than asked says so (montage:100
+    makes 95)."""
+    from airflow_adaptive.exceptions import SimulationInputError
+    from airflow_adaptive.simulation.sources import MAX_TASKS, load_workload
+    from airflow_adaptive.simulation.workload import concurrent_runs
 
     workload = load_workload(spec, params, seed)
     asked = spec.rsplit(":", 1)[-1]
@@ -28,7 +31,11 @@ def _one_run(spec: str, params: Any, seed: int) -> Any:
             f"note: {spec} makes {len(workload.tasks)} tasks (the workflow's structure sets how many)",
             file=sys.stderr,
         )
-    return workload
+    if len(workload.tasks) * runs > MAX_TASKS:
+        raise SimulationInputError(
+            f"--runs {runs} of {spec}'s {len(workload.tasks)} tasks: at most {MAX_TASKS} tasks in one simulation"
+        )
+    return concurrent_runs(workload, runs)
 
 
 def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
@@ -44,8 +51,6 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.simulation.params import SIZINGS, SimParams
     from airflow_adaptive.simulation.placements import ACCEPTED, LOCALITY, PLACEMENTS
     from airflow_adaptive.simulation.queues import QUEUE_ORDERS
-    from airflow_adaptive.simulation.sources import MAX_TASKS
-    from airflow_adaptive.simulation.workload import concurrent_runs
 
     try:
         placements = parse_names(args.placement, ACCEPTED, "placement", everything=PLACEMENTS)
@@ -66,12 +71,7 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
     except ValueError as err:
         raise SimulationInputError(str(err)) from None
     cluster = load_cluster(args.cluster)
-    one_run = _one_run(args.workload, params, args.seed)
-    if len(one_run.tasks) * args.runs > MAX_TASKS:
-        raise SimulationInputError(
-            f"--runs {args.runs} of {len(one_run.tasks)} tasks: at most {MAX_TASKS} tasks in one simulation"
-        )
-    workload = concurrent_runs(one_run, args.runs)
+    workload = _workload(args.workload, params, args.seed, args.runs)
     with progress_display() as progress:
         bar = progress.add_task(
             f"simulating {len(workload.tasks)} tasks", total=len(placements) * len(sizings) * len(queues)

@@ -14,10 +14,11 @@ from airflow_adaptive.traces.wfformat import WfInstance, bad_instance, load_inst
 
 from .params import SimParams
 from .pegasus import KINDS, pegasus_workload
-from .shared import parse_size_bytes, shared_input_workload
+from .shared import BRANCHES, SEQUENCE, parse_size_bytes, shared_input_workload
 from .workload import SimTask, Workload, floor_peak, user_request_bytes
 
 MAX_TASKS = 1_000_000  # in one simulation: more would hold gigabytes for hours, a typo rather than a plan
+TASKS_PER_RUN = SEQUENCE + BRANCHES  # of a shared:RUNS:SIZE workload
 LOTARU_REFERENCE_MACHINE = "n1"  # an N1 node of the Tarema clusters: speed 1 in the cluster model
 
 
@@ -141,10 +142,12 @@ def load_workload(spec: str, params: SimParams, seed: int = 0) -> Workload:
             )
     if kind == "shared" and ":" in rest:
         runs, size = rest.split(":", 1)
-        if runs.isdigit() and 0 < int(runs) <= MAX_TASKS:
+        most = MAX_TASKS // TASKS_PER_RUN
+        if runs.isdigit() and 0 < int(runs) <= most:
             return shared_input_workload(int(runs), parse_size_bytes(size), params, seed)
         raise SimulationInputError(
-            f"workload {spec!r}: RUNS must be a whole number from 1 to {MAX_TASKS}, not {runs!r}"
+            f"workload {spec!r}: RUNS must be a whole number from 1 to {most} ({TASKS_PER_RUN} tasks each), "
+            f"not {runs!r}"
         )
     raise SimulationInputError(
         f"workload {spec!r}: expected wfformat:FILE, lotaru:DIR:WORKFLOW, shared:RUNS:SIZE or synthetic:KIND:TASKS "

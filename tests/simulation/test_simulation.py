@@ -245,9 +245,9 @@ def test_workloads_must_be_dags_with_known_parents() -> None:
         Workload("w", (task("a", 1, "zzz"),))
     with pytest.raises(SimulationInputError, match="expected wfformat:FILE"):
         load_workload("synthetic:nosuch:10", SimParams())
-    too_many = ("synthetic:montage:99999999999", "shared:1000001:1Gi")  # before anything is generated
+    too_many = ("synthetic:montage:99999999999", "shared:125001:1Gi")  # before anything is generated
     for spec, says in (("synthetic:montage:0", "TASKS must be"), ("shared:-1:1Gi", "RUNS must be"),
-                       (too_many[0], "TASKS must be .* to 1000000"), (too_many[1], "RUNS must be .* to 1000000")):  # fmt: skip
+                       (too_many[0], "TASKS must be .* to 1000000"), (too_many[1], r"RUNS must be .* to 125000 \(8 tasks each\)")):  # fmt: skip
         with pytest.raises(SimulationInputError, match=says):
             load_workload(spec, SimParams())
 
@@ -308,12 +308,13 @@ def test_cli_json_is_deterministic_and_complete() -> None:
 
 
 def test_a_synthetic_workload_of_another_size_than_asked_says_so(capsys: pytest.CaptureFixture[str]) -> None:
-    from airflow_adaptive.simulate_cli import _one_run
+    from airflow_adaptive.simulate_cli import _workload
 
-    made = len(_one_run("synthetic:montage:100", SimParams(), 0).tasks)
+    made = len(_workload("synthetic:montage:100", SimParams(), 0, 1).tasks)
     assert made != 100 and f"note: synthetic:montage:100 makes {made} tasks" in capsys.readouterr().err
     assert (
-        len(_one_run("synthetic:cybershake:60", SimParams(), 0).tasks) == 60 and not capsys.readouterr().err
+        len(_workload("synthetic:cybershake:60", SimParams(), 0, 1).tasks) == 60
+        and not capsys.readouterr().err
     )
 
 
@@ -342,7 +343,10 @@ def test_cli_reports_bad_input_and_writes_plots(tmp_path: Path, capsys: pytest.C
     assert (
         main(["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:60", "--runs", "99999999"]) == 2
     )
-    assert "--runs 99999999 of 44 tasks: at most 1000000 tasks in one simulation" in capsys.readouterr().err
+    assert (
+        "--runs 99999999 of synthetic:ligo:60's 44 tasks: at most 1000000 tasks in one simulation"
+        in capsys.readouterr().err
+    )
     args = ["simulate", "--cluster", "5,5,5", "--workload", "synthetic:ligo:60", "--placement", "tarema,sjfn"]
     assert main([*args, "--plot", str(tmp_path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == [
