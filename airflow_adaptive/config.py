@@ -177,11 +177,6 @@ def _staging() -> StagingSettings:
         raise InvalidConfigError(f"[{SECTION}] cache_root = {staging.cache_root!r} is not an absolute path")
     if staging.cache_root and not staging.image:
         raise InvalidConfigError(f"[{SECTION}] staging_image is empty: the staging init container needs one")
-    if staging.small_below_bytes > staging.big_from_bytes:
-        raise InvalidConfigError(
-            f"[{SECTION}] small_input_below = {raw('small_input_below')!r} is above big_input_from = "
-            f"{raw('big_input_from')!r}: no input could be medium"
-        )
     return staging
 
 
