@@ -10,6 +10,7 @@ from airflow_adaptive.core.normalise import INT32
 from airflow_adaptive.core.units import MIB
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.common import (
+    NOT_A_NUMBER,
     ImportResult,
     SkippedRow,
     completed_observation,
@@ -64,7 +65,7 @@ def read_cctools(path: str | os.PathLike[str]) -> ImportResult:
     for pos, (number, cells) in enumerate(rows):
         memory_mb, seconds = value(numbers, "memory", pos), value(numbers, "time", pos)
         problem = (
-            f"not a number from 0 to 2^62: {bad.iat[pos].strip()}" if bad.iat[pos]
+            f"{NOT_A_NUMBER}: {bad.iat[pos].strip()}" if bad.iat[pos]
             else "no memory" if not memory_mb
             else None
         )  # fmt: skip

@@ -18,8 +18,9 @@ from airflow_adaptive.traces.source import READ_ERRORS, cannot_read, compression
 
 MISSING = {"", "-", "NA", "nan", "NaN", "null", "None"}
 # Counts, bytes, milliseconds: nothing in a trace is larger (and BIGINT holds it). A row holding a
-# value outside [0, 2^62] (negative, not finite, 1e300) is skipped as "not a number from 0 to 2^62".
+# value outside [0, 2^62] (negative, not finite, 1e300) is skipped as NOT_A_NUMBER.
 MAX_NUMBER = float(2**62)
+NOT_A_NUMBER = "not a number from 0 to 2^62"
 
 
 @contextlib.contextmanager

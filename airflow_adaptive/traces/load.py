@@ -176,4 +176,3 @@ def _is_trace(path: str) -> bool:
         except TraceFormatError:
             return True
     return True
-    return True

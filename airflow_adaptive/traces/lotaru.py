@@ -6,6 +6,7 @@ import os
 
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.common import (
+    NOT_A_NUMBER,
     ImportResult,
     SkippedRow,
     completed_observation,
@@ -48,7 +49,7 @@ def read_lotaru(path: str | os.PathLike[str]) -> ImportResult:
         workflow = str(frame.at[pos, "Workflow"]).strip() if "Workflow" in frame.columns else ""
         peak, realtime_ms = value(numbers, "peak_rss", pos), value(numbers, "Realtime", pos)
         problem = (
-            f"not a number from 0 to 2^62: {bad.iat[pos].strip()}" if bad.iat[pos]
+            f"{NOT_A_NUMBER}: {bad.iat[pos].strip()}" if bad.iat[pos]
             else "empty Task" if not task
             else "no peak_rss" if not peak
             else None

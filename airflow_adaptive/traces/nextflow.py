@@ -19,6 +19,7 @@ from airflow_adaptive.core.normalise import INT32
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.common import (
     MISSING,
+    NOT_A_NUMBER,
     ImportResult,
     SkippedRow,
     numeric_columns,
@@ -148,7 +149,7 @@ def _problems(
         (complete > LAST_MS, lambda rows: "not a time (milliseconds since 1970): complete="
          + complete[rows].map("{:.0f}".format)),
         (keys, lambda rows: _out_of_range(numbers, rows)),
-        (bad != "", lambda rows: "not a number from 0 to 2^62: " + bad[rows].str.strip()),
+        (bad != "", lambda rows: NOT_A_NUMBER + ": " + bad[rows].str.strip()),
         (short, lambda rows: pd.Series(f"short row: fewer than the header's {fields} fields (its last is empty)", index=rows)),
     ):  # fmt: skip
         rows = mask[mask].index

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from airflow_adaptive.exceptions import TraceFormatError
-from airflow_adaptive.traces.common import ImportResult, SkippedRow, completed_observation, trace_name
+from airflow_adaptive.traces.common import (
+    MAX_NUMBER,
+    NOT_A_NUMBER,
+    ImportResult,
+    SkippedRow,
+    completed_observation,
+    trace_name,
+)
 from airflow_adaptive.traces.source import READ_ERRORS, cannot_read, open_bytes
 
 _INSTANCE_SUFFIX = re.compile(r"_\d+$")
@@ -18,11 +24,11 @@ _TASK_ID = re.compile(r"_ID\d+$")  # WfCommons' Makeflow and Pegasus instances n
 
 
 def number(record: dict[str, Any], key: str) -> float | None:
-    """A record's non-negative number, None when absent; anything else is a ValueError."""
+    """A record's number from 0 to ``MAX_NUMBER``, None when absent; anything else is a ValueError."""
     raw = record.get(key)
     if raw is None:
         return None
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw) or raw < 0:
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0 <= raw <= MAX_NUMBER:  # NaN too
         raise ValueError(f"{key}={raw!r}")
     return float(raw)
 
@@ -68,7 +74,10 @@ def load_instance(path: str | os.PathLike[str]) -> WfInstance:
         )
     except TraceFormatError:
         raise
-    except json.JSONDecodeError as err:
+    except json.JSONDecodeError as err:  # "Extra data": a whole other document, e.g. JSON Lines
+        stray = NotAnInstanceError if err.msg == "Extra data" else NotJsonError
+        raise stray(bad_instance(name, err).args[0]) from None
+    except UnicodeDecodeError as err:  # no JSON text at all (a template in Latin-1)
         raise NotJsonError(bad_instance(name, err).args[0]) from None
     except OSError as err:
         if err.errno is None:  # a gzip file that is corrupt or cut short: its bytes are the fault
@@ -108,7 +117,7 @@ def read_wfformat(path: str | os.PathLike[str]) -> ImportResult:
             avg_cpu = number(record, "avgCPU")
             read, written = number(record, "readBytes"), number(record, "writtenBytes")
         except ValueError as err:
-            kind = "not a number from 0 to 2^62"
+            kind = NOT_A_NUMBER
             result.skipped.append(SkippedRow(name, pos + 1, f"{where}: {kind}: {err}", kind))
             continue
         if spec is None or not peak:

@@ -134,16 +134,18 @@ def test_wfformat_instance(tmp_path: Path) -> None:
         {"id": "ALIGN_1", "runtimeInSeconds": 10.0, "avgCPU": 200.0, "memoryInBytes": 5000},
         {"id": "ALIGN_2", "runtimeInSeconds": 10.0, "memoryInBytes": "big"},
         {"id": "QC_3", "runtimeInSeconds": 1.0},
+        {"id": "QC_3", "runtimeInSeconds": 1.0, "memoryInBytes": 1e300},  # beyond any machine: skipped
     ]
     trace = tmp_path / "wf.json"
     trace.write_text(json.dumps(wf(tasks, executions)))
     assert detect_format(str(trace)) == "wfformat"
     result = read_trace(trace)
-    assert len(result.skipped) == 2 and "memoryInBytes='big'" in result.skipped[0].reason
+    assert len(result.skipped) == 3 and "memoryInBytes='big'" in result.skipped[0].reason
+    assert result.skipped[2].reason.endswith("not a number from 0 to 2^62: memoryInBytes=1e+300")
     (obs,) = result.observations
     assert (obs.task_family, obs.input_size_bytes, obs.usage.cpu_core_seconds) == ("ALIGN", 1000, 20.0)
     runs, left_out = replay_input(str(trace))  # counted by reason, not one reason per task
-    assert len(runs) == 1 and left_out == {"not a number from 0 to 2^62": 1, "no memoryInBytes": 1}
+    assert len(runs) == 1 and left_out == {"not a number from 0 to 2^62": 2, "no memoryInBytes": 1}
     # a trace of tasks far below min_memory assumes a node of at least that much, not of 8 KiB
     assert replay_cap_bytes(ReplayConfig(), runs) == ReplayConfig().floor_bytes == 64 * MIB
 
@@ -177,13 +179,18 @@ def test_folders_expand_to_the_traces_inside(tmp_path: Path) -> None:
         tmp_path / "sub" / "x-truncated.json", json.dumps(wf([], []))[:40]
     )  # a trace: its error is said
     template = write(tmp_path / "sub" / "pod.j2", "{{ name }}\n")  # starts as JSON would: not a trace
+    latin1 = tmp_path / "sub" / "pod2.j2"
+    latin1.write_bytes(b"{{ caf\xe9 }}\n")  # nor one that is not even UTF-8
+    lines = write(tmp_path / "sub" / "events.json", '{"a": 1}\n{"a": 2}\n')  # JSON Lines: no instance
     (tmp_path / ".venv").mkdir()  # hidden folders are never searched (.git, .venv)
     write(tmp_path / ".venv" / "c.txt", (tmp_path / "sub" / "c.txt").read_text())
     found, ignored = expand_paths([str(tmp_path)])
     assert found == [str(trace), str(instance), str(broken)] and ignored == [
         str(stray),
         str(tmp_path / "notes.md"),
+        str(lines),
         str(template),
+        str(latin1),
     ]
     with pytest.raises(
         TraceFormatError, match=r"a-settings\.json: not a WfFormat 1\.5 instance \(no top-level 'workflow"
@@ -265,19 +272,8 @@ def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.Ca
     for metrics in entry["strategies"].values():
         assert set(metrics) == {"waste_gb_h", "maq", "wrr", "ate", "retries_per_100", "failed"}
     assert entry["strategies"]["whole-node"]["wrr"] == 0.0
-    assert [p["max_oom_rate"] for p in entry["budget_sweep"]] == [
-        0.0,
-        0.001,
-        0.002,
-        0.005,
-        0.01,
-        0.02,
-        0.05,
-        0.1,
-        0.2,
-        0.5,
-        1.0,
-    ]
+    sweep = [0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0]  # a 1-2-5 series
+    assert [p["max_oom_rate"] for p in entry["budget_sweep"]] == sweep
     # every anchor replayed is a point, beside the default and its sweep
     assert sorted(entry["pareto"]) == sorted(set(report["anchor_strategies"]) & set(entry["strategies"]))
     for name, p in entry["pareto"].items():
