@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .registry import Registry
-from .units import format_bytes
+from .units import MIB, format_bytes
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,10 @@ class MemoryFitFilter:
         limit, need = group.largest_allocatable_memory_bytes, task.memory_request_bytes
         if limit is None or need is None or need <= limit:
             return Verdict(True)
-        return Verdict(False, f"no node can allocate {format_bytes(need)} (largest {format_bytes(limit)})")
+        said = format_bytes(need), format_bytes(limit)
+        if said[0] == said[1]:  # 16 GiB + 1 MiB against 16 GiB: say the difference
+            said = f"{need / MIB:,.0f} MiB", f"{limit / MIB:,.0f} MiB"
+        return Verdict(False, f"no node can allocate {said[0]} (largest {said[1]})")
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,8 @@ def test_capabilities_and_memory_filter_groups_with_reasons() -> None:
     assert dict((g.id, why) for g, why in result.rejected) == {
         1: "capabilities: lacks avx2; memory-fit: no node can allocate 32 GiB (largest 16 GiB)"
     }
+    just_above = engine.place(TaskDemandView("t", None, 16 * GIB + 2**20), GROUPS[:1])  # both "16 GiB"
+    assert just_above.rejected[0][1] == "memory-fit: no node can allocate 16,385 MiB (largest 16,384 MiB)"
     nowhere = engine.place(TaskDemandView("t", None, None, frozenset({"gpu"})), GROUPS)
     assert nowhere.ranked == () and "lacks gpu" in nowhere.explain()
 
