@@ -352,8 +352,9 @@ def test_the_grow_agent_command_runs_one_cycle_and_says_a_missing_node_in_one_li
 def test_the_grow_agent_command_reads_its_setting_without_loading_the_sizing_code(
     api: FakeKubernetesApi, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A node agent on every node: scikit-learn (what config.py's sizing settings import) would
-    cost each about 130 MB for nothing (deploy/grow-agent.yaml's memory is set without it)."""
+    """A node agent on every node: the sizing code (config.py's settings import it, and it loads
+    scikit-learn) would cost each about 130 MB for nothing. Its one setting is still read: a bad
+    value is the option's one-line error."""
     import os
     import subprocess
     import sys
@@ -361,18 +362,21 @@ def test_the_grow_agent_command_reads_its_setting_without_loading_the_sizing_cod
     start_pod(api, "light", headroom=16 * MIB)
     program = (
         "import sys; from airflow_adaptive.cli import main; "
-        f"main(['grow-agent', '--once', '--node', 'node-a', '--cgroup-root', {str(api.cgroup_root)!r}]); "
-        "print('loaded:', sorted(m for m in ('sklearn', 'scipy', 'airflow_adaptive.config') if m in sys.modules))"
+        f"code = main(['grow-agent', '--once', '--node', 'node-a', '--cgroup-root', {str(api.cgroup_root)!r}]); "
+        "print('loaded:', sorted(m for m in sys.modules if m in ('sklearn', 'airflow_adaptive.config') "
+        "or m.startswith('airflow_adaptive.core.sizing')), 'exit', code)"
     )
     env = os.environ | {
         "AIRFLOW__KUBERNETES_EXECUTOR__IN_CLUSTER": "False",
         "AIRFLOW__KUBERNETES_EXECUTOR__CONFIG_FILE": str(api.kubeconfig),
-        "AIRFLOW__ADAPTIVE__GROW_RESIZE_LATENCY_SECONDS": "2",
     }
-    done = subprocess.run(
-        [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert done.stdout.splitlines()[-2:] == ["asked 0 resizes", "loaded: []"], done.stdout + done.stderr
+    for latency, says in (("2", "asked 0 resizes"), ("3600", "grow_resize_latency_seconds = '3600' is not")):
+        env["AIRFLOW__ADAPTIVE__GROW_RESIZE_LATENCY_SECONDS"] = latency
+        done = subprocess.run(
+            [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert says in done.stdout + done.stderr, done.stdout + done.stderr
+        assert done.stdout.splitlines()[-1].startswith("loaded: [] exit"), done.stdout + done.stderr
 
 
 def test_no_lowering_on_the_command_line_keeps_every_limit_it_grew() -> None:
