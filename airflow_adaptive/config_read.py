@@ -44,8 +44,10 @@ def checked(name: str, kind: type[int] | type[float], ok: Callable[[Any], bool],
 
 def at_least_one(name: str, most: int = 1 << 31) -> int:
     value = int(number(name, int))
-    upper = f" and <= {most}" if value > most else ""  # said only when it is what was broken
-    return int(checked(name, int, lambda v: 1 <= v <= most, f"an integer >= 1{upper}"))
+    if not 1 <= value <= most:
+        upper = f" and <= {most}" if value > most else ""  # said only when it is what was broken
+        raise InvalidConfigError(f"[{SECTION}] {name} = {raw(name)!r} is not an integer >= 1{upper}")
+    return value
 
 
 def positive(name: str, what: str, most: float = math.inf) -> float:

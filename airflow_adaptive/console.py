@@ -30,9 +30,8 @@ def table_console(out: TextIO) -> Console:
     ``:CAT:``, which rich would print as an emoji)."""
     from rich.console import Console
 
-    if out.isatty():
-        return Console(file=out, markup=False, emoji=False)
-    return Console(file=out, width=OFF_TERMINAL_WIDTH, markup=False, emoji=False)
+    width = None if out.isatty() else OFF_TERMINAL_WIDTH
+    return Console(file=out, width=width, markup=False, emoji=False)
 
 
 def print_table(table: Table, out: TextIO) -> None:

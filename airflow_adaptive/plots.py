@@ -108,8 +108,12 @@ def _waste_vs_kills(plt: Any, trace: dict[str, Any], default: str, path: Path) -
         [p["retries_per_100"] for p in curve], [p["waste_gb_h"] for p in curve],
         marker="o", color="tab:green", label=f"{default}, by OOM-kill budget",
     )  # fmt: skip
+    budgets_at: dict[tuple[float, str], list[Any]] = {}  # budgets at one point as drawn share a label
     for p in curve:
-        ax.annotate(f"{p['max_oom_rate']:g}", (p["retries_per_100"], p["waste_gb_h"]), fontsize=7)
+        budgets_at.setdefault((round(p["retries_per_100"], 2), f"{p['waste_gb_h']:.3g}"), []).append(p)
+    for same in budgets_at.values():
+        label = ", ".join(f"{p['max_oom_rate']:g}" for p in same)
+        ax.annotate(label, (same[0]["retries_per_100"], same[0]["waste_gb_h"]), fontsize=7)
     for name, m in sorted(trace["strategies"].items()):
         if name in (default, "whole-node"):
             continue
