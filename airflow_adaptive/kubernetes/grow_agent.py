@@ -216,7 +216,7 @@ class GrowthAgent:
                 return None
             plan = plan_from_text((pod.metadata.annotations or {}).get(HEADROOM_ANNOTATION))
             self._watches[key] = GrowthWatch(self.rule, self.room_bytes(), plan)
-            started = status.state.running.started_at if status.state and status.state.running else None
+            started = status.state.running.started_at  # cycle() watches running containers only
             # startedAt is in whole seconds: up to one early
             if started is not None and (self._since - started).total_seconds() > self.rule.window_s + 1.0:
                 self._watches[key].not_lowered()

@@ -47,8 +47,10 @@ class WfInstance:
         return int(sum(s for s in sizes if isinstance(s, (int, float)))) if sizes else None
 
 
-def bad_instance(path: str, err: Exception) -> TraceFormatError:
-    return TraceFormatError(f"{path}: not a WfFormat 1.5 instance ({type(err).__name__}: {err})")
+def bad_instance(
+    path: str, err: Exception, kind: type[TraceFormatError] = TraceFormatError
+) -> TraceFormatError:
+    return kind(f"{path}: not a WfFormat 1.5 instance ({type(err).__name__}: {err})")
 
 
 class NotAnInstanceError(TraceFormatError):
@@ -76,9 +78,9 @@ def load_instance(path: str | os.PathLike[str]) -> WfInstance:
         raise
     except json.JSONDecodeError as err:  # "Extra data": a whole other document, e.g. JSON Lines
         stray = NotAnInstanceError if err.msg == "Extra data" else NotJsonError
-        raise stray(bad_instance(name, err).args[0]) from None
+        raise bad_instance(name, err, stray) from None
     except UnicodeDecodeError as err:  # no JSON text at all (a template in Latin-1)
-        raise NotJsonError(bad_instance(name, err).args[0]) from None
+        raise bad_instance(name, err, NotJsonError) from None
     except OSError as err:
         if err.errno is None:  # a gzip file that is corrupt or cut short: its bytes are the fault
             raise bad_instance(name, err) from None
