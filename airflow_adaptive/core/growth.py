@@ -118,7 +118,9 @@ def lowered_limit(
     when the limit is more than one growth step above that."""
     if plan is None or plan.rescue_only or not rule.kept_headrooms or elapsed_s < plan.window_s or not flat:
         return None
-    kept = level_bytes + rule.kept_headrooms * plan.headroom_at(level_bytes, elapsed_s, flat)
+    kept = max(
+        level_bytes + rule.kept_headrooms * plan.headroom_at(level_bytes, elapsed_s, flat), plan.floor_bytes
+    )
     return math.ceil(kept) if kept * rule.factor < limit_bytes else None
 
 
@@ -219,7 +221,7 @@ def fallen_limit(
         return None
     if elapsed_s < plan.window_s or now_s - state.fell_s < rule.window_s:
         return None
-    kept = state.trough_bytes + rule.kept_headrooms * plan.rebound_bytes
+    kept = max(state.trough_bytes + rule.kept_headrooms * plan.rebound_bytes, plan.floor_bytes)
     rescued_from = (1.0 - rule.default_headroom) * kept
     return math.ceil(kept) if usage_bytes < rescued_from and kept * rule.factor < limit_bytes else None
 

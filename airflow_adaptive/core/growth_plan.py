@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -142,6 +142,7 @@ class GrowthPlan:
     flat_rises_bytes: tuple[int, ...] = ()  # the headroom by level of a flat try (none: as any try)
     young: bool = False  # a young family's (``young_plan``): grown above the decision only as a rescue
     rescue_above_bytes: int = 0  # a ``rescue_plan``'s: a try up to this much is held by the decision
+    floor_bytes: int = 0  # the least a lowered limit keeps: ``min_memory``, as any decision
 
     @property
     def rescue_only(self) -> bool:
@@ -274,7 +275,8 @@ def learnt_plan(
     least_headroom_bytes: int = 0,
 ) -> GrowthPlan | None:
     """The start and the headroom by level that the family's finished tasks (profile, peak bytes)
-    ask for at the kill budget; the start at least ``floor_bytes`` (``min_memory``, as any decision).
+    ask for at the kill budget; the start, and any limit it is lowered to, at least ``floor_bytes``
+    (``min_memory``, as any decision).
 
     The start is the budget quantile of what each reached within the first window: as a share of
     its peak times the decision, or in bytes times the decision's margin where lower (a share of the
@@ -304,9 +306,10 @@ def learnt_plan(
     )
     start = max(math.ceil(early), floor_bytes, 1)
     if len(history) < MIN_GROWTH_HISTORY:
-        return young_plan(start, max(*rises, least_headroom_bytes), decision_bytes, window_s)
+        young = young_plan(start, max(*rises, least_headroom_bytes), decision_bytes, window_s)
+        return replace(young, floor_bytes=floor_bytes)
     rebound = _rebound(fell, decision_bytes, max_kill_rate, margin)
-    plan = GrowthPlan(start, rises, decision_bytes, window_s, rebound, flat_rises)
+    plan = GrowthPlan(start, rises, decision_bytes, window_s, rebound, flat_rises, floor_bytes=floor_bytes)
     if start + plan.headroom_at(start, 0.0) < decision_bytes:
         return plan
     held = math.ceil(_at_budget([peak for _, peak in history], max_kill_rate))

@@ -182,27 +182,36 @@ def _one_try(
     if out.fitted:
         result.waste_byte_s += out.held_byte_s - out.used_byte_s
         live.ended(attempt, alloc, run.peak_bytes, out.seconds, run.finish_s if number == 1 else None)
-        _close(inst, True, cap, config, result)
+        _close(inst, out, cap, config, result)
         return None
     result.waste_byte_s += out.held_byte_s
     result.retries += 1
     killed = {**alloc, "limit": out.limit_bytes, "request": min(alloc["request"] or cap, out.limit_bytes)}
     live.ended(attempt, killed, None, out.seconds, None)
     if out.limit_bytes >= cap or number >= config.max_attempts:
-        _close(inst, False, cap, config, result)
+        _close(inst, None, cap, config, result)
         return None
     return out
 
 
-def _close(inst: _Instance, succeeded: bool, cap: int, config: ReplayConfig, result: StrategyResult) -> None:
+def _close(
+    inst: _Instance, fitted: TryOutcome | None, cap: int, config: ReplayConfig, result: StrategyResult
+) -> None:
+    """Count a finished instance; ``fitted``: the try that fitted (None: it failed). Its use, and what
+    the whole node would have wasted, are read in the try's own model: memory over time uses less than
+    its peak for most of a run, so a node held that long wastes more than the peak model says."""
     run, t = inst.run, max(inst.run.wall_seconds, 1e-3)
     result.instances += 1
-    result.used_byte_s += run.peak_bytes * t if succeeded else 0.0
-    result.failed += not succeeded
-    whole_node = (cap - run.peak_bytes) * t if run.peak_bytes <= cap else cap * t * config.time_to_failure
-    result.whole_node_waste_byte_s += whole_node
-    used = run.peak_bytes * t / inst.allocated_byte_s if succeeded and inst.allocated_byte_s else 0.0
-    result.efficiency_sum += used
+    if fitted is None:
+        result.failed += 1
+        peak = run.peak_bytes
+        result.whole_node_waste_byte_s += (
+            (cap - peak) * t if peak <= cap else cap * t * config.time_to_failure
+        )
+        return
+    result.used_byte_s += fitted.used_byte_s
+    result.whole_node_waste_byte_s += cap * fitted.seconds - fitted.used_byte_s
+    result.efficiency_sum += fitted.used_byte_s / inst.allocated_byte_s if inst.allocated_byte_s else 0.0
 
 
 def sizing_for(strategy: str, config: ReplayConfig, cap: int, params: dict[str, Any]) -> SizingSettings:

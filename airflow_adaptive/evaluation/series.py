@@ -169,7 +169,7 @@ def replay_ksplus(series: Sequence[SeriesRun], config: ReplayConfig, cap: int) -
             models[run.family] = (len(known), model)
         segments = None if model is None else model.predict(float(run.input_size_bytes or 0))
         held, fitted = _ksplus_tries(s, segments, cap, config, result)
-        _close(result, run, fitted, held, cap)
+        _close(result, s, fitted, held, cap)
         if fitted:
             finished.setdefault(run.family, []).append(((run.start_s or 0.0) + run.wall_seconds, s))
     return result
@@ -213,11 +213,16 @@ def _ksplus_tries(
     return held, False
 
 
-def _close(result: StrategyResult, run: TaskRun, fitted: bool, held: float, cap: int) -> None:
-    t = max(run.wall_seconds, 1e-3)
+def _close(result: StrategyResult, s: SeriesRun, fitted: bool, held: float, cap: int) -> None:
+    """Count a finished instance as ``replay`` does, its use and the whole node's waste over time."""
+    run, t = s.run, max(s.run.wall_seconds, 1e-3)
     result.instances += 1
     result.waste_byte_s += held
     result.failed += not fitted
-    result.used_byte_s += run.peak_bytes * t if fitted else 0.0
-    result.whole_node_waste_byte_s += (cap - run.peak_bytes) * t
-    result.efficiency_sum += run.peak_bytes * t / held if fitted and held else 0.0
+    if not fitted:
+        result.whole_node_waste_byte_s += max(cap - run.peak_bytes, 0) * t
+        return
+    used = _used_byte_s(s.times_s, s.usage_bytes)
+    result.used_byte_s += used
+    result.whole_node_waste_byte_s += cap * float(s.times_s[-1]) - used
+    result.efficiency_sum += used / held if held else 0.0

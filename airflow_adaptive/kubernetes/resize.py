@@ -105,8 +105,8 @@ def _annotate(pod: k8s.V1Pod, plan: GrowthPlan, note: str) -> None:
 
 def plan_text(plan: GrowthPlan) -> str:
     """What the agent needs of a plan, for the pod's annotation: the start, the decision its levels
-    are steps of, the headroom by level (any try's and a flat one's), the first window and the
-    rebound when learnt."""
+    are steps of, the headroom by level (any try's and a flat one's), the first window, and the
+    rebound and the least a lowering keeps when known."""
     fields: dict[str, Any] = {
         "start": plan.start_bytes,
         "decision": plan.decision_bytes,
@@ -121,6 +121,8 @@ def plan_text(plan: GrowthPlan) -> str:
         fields["rebound"] = plan.rebound_bytes
     if plan.rescue_above_bytes:
         fields["rescue_above"] = plan.rescue_above_bytes
+    if plan.floor_bytes:
+        fields["floor"] = plan.floor_bytes
     return json.dumps(fields, separators=(",", ":"))
 
 
@@ -161,6 +163,7 @@ def plan_from_text(text: str | None) -> GrowthPlan | None:
             tuple(_plan_bytes(r) for r in flat),
             young,
             rescue_above,
+            _plan_bytes(raw.get("floor", 0)),
         )
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError):
         return None  # RecursionError: JSON nested deeper than the parser goes

@@ -96,6 +96,11 @@ def test_a_try_that_stopped_rising_is_lowered_to_its_level_and_a_quarter_headroo
     # with a flat headroom learnt (100 at every level): 1000 + 1.25 x 100
     learnt = GrowthPlan(0, (200,), 10_000, flat_rises_bytes=(100,))
     assert lowered_limit(1000, 1400, RULE, learnt, elapsed_s=10.0, flat=True) == 1125
+    # never below the plan's floor (min_memory): 1300 x 1.1 > 1400, so not lowered at all
+    floored = GrowthPlan(0, (200,), 10_000, floor_bytes=1300)
+    assert lowered_limit(1000, 1400, RULE, floored, elapsed_s=10.0, flat=True) is None
+    assert lowered_limit(1000, 2000, RULE, floored, elapsed_s=10.0, flat=True) == 1300
+    assert lowered_limit(1200, 2000, RULE, floored, elapsed_s=10.0, flat=True) == 1450  # above it
 
 
 def test_the_replay_lowers_a_plateau_after_a_window_and_grows_it_again_when_it_rises() -> None:

@@ -109,6 +109,18 @@ def test_every_strategy_over_time_is_floored_at_min_memory(tmp_path: Path) -> No
         assert unfloored.waste_byte_s + unfloored.used_byte_s < held, strategy
 
 
+def test_use_and_the_whole_node_are_counted_over_time_not_at_the_peak(tmp_path: Path) -> None:
+    """A task that sits at 30 % of its peak for half its run used that, not its peak, all along:
+    what it held is what it wasted plus what it used, and a node held as long wastes no less."""
+    runs = read_series(write_folder(tmp_path / "t", family())).runs
+    used = sum(float(np.sum(s.usage_bytes[:-1] * np.diff(s.times_s))) for s in runs)
+    assert used < 0.8 * sum(s.run.peak_bytes * float(s.times_s[-1]) for s in runs)
+    for strategy in ("adaptive", "whole-node", "ks+", "grow"):
+        result = replay_series(runs, strategy, ReplayConfig(history="sequential"))
+        assert result.retries == 0 and result.used_byte_s == pytest.approx(used), strategy
+        assert 0.0 <= result.metrics()["wrr"] <= 1.0 and result.metrics()["maq"] < 0.9, strategy
+
+
 def test_growth_slower_than_the_rise_is_killed_and_retried_as_today(tmp_path: Path) -> None:
     # every task jumps from 10 % to its peak within one sample: no latency saves a small start
     jumpy = {f"align-{i}": [100.0] * 20 + [1000.0] * 3 for i in range(8)}

@@ -125,6 +125,9 @@ def test_the_plan_annotation_reads_back_and_bad_text_only_turns_the_plan_off() -
     assert back == plan
     with_flat = GrowthPlan(5 << 20, (1 << 20, 4 << 20, 2 << 20), 96 << 20, 7.0, None, (1 << 20,) * 3)
     assert plan_from_text(plan_text(with_flat)) == with_flat
+    floored = GrowthPlan(5 << 20, (1 << 20,), 96 << 20, 7.0, floor_bytes=64 << 20)
+    assert plan_from_text(plan_text(floored)) == floored
+    assert plan_from_text(plan_text(floored).replace(str(64 << 20), '"64Mi"')) is None
     young = GrowthPlan(5 << 20, (4 << 20,), 96 << 20, 7.0, young=True)
     assert plan_from_text(plan_text(young)) == young and not back.young
     # a young plan written before the flag started at its decision
