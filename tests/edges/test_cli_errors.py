@@ -339,29 +339,6 @@ def test_on_a_terminal_tables_take_its_width() -> None:
 
 
 @pytest.mark.parametrize(
-    ("argv", "says"),
-    [
-        (["replay", "t.csv", "--stratgy", "all"], "airflow-adaptive replay: error: unrecognized arguments: "
-                                                  "--stratgy all; did you mean --strategy? "
-                                                  "(see airflow-adaptive replay --help)"),
-        (["history", "show", "--task-family", "f", "--jsn"], "airflow-adaptive history show: error: unrecognized "
-                                                             "arguments: --jsn; did you mean --json?"),
-        (["config-reference", "--zzz"], "airflow-adaptive config-reference: error: unrecognized arguments: --zzz "
-                                        "(see"),
-    ],
-    ids=["replay", "history show", "no close option"],
-)  # fmt: skip
-def test_an_option_the_command_does_not_take_is_named_by_the_command(
-    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with pytest.raises(SystemExit) as stop:
-        main(argv)
-    assert stop.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith(says) and len(err.splitlines()) == 1
-
-
-@pytest.mark.parametrize(
     ("option", "value", "says"),
     [
         ("HISTORY_WINDOW", "0", "history_window = '0' is not an integer >= 1"),

@@ -297,3 +297,26 @@ def test_a_setting_airflow_cannot_start_with_is_one_line_not_its_traceback(
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     (line,) = [line for line in done.stderr.splitlines() if "error:" in line]
     assert "Airflow cannot start with this configuration (" in line and line.endswith(f"check {check}")
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["replay", "t.csv", "--stratgy", "all"], "airflow-adaptive replay: error: unrecognized arguments: "
+                                                  "--stratgy all; did you mean --strategy? "
+                                                  "(see airflow-adaptive replay --help)"),
+        (["history", "show", "--task-family", "f", "--jsn"], "airflow-adaptive history show: error: unrecognized "
+                                                             "arguments: --jsn; did you mean --json?"),
+        (["config-reference", "--zzz"], "airflow-adaptive config-reference: error: unrecognized arguments: --zzz "
+                                        "(see"),
+    ],
+    ids=["replay", "history show", "no close option"],
+)  # fmt: skip
+def test_an_option_the_command_does_not_take_is_named_by_the_command(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(says) and len(err.splitlines()) == 1
