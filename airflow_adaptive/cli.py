@@ -26,7 +26,7 @@ from airflow_adaptive.exceptions import (
     ClusterUnavailableError,
     InvalidQuantityError,
 )
-from airflow_adaptive.failopen import airflow_start_failure, first_line
+from airflow_adaptive.failopen import airflow_start_failure, first_line, quiet_retries
 from airflow_adaptive.grow_agent_cli import add_grow_agent_command
 from airflow_adaptive.history_cli import add_history_commands, open_cli_store, print_json, unknown_family
 from airflow_adaptive.nodes_cli import add_node_commands
@@ -215,6 +215,7 @@ def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
         raise ClusterUnavailableError(
             f"cannot create PriorityClasses: {where} ({unusable(err, 300)})"
         ) from None
+    quiet_retries()
     try:
         created = create_missing(ApiClient())
     except Exception as err:  # unreachable API, RBAC refusal: one line, no traceback

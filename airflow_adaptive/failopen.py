@@ -91,3 +91,9 @@ class LoopFailures:
         if self.reason is not None:
             self.logger.warning("%s works again", self.what)
         self.reason = None
+
+
+def quiet_retries() -> None:
+    """A command that says a failed cluster call in one line: urllib3's warning per retry before it
+    would only repeat that line three times."""
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)

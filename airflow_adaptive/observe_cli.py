@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from airflow_adaptive.cli_args import namespace_name, seconds
 from airflow_adaptive.exceptions import ClusterUnavailableError
-from airflow_adaptive.failopen import failure_reason, one_round
+from airflow_adaptive.failopen import failure_reason, one_round, quiet_retries
 
 
 def cmd_observe(args: argparse.Namespace, out: TextIO) -> int:
@@ -38,10 +38,7 @@ def cmd_observe(args: argparse.Namespace, out: TextIO) -> int:
 def _api_client() -> Any:
     """The KubernetesExecutor's client configuration (in-cluster in the Deployment); outside a
     cluster, else, the kubeconfig of $KUBECONFIG or ~/.kube/config, as kubectl would use."""
-    import logging
-
-    # urllib3 logs each of its retries; a call that still fails is said once by the command's loop
-    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+    quiet_retries()  # a call that still fails is said once by the command's loop
     try:
         from airflow.providers.cncf.kubernetes.kube_client import get_kube_client
 

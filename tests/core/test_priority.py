@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -218,6 +219,24 @@ def test_priority_class_manifests_are_valid_and_never_preempt(
     assert main(["priority-classes", "--create", "--kubeconfig", str(broken)]) == 2
     assert capsys.readouterr().err.strip().endswith(f"kubeconfig {broken} unusable (not a kubeconfig)")
     assert docs[0]["value"] > docs[1]["value"] > docs[2]["value"] >= 0
+
+
+def test_a_cluster_that_does_not_answer_is_one_line_without_urllib3s_retries(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    from airflow_adaptive.cli import main
+
+    refused = tmp_path / "kubeconfig"  # port 1: nothing listens, every connection is refused
+    refused.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\n"
+    )
+    with caplog.at_level(logging.WARNING):
+        assert main(["priority-classes", "--create", "--kubeconfig", str(refused)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot create PriorityClasses: MaxRetryError" in err[0], err
+    assert not [r for r in caplog.records if r.name.startswith("urllib3")]
 
 
 def test_class_is_set_only_when_present_and_the_pod_has_none(tmp_path: Path) -> None:
