@@ -35,7 +35,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from ..defaults import MAX_OOM_RATE
-from .adaptive_explain import explain_adaptive, extrapolation_note
+from .adaptive_explain import adaptive_details, beyond_note, explain_adaptive, extrapolation_note
 from .base import (
     ColdStart,
     Predictor,
@@ -51,7 +51,7 @@ from .base import (
 )
 from .bound_calibration import bound_scores
 from .cold_start import guess_from_prior
-from .lines import PI_QUANTILES, SIZE_MODELS, Line, fit_line, line_at, line_bound
+from .lines import PI_QUANTILES, SIZE_MODELS, Line, fit_line, line_at, line_bound, rises_with_input
 from .retry import double, vpa_bump
 from .small_samples import BoundBasis, SpreadPrior, fits_prior, lognormal_bound, own_spread
 
@@ -351,19 +351,7 @@ class AdaptivePredictor(Predictor):
         return float(0.5 ** (1.0 / self.half_life_tasks))
 
     def details(self) -> dict[str, float | int | str | None]:
-        # the log-normal small-sample bound, computed once (None: none, the request, or a line's own)
-        none = self._line_chosen or not self.bound_ or math.isinf(self.bound_)
-        basis = None if none else self.bound_basis()
-        return {
-            "rule": self.rule_,
-            "rule_oom_rate": round(float(self.oom_rates()[self.best_]), 4),
-            "max_oom_rate": self.max_oom_rate,
-            "oom_target": self.target,
-            "within_oom_target": int(self.within_target_),
-            "small_sample_bound_bytes": None if basis is None else int(self._bound(basis)),
-            "small_sample_bound_level": None if basis is None else basis.level,
-            "small_sample_bound_own_spread": None if basis is None else basis.own_spread,
-        }
+        return adaptive_details(self)
 
     def explain(self) -> str:
         return explain_adaptive(self)
@@ -374,26 +362,38 @@ class AdaptivePredictor(Predictor):
     ) -> tuple[float, float] | None:
         """Beyond the largest input the family has finished, a line's value is a guess (memory that
         grew with input on small ones often levels off): at most the larger of the request and the
-        largest peak + the first margin; with that largest input. None: not a line, or not beyond."""
+        largest peak + the first margin; with that largest input. None: not beyond, or unknown."""
         span = getattr(self, "finished_span_", None)  # None too in a model stored before it existed
-        if not (self.warm and self._line_chosen) or span is None or (input_size_bytes or 0) <= span[0]:
+        if not self.warm or span is None or (input_size_bytes or 0) <= span[0]:
             return None
         return max(float(user_request_bytes or 0), span[1] * (1.0 + self.margins[0])), span[0]
+
+    def _rising_line_at(self, input_size_bytes: int) -> float:
+        """The family's line on input size at this input when its peaks grow with input (0: not)."""
+        line = None if self.pieces_[1] is None else self.pieces_[1][0]
+        rises = line is not None and rises_with_input(line)
+        return line_at(line, float(input_size_bytes))[0] if line is not None and rises else 0.0
 
     def predict_noted(
         self, input_size_bytes: int | None = None, user_request_bytes: int | None = None
     ) -> tuple[int, str]:
-        """Warm: the chosen rule, at least the small-sample bound, capped past the inputs seen."""
+        """Warm: the chosen rule, at least the small-sample bound; past the inputs seen, a line capped
+        and a quantile of peaks raised to a rising line's value there (within the same cap)."""
         if not self.warm:
             return self.predict(input_size_bytes, user_request_bytes), ""
         floor = self._small_sample_floor(input_size_bytes, user_request_bytes)
         allocation = max(self._predict(input_size_bytes), floor)
         capped = self._extrapolation_cap(input_size_bytes, user_request_bytes)
-        if capped is None or allocation <= capped[0]:
+        if capped is None:
             return int(allocation), ""
-        cap, largest = capped
-        note = extrapolation_note(input_size_bytes or 0, largest, allocation, cap, cap == user_request_bytes)
-        return int(cap), note
+        (cap, largest), size = capped, input_size_bytes or 0
+        if not self._line_chosen:
+            line = min(self._rising_line_at(size), cap)
+            raised = line > allocation
+            return int(max(allocation, line)), beyond_note(size, largest, line) if raised else ""
+        if allocation <= cap:
+            return int(allocation), ""
+        return int(cap), extrapolation_note(size, largest, allocation, cap, cap == user_request_bytes)
 
 
 register_predictor("adaptive", takes=("max_oom_rate",))(AdaptivePredictor)

@@ -1,5 +1,6 @@
 """The adaptive predictor's explanation: which rule, its replayed kill rate, the small-sample bound
-while the family has fewer peaks than its OOM target needs, and a line's cap past the inputs seen."""
+while the family has fewer peaks than its OOM target needs, and past the inputs seen a line's cap or
+a rising line's floor."""
 
 from __future__ import annotations
 
@@ -75,3 +76,30 @@ def extrapolation_note(
         f"({format_bytes(int(largest_input_bytes))}): the line's {format_bytes(uncapped_bytes)} there is a "
         f"guess, so at most {which}, {format_bytes(cap_bytes)}"
     )
+
+
+def beyond_note(input_bytes: int, largest_input_bytes: float, line_bytes: float) -> str:
+    """Why an input past the largest finished got more than the quantile rule says."""
+    return (
+        f"; input {format_bytes(input_bytes)} is beyond the largest the family has finished "
+        f"({format_bytes(int(largest_input_bytes))}) and its peaks grow with input: at least its line's "
+        f"{format_bytes(line_bytes)} there"
+    )
+
+
+def adaptive_details(p: AdaptivePredictor) -> dict[str, float | int | str | None]:
+    """The decision's details: the rule, its replayed kill rate against the target, and the
+    small-sample bound with its level and own spread (None where none applies)."""
+    # the log-normal small-sample bound, computed once (None: none, the request, or a line's own)
+    none = p._line_chosen or not p.bound_ or math.isinf(p.bound_)
+    basis = None if none else p.bound_basis()
+    return {
+        "rule": p.rule_,
+        "rule_oom_rate": round(float(p.oom_rates()[p.best_]), 4),
+        "max_oom_rate": p.max_oom_rate,
+        "oom_target": p.target,
+        "within_oom_target": int(p.within_target_),
+        "small_sample_bound_bytes": None if basis is None else int(p._bound(basis)),
+        "small_sample_bound_level": None if basis is None else basis.level,
+        "small_sample_bound_own_spread": None if basis is None else basis.own_spread,
+    }

@@ -65,3 +65,13 @@ def line_bound(at_bytes: float, spread_bytes: float, n: float, leverage: float, 
     freedom): ``at + t * s * sqrt(1 + leverage)``."""
     t = t_quantile(1.0 - budget, max(n - 2, 1))
     return float(at_bytes + t * spread_bytes * math.sqrt(1.0 + leverage))
+
+
+RISE_LEVEL = 0.01  # one-sided: a line's slope above 0 at this level says its peaks grow with input
+
+
+def rises_with_input(line: Line) -> bool:
+    """Whether a fitted line's slope is above 0 by a one-sided t test at ``RISE_LEVEL``."""
+    _, slope, _, _, terms = line
+    spread, n, _, sxx = terms[:4]
+    return slope > 0 and slope * math.sqrt(sxx) > t_quantile(1.0 - RISE_LEVEL, max(n - 2, 1)) * spread
