@@ -200,18 +200,22 @@ def _close(
     """Count a finished instance; ``fitted``: the try that fitted (None: it failed). Its use, and what
     the whole node would have wasted, are read in the try's own model: memory over time uses less than
     its peak for most of a run, so a node held that long wastes more than the peak model says."""
-    run, t = inst.run, max(inst.run.wall_seconds, 1e-3)
+    run = inst.run
     result.instances += 1
     if fitted is None:
         result.failed += 1
-        peak = run.peak_bytes
-        result.whole_node_waste_byte_s += (
-            (cap - peak) * t if peak <= cap else cap * t * config.time_to_failure
-        )
+        result.whole_node_waste_byte_s += failed_whole_node_byte_s(run, cap, config.time_to_failure)
         return
     result.used_byte_s += fitted.used_byte_s
     result.whole_node_waste_byte_s += cap * fitted.seconds - fitted.used_byte_s
     result.efficiency_sum += fitted.used_byte_s / inst.allocated_byte_s if inst.allocated_byte_s else 0.0
+
+
+def failed_whole_node_byte_s(run: TaskRun, cap: int, time_to_failure: float) -> float:
+    """What the whole node would have wasted on a task that failed here: the node less its peak for
+    its runtime, or, above the node, the node until the kill."""
+    t = max(run.wall_seconds, 1e-3)
+    return (cap - run.peak_bytes) * t if run.peak_bytes <= cap else cap * t * time_to_failure
 
 
 def sizing_for(strategy: str, config: ReplayConfig, cap: int, params: dict[str, Any]) -> SizingSettings:

@@ -32,6 +32,7 @@ from airflow_adaptive.evaluation.replay import (
     StrategyResult,
     TryModel,
     TryOutcome,
+    failed_whole_node_byte_s,
     replay,
     replay_cap_bytes,
 )
@@ -169,7 +170,7 @@ def replay_ksplus(series: Sequence[SeriesRun], config: ReplayConfig, cap: int) -
             models[run.family] = (len(known), model)
         segments = None if model is None else model.predict(float(run.input_size_bytes or 0))
         held, fitted = _ksplus_tries(s, segments, cap, config, result)
-        _close(result, s, fitted, held, cap)
+        _close(result, s, fitted, held, cap, config.time_to_failure)
         if fitted:
             finished.setdefault(run.family, []).append(((run.start_s or 0.0) + run.wall_seconds, s))
     return result
@@ -213,14 +214,13 @@ def _ksplus_tries(
     return held, False
 
 
-def _close(result: StrategyResult, s: SeriesRun, fitted: bool, held: float, cap: int) -> None:
+def _close(result: StrategyResult, s: SeriesRun, fitted: bool, held: float, cap: int, ttf: float) -> None:
     """Count a finished instance as ``replay`` does, its use and the whole node's waste over time."""
-    run, t = s.run, max(s.run.wall_seconds, 1e-3)
     result.instances += 1
     result.waste_byte_s += held
     result.failed += not fitted
     if not fitted:
-        result.whole_node_waste_byte_s += max(cap - run.peak_bytes, 0) * t
+        result.whole_node_waste_byte_s += failed_whole_node_byte_s(s.run, cap, ttf)
         return
     used = _used_byte_s(s.times_s, s.usage_bytes)
     result.used_byte_s += used

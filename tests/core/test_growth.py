@@ -258,7 +258,9 @@ def test_no_plan_starts_below_min_memory() -> None:
     # of 980 leaves no room for its headroom under the decision: the decision and rescue
     history = [(STEADY, 500.0)] * 3
     plan = learnt_plan(history, 1000, 6.0, 0.02, floor_bytes=300)
-    assert plan is not None and plan.start_bytes == 300
+    assert plan is not None and plan.start_bytes == 300 and plan.floor_bytes == 300  # lowered no further
+    young = learnt_plan(history[:1], 1000, 6.0, 0.02, floor_bytes=300)
+    assert young is not None and young.young and young.floor_bytes == 300
     at_floor = learnt_plan(history, 1000, 6.0, 0.02, floor_bytes=980)
     assert at_floor is not None and at_floor.rescue_only and at_floor.start_bytes == 1000
 

@@ -67,6 +67,10 @@ def test_the_replay_lowers_a_fallen_try_by_its_rebound_and_grows_it_back() -> No
     no_rebound = GrowthPlan(0, (200,), 10_000, 0.0)
     out = run_with_growth(TIMES, fallen([800.0, 1200.0, 1200.0, 1200.0]), 2300, 10_000, RULE, no_rebound)
     assert out.succeeded and out.resizes == 0 and out.final_limit_bytes == 2300
+    # with min_memory 1500 in the plan: lowered to 1500, not 1175 (1500 x 1.1 < 2300, 800 < 0.8 x 1500)
+    floored = GrowthPlan(0, (200,), 10_000, 0.0, rebound_bytes=300, floor_bytes=1500)
+    out = run_with_growth(TIMES, fallen([800.0, 800.0, 800.0, 800.0]), 2300, 10_000, RULE, floored)
+    assert out.succeeded and out.resizes == 1 and out.final_limit_bytes == 1500
 
 
 def test_a_small_rebound_does_not_lower_where_the_rescue_would_ask_at_once() -> None:

@@ -222,7 +222,10 @@ def test_priority_class_manifests_are_valid_and_never_preempt(
 
 
 def test_a_cluster_that_does_not_answer_is_one_line_without_urllib3s_retries(
-    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, tmp_path: Path
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     from airflow_adaptive.cli import main
 
@@ -232,6 +235,8 @@ def test_a_cluster_that_does_not_answer_is_one_line_without_urllib3s_retries(
         "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n"
         "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\n"
     )
+    retries = logging.getLogger("urllib3.connectionpool")
+    monkeypatch.setattr(retries, "level", logging.NOTSET)  # as before any command quieted it, and after
     with caplog.at_level(logging.WARNING):
         assert main(["priority-classes", "--create", "--kubeconfig", str(refused)]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -354,9 +354,12 @@ def test_a_quantile_past_the_inputs_seen_is_raised_to_a_rising_lines_value() -> 
     line = model._rising_line_at(12 * GIB)
     assert line == pytest.approx(6 * GIB, rel=0.05) and model._predict(12 * GIB) < 0.8 * line
     allocation, note = model.predict_noted(12 * GIB, 64 * GIB)
-    assert allocation == int(line) and "its peaks grow with input: at least its line's" in note
+    assert allocation == int(line) and note.endswith(
+        f"its peaks grow with input: its line says {line / GIB:.3g} GiB there"
+    )
     largest_peak = max(s.peak_memory_bytes for s in rising)  # the cap, as a line's: request or this + 15 %
-    assert model.predict_noted(40 * GIB, 2 * GIB)[0] == int(largest_peak * 1.15)
+    capped, note = model.predict_noted(40 * GIB, 2 * GIB)
+    assert capped == int(largest_peak * 1.15) and note.endswith(f"a guess: at most {capped / GIB:.3g} GiB")
     assert model.predict_noted(4 * GIB, 64 * GIB) == (int(model._predict(4 * GIB)), "")
     flat = [Sample(int(2 * GIB + rng.normal(0, 0.05) * GIB), int(x), 60.0) for x in inputs]
     steady = AdaptivePredictor(max_oom_rate=None).fit(flat)

@@ -23,6 +23,8 @@ spread, at the level of such bounds. A family with no history of its own (nor a 
 so a guess below it risks a batch of kills. Without a request it starts at other families' peaks at
 ``1 - target`` once the store holds the ``1 / target`` peaks that quantile needs, and with no limit before.
 
+Past the largest input a family has finished, a line's value is capped (a guess there), and a quantile
+of peaks is raised to the family's line when its peaks grow with input (``lines.rises_with_input``).
 Scoring is incremental: a refit on the same history plus new tasks scores only the new tasks; from
 scratch, only the last ten half-lives of tasks (older ones would weigh under 0.1 %).
 """
@@ -377,8 +379,7 @@ class AdaptivePredictor(Predictor):
     def predict_noted(
         self, input_size_bytes: int | None = None, user_request_bytes: int | None = None
     ) -> tuple[int, str]:
-        """Warm: the chosen rule, at least the small-sample bound; past the inputs seen, a line capped
-        and a quantile of peaks raised to a rising line's value there (within the same cap)."""
+        """Warm: the chosen rule, at least the small-sample bound; past the inputs seen, see above."""
         if not self.warm:
             return self.predict(input_size_bytes, user_request_bytes), ""
         floor = self._small_sample_floor(input_size_bytes, user_request_bytes)
@@ -387,10 +388,10 @@ class AdaptivePredictor(Predictor):
         if capped is None:
             return int(allocation), ""
         (cap, largest), size = capped, input_size_bytes or 0
-        if not self._line_chosen:
-            line = min(self._rising_line_at(size), cap)
-            raised = line > allocation
-            return int(max(allocation, line)), beyond_note(size, largest, line) if raised else ""
+        if not self._line_chosen:  # a quantile ignores input: a rising line's value, within the cap
+            line = self._rising_line_at(size)
+            raised = min(line, cap) > allocation
+            return max(int(allocation), int(min(line, cap))), beyond_note(size, largest, line, cap) * raised
         if allocation <= cap:
             return int(allocation), ""
         return int(cap), extrapolation_note(size, largest, allocation, cap, cap == user_request_bytes)

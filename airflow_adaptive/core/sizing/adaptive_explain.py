@@ -78,13 +78,15 @@ def extrapolation_note(
     )
 
 
-def beyond_note(input_bytes: int, largest_input_bytes: float, line_bytes: float) -> str:
-    """Why an input past the largest finished got more than the quantile rule says."""
-    return (
+def beyond_note(input_bytes: int, largest_input_bytes: float, line_bytes: float, cap_bytes: float) -> str:
+    """Why an input past the largest finished got more than the quantile rule says: its rising line
+    there, or the cap a line has there when the line says more."""
+    said = (
         f"; input {format_bytes(input_bytes)} is beyond the largest the family has finished "
-        f"({format_bytes(int(largest_input_bytes))}) and its peaks grow with input: at least its line's "
+        f"({format_bytes(int(largest_input_bytes))}) and its peaks grow with input: its line says "
         f"{format_bytes(line_bytes)} there"
     )
+    return said if line_bytes <= cap_bytes else f"{said}, a guess: at most {format_bytes(cap_bytes)}"
 
 
 def adaptive_details(p: AdaptivePredictor) -> dict[str, float | int | str | None]:
