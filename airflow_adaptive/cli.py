@@ -189,6 +189,7 @@ def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
 
         print(yaml.safe_dump_all(manifests(), sort_keys=False), file=out, end="")
         return 0
+    import yaml
     from kubernetes import config
     from kubernetes.client import ApiClient
 
@@ -205,8 +206,8 @@ def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
             config.load_kube_config(config_file=args.kubeconfig)
         else:
             config.load_incluster_config()
-    except (config.ConfigException, TypeError, AttributeError) as err:  # no kubeconfig (the client's
-        # TypeError: a file that is no mapping), or neither it nor a pod's account
+    except (config.ConfigException, TypeError, AttributeError, yaml.YAMLError) as err:  # no kubeconfig
+        # (the client's TypeError: a file that is no mapping; YAMLError: no YAML), or neither it nor a pod's account
         where = (
             f"kubeconfig {args.kubeconfig or config.KUBE_CONFIG_DEFAULT_LOCATION} unusable"
             if from_file

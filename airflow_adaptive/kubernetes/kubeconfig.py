@@ -13,5 +13,10 @@ def names_a_file(paths: str) -> bool:
 
 
 def unusable(err: BaseException, limit: int = 200) -> str:
-    """Why the client refused a kubeconfig (it raises TypeError for YAML that is no mapping)."""
+    """Why the client refused a kubeconfig (it raises TypeError for YAML that is no mapping, and
+    yaml's own error for text that is no YAML)."""
+    import yaml
+
+    if isinstance(err, yaml.YAMLError):
+        return f"not YAML: {first_line(err, limit)}"
     return "not a kubeconfig" if isinstance(err, (TypeError, AttributeError)) else first_line(err, limit)

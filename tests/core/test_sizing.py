@@ -359,7 +359,9 @@ def test_a_quantile_past_the_inputs_seen_is_raised_to_a_rising_lines_value() -> 
     )
     largest_peak = max(s.peak_memory_bytes for s in rising)  # the cap, as a line's: request or this + 15 %
     capped, note = model.predict_noted(40 * GIB, 2 * GIB)
-    assert capped == int(largest_peak * 1.15) and note.endswith(f"a guess: at most {capped / GIB:.3g} GiB")
+    assert capped == int(largest_peak * 1.15) and note.endswith(
+        f"largest peak + margin, {capped / GIB:.3g} GiB"
+    )
     assert model.predict_noted(4 * GIB, 64 * GIB) == (int(model._predict(4 * GIB)), "")
     flat = [Sample(int(2 * GIB + rng.normal(0, 0.05) * GIB), int(x), 60.0) for x in inputs]
     steady = AdaptivePredictor(max_oom_rate=None).fit(flat)

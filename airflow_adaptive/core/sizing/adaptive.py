@@ -370,11 +370,10 @@ class AdaptivePredictor(Predictor):
             return None
         return max(float(user_request_bytes or 0), span[1] * (1.0 + self.margins[0])), span[0]
 
-    def _rising_line_at(self, input_size_bytes: int) -> float:
+    def _rising_line_at(self, size_bytes: int) -> float:
         """The family's line on input size at this input when its peaks grow with input (0: not)."""
         line = None if self.pieces_[1] is None else self.pieces_[1][0]
-        rises = line is not None and rises_with_input(line)
-        return line_at(line, float(input_size_bytes))[0] if line is not None and rises else 0.0
+        return line_at(line, float(size_bytes))[0] if line is not None and rises_with_input(line) else 0.0
 
     def predict_noted(
         self, input_size_bytes: int | None = None, user_request_bytes: int | None = None
@@ -391,7 +390,8 @@ class AdaptivePredictor(Predictor):
         if not self._line_chosen:  # a quantile ignores input: a rising line's value, within the cap
             line = self._rising_line_at(size)
             raised = min(line, cap) > allocation
-            return max(int(allocation), int(min(line, cap))), beyond_note(size, largest, line, cap) * raised
+            note = beyond_note(size, largest, line, cap, cap == user_request_bytes) if raised else ""
+            return max(int(allocation), int(min(line, cap))), note
         if allocation <= cap:
             return int(allocation), ""
         return int(cap), extrapolation_note(size, largest, allocation, cap, cap == user_request_bytes)

@@ -78,7 +78,9 @@ def extrapolation_note(
     )
 
 
-def beyond_note(input_bytes: int, largest_input_bytes: float, line_bytes: float, cap_bytes: float) -> str:
+def beyond_note(
+    input_bytes: int, largest_input_bytes: float, line_bytes: float, cap_bytes: float, by_request: bool
+) -> str:
     """Why an input past the largest finished got more than the quantile rule says: its rising line
     there, or the cap a line has there when the line says more."""
     said = (
@@ -86,7 +88,10 @@ def beyond_note(input_bytes: int, largest_input_bytes: float, line_bytes: float,
         f"({format_bytes(int(largest_input_bytes))}) and its peaks grow with input: its line says "
         f"{format_bytes(line_bytes)} there"
     )
-    return said if line_bytes <= cap_bytes else f"{said}, a guess: at most {format_bytes(cap_bytes)}"
+    if line_bytes <= cap_bytes:
+        return said
+    which = "the request" if by_request else "the largest peak + margin"
+    return f"{said}, a guess: at most {which}, {format_bytes(cap_bytes)}"
 
 
 def adaptive_details(p: AdaptivePredictor) -> dict[str, float | int | str | None]:
