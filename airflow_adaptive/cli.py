@@ -33,6 +33,7 @@ from airflow_adaptive.nodes_cli import add_node_commands
 from airflow_adaptive.observe_cli import add_observe_command
 from airflow_adaptive.replay_cli import add_replay_command
 from airflow_adaptive.simulate_cli import add_simulate_command
+from airflow_adaptive.traces.common import NOT_A_NUMBER
 
 if TYPE_CHECKING:
     from airflow_adaptive.advisor import Advisor
@@ -45,8 +46,8 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.core.model import MemoryRequest
     from airflow_adaptive.kubernetes.quantity import as_pod_gets_it, parse_memory_amount
 
-    if args.input_size_bytes is not None and args.input_size_bytes < 0:
-        raise InvalidQuantityError(f"--input-size-bytes must not be negative, not {args.input_size_bytes}")
+    if args.input_size_bytes is not None and not 0 <= args.input_size_bytes <= 1 << 62:
+        raise InvalidQuantityError(f"--input-size-bytes {args.input_size_bytes}: {NOT_A_NUMBER}")
     user = MemoryRequest.asked(
         parse_memory_amount(args.request, what="--request") if args.request is not None else None,
         parse_memory_amount(args.limit, what="--limit") if args.limit is not None else None,

@@ -138,7 +138,10 @@ def _cmd_replay_series(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.traces.series import series_folders
 
     if args.plot or args.budget_sweep:
-        raise AdaptiveError("replay --time-series: --plot and --budget-sweep are for peak traces")
+        which = "--plot" if args.plot else "--budget-sweep"
+        raise AdaptiveError(
+            f"replay --time-series: {which} is for peak traces (--plot and --budget-sweep are)"
+        )
     folders: dict[str, str] = {}  # by real path: a folder named twice is replayed once
     for path in args.traces:
         found = series_folders(path)

@@ -202,6 +202,7 @@ BAD_ARGV = (
     ["history", "import", "--format", "nextflow", "/no/such/trace.csv"],
     ["groups", "--profiles", "/no/such/profiles.json"],
     ["decide", "--task-family", "f", "--input-size-bytes", "-5"],
+    ["decide", "--task-family", "f", "--input-size-bytes", "99999999999999999999999"],
 )
 BAD_CONFIG = (
     ("HISTORY_WINDOW", "abc"), ("STORE_TIMEOUT_SECONDS", "soon"), ("MIN_MEMORY", "lots"),

@@ -163,7 +163,8 @@ def test_replay_time_series_json_has_the_shape_of_replay(
     ("extra", "message"),
     [
         (["--resize-latency", "soon"], "--resize-latency takes seconds"),
-        (["--budget-sweep"], "--plot and --budget-sweep are for peak traces"),
+        (["--budget-sweep"], "replay --time-series: --budget-sweep is for peak traces"),
+        (["--plot", "plots"], "replay --time-series: --plot is for peak traces"),
         (["--strategy", "nope"], "unknown sizing strategy 'nope'"),
         (["--strategy", "grow-5"], "over time series also grow (at every --resize-latency), grow-<L>s, ks+"),
         (["--strategy", "grow-3600s"], "grow-<L>s takes L in seconds in [0, 3600)"),
