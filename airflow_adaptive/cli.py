@@ -33,7 +33,6 @@ from airflow_adaptive.nodes_cli import add_node_commands
 from airflow_adaptive.observe_cli import add_observe_command
 from airflow_adaptive.replay_cli import add_replay_command
 from airflow_adaptive.simulate_cli import add_simulate_command
-from airflow_adaptive.traces.common import NOT_A_NUMBER
 
 if TYPE_CHECKING:
     from airflow_adaptive.advisor import Advisor
@@ -45,6 +44,7 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.config import check_sizing_names, get_settings
     from airflow_adaptive.core.model import MemoryRequest
     from airflow_adaptive.kubernetes.quantity import as_pod_gets_it, parse_memory_amount
+    from airflow_adaptive.traces.common import NOT_A_NUMBER
 
     if args.input_size_bytes is not None and not 0 <= args.input_size_bytes <= 1 << 62:
         raise InvalidQuantityError(f"--input-size-bytes {args.input_size_bytes}: {NOT_A_NUMBER}")
