@@ -44,9 +44,9 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.config import check_sizing_names, get_settings
     from airflow_adaptive.core.model import MemoryRequest
     from airflow_adaptive.kubernetes.quantity import as_pod_gets_it, parse_memory_amount
-    from airflow_adaptive.traces.common import NOT_A_NUMBER
+    from airflow_adaptive.traces.common import MAX_NUMBER, NOT_A_NUMBER
 
-    if args.input_size_bytes is not None and not 0 <= args.input_size_bytes <= 1 << 62:
+    if args.input_size_bytes is not None and not 0 <= args.input_size_bytes <= MAX_NUMBER:
         raise InvalidQuantityError(f"--input-size-bytes {args.input_size_bytes}: {NOT_A_NUMBER}")
     user = MemoryRequest.asked(
         parse_memory_amount(args.request, what="--request") if args.request is not None else None,

@@ -199,7 +199,6 @@ def _ksplus_tries(
         end = len(s.times_s) - 1 if over.size == 0 else int(over[0])
         held += float(np.sum(limits[:end] * np.diff(s.times_s[: end + 1])))
         if over.size == 0:
-            result.waste_byte_s += -_used_byte_s(s.times_s, s.usage_bytes)
             return held, True
         result.retries += 1
         if limits[end] >= cap:
@@ -217,12 +216,13 @@ def _ksplus_tries(
 def _close(result: StrategyResult, s: SeriesRun, fitted: bool, held: float, cap: int, ttf: float) -> None:
     """Count a finished instance as ``replay`` does, its use and the whole node's waste over time."""
     result.instances += 1
-    result.waste_byte_s += held
     result.failed += not fitted
     if not fitted:
+        result.waste_byte_s += held
         result.whole_node_waste_byte_s += failed_whole_node_byte_s(s.run, cap, ttf)
         return
     used = _used_byte_s(s.times_s, s.usage_bytes)
+    result.waste_byte_s += held - used
     result.used_byte_s += used
     result.whole_node_waste_byte_s += cap * float(s.times_s[-1]) - used
     result.efficiency_sum += used / held if held else 0.0

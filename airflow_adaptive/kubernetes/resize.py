@@ -20,6 +20,7 @@ from kubernetes.client import models as k8s
 from kubernetes.client.exceptions import ApiException
 
 from airflow_adaptive.core.growth_plan import LATENCY_BOUND_S, GrowthPlan
+from airflow_adaptive.core.telemetry import MAX_COUNT
 from airflow_adaptive.core.units import MIB, format_bytes
 from airflow_adaptive.kubernetes.names import (
     DECISION_ANNOTATION,
@@ -126,12 +127,12 @@ def plan_text(plan: GrowthPlan) -> str:
     return json.dumps(fields, separators=(",", ":"))
 
 
-MAX_PLAN_BYTES = 1 << 62  # beyond any node: a larger number in an annotation is not a plan
 MAX_PLAN_LEVELS = 1000
 
 
 def _plan_bytes(value: Any) -> int:
-    if type(value) is not int or not 0 <= value <= MAX_PLAN_BYTES:  # bool, float, str: not ours
+    # bool, float, str: not ours; past MAX_COUNT: beyond any node, so not a plan
+    if type(value) is not int or not 0 <= value <= MAX_COUNT:
         raise ValueError(f"not a byte count: {value!r}")
     return value
 

@@ -13,13 +13,14 @@ from typing import Any
 import pandas as pd
 
 from airflow_adaptive.core.model import IMPORTED_DAG_ID, ExitReason, Observation, PeakKind, TaskKey, Usage
+from airflow_adaptive.core.telemetry import MAX_COUNT
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.source import READ_ERRORS, cannot_read, compression
 
 MISSING = {"", "-", "NA", "nan", "NaN", "null", "None"}
 # Counts, bytes, milliseconds: nothing in a trace is larger (and BIGINT holds it). A row holding a
 # value outside [0, 2^62] (negative, not finite, 1e300) is skipped as NOT_A_NUMBER.
-MAX_NUMBER = float(2**62)
+MAX_NUMBER = float(MAX_COUNT)
 NOT_A_NUMBER = "not a number from 0 to 2^62"
 
 

@@ -66,15 +66,26 @@ def explain_adaptive(p: AdaptivePredictor) -> str:
     return said
 
 
+def _beyond(input_bytes: int, largest_input_bytes: float) -> str:
+    return (
+        f"; input {format_bytes(input_bytes)} is beyond the largest the family has finished "
+        f"({format_bytes(int(largest_input_bytes))})"
+    )
+
+
+def _at_most(cap_bytes: float, by_request: bool) -> str:
+    return (
+        f"at most {'the request' if by_request else 'the largest peak + margin'}, {format_bytes(cap_bytes)}"
+    )
+
+
 def extrapolation_note(
     input_bytes: int, largest_input_bytes: float, uncapped_bytes: float, cap_bytes: float, by_request: bool
 ) -> str:
     """Why an input past the largest finished got less than the line says (``AdaptivePredictor.predict``)."""
-    which = "the request" if by_request else "the largest peak + margin"
     return (
-        f"; input {format_bytes(input_bytes)} is beyond the largest the family has finished "
-        f"({format_bytes(int(largest_input_bytes))}): the line's {format_bytes(uncapped_bytes)} there is a "
-        f"guess, so at most {which}, {format_bytes(cap_bytes)}"
+        f"{_beyond(input_bytes, largest_input_bytes)}: the line's {format_bytes(uncapped_bytes)} there "
+        f"is a guess, so {_at_most(cap_bytes, by_request)}"
     )
 
 
@@ -84,14 +95,10 @@ def beyond_note(
     """Why an input past the largest finished got more than the quantile rule says: its rising line
     there, or the cap a line has there when the line says more."""
     said = (
-        f"; input {format_bytes(input_bytes)} is beyond the largest the family has finished "
-        f"({format_bytes(int(largest_input_bytes))}) and its peaks grow with input: its line says "
+        f"{_beyond(input_bytes, largest_input_bytes)} and its peaks grow with input: its line says "
         f"{format_bytes(line_bytes)} there"
     )
-    if line_bytes <= cap_bytes:
-        return said
-    which = "the request" if by_request else "the largest peak + margin"
-    return f"{said}, a guess: at most {which}, {format_bytes(cap_bytes)}"
+    return said if line_bytes <= cap_bytes else f"{said}, a guess: {_at_most(cap_bytes, by_request)}"
 
 
 def adaptive_details(p: AdaptivePredictor) -> dict[str, float | int | str | None]:
