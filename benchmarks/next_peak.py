@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
-from airflow_adaptive.core.sizing.small_samples import lognormal_bound
+from airflow_adaptive.core.sizing.small_samples import next_peak_bound
 from airflow_adaptive.exceptions import AdaptiveError
 from airflow_adaptive.traces.load import expand_paths, replay_input
 
@@ -47,7 +47,7 @@ def next_peaks(peak_lists: list[np.ndarray], target: float) -> dict[int, list[tu
     for peaks in peak_lists:
         largest = np.maximum.accumulate(peaks)
         for known in range(1, min(peaks.size, int(1 / target))):
-            bound = lognormal_bound(peaks[:known], target, DEFAULT.prior_log_spread, DEFAULT.prior_weight)
+            bound = next_peak_bound(peaks[:known], target, DEFAULT.prior_log_spread, DEFAULT.prior_weight)
             found[known].append((peaks[known] / largest[known - 1], bool(peaks[known] > bound)))
     return found
 

@@ -154,6 +154,7 @@ def _decision_json(decision: Any) -> dict[str, Any]:
         "max_oom_rate": decision.details.get("max_oom_rate"),
         "oom_target": decision.details.get("oom_target"),
         "small_sample_bound_bytes": decision.details.get("small_sample_bound_bytes"),
+        "small_sample_bound_kind": decision.details.get("small_sample_bound_kind"),
         "small_sample_bound_level": decision.details.get("small_sample_bound_level"),
         "small_sample_bound_own_spread": decision.details.get("small_sample_bound_own_spread"),
     }

@@ -21,7 +21,7 @@ from airflow_adaptive.core.sizing.bound_calibration import (
     calibrated_level,
 )
 from airflow_adaptive.core.sizing.prior import HistogramPeakPrior
-from airflow_adaptive.core.sizing.small_samples import lognormal_bound, steadier_than_prior
+from airflow_adaptive.core.sizing.small_samples import next_peak_bound, steadier_than_prior
 from airflow_adaptive.core.sketch import LogHistogram
 from airflow_adaptive.core.units import GIB
 
@@ -39,9 +39,13 @@ def test_the_score_of_a_third_peak_computed_by_hand() -> None:
     # logs (0, 0.2): mean = median = 0.1; squares above it 0.1² = 0.01; s = sqrt((0.09 + 2 * 0.01) / 2)
     # = 0.23452 on 2 degrees of freedom; widened by sqrt(1 + 1/2): 0.28723. A third peak at e^0.5:
     # t = 0.4 / 0.28723 = 1.39263; Student's t on 2 df has P(T > t) = 1/2 - t / (2 sqrt(2 + t²)),
-    # = 0.5 - 1.39263 / (2 x 1.98480) = 0.14918.
+    # = 0.5 - 1.39263 / (2 x 1.98480) = 0.14918. The gap bound: the top 0.2, its gap 0.2, so e^0.5 is
+    # c = 1.5 gaps above it: 2 / ((2 + 1)(2 + 1.5)) = 0.19048; the score is the lesser.
     before = np.array([1.0, math.exp(0.2)]) * GIB
     assert bound_score(before, math.exp(0.5) * GIB, *FIXED) == pytest.approx(0.14918, abs=2e-5)
+    # Just above the top, at e^0.25: t = 0.52223, P(T > t) = 0.5 - 0.52223 / (2 x 1.50756) = 0.32679;
+    # the gap's c = 0.25, 2 / (3 x 2.25) = 0.29630, the lesser.
+    assert bound_score(before, math.exp(0.25) * GIB, *FIXED) == pytest.approx(0.29630, abs=2e-5)
     assert bound_score(before, 0.5 * GIB, *FIXED) > 0.5  # below the centre
 
 
@@ -51,7 +55,7 @@ def test_a_bound_at_a_peaks_score_is_that_peak() -> None:
         before = GIB * rng.lognormal(0.0, 0.4, n)
         peak = float(GIB * rng.lognormal(0.6, 0.2))
         score = bound_score(before, peak, *FIXED)
-        assert lognormal_bound(before, 0.01, *FIXED, level=score) == pytest.approx(peak, rel=1e-9)
+        assert next_peak_bound(before, 0.01, *FIXED, level=score) == pytest.approx(peak, rel=1e-9)
 
 
 def test_the_first_peaks_are_scored_the_first_two_and_lower_bounds_are_not() -> None:
@@ -106,7 +110,7 @@ def test_a_young_familys_bound_follows_the_stores_calibrated_level() -> None:
     undercovered = AdaptivePredictor().fit(four, steady_store(1e-5))  # first peaks went through it
     assert (overcovered.bound_basis().level or 0.0) > 0.01 > (undercovered.bound_basis().level or 1.0)
     assert (
-        "P95 prediction bound" in overcovered.explain() and "let 1.0% of their next" in overcovered.explain()
+        "P95 gap bound" in overcovered.explain() and "let 1.0% of their next" in overcovered.explain()
     )
     assert overcovered.details()["small_sample_bound_level"] == pytest.approx(0.05)  # (0.01 x 500) / 100
     assert 2.2 * GIB < overcovered.predict(None, 64 * GIB) < alone < undercovered.predict(None, 64 * GIB)
@@ -129,7 +133,7 @@ def test_a_far_outlier_inverts_too_and_cannot_hold_every_young_family_at_its_req
     steady, stepped = np.exp(np.linspace(-0.204, 0.204, 50)) * GIB, 5.0 * GIB
     score = bound_score(steady, stepped, *FIXED)
     assert 0.0 < score < 1e-15  # beyond any level 1 - level can tell apart from 1
-    assert lognormal_bound(steady, 0.01, *FIXED, level=score) == pytest.approx(stepped, rel=1e-6)
+    assert next_peak_bound(steady, 0.01, *FIXED, level=score) == pytest.approx(stepped, rel=1e-6)
     store = histogram_of([1e-20, 2e-6] + [0.5] * 98)  # two such scores among a hundred ordinary ones
     assert calibrated_level(store, 0.01) == pytest.approx(0.001)  # a tenth of the target, no lower
 
@@ -180,8 +184,8 @@ def test_a_family_far_steadier_than_the_prior_is_bounded_by_its_own_spread_at_it
     # e^(0.01 + 0.0804198) = 1.09463 GiB (pooled with the prior, 2.51 GiB).
     steady = np.exp(np.array([0.0, 0.01, 0.02])) * GIB
     assert steadier_than_prior(np.log(steady), *FIXED, 0.01)
-    assert lognormal_bound(steady, 0.01, *FIXED) == pytest.approx(1.094634 * GIB, rel=1e-6)
-    assert lognormal_bound(steady, 0.01, *FIXED, level=0.2) < lognormal_bound(steady, 0.01, *FIXED)
+    assert next_peak_bound(steady, 0.01, *FIXED) == pytest.approx(1.094634 * GIB, rel=1e-6)
+    assert next_peak_bound(steady, 0.01, *FIXED, level=0.2) < next_peak_bound(steady, 0.01, *FIXED)
     # a fourth peak at e^0.1 is scored against that bound, apart: t = 0.09 / (0.01 sqrt(4/3)) = 7.79423
     # on 2 df, P(T > t) = 1/2 - t / (2 sqrt(2 + t²)) = 0.5 - 7.79423 / (2 x 7.92157) = 0.00804
     samples = [Sample(int(p)) for p in steady] + [Sample(int(math.exp(0.1) * GIB))]

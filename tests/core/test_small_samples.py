@@ -160,8 +160,11 @@ def test_the_bound_reads_the_spread_above_the_mean_not_a_tail_below() -> None:
     # below: squares above the mean 2 x 8 x 0.0759² = 0.092; with the prior's 0.09 over 9 degrees of
     # freedom s = 0.142, so 9.17 GiB x exp(t(0.99; 9) 2.821 x 0.142 x 1.054) = 14.0 GiB (all squares:
     # 18.5); about the median, the pile, nothing is above: s = sqrt(0.09 / 9) = 0.1, so
-    # 9.9 GiB x exp(2.821 x 0.1 x 1.054) = 13.33 GiB, the lesser
-    assert below == pytest.approx(13.33 * GIB, rel=0.002)
+    # 9.9 GiB x exp(2.821 x 0.1 x 1.054) = 13.33 GiB, the lesser log-normal one. The gap bound: the two
+    # largest are equal, so the gap is the peaks' 1 % resolution, c = 2 / (0.01 x 10) - 2 = 18 of them:
+    # 9.9 GiB x 1.01^18 = 11.84 GiB, the lesser still
+    assert below == pytest.approx(11.84 * GIB, rel=0.001)
     # above: about the mean (10.68 GiB, squares 0.737, s = 0.303) 26.3 GiB; about the median (9.9
-    # GiB, squares 0.933, s = 0.337) 27.0 GiB: the tail above counts in full either way
+    # GiB, squares 0.933, s = 0.337) 27.0 GiB: the tail above counts in full either way; the gap
+    # bound is 19.6 GiB x (19.6 / 9.9)^18, far more
     assert above == pytest.approx(26.3 * GIB, rel=0.005)

@@ -18,7 +18,7 @@ from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
 from airflow_adaptive.core.sizing.base import Sample
 from airflow_adaptive.core.sizing.pooled import PooledAdaptivePredictor
 from airflow_adaptive.core.sizing.prior import HistogramPeakPrior
-from airflow_adaptive.core.sizing.small_samples import SpreadMoments, lognormal_bound, trigamma_inverse
+from airflow_adaptive.core.sizing.small_samples import SpreadMoments, next_peak_bound, trigamma_inverse
 from airflow_adaptive.core.sketch import LogHistogram
 from airflow_adaptive.core.units import GIB
 from airflow_adaptive.store.api import HistoryStore
@@ -140,7 +140,7 @@ def test_a_family_steadier_than_the_learnt_prior_is_bounded_and_explained_by_its
     # spread 0.0079: below the learnt prior's (0.0433) by more than F(4, 140)'s 1 % quantile
     steady = PooledAdaptivePredictor().fit(five([0.0, 0.005, 0.01, 0.015, 0.02]), steady_prior())
     peaks = np.array([float(s.peak_memory_bytes) for s in five([0.0, 0.005, 0.01, 0.015, 0.02])])
-    assert steady.details()["small_sample_bound_bytes"] == int(lognormal_bound(peaks, 0.01, 0.0, 0.0))
+    assert steady.details()["small_sample_bound_bytes"] == int(next_peak_bound(peaks, 0.01, 0.0, 0.0))
     assert steady.details()["small_sample_bound_own_spread"] == pytest.approx(0.0079, abs=1e-4)
     assert "their own spread 0.0079 alone: far below the prior's 0.0433)" in steady.explain()
     assert "spread pooled" not in steady.explain()

@@ -55,7 +55,7 @@ from .bound_calibration import bound_scores
 from .cold_start import guess_from_prior
 from .lines import PI_QUANTILES, SIZE_MODELS, Line, fit_line, line_at, line_bound, rises_with_input
 from .retry import double, vpa_bump
-from .small_samples import BoundBasis, SpreadPrior, fits_prior, lognormal_bound, own_spread
+from .small_samples import BoundBasis, SpreadPrior, fits_prior, next_peak_bound, own_spread
 
 TARGET_FRACTION = 0.5  # of the budget: what rules aim at (benchmarks/sizing.py chooses it out of sample)
 MIN_PEAKS_ABOVE = 3  # peaks above a killed limit before the retry is chosen among candidates
@@ -166,7 +166,7 @@ class AdaptivePredictor(Predictor):
         if learnt is None and level == self.target:
             return self.bound_
         spread = learnt or SpreadPrior(self.prior_log_spread, self.prior_weight)
-        return lognormal_bound(self.peaks_, self.target, spread.log_spread, spread.weight, level)
+        return next_peak_bound(self.peaks_, self.target, spread.log_spread, spread.weight, level)
 
     def bound_basis(self) -> BoundBasis:
         """The learnt spread the bound pools with (None: the fixed one); the level it lets through:
@@ -262,7 +262,7 @@ class AdaptivePredictor(Predictor):
         self.pieces_ = self._pieces(r, x)
         self.best_, self.within_target_ = self._choose(scores, self.oom_rates(), r.size - 1)
         # the log-normal bound over all peaks; a chosen size line is bounded by its own interval instead
-        self.bound_ = lognormal_bound(r, self.target, self.prior_log_spread, self.prior_weight)
+        self.bound_ = next_peak_bound(r, self.target, self.prior_log_spread, self.prior_weight)
         known = getattr(self, "bound_scores_", None), getattr(self, "bound_steady_", None)  # same first peaks
         self.bound_scores_, self.bound_steady_ = bound_scores(
             r, samples, self.target, (self.prior_log_spread, self.prior_weight), known if resumed else None

@@ -8,7 +8,7 @@ import math
 from typing import TYPE_CHECKING
 
 from ..units import format_bytes
-from .small_samples import peaks_needed
+from .small_samples import BoundBasis, gap_bound, peaks_needed
 
 if TYPE_CHECKING:
     from .adaptive import AdaptivePredictor
@@ -39,22 +39,7 @@ def explain_adaptive(p: AdaptivePredictor) -> str:
         elif math.isinf(p.bound_):
             bound = "the request"
         else:
-            basis = p.bound_basis()
-            learnt, calibrated, own = basis  # own: tested against the prior it would pool with
-            at = level if calibrated == budget else f"P{(1.0 - (calibrated or 0.0)) * 100:.3g}"
-            bound = f"their log-normal {at} prediction bound {format_bytes(p._bound(basis))}"
-            calibration = (
-                f"{at}, not {level}: on the store's {'steady ' if own is not None else ''}families, a bound at"
-                f" that level over each family's earlier peaks let {budget:.1%} of their next peaks through"
-            )
-            if own is not None:
-                prior = learnt.log_spread if learnt is not None else p.prior_log_spread
-                bound += f" (their own spread {own:.2g} alone: far below the prior's {prior:.3g}"
-                bound += f"; {calibration})" if at != level else ")"
-            elif learnt is not None:
-                bound += f" (spread pooled with other families': {learnt.log_spread:.3g} on {learnt.weight:.1f} peaks)"
-            elif at != level:
-                bound += f" ({calibration})"
+            bound = _bound_text(p, p.bound_basis(), budget, level)
         needed = peaks_needed(budget)
         others = p._bound_cap(None)  # what the bound is capped at without a request
         known = "" if others is None else f", {format_bytes(others)}"
@@ -64,6 +49,32 @@ def explain_adaptive(p: AdaptivePredictor) -> str:
             f"at least the lesser of {bound} and {cap}"
         )
     return said
+
+
+def _bound_text(p: AdaptivePredictor, basis: BoundBasis, budget: float, level: str) -> str:
+    """The small-sample bound in words: which of the two, its level (when calibrated, why) and,
+    for the log-normal one, the spread it pools with."""
+    learnt, calibrated, own = basis  # own: tested against the prior it would pool with
+    at = level if calibrated == budget else f"P{(1.0 - (calibrated or 0.0)) * 100:.3g}"
+    value = p._bound(basis)
+    calibration = (
+        f"{at}, not {level}: on the store's {'steady ' if own is not None else ''}families, a bound at"
+        f" that level over each family's earlier peaks let {budget:.1%} of their next peaks through"
+    )
+    if gap_binds(p, basis, value):
+        bound = f"the {at} gap bound over their two largest peaks {format_bytes(value)}"
+        return f"{bound} ({calibration})" if at != level else bound
+    bound = f"their log-normal {at} prediction bound {format_bytes(value)}"
+    if own is not None:
+        prior = learnt.log_spread if learnt is not None else p.prior_log_spread
+        bound += f" (their own spread {own:.2g} alone: far below the prior's {prior:.3g}"
+        return bound + (f"; {calibration})" if at != level else ")")
+    if learnt is not None:
+        return (
+            bound
+            + f" (spread pooled with other families': {learnt.log_spread:.3g} on {learnt.weight:.1f} peaks)"
+        )
+    return f"{bound} ({calibration})" if at != level else bound
 
 
 def _beyond(input_bytes: int, largest_input_bytes: float) -> str:
@@ -101,19 +112,29 @@ def beyond_note(
     return said if line_bytes <= cap_bytes else f"{said}, a guess: {_at_most(cap_bytes, by_request)}"
 
 
+def gap_binds(p: AdaptivePredictor, basis: BoundBasis, bound_bytes: float) -> bool:
+    """Whether the small-sample bound is the gap bound (the lesser of it and the log-normal one)."""
+    share = basis.level if basis.level is not None else p.target
+    return gap_bound(p.peaks_, share or 0.0) <= bound_bytes
+
+
 def adaptive_details(p: AdaptivePredictor) -> dict[str, float | int | str | None]:
     """The decision's details: the rule, its replayed kill rate against the target, and the
-    small-sample bound with its level and own spread (None where none applies)."""
+    small-sample bound with its kind ("gap" or "log-normal"), level and own spread (None where none
+    applies)."""
     # the log-normal small-sample bound, computed once (None: none, the request, or a line's own)
     none = p._line_chosen or not p.bound_ or math.isinf(p.bound_)
     basis = None if none else p.bound_basis()
+    bound = None if basis is None else p._bound(basis)
+    kind = "gap" if basis is not None and bound is not None and gap_binds(p, basis, bound) else "log-normal"
     return {
         "rule": p.rule_,
         "rule_oom_rate": round(float(p.oom_rates()[p.best_]), 4),
         "max_oom_rate": p.max_oom_rate,
         "oom_target": p.target,
         "within_oom_target": int(p.within_target_),
-        "small_sample_bound_bytes": None if basis is None else int(p._bound(basis)),
+        "small_sample_bound_bytes": None if bound is None else int(bound),
+        "small_sample_bound_kind": None if basis is None or bound is None else kind,
         "small_sample_bound_level": None if basis is None else basis.level,
         "small_sample_bound_own_spread": None if basis is None else basis.own_spread,
     }

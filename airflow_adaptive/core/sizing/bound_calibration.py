@@ -1,11 +1,12 @@
 """The small-sample bound's level, calibrated on the store's own families.
 
-The bound (``small_samples.lognormal_bound``) assumes a family's peaks are independent log-normal
-draws; they are not (they drift, follow input sizes, and most families are steadier than the fixed
-prior spread says), so at a target of 1 % it lets through a share of next peaks that differs by
-trace, from none to twice the target. What it should let through can be measured where it runs:
+The bound (``small_samples.next_peak_bound``, the lesser of a log-normal and a gap bound) assumes
+a family's peaks are independent log-normal draws, or exchangeable at the top; they are not (they
+drift, follow input sizes, and most families are steadier than the fixed prior spread says), so
+at a target of 1 % it lets through a share of next peaks that differs by trace, from none to
+twice the target. What it should let through can be measured where it runs:
 for each family, each finished peak among its first ``1 / target`` is scored against the bound of
-the peaks before it, as the p-value of that peak under the bound's own Student-t model
+the peaks before it, as the p-value of that peak under the bound's own models (Student's t, the gap)
 (:func:`bound_scores`, kept with the family's model; the store sums them over families in
 ``Distributions.scores``). Were the model right, the scores would be uniform, and a bound at level
 ``a`` would let through a share ``a`` of next peaks. :func:`calibrated_level` takes the level at
@@ -33,7 +34,7 @@ from scipy.special import stdtr
 
 from ..sketch import RELATIVE_WIDTH, LogHistogram
 from .base import Sample
-from .small_samples import bound_terms, peaks_needed, steadier_than_prior
+from .small_samples import bound_terms, gap_score, peaks_needed, steadier_than_prior
 
 # a peak with no score: one of the first two, or a lower bound (killed, sampled)
 UNSCORED = -1.0
@@ -45,12 +46,14 @@ MIN_LEVEL_SHARE = 0.1  # of the target: the least level (above)
 def bound_score(before: np.ndarray, peak: float, prior_log_spread: float, prior_weight: float) -> float:
     """The p-value of ``peak`` under the bound of the peaks ``before`` it: the least level at
     which the bound would have let it through (0.5 at the centre of the peaks, more below it)."""
-    terms, df = bound_terms(np.log(np.maximum(before, 1.0)), prior_log_spread, prior_weight)
+    logs = np.log(np.maximum(before, 1.0))
+    terms, df = bound_terms(logs, prior_log_spread, prior_weight)
     widen = math.sqrt(1.0 + 1.0 / before.size)
     level = math.log(max(peak, 1.0))
     # the bound is the lesser over the centres: it reaches the peak once every centre's does
     t = max((level - centre) / max(spread * widen, 1e-12) for centre, spread in terms)
-    return float(stdtr(df, -t))
+    # and the lesser of that and the gap bound: it lets the peak through once either does
+    return min(float(stdtr(df, -t)), gap_score(logs, level))
 
 
 def bound_scores(

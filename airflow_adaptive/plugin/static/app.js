@@ -177,7 +177,8 @@ function budgetText(d, attempts, oom) {  // the rule's replayed kill rate, never
   const at = own != null ? ` (on their own spread of log peaks, ${num(own, 3)}: far below the prior's${
     calibrated ? `; ${calibrated}` : ""})` : calibrated ? ` (${calibrated})` : "";
   const few = d.small_sample_bound_bytes ? ` Too few peaks to judge it yet (fewer than ${Math.ceil(1 / d.oom_target)}): at least
-    ${bytes(d.small_sample_bound_bytes)}, their log-normal prediction bound${at}, at most the request.` : "";
+    ${bytes(d.small_sample_bound_bytes)}, ${d.small_sample_bound_kind === "gap" ? `their gap bound over the two largest
+    peaks${calibrated ? ` (${calibrated})` : ""}` : `their log-normal prediction bound${at}`}, at most the request.` : "";
   return `<p id="budget">Rule <b>${esc(d.rule)}</b>: replayed on this family's past peaks, each task sized from the peaks before
     it (recent ones weigh more), it would have OOM-killed ${num(100 * d.rule_oom_rate, 1)} % of them. Budget
     <code>max_oom_rate</code> ${num(100 * d.max_oom_rate, 1)} %, so rules aim at ${num(100 * d.oom_target, 1)} %.${few}
