@@ -52,7 +52,8 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "OOM-kill budget of the ``adaptive`` strategy, in kills per task (0.02: at most 2 %). Its rules "
         "aim at half of it, the target, so that a run's rate stays within it: per task family the cheapest "
         "rule whose replayed kill rate stays within the target, and until a family has 1 / target finished "
-        "tasks, at least their log-normal prediction bound (at the level that lets the target through on "
+        "tasks, at least the lesser of their log-normal and gap prediction bounds on the next peak (at the "
+        "level that lets the target through on "
         "the store's families), at most the request (1.0: no "
         "budget). Lower: fewer kills for more memory (README, Memory sizing).",
     ),

@@ -109,9 +109,7 @@ def test_a_young_familys_bound_follows_the_stores_calibrated_level() -> None:
     overcovered = AdaptivePredictor().fit(four, steady_store(0.9))  # no first peak came near the bound
     undercovered = AdaptivePredictor().fit(four, steady_store(1e-5))  # first peaks went through it
     assert (overcovered.bound_basis().level or 0.0) > 0.01 > (undercovered.bound_basis().level or 1.0)
-    assert (
-        "P95 gap bound" in overcovered.explain() and "let 1.0% of their next" in overcovered.explain()
-    )
+    assert "P95 gap bound" in overcovered.explain() and "let 1.0% of their next" in overcovered.explain()
     assert overcovered.details()["small_sample_bound_level"] == pytest.approx(0.05)  # (0.01 x 500) / 100
     assert 2.2 * GIB < overcovered.predict(None, 64 * GIB) < alone < undercovered.predict(None, 64 * GIB)
     assert AdaptivePredictor().fit(four, steady_store(0.9)).draws_on_prior(64 * GIB)  # it reads the store

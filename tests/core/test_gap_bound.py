@@ -12,7 +12,7 @@ import pytest
 
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
 from airflow_adaptive.core.sizing.base import Sample
-from airflow_adaptive.core.sizing.small_samples import gap_bound, gap_exponent, gap_score
+from airflow_adaptive.core.sizing.small_samples import gap_bound_bytes, gap_exponent, gap_score
 from airflow_adaptive.core.units import GIB
 
 
@@ -20,13 +20,13 @@ def test_the_gap_bound_computed_by_hand() -> None:
     # peaks 10, 10.5, 10.9, 12 GiB: the gap in logs log(12 / 10.9) = 0.09614; at a share of 4 % with
     # 4 peaks, c = 2 / (0.04 x 5) - 2 = 8, so 12 GiB x (12 / 10.9)^8 = 25.9 GiB
     peaks = np.array([10.0, 10.5, 12.0, 10.9]) * GIB
-    assert gap_bound(peaks, 0.04) == pytest.approx(12 * (12 / 10.9) ** 8 * GIB, rel=1e-9)
+    assert gap_bound_bytes(peaks, 0.04) == pytest.approx(12 * (12 / 10.9) ** 8 * GIB, rel=1e-9)
     # at a share of 20 %, 2 / (0.2 x 5) - 2 = 0: the largest peak itself, and never below it
-    assert gap_bound(peaks, 0.2) == pytest.approx(12 * GIB)
-    assert gap_bound(peaks, 0.5) == pytest.approx(12 * GIB)
+    assert gap_bound_bytes(peaks, 0.2) == pytest.approx(12 * GIB)
+    assert gap_bound_bytes(peaks, 0.5) == pytest.approx(12 * GIB)
     # equal largest peaks: the gap is the peaks' 1 % resolution; 3 peaks at 5 %, c = 2 / 0.2 - 2 = 8:
     # 10.9 GiB x 1.01^8
-    assert gap_bound(np.array([10.9, 10.9, 10.0]) * GIB, 0.05) == pytest.approx(10.9 * 1.01**8 * GIB)
+    assert gap_bound_bytes(np.array([10.9, 10.9, 10.0]) * GIB, 0.05) == pytest.approx(10.9 * 1.01**8 * GIB)
     assert math.isinf(gap_exponent(np.log(np.array([GIB])), 0.01))  # one peak bounds nothing
 
 
@@ -53,8 +53,8 @@ def test_the_gap_bound_lets_its_share_through_on_an_exponential_tail_and_less_on
 
 
 def test_a_pile_under_a_ceiling_is_bounded_just_above_it_and_a_high_peak_keeps_room() -> None:
-    # bwa's shape: 30 peaks piled at 10.7-10.9 GiB, a tail down to 5 GiB. The log-normal bound, with
-    # the prior's spread, says 12.4 GiB; the gap bound at 1 %: 10.9 x 1.01^(200 / 31 - 2) = 11.4 GiB
+    # bwa's shape: 29 peaks piled at 10.7-10.9 GiB, two of 5-6 GiB. The log-normal bound, with the
+    # prior's spread, says 12.4 GiB; the gap bound at 1 % over 31 peaks: 10.9 x 1.01^(200 / 32 - 2) = 11.4 GiB
     pile = [Sample(int(g * GIB)) for g in np.linspace(10.7, 10.89, 28)] + [Sample(int(10.9 * GIB))]
     family = AdaptivePredictor().fit([Sample(5 * GIB), *pile, Sample(6 * GIB)])
     details = family.details()
@@ -65,3 +65,20 @@ def test_a_pile_under_a_ceiling_is_bounded_just_above_it_and_a_high_peak_keeps_r
     high = AdaptivePredictor().fit([*pile, Sample(16 * GIB)]).details()
     assert high["small_sample_bound_kind"] == "log-normal"
     assert high["small_sample_bound_bytes"] > 12 * GIB  # type: ignore[operator]
+
+
+def test_a_killed_try_and_its_retry_are_one_task_not_a_narrow_gap() -> None:
+    # Six peaks near 10 GiB, then a try killed at 20 GiB (a lower bound) and its retry at 20.3 GiB:
+    # counted as two peaks they would make a gap of 1.5 %; the gap is the finished peaks' instead,
+    # 20.3 against 10.5 GiB, so the bound keeps room above the new largest
+    near = [Sample(int(g * GIB)) for g in (9.6, 9.8, 10.0, 10.1, 10.3, 10.5)]
+    killed = [Sample(20 * GIB, lower_bound=True), Sample(int(20.3 * GIB))]
+    logs = np.log(np.array([s.peak_memory_bytes for s in [*near, *killed]], dtype=float))
+    finished = np.array([not s.lower_bound for s in [*near, *killed]])
+    narrow, wide = gap_exponent(logs, 0.01), gap_exponent(logs, 0.01, finished)
+    # 7 finished peaks: c = 2 / (0.01 x 8) - 2 = 23 gaps of log(20.3 / 10.5) above 20.3 GiB
+    assert wide == pytest.approx(math.log(20.3 * GIB) + 23 * math.log(20.3 / 10.5), rel=1e-6)
+    assert narrow < math.log(30 * GIB) < wide
+    bound = AdaptivePredictor().fit([*near, *killed]).details()["small_sample_bound_bytes"]
+    assert bound is not None and bound > 30 * GIB  # the log-normal one, not the narrow gap's 27 GiB
+    assert gap_score(logs, math.log(25 * GIB), finished) > gap_score(logs, math.log(25 * GIB))

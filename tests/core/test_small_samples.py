@@ -1,6 +1,6 @@
 """The small-sample bound: until a family has ``1 / target`` peaks (the target: half the OOM budget
-``max_oom_rate``), ``adaptive`` allocates at least their one-sided log-normal prediction bound at
-``1 - target``, at most the request."""
+``max_oom_rate``), ``adaptive`` allocates at least their one-sided prediction bound at
+``1 - target`` (the lesser of the log-normal one and the gap bound), at most the request."""
 
 from __future__ import annotations
 

@@ -79,6 +79,7 @@ class AdaptivePredictor(Predictor):
     weight_: float
     inputs_: np.ndarray | None
     finished_span_: tuple[float, float] | None  # largest input and peak of complete samples
+    finished_: np.ndarray  # which peaks are not lower bounds (a killed or sampled try's)
 
     def __init__(
         self,
@@ -161,12 +162,12 @@ class AdaptivePredictor(Predictor):
         return learnt if learnt is not None and fits_prior(self.peaks_, learnt, self.target or 0.0) else None
 
     def _bound(self, basis: BoundBasis | None = None) -> float:
-        """The log-normal bound over the family's peaks: a learnt spread's, or the fixed one's."""
+        """The bound on the family's next peak: with a learnt spread's log-normal one, or the fixed one's."""
         learnt, level, _ = basis or self.bound_basis()
         if learnt is None and level == self.target:
             return self.bound_
         spread = learnt or SpreadPrior(self.prior_log_spread, self.prior_weight)
-        return next_peak_bound(self.peaks_, self.target, spread.log_spread, spread.weight, level)
+        return next_peak_bound(self.peaks_, self.target, *spread, level, self.finished_)
 
     def bound_basis(self) -> BoundBasis:
         """The learnt spread the bound pools with (None: the fixed one); the level it lets through:
@@ -261,11 +262,14 @@ class AdaptivePredictor(Predictor):
         self.scored_peaks_, self.scores_, self.kills_, self.weight_ = r.copy(), scores, kills, weight
         self.pieces_ = self._pieces(r, x)
         self.best_, self.within_target_ = self._choose(scores, self.oom_rates(), r.size - 1)
-        # the log-normal bound over all peaks; a chosen size line is bounded by its own interval instead
-        self.bound_ = next_peak_bound(r, self.target, self.prior_log_spread, self.prior_weight)
+        # the bound over all peaks (a chosen size line is bounded by its own interval instead); its
+        # gap is the finished peaks', not a killed or sampled try's lower bound
+        self.finished_ = np.array([not s.lower_bound for s in samples], dtype=bool)
+        prior = self.prior_log_spread, self.prior_weight
+        self.bound_ = next_peak_bound(r, self.target, *prior, None, self.finished_)
         known = getattr(self, "bound_scores_", None), getattr(self, "bound_steady_", None)  # same first peaks
         self.bound_scores_, self.bound_steady_ = bound_scores(
-            r, samples, self.target, (self.prior_log_spread, self.prior_weight), known if resumed else None
+            r, samples, self.target, prior, known if resumed else None
         )
         self.rule_ = names[self.best_]
         self.peaks_, self.inputs_, self.runtimes_ = r, x, t
@@ -302,17 +306,13 @@ class AdaptivePredictor(Predictor):
         inputs, one block: every prefix's quantiles come from one sorted matrix."""
         if x is None:
             q = prefix_quantiles(r, self.quantiles, first)
-            alloc = (q[:, :, None] * (1.0 + np.asarray(self.margins))[None, None, :]).reshape(
-                len(q), self._quantile_rules
-            )
+            factors = 1.0 + np.asarray(self.margins)
+            alloc = (q[:, :, None] * factors[None, None, :]).reshape(len(q), self._quantile_rules)
             yield alloc, r[first:, None], t[first:, None]
             return
         for i in range(first, r.size):
-            yield (
-                self._apply(*self._pieces(r[:i], x[:i]), float(x[i]))[None, :],
-                r[i : i + 1, None],
-                t[i : i + 1, None],
-            )
+            task = slice(i, i + 1)
+            yield self._apply(*self._pieces(r[:i], x[:i]), float(x[i]))[None, :], r[task, None], t[task, None]
 
     def _predict(self, input_size_bytes: int | None) -> float:
         x_next = None

@@ -8,7 +8,7 @@ import math
 from typing import TYPE_CHECKING
 
 from ..units import format_bytes
-from .small_samples import BoundBasis, gap_bound, peaks_needed
+from .small_samples import BoundBasis, gap_bound_bytes, peaks_needed
 
 if TYPE_CHECKING:
     from .adaptive import AdaptivePredictor
@@ -115,18 +115,18 @@ def beyond_note(
 def gap_binds(p: AdaptivePredictor, basis: BoundBasis, bound_bytes: float) -> bool:
     """Whether the small-sample bound is the gap bound (the lesser of it and the log-normal one)."""
     share = basis.level if basis.level is not None else p.target
-    return gap_bound(p.peaks_, share or 0.0) <= bound_bytes
+    return gap_bound_bytes(p.peaks_, share or 0.0, p.finished_) <= bound_bytes
 
 
 def adaptive_details(p: AdaptivePredictor) -> dict[str, float | int | str | None]:
     """The decision's details: the rule, its replayed kill rate against the target, and the
     small-sample bound with its kind ("gap" or "log-normal"), level and own spread (None where none
     applies)."""
-    # the log-normal small-sample bound, computed once (None: none, the request, or a line's own)
+    # the small-sample bound, computed once (None: none, the request, or a line's own)
     none = p._line_chosen or not p.bound_ or math.isinf(p.bound_)
     basis = None if none else p.bound_basis()
     bound = None if basis is None else p._bound(basis)
-    kind = "gap" if basis is not None and bound is not None and gap_binds(p, basis, bound) else "log-normal"
+    kind = None if basis is None or bound is None else "gap" if gap_binds(p, basis, bound) else "log-normal"
     return {
         "rule": p.rule_,
         "rule_oom_rate": round(float(p.oom_rates()[p.best_]), 4),
@@ -134,7 +134,7 @@ def adaptive_details(p: AdaptivePredictor) -> dict[str, float | int | str | None
         "oom_target": p.target,
         "within_oom_target": int(p.within_target_),
         "small_sample_bound_bytes": None if bound is None else int(bound),
-        "small_sample_bound_kind": None if basis is None or bound is None else kind,
+        "small_sample_bound_kind": kind,
         "small_sample_bound_level": None if basis is None else basis.level,
         "small_sample_bound_own_spread": None if basis is None else basis.own_spread,
     }

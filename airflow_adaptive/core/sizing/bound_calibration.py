@@ -1,15 +1,16 @@
 """The small-sample bound's level, calibrated on the store's own families.
 
 The bound (``small_samples.next_peak_bound``, the lesser of a log-normal and a gap bound) assumes
-a family's peaks are independent log-normal draws, or exchangeable at the top; they are not (they
-drift, follow input sizes, and most families are steadier than the fixed prior spread says), so
-at a target of 1 % it lets through a share of next peaks that differs by trace, from none to
-twice the target. What it should let through can be measured where it runs:
+a family's peaks are independent log-normal draws, or have an exponential tail in logs; they are
+not (they drift, follow input sizes, and most families are steadier than the fixed prior spread
+says), so at a target of 1 % it lets through a share of next peaks that differs by trace, from
+none to twice the target. What it should let through can be measured where it runs:
 for each family, each finished peak among its first ``1 / target`` is scored against the bound of
 the peaks before it, as the p-value of that peak under the bound's own models (Student's t, the gap)
 (:func:`bound_scores`, kept with the family's model; the store sums them over families in
 ``Distributions.scores``). Were the model right, the scores would be uniform, and a bound at level
-``a`` would let through a share ``a`` of next peaks. :func:`calibrated_level` takes the level at
+``a`` would let through a share ``a`` of next peaks (the lesser bound's scores, the lesser of two
+p-values, fall under ``a`` somewhat more often). :func:`calibrated_level` takes the level at
 which the store's scores let through the target instead: the split-conformal idea (Vovk et al.),
 pooled across families as the prior spread is. Until the store has scored many peaks, their share
 is mixed with the model's own (uniform) on ``1 / target`` pseudo-scores, so a young store keeps
@@ -43,9 +44,16 @@ MAX_LEVEL = 0.5  # the bound never goes below the centre of the peaks
 MIN_LEVEL_SHARE = 0.1  # of the target: the least level (above)
 
 
-def bound_score(before: np.ndarray, peak: float, prior_log_spread: float, prior_weight: float) -> float:
-    """The p-value of ``peak`` under the bound of the peaks ``before`` it: the least level at
-    which the bound would have let it through (0.5 at the centre of the peaks, more below it)."""
+def bound_score(
+    before: np.ndarray,
+    peak: float,
+    prior_log_spread: float,
+    prior_weight: float,
+    finished: np.ndarray | None = None,
+) -> float:
+    """The p-value of ``peak`` under the bound of the peaks ``before`` it (``finished``: which of
+    them are not lower bounds): the least level at which the bound would have let it through (0.5
+    at the centre of the peaks, more below it)."""
     logs = np.log(np.maximum(before, 1.0))
     terms, df = bound_terms(logs, prior_log_spread, prior_weight)
     widen = math.sqrt(1.0 + 1.0 / before.size)
@@ -53,7 +61,7 @@ def bound_score(before: np.ndarray, peak: float, prior_log_spread: float, prior_
     # the bound is the lesser over the centres: it reaches the peak once every centre's does
     t = max((level - centre) / max(spread * widen, 1e-12) for centre, spread in terms)
     # and the lesser of that and the gap bound: it lets the peak through once either does
-    return min(float(stdtr(df, -t)), gap_score(logs, level))
+    return min(float(stdtr(df, -t)), gap_score(logs, level, finished))
 
 
 def bound_scores(
@@ -85,8 +93,9 @@ def bound_scores(
         changed = np.flatnonzero(kinds)
         start = int(changed[0]) if changed.size else start
         scores[:start] = was[:start]
+    finished = np.array([not s.lower_bound for s in samples[:size]], dtype=bool)  # the gap's peaks
     for i in np.flatnonzero(scored[start:]) + start:
-        score = bound_score(peaks[:i], float(peaks[i]), *((0.0, 0.0) if steady[i] else prior))
+        score = bound_score(peaks[:i], float(peaks[i]), *((0.0, 0.0) if steady[i] else prior), finished[:i])
         scores[i] = score if score <= MAX_LEVEL else 1.0  # no level goes there: one bucket for all
     return scores, steady
 

@@ -189,22 +189,24 @@ def next_peak_bound(
     prior_log_spread: float,
     prior_weight: float,
     level: float | None = None,
+    finished: np.ndarray | None = None,
 ) -> float:
-    """The lesser of the log-normal bound and the gap bound (:func:`gap_exponent`) on the next peak.
-    The log-normal one: ``exp(m + t(1 - level; n - 1 + k) * s * sqrt(1 + 1/n))`` over the log peaks, ``s`` pooled
+    """The lesser of the log-normal bound and the gap bound (:func:`gap_exponent`, over the
+    ``finished`` peaks' gap) on the next peak, in bytes. The log-normal one:
+    ``exp(m + t(1 - level; n - 1 + k) * s * sqrt(1 + 1/n))`` over the log peaks, ``s`` pooled
     from twice their squares above ``m`` (the upper semi-variance: the same as all squares for
     symmetric peaks, but a family whose peaks pile up under a ceiling with a tail below is not
     given room above for that tail) and ``k`` degrees of freedom of ``prior_log_spread``; the
     lesser of that bound about the mean and about the median for ``m`` (a tail below pulls the mean
     down and so counts as spread above it, and does not move the median; for symmetric peaks the
-    two agree, and for a tail above the mean's is usually the lesser); 0 once ``1 / budget`` peaks are
-    known or with no budget, infinite with a budget of 0. ``level`` (default: the budget) is the
-    share of next peaks the bound may let through (``bound_calibration.calibrated_level``: for a family
-    far steadier than the prior, whose bound is its own spread's, the level of such bounds). The gap
-    bound does not lean on a spread: on the shared traces' families it let fewer next peaks through
-    than the log-normal one did, and from about 18 peaks on it is also the narrower
-    (``benchmarks/next_peak.py``); the lesser lets through more than either, which the level's
-    calibration (whose scores are the lesser bound's) takes back."""
+    two agree, and for a tail above the mean's is usually the lesser); 0 once ``1 / budget`` peaks
+    are known or with no budget, infinite with a budget of 0. ``level`` (default: the budget) is the
+    share of next peaks the bound may let through (``bound_calibration.calibrated_level``: for a
+    family far steadier than the prior, whose bound is its own spread's, the level of such bounds).
+    The gap bound leans on no spread: on the shared traces' families it let through 0.8 % of next
+    peaks at a 1 % share, against 1.9 % for the log-normal one, and from about 34 peaks on it is
+    as narrow (docs/sizing.md); the lesser lets through more than either, which the level's
+    calibration (its scores are the lesser bound's) takes back once the store has scored peaks."""
     if budget is None or peaks.size >= peaks_needed(budget):
         return 0.0
     if budget <= 0.0:
@@ -216,7 +218,8 @@ def next_peak_bound(
     # the upper tail's quantile directly (1 - level rounds to 1 under 1e-16; stdtrit fails under 1e-270)
     share = max(budget if level is None else level, 1e-250)
     t = -float(stdtrit(df, share)) * math.sqrt(1.0 + 1.0 / peaks.size)
-    exponent = min(min(centre + t * spread for centre, spread in terms), gap_exponent(logs, share))
+    gap = gap_exponent(logs, share, finished)
+    exponent = min(min(centre + t * spread for centre, spread in terms), gap)
     return math.exp(min(exponent, 700.0))  # e^700 bytes: past any cap, short of overflow
 
 
@@ -224,36 +227,49 @@ def next_peak_bound(
 LEAST_LOG_GAP = math.log1p(0.01)
 
 
-def _top_gap(logs: np.ndarray) -> tuple[float, float]:
-    """The largest log peak and the gap below it to the second (at least :data:`LEAST_LOG_GAP`)."""
-    second, top = np.partition(logs, logs.size - 2)[logs.size - 2 :]
-    return float(top), max(float(top - second), LEAST_LOG_GAP)
+def _top_gap(logs: np.ndarray, finished: np.ndarray | None) -> tuple[float, float, int] | None:
+    """The largest log peak, the gap between the two largest finished ones (at least
+    :data:`LEAST_LOG_GAP`) and how many finished; None below two. A killed try's limit is a lower
+    bound on its peak: it may be the largest, but its retry's peak just above it is the same task,
+    not a second draw, so it takes no part in the gap."""
+    done = logs if finished is None else logs[finished]
+    if done.size < 2:
+        return None
+    second, top = np.partition(done, done.size - 2)[done.size - 2 :]
+    return float(logs.max()), max(float(top - second), LEAST_LOG_GAP), int(done.size)
 
 
-def gap_exponent(logs: np.ndarray, share: float) -> float:
-    """The log of a bound on the next peak from the gap between the two largest of ``logs``: ``top
-    + c * gap``. Where log peaks have an exponential tail (peaks with a Pareto tail; by Renyi's
-    representation the gap is then independent of the second largest), the next of n + 1 passes
-    it with chance 2 / ((n + 1)(2 + c)), and ``c`` sets that to ``share``; under a ceiling with
-    density below it, or a lighter tail, the chance is less (uniform: 1 / ((n + 1)(1 + c)), as
-    for Robson and Whitlock's 1964 estimate of a truncation point). Never below the largest. A pile
-    of peaks under a ceiling gets a bound just above it; a family whose largest peak stands far
-    above the rest gets room above it. Infinite below two peaks."""
-    if logs.size < 2:
+def gap_exponent(logs: np.ndarray, share: float, finished: np.ndarray | None = None) -> float:
+    """The log of a bound on the next peak from the gap between the two largest of ``logs``
+    (``finished``: which are not lower bounds; None: all): ``top + c * gap``. For n + 1 log peaks
+    from a shifted exponential (peaks with a Pareto tail), the next is the largest with chance
+    1 / (n + 1), its excess over the old largest is then exponential and the old gap exponential at
+    twice its rate, both independent (Renyi's representation), so it passes ``c`` gaps with chance
+    2 / ((n + 1)(2 + c)), and ``c`` sets that to ``share`` (for ``share`` below 1 / (n + 1); above,
+    ``c`` is 0 and the bound is the largest). A tail that is exponential only far out reaches this
+    as n grows; lighter tails, and a ceiling with density below it, let through less (uniform:
+    1 / ((n + 1)(1 + c)), the spacings of Robson and Whitlock's 1964 estimate of a truncation
+    point); heavier ones more. A pile of peaks under a ceiling gets a bound just above it; a family
+    whose largest peak stands far above the rest keeps room above it. Infinite below two finished
+    peaks or without a positive share."""
+    found = _top_gap(logs, finished)
+    if found is None or not share > 0.0:
         return math.inf
-    top, gap = _top_gap(logs)
-    return top + max(0.0, 2.0 / (share * (logs.size + 1)) - 2.0) * gap
+    top, gap, n = found
+    return top + max(0.0, 2.0 / (share * (n + 1)) - 2.0) * gap
 
 
-def gap_bound(peaks: np.ndarray, share: float) -> float:
+def gap_bound_bytes(peaks: np.ndarray, share: float, finished: np.ndarray | None = None) -> float:
     """:func:`gap_exponent` over ``peaks`` in bytes (at most e^700)."""
-    return math.exp(min(gap_exponent(np.log(np.maximum(peaks, 1.0)), max(share, 1e-250)), 700.0))
+    logs = np.log(np.maximum(peaks, 1.0))
+    return math.exp(min(gap_exponent(logs, max(share, 1e-250), finished), 700.0))
 
 
-def gap_score(logs: np.ndarray, log_peak: float) -> float:
+def gap_score(logs: np.ndarray, log_peak: float, finished: np.ndarray | None = None) -> float:
     """The least share at which :func:`gap_exponent` over ``logs`` lets ``log_peak`` through (1 at
-    or below the largest, which no share lets through)."""
-    if logs.size < 2:
+    or below the largest, which no share lets through, and below two finished peaks)."""
+    found = _top_gap(logs, finished)
+    if found is None or log_peak <= found[0]:
         return 1.0
-    top, gap = _top_gap(logs)
-    return 1.0 if log_peak <= top else 2.0 / ((logs.size + 1) * (2.0 + (log_peak - top) / gap))
+    top, gap, n = found
+    return 2.0 / ((n + 1) * (2.0 + (log_peak - top) / gap))
