@@ -80,5 +80,5 @@ def test_a_killed_try_and_its_retry_are_one_task_not_a_narrow_gap() -> None:
     assert wide == pytest.approx(math.log(20.3 * GIB) + 23 * math.log(20.3 / 10.5), rel=1e-6)
     assert narrow < math.log(30 * GIB) < wide
     bound = AdaptivePredictor().fit([*near, *killed]).details()["small_sample_bound_bytes"]
-    assert bound is not None and bound > 30 * GIB  # the log-normal one, not the narrow gap's 27 GiB
+    assert isinstance(bound, int) and bound > 30 * GIB  # the log-normal one, not the narrow gap's 27 GiB
     assert gap_score(logs, math.log(25 * GIB), finished) > gap_score(logs, math.log(25 * GIB))
