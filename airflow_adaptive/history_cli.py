@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from airflow_adaptive.cli_args import at_least_one, count, keep_days, require_paths, task_family
 from airflow_adaptive.core.normalise import escape_surrogates
+from airflow_adaptive.core.units import counted
 from airflow_adaptive.exceptions import AdaptiveError
 
 if TYPE_CHECKING:
@@ -59,8 +60,8 @@ def cmd_history_import(args: argparse.Namespace, out: TextIO) -> int:
             recorded = store.record_batches(batches())  # one transaction: the whole file or nothing
         total += counts["attempts"]
         print(
-            f"{escape_surrogates(path)}: {counts['attempts']} attempts imported ({recorded.new} new, "
-            f"{recorded.replaced} already there), {counts['skipped']} rows skipped"
+            f"{escape_surrogates(path)}: {counted(counts['attempts'], 'attempt')} imported ({recorded.new} new, "
+            f"{recorded.replaced} already there), {counted(counts['skipped'], 'row')} skipped"
             + (f" (the first {SKIPPED_SHOWN} named above)" if counts["skipped"] > SKIPPED_SHOWN else "")
             + (
                 f", {recorded.repeated} repeated keys (the file's last row of each kept)"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ..exceptions import InvalidSettingError
 from .normalise import INT32
 from .sketch import LogHistogram
+from .units import counted
 
 FAILURE_MODES = ("persevere", "postpone")
 # PriorityClasses, most urgent first: (name, value). Values stay far below the 1e9 reserved for
@@ -77,12 +78,13 @@ class PriorityChoice:
     share_ahead: float  # of those families, the share that has finished fewer attempts
 
     def explain(self) -> str:
-        own = f"{self.progress.successes} successful attempts ({self.progress.failures} failed)"
+        own = f"{counted(self.progress.successes, 'successful attempt')} ({self.progress.failures} failed)"
         if not self.families:
             where = ", no family has history yet"
         else:
             median = "?" if self.median_successes is None else str(self.median_successes)
-            where = f" of {self.families} families' median {median}, {self.share_ahead:.0%} have fewer"
+            families = "1 family's" if self.families == 1 else f"{self.families} families'"
+            where = f" of {families} median {median}, {self.share_ahead:.0%} have fewer"
         return f"{own}{where}: priority weight {self.weight}, priority class {self.class_name}"
 
 

@@ -8,6 +8,11 @@ MB = 10**6  # decimal units: trace sizes and simulated shared storage
 GB = 10**9
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``count`` and the noun in its number: "1 attempt", "2 attempts" ("1 family", "2 families")."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
 def whole_mib_up(value_bytes: int) -> int:
     """MiB, rounded up: how a pod's memory quantity holds bytes (``kubernetes/quantity.py``)."""
     return -(-value_bytes // MIB)

@@ -78,6 +78,13 @@ def test_priority_class_tiers_by_the_share_of_families_behind() -> None:
         .explain()
         .startswith("0 successful attempts (0 failed), no family has history yet: priority weight")
     )
+    one = LogHistogram()
+    one.add(1)
+    assert (
+        choose_priority(FamilyProgress(1, 0), one)
+        .explain()
+        .startswith("1 successful attempt (0 failed) of 1 family's median 1,")
+    )
 
 
 # --- the store ------------------------------------------------------------------------------
@@ -298,7 +305,7 @@ def test_decide_json_explains_the_priority(engine: Any) -> None:
     assert priority["successes"] == 3 and priority["failures"] == 0
     assert priority["weight"] == lff_weight(FamilyProgress(3, 0), "persevere", 1)
     assert priority["priority_class"] == "adaptive-lff-high"
-    assert priority["explanation"].startswith("3 successful attempts (0 failed) of 1 families' median 3")
+    assert priority["explanation"].startswith("3 successful attempts (0 failed) of 1 family's median 3")
     assert priority["median_successes"] == 3  # whole, as the text says (a bucket's edge is not)
 
 

@@ -62,7 +62,7 @@ def test_a_trace_with_many_bad_rows_names_the_first_twenty_and_counts_the_rest(
     captured = capsys.readouterr()
     assert captured.err.count("not a number from 0 to 2^62: peak_rss=lots") == 20
     assert (
-        "1 attempts imported (1 new, 0 already there), 25 rows skipped (the first 20 named above)"
+        "1 attempt imported (1 new, 0 already there), 25 rows skipped (the first 20 named above)"
         in captured.out
     )
 
@@ -79,7 +79,7 @@ def test_import_reports_malformed_rows_and_decides_from_the_rest(
     assert main(["history", "import", str(trace)]) == 0
     captured = capsys.readouterr()
     assert f"{trace}:7: not a number from 0 to 2^62: peak_rss=lots" in captured.err
-    assert "6 attempts imported (6 new, 0 already there), 1 rows skipped" in captured.out
+    assert "6 attempts imported (6 new, 0 already there), 1 row skipped" in captured.out
     assert main(["history", "import", str(trace)]) == 0
     assert "6 attempts imported (0 new, 6 already there)" in capsys.readouterr().out
     shown = run_json(capsys, "history", "show", "--task-family", "ALIGN")

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from airflow_adaptive.cli import main
+from airflow_adaptive.core.units import counted
 from tests.conftest import sql_store
 
 HEADER = ["task_id", "hash", "process", "name", "status", "exit", "attempt", "memory", "peak_rss", "realtime",
@@ -172,7 +173,7 @@ def test_malformed_trace_is_one_line_or_a_result(
             assert "Traceback" not in captured.err and len(said) == 1, said
         if name in ROW_CASES and argv[0] == "history":
             _, imported, lines = ROW_CASES[name]
-            assert code == 0 and f"{imported} attempts imported" in captured.out, captured
+            assert code == 0 and f"{counted(imported, 'attempt')} imported" in captured.out, captured
             assert [int(n) for n in re.findall(r"\.csv:(\d+): ", captured.err)] == lines, captured.err
     if name in ROW_CASES:
         stored = sum(f.attempts for f in sql_store(engine).families(limit=1000))

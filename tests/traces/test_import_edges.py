@@ -240,7 +240,7 @@ def test_a_cctools_task_id_out_of_range_is_skipped_by_line(
     assert main(["history", "import", str(trace)]) == 0
     captured = capsys.readouterr()
     assert f"skipped {trace}:3: task_id=3000000000 is out of range (at most 2147483647)" in captured.err
-    assert "1 attempts imported" in captured.out
+    assert "1 attempt imported" in captured.out
     assert sql_store(engine).family("cct:category-1").rollup.attempts == 1
 
 
