@@ -81,7 +81,8 @@ def bound_scores(
         return np.zeros(0), np.zeros(0, dtype=bool)
     size = min(peaks.size, peaks_needed(target))
     logs = np.log(np.maximum(peaks[:size], 1.0))
-    scored = np.array([i >= FIRST_SCORED and not samples[i].lower_bound for i in range(size)], dtype=bool)
+    finished = np.array([not s.lower_bound for s in samples[:size]], dtype=bool)  # also the gap's peaks
+    scored = finished & (np.arange(size) >= FIRST_SCORED)
     steady = np.array(
         [scored[i] and steadier_than_prior(logs[:i], *prior, target) for i in range(size)], bool
     )
@@ -93,7 +94,6 @@ def bound_scores(
         changed = np.flatnonzero(kinds)
         start = int(changed[0]) if changed.size else start
         scores[:start] = was[:start]
-    finished = np.array([not s.lower_bound for s in samples[:size]], dtype=bool)  # the gap's peaks
     for i in np.flatnonzero(scored[start:]) + start:
         score = bound_score(peaks[:i], float(peaks[i]), *((0.0, 0.0) if steady[i] else prior), finished[:i])
         scores[i] = score if score <= MAX_LEVEL else 1.0  # no level goes there: one bucket for all
