@@ -16,6 +16,7 @@ from airflow_adaptive.exceptions import AdaptiveError
 
 if TYPE_CHECKING:
     from airflow_adaptive.core.model import Observation
+    from airflow_adaptive.core.rollup import FamilyRollup
 
 SKIPPED_SHOWN = 20  # skipped rows of an import named one by one; the rest are counted
 
@@ -104,7 +105,7 @@ def unknown_family(command: str, task_family: str, store: Any) -> AdaptiveError:
             by_name.setdefault(task_name(family), []).append(family)
         named = difflib.get_close_matches(task_name(task_family), list(by_name), n=3, cutoff=0.8)
         close = [family for name in named for family in by_name[name]][:3]
-    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else "; 'history families' lists them"
     return AdaptiveError(f"{command}: no task family {task_family!r} in the history store{hint}")
 
 
@@ -135,6 +136,52 @@ def cmd_history_show(args: argparse.Namespace, out: TextIO) -> int:
         )  # fmt: skip
     print_table(table, out)
     return 0
+
+
+def cmd_history_families(args: argparse.Namespace, out: TextIO) -> int:
+    """The stored task families, most attempts first: the names ``show`` and ``decide`` take."""
+    from airflow_adaptive.core.units import format_bytes
+
+    store = open_cli_store()
+    rows, total = store.families(limit=args.limit), store.family_count()
+    if args.json:
+        print_json([_family_json(r) for r in rows], out)
+        return 0
+    if not total:
+        print("no task families in the history store yet: import a trace, or run a task", file=out)
+        return 0
+    from rich.table import Table
+
+    from airflow_adaptive.console import print_table
+
+    shown = f"the {len(rows)} with most attempts of {total}" if len(rows) < total else f"all {total}"
+    table = Table(title=f"task families in the history store: {shown}")
+    columns = ("task family", "attempts", "completed", "OOM-killed", "median peak", "mean wall s", "last")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for r in rows:
+        wall, median = r.mean_wall_seconds, _median_peak_bytes(r)
+        table.add_row(
+            escape_surrogates(r.task_family), str(r.attempts), str(r.completed), str(r.oom_killed),
+            "-" if median is None else format_bytes(median), "-" if wall is None else f"{wall:.1f}",
+            str(r.last_finished_at)[:19] if r.last_finished_at else "-",
+        )  # fmt: skip
+    print_table(table, out)
+    return 0
+
+
+def _median_peak_bytes(r: FamilyRollup) -> int | None:
+    """The completed attempts' median peak, to the rollup histogram's resolution (None: none)."""
+    median = r.peaks.quantile(0.5)
+    return None if median is None else round(median)
+
+
+def _family_json(r: FamilyRollup) -> dict[str, Any]:
+    return {
+        "task_family": r.task_family, "attempts": r.attempts, "completed": r.completed,
+        "oom_killed": r.oom_killed, "median_peak_bytes": _median_peak_bytes(r),
+        "mean_wall_seconds": r.mean_wall_seconds, "last_finished_at": r.last_finished_at,
+    }  # fmt: skip
 
 
 def _peak_text(o: Observation) -> str:
@@ -184,6 +231,10 @@ def add_history_commands(sub: Any) -> None:
         help="trace files, or folders of them (a k-Segments folder; - reads stdin)",
     )  # fmt: skip
     imp.set_defaults(func=cmd_history_import)
+    families = history.add_parser("families", help="the stored task families, most attempts first")
+    families.add_argument("--limit", type=at_least_one, default=50, help="the first N families (default 50)")
+    families.add_argument("--json", action="store_true", help="the families as JSON on stdout")
+    families.set_defaults(func=cmd_history_families)
     show = history.add_parser("show", help="recent attempts of a task family")
     show.add_argument(
         "--task-family", required=True, type=task_family, help="the family whose attempts to list"

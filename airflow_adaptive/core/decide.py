@@ -122,6 +122,11 @@ def decide_memory(
     )
 
 
+def noted(note: str) -> str:
+    """A predictor's input note (``predict_noted``) as a clause of the explanation ("" when none)."""
+    return f"; {note}" if note else ""
+
+
 def warming_up(min_observations: int, samples: int) -> bool:
     """A warm-up above 1 that the family has not finished: the user's request stands (no cold or
     warm start either)."""
@@ -145,7 +150,7 @@ def _predicted(
         capped = " (capped at the request)" if user.request_bytes and borrowed == user.request_bytes else ""
         return (
             borrowed,
-            f"no history yet: the model of {fitted.donor.explain()}: {predictor.explain()}{note}{capped}",
+            f"no history yet: the model of {fitted.donor.explain()}: {predictor.explain()}{noted(note)}{capped}",
         )
     if fitted.samples >= settings.min_observations and predictor.warm:
         basis = predictor.explain()
@@ -155,7 +160,7 @@ def _predicted(
                 "sampled or OOM-killed)"
             )
         predicted, note = predictor.predict_noted(input_size_bytes, user.request_bytes)
-        basis += note
+        basis += noted(note)
         if not user.request_bytes and predicted >= settings.cap_bytes and predictor.draws_on_prior(None):
             # A young family's bound with nothing to cap it: as a request it might fit no node.
             return None, f"{basis}; that is all the allocatable memory, for a pod that asks for none"

@@ -50,6 +50,23 @@ def test_chipseq_bwa_mem_decision(capsys: pytest.CaptureFixture[str]) -> None:
     assert implied == after_oom and "try 1 was OOM-killed" in implied["explanation"]
 
 
+def test_history_families_lists_the_names_show_and_decide_take(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["history", "families"]) == 0
+    assert "no task families in the history store yet" in capsys.readouterr().out
+    assert main(["history", "import", str(CHIPSEQ)]) == 0
+    capsys.readouterr()
+    listed = run_json(capsys, "history", "families")
+    assert len(listed) == 14 and listed[0]["attempts"] >= listed[-1]["attempts"]  # most attempts first
+    (bwa,) = [row for row in listed if row["task_family"] == BWA]
+    assert (bwa["attempts"], bwa["completed"], bwa["oom_killed"]) == (48, 48, 0)
+    shown = run_json(capsys, "history", "show", "--task-family", BWA, "--limit", "100")
+    peaks = sorted(r["usage"]["peak_memory_bytes"] for r in shown)
+    assert bwa["median_peak_bytes"] == pytest.approx((peaks[23] + peaks[24]) / 2, rel=0.02)
+    assert main(["history", "families", "--limit", "3"]) == 0
+    table = capsys.readouterr().out
+    assert "the 3 with most attempts of 14" in table and "48" in table and "PRESEQ" not in table
+
+
 def test_a_trace_with_many_bad_rows_names_the_first_twenty_and_counts_the_rest(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -127,6 +127,7 @@ def check_family(walk: Walk, store: Any) -> None:
     assert "Recorded: 1 of the 13 attempts shown were really OOM-killed" in budget
     placement = browser.find_element(By.ID, "placement").text
     assert "{" not in placement and placement.startswith("Task labels: ")  # "none" or key=value
+    assert ". Placement: " in placement
     assert placement.lower().count("task labels") == 1, placement  # not again in the order's text
     # The demo's attempts ran on all six profiled nodes: every group is judged by its own runs.
     runtimes = browser.find_elements(By.CSS_SELECTOR, "#runtime-table tbody tr")

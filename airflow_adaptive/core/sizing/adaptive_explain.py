@@ -32,6 +32,8 @@ def explain_adaptive(p: AdaptivePredictor) -> str:
     elif budget is not None:
         chosen += f", over the target {budget:.1%}: fewer than {p.min_scored} tasks replayed"
     said = f"{p.rule_} ({chosen}) = {format_bytes(p._predict(None))}"
+    if p._line_chosen and p.inputs_ is not None:  # a line's value at no input is at the mean input
+        said += f" at their mean input {format_bytes(int(p.inputs_.mean()))}"
     if p.bound_ and budget is not None:
         level = f"P{(1.0 - budget) * 100:g}"
         if p._line_chosen:
@@ -79,7 +81,7 @@ def _bound_text(p: AdaptivePredictor, basis: BoundBasis, budget: float, level: s
 
 def _beyond(input_bytes: int, largest_input_bytes: float) -> str:
     return (
-        f"; input {format_bytes(input_bytes)} is beyond the largest the family has finished "
+        f"input {format_bytes(input_bytes)} is beyond the largest the family has finished "
         f"({format_bytes(int(largest_input_bytes))})"
     )
 
