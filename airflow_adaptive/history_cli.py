@@ -105,7 +105,11 @@ def unknown_family(command: str, task_family: str, store: Any) -> AdaptiveError:
             by_name.setdefault(task_name(family), []).append(family)
         named = difflib.get_close_matches(task_name(task_family), list(by_name), n=3, cutoff=0.8)
         close = [family for name in named for family in by_name[name]][:3]
-    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else "; 'history families' lists them"
+    hint = (
+        f"; did you mean {', '.join(map(repr, close))}?"
+        if close
+        else "; 'airflow-adaptive history families' lists them"
+    )
     return AdaptiveError(f"{command}: no task family {task_family!r} in the history store{hint}")
 
 
@@ -180,7 +184,8 @@ def _family_json(r: FamilyRollup) -> dict[str, Any]:
     return {
         "task_family": r.task_family, "attempts": r.attempts, "completed": r.completed,
         "oom_killed": r.oom_killed, "median_peak_bytes": _median_peak_bytes(r),
-        "mean_wall_seconds": r.mean_wall_seconds, "last_finished_at": r.last_finished_at,
+        "mean_wall_seconds": None if r.mean_wall_seconds is None else round(r.mean_wall_seconds, 3),
+        "last_finished_at": r.last_finished_at.isoformat() if r.last_finished_at else None,
     }  # fmt: skip
 
 

@@ -59,6 +59,7 @@ def test_history_families_lists_the_names_show_and_decide_take(capsys: pytest.Ca
     assert len(listed) == 14 and listed[0]["attempts"] >= listed[-1]["attempts"]  # most attempts first
     (bwa,) = [row for row in listed if row["task_family"] == BWA]
     assert (bwa["attempts"], bwa["completed"], bwa["oom_killed"]) == (48, 48, 0)
+    assert bwa["last_finished_at"].startswith("2024-03-04T")  # ISO 8601, as history show --json says it
     shown = run_json(capsys, "history", "show", "--task-family", BWA, "--limit", "100")
     peaks = sorted(r["usage"]["peak_memory_bytes"] for r in shown)
     assert bwa["median_peak_bytes"] == pytest.approx((peaks[23] + peaks[24]) / 2, rel=0.02)
