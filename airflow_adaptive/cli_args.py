@@ -152,10 +152,13 @@ def namespace_name(value: str) -> str:
 
 
 def at_least_one(value: str) -> int:
-    """A whole number of at least one (rows to show, observations, runs)."""
+    """A whole number of at least one (rows to show, observations, runs), at most 2^31 - 1 (a SQL
+    LIMIT and a count the store's integers hold)."""
     number = _integer(value)
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {number}")
+    if number > INT32:
+        raise argparse.ArgumentTypeError(f"must be at most {INT32}, not {number}")
     return number
 
 

@@ -237,7 +237,9 @@ def add_history_commands(sub: Any) -> None:
     )  # fmt: skip
     imp.set_defaults(func=cmd_history_import)
     families = history.add_parser("families", help="the stored task families, most attempts first")
-    families.add_argument("--limit", type=at_least_one, default=50, help="the first N families (default 50)")
+    families.add_argument(
+        "--limit", type=at_least_one, default=50, help="the N with most attempts (default 50; --json too)"
+    )
     families.add_argument("--json", action="store_true", help="the families as JSON on stdout")
     families.set_defaults(func=cmd_history_families)
     show = history.add_parser("show", help="recent attempts of a task family")

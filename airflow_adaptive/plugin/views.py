@@ -212,7 +212,7 @@ def family_detail(
         "attempts": [_attempt_json(o, group_of, restricted=dags is not None) for o in history],
         "attempts_limit": limit,  # the newest this many are shown: as many as that means maybe more
         "decision": _decision_json(decision),
-        "labels": dict(placement.labels or {}) if placement else {},
+        "labels": dict(placement.labels or {}) if placement else None,  # None: hidden, not none
         "preferred_groups": list(placement.preferred_groups) if placement else [],
         "runtime_by_group": _runtimes_json(recorded_runs(history), nodes),
         "placement": placement.explain(with_labels=False) if placement else PLACEMENT_HIDDEN,  # labels: above

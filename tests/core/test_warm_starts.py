@@ -267,6 +267,6 @@ def test_a_borrowed_line_past_the_donors_inputs_says_it_was_capped(store: Histor
         "other.align", MemoryRequest(None, None), input_size_bytes=far
     )
     assert decision.details["borrowed_from"] == "wf.align"
-    assert "is beyond the largest the family has finished" in decision.explanation
+    assert "; input 6 GiB is beyond the largest the family has finished" in decision.explanation
     assert decision.memory_request_bytes is not None
     assert decision.memory_request_bytes <= 2 * max(inputs) * 1.15 + GIB // 100

@@ -143,6 +143,7 @@ BAD_ARGUMENTS = [
     (["decide", "--new-family", "--task-family", ""], "--task-family", "empty"),
     (["decide", "--new-family", "--task-family", "  "], "--task-family", "empty"),
     (["history", "show", "--task-family", ""], "--task-family", "empty"),
+    (["history", "families", "--limit", "9" * 20], "--limit", "must be at most 2147483647"),
     (["history", "import", ""], "'': an empty path names no file"),
     (["demo", "--trace", ""], "'': an empty path names no file"),  # not the generated history instead
     (["decide", "--new-family", "--task-family", "f", "--try-number", "0"], "--try-number", "from 1 to 2147483647"),

@@ -126,7 +126,7 @@ def test_a_shared_family_shows_the_readable_part_and_says_the_rest_is_hidden(
     assert detail["history_hidden"] and "may not read" in detail["hidden_note"]
     assert detail["dags"] == ["dag_a"] and len(detail["attempts"]) == 12
     assert detail["decision"]["memory_request_bytes"] < 2 * GIB
-    assert detail["labels"] == {} and "not shown" in detail["placement"]
+    assert detail["labels"] is None and "not shown" in detail["placement"]  # hidden, not "none"
     assert all(a["explanation"].startswith("not shown") for a in detail["attempts"] if a["explanation"])
     assert client.get("/adaptive/api/family", params={"name": "b_only"}).status_code == 404
     nodes = client.get("/adaptive/api/nodes").json()

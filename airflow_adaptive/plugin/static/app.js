@@ -212,7 +212,7 @@ async function family(name) {
     <h2>${data.modes?.recommending ? "Recommendation" : "Next decision"}</h2><p id="decision"><b>${bytes(data.decision.memory_request_bytes)}</b> (${esc(data.decision.strategy)}):
       ${esc(data.decision.explanation)}</p>
     ${budgetText(data.decision, attempts.length, oom)}
-    <p id="placement">Task labels: ${esc(labelText(data.labels))}. Placement: ${esc(data.placement)}</p>
+    <p id="placement">Task labels: ${esc(data.labels === null ? "not shown" : labelText(data.labels))}. Placement: ${esc(data.placement)}</p>
     ${runtimeSection(data.runtime_by_group)}
     ${modesText(data.modes)}
     <h2>What if: every strategy on this family's history</h2><div id="whatif" class="muted">Replaying…</div>
