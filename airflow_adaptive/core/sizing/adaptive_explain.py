@@ -45,7 +45,7 @@ def explain_adaptive(p: AdaptivePredictor) -> str:
         needed = peaks_needed(budget)
         others = p._bound_cap(None)  # what the bound is capped at without a request
         known = "" if others is None else f", {format_bytes(others)}"
-        cap = f"the request (without one, other families' {level} peak{known})"
+        cap = f"the request (or, for a pod without one, other families' {level} peak{known})"
         said += (
             f"; {p.n_samples_} of the {needed} peaks a {budget:.1%} target needs: "
             f"at least the lesser of {bound} and {cap}"
