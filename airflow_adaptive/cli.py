@@ -152,11 +152,16 @@ def _require_known_family(task_family: str, new_family: bool) -> None:
     the closest stored names, unless ``--new-family`` asks for a new family's decision on purpose.
     A store that cannot be read is an error too, as for every other command (a pod keeps the
     user's request then; the CLI says why it has no decision to show)."""
+    from airflow_adaptive.core.units import counted
     from airflow_adaptive.exceptions import HistoryUnavailableError
 
     try:  # the store itself, not the advisor, which would log the fail-open warning as a pod does
         store = open_cli_store()
-        if store.family(task_family) is not None or new_family:
+        known = store.family(task_family)
+        if known is not None and new_family:  # a flag that changes nothing is said, not ignored
+            attempts = counted(known.rollup.attempts, "attempt")
+            print(f"--new-family ignored: {task_family!r} has {attempts} in the store", file=sys.stderr)
+        if known is not None or new_family:
             return
         error = unknown_family("decide", task_family, store)
     except HistoryUnavailableError as err:

@@ -214,6 +214,12 @@ def test_an_unknown_family_is_an_error_unless_asked_for_on_purpose(
     assert json.loads(capsys.readouterr().out)["memory_request_bytes"] == 4 * 2**30  # a new family's decision
     assert main(["decide", "--task-family", "ALIGN", "--json"]) == 0  # a known one needs no flag
     assert json.loads(capsys.readouterr().out)["observations"] == 5
+    assert main(["decide", "--task-family", "ALIGN", "--new-family", "--json"]) == 0  # said, not ignored
+    said = capsys.readouterr()
+    assert (
+        json.loads(said.out)["observations"] == 5
+        and "--new-family ignored: 'ALIGN' has 5 attempts" in said.err
+    )
     for as_json in ([], ["--json"]):  # as decide says it, not exit 1 on stdout, nor an empty list
         code = main(["history", "show", "--task-family", "ALIGNN", *as_json])
         _one_line_error(
