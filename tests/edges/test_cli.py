@@ -41,7 +41,7 @@ def test_chipseq_bwa_mem_decision(capsys: pytest.CaptureFixture[str]) -> None:
     details = decision["details"]  # the OOM budget, its target, the rule allowed and its replayed kill rate
     assert details["max_oom_rate"] == 0.02 and details["oom_target"] == 0.01
     assert details["rule"] in decision["explanation"]
-    assert details["within_oom_target"] == (details["rule_oom_rate"] <= 0.01)
+    assert details["within_oom_target"] is (details["rule_oom_rate"] <= 0.01)  # a JSON boolean
     assert f"{details['rule_oom_rate']:.1%} OOM-killed" in decision["explanation"]
     after_oom = run_json(capsys, "decide", "--task-family", BWA, "--previous-oom", "--try-number", "2")
     assert after_oom["memory_request_bytes"] > decision["memory_request_bytes"]

@@ -134,7 +134,7 @@ def adaptive_details(p: AdaptivePredictor) -> dict[str, float | int | str | None
         "rule_oom_rate": round(float(p.oom_rates()[p.best_]), 4),
         "max_oom_rate": p.max_oom_rate,
         "oom_target": p.target,
-        "within_oom_target": int(p.within_target_),
+        "within_oom_target": bool(p.within_target_),
         "small_sample_bound_bytes": None if bound is None else int(bound),
         "small_sample_bound_kind": kind,
         "small_sample_bound_level": None if basis is None else basis.level,
