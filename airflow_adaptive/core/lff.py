@@ -83,7 +83,7 @@ class PriorityChoice:
             where = ", no family has history yet"
         else:
             median = "?" if self.median_successes is None else str(self.median_successes)
-            families = "1 family's" if self.families == 1 else f"{self.families} families'"
+            families = counted(self.families, "family's", "families'")
             where = f" of {families} median {median}, {self.share_ahead:.0%} have fewer"
         return f"{own}{where}: priority weight {self.weight}, priority class {self.class_name}"
 
