@@ -88,10 +88,11 @@ def grown_limit(
     up to the decision only, and one at or above it as a rescue does, so it never holds more than
     no plan would: without a plan, usage must come within the default share
     of the limit, and the step adds the current rise over a window: a task's first ramp, which the
-    decision covers, does not grow it. A ``rescue_plan`` rescues so, and only above what the
-    decision was set to hold."""
-    if plan is None or plan.rescue_only or (plan.young and limit_bytes >= plan.decision_bytes):
-        held = plan is not None and plan.rescue_only and usage_bytes <= plan.rescue_above_bytes
+    decision covers, does not grow it. A ``held_plan``'s try at its decision rescues so, and only
+    above what the decision was set to hold; once lowered, it grows by the plan's headroom."""
+    at_decision = plan is not None and limit_bytes >= plan.decision_bytes
+    if plan is None or plan.rescue_only or (at_decision and (plan.young or plan.rescue_above_bytes > 0)):
+        held = plan is not None and at_decision and not plan.young and usage_bytes <= plan.rescue_above_bytes
         if held or usage_bytes + rule.default_headroom * limit_bytes < limit_bytes:
             return None
         rise = rule.default_headroom * limit_bytes + max(rate_bytes_per_s, 0.0) * rule.window_s

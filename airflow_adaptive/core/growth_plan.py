@@ -141,7 +141,7 @@ class GrowthPlan:
     rebound_bytes: int | None = None  # what a fallen try may rise again (None: not learnt)
     flat_rises_bytes: tuple[int, ...] = ()  # the headroom by level of a flat try (none: as any try)
     young: bool = False  # a young family's (``young_plan``): grown above the decision only as a rescue
-    rescue_above_bytes: int = 0  # a ``rescue_plan``'s: a try up to this much is held by the decision
+    rescue_above_bytes: int = 0  # a ``held_plan``'s: at its decision, a try up to this much is held there
     floor_bytes: int = 0  # the least a lowered limit keeps: ``min_memory``, as any decision
 
     @property
@@ -285,8 +285,8 @@ def learnt_plan(
 
     With fewer than ``MIN_GROWTH_HISTORY`` profiles, a ``young_plan`` from that start (from the
     decision where start plus its headroom reaches it). None (start at the decision, grow only to
-    rescue) without a profile; a ``rescue_plan`` when the start plus the headroom there reaches the
-    decision: its tasks rise too early or jump too far for growth to hold less than the decision.
+    rescue) without a profile; a ``held_plan`` when the start plus the headroom there reaches the
+    decision: its tasks rise too early or jump too far to start below the decision.
     A task that used nothing says nothing of a shape, and would put a plan in bytes at nothing: it
     is left out.
 
@@ -313,17 +313,26 @@ def learnt_plan(
     if start + plan.headroom_at(start, 0.0) < decision_bytes:
         return plan
     held = math.ceil(_at_budget([peak for _, peak in history], max_kill_rate))
-    return rescue_plan(decision_bytes, held) if held < decision_bytes else None
+    return held_plan(plan, held) if held < decision_bytes else None
 
 
-def rescue_plan(decision_bytes: int, held_bytes: int) -> GrowthPlan:
-    """The plan of a family whose tasks rise too early or jump too far for growth to hold less than
-    the decision: the try starts at the decision and is rescued only once its usage passes
+def held_plan(plan: GrowthPlan, held_bytes: int) -> GrowthPlan:
+    """The plan of a family whose tasks rise too early or jump too far to start below the decision:
+    the try starts at the decision, and there it is rescued only once its usage passes
     ``held_bytes`` (below the decision), its tasks' peaks at the kill budget, which the decision
     was set to hold. A rescue from the rule's share of the limit alone would grow most of such a
     family's tries: a tight decision holds their peaks within that share, and the rate of a step
     function's last step over a resize window asks for several times the peak. (A decision at or
-    below those peaks does not hold them: such a family has no plan, and the share alone rescues.)"""
+    below those peaks does not hold them: such a family has no plan, and the share alone rescues.)
+    Once the try has stopped rising, past its first window, it is lowered as any try with a plan is,
+    and grown from there by the plan's headroom: such tasks ramp fast and then sit (sarek's GATK
+    ApplyBQSR, at 0.1-2.4 GB within 20 s under a decision of 2.5-3 GB, then for minutes)."""
+    return replace(plan, start_bytes=plan.decision_bytes, rescue_above_bytes=held_bytes)
+
+
+def rescue_plan(decision_bytes: int, held_bytes: int) -> GrowthPlan:
+    """A ``held_plan`` without headrooms, as the agent reads one written before held plans carried
+    them: the try is rescued only above ``held_bytes``, and never lowered."""
     return GrowthPlan(decision_bytes, (), decision_bytes, rescue_above_bytes=held_bytes)
 
 

@@ -68,9 +68,14 @@ def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -
         container.resize_policy = [*(container.resize_policy or []), NOT_REQUIRED]
     if plan is None:
         return
-    if plan.rescue_only:  # the pod keeps the decision; the agent learns where rescue starts
+    if plan.rescue_above_bytes:  # the pod keeps the decision; the agent learns where rescue starts
+        lowered = "" if plan.rescue_only else (
+            "; once usage stops rising, lowered towards it and grown from there, "
+            f"{format_bytes(min(plan.flat_rises_bytes or plan.rises_bytes))} to "
+            f"{format_bytes(plan.headroom_bytes)} above usage (learnt from the family's memory profiles)"
+        )  # fmt: skip
         _annotate(pod, plan, f"; grown in place only as a rescue, once usage passes "
-                  f"{format_bytes(plan.rescue_above_bytes)} (its family's peaks at the kill budget)")  # fmt: skip
+                  f"{format_bytes(plan.rescue_above_bytes)} (its family's peaks at the kill budget){lowered}")  # fmt: skip
         return
     start = max(plan.start_bytes, MIB)
     resources = container.resources or k8s.V1ResourceRequirements()
@@ -143,16 +148,16 @@ def plan_from_text(text: str | None) -> GrowthPlan | None:
         raw = json.loads(text or "")
         rises, flat = raw["rises"], raw.get("flat", [])
         rescue_above = _plan_bytes(raw.get("rescue_above", 0))
-        if not isinstance(rises, list) or len(rises) > MAX_PLAN_LEVELS or bool(rises) == bool(rescue_above):
-            return None  # a plan has a headroom by level, or (a rescue plan) a level to rescue above
+        if not isinstance(rises, list) or len(rises) > MAX_PLAN_LEVELS or not (rises or rescue_above):
+            return None  # a plan has a headroom by level, a level to rescue above (a held plan), or both
         if not isinstance(flat, list) or len(flat) not in (0, len(rises)):
             return None
         window_s = raw.get("window_s", 0.0)
         if type(window_s) not in (int, float) or not 0.0 <= window_s < LATENCY_BOUND_S:
             return None
         start, decision = _plan_bytes(raw.get("start", 0)), _plan_bytes(raw["decision"])
-        # a young plan written before the flag started at the decision; a rescue plan is not young
-        young = raw.get("young", start >= decision and bool(rises))
+        # a young plan written before the flag started at the decision; a held plan is not young
+        young = raw.get("young", start >= decision and bool(rises) and not rescue_above)
         if type(young) is not bool:
             return None
         plan = GrowthPlan(

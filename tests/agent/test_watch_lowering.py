@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from airflow_adaptive.agent.watch import GrowthWatch
 from airflow_adaptive.core.growth import GrowthRule
-from airflow_adaptive.core.growth_plan import flat_plan, rescue_plan
+from airflow_adaptive.core.growth_plan import GrowthPlan, flat_plan, rescue_plan
 
 RULE = GrowthRule(latency_s=4.0, sample_s=2.0, headrooms=2.0)  # window 6 s, a decrease held 12 s
 PLAN = flat_plan(0, 200, 10_000)  # a headroom of 200 at every level
@@ -72,3 +72,17 @@ def test_a_rescue_plan_holds_its_peaks_then_rescues_and_never_lowers() -> None:
     assert [alone.observe(t, u, 3770) for t, u in steps][4] == 3590 + 2 * (377 + 450 * 6)
     assert all(planned.observe(t, u, 3770) is None for t, u in steps)  # nor lowered while flat
     assert planned.observe(42.0, 3610, 3770) == 3610 + 2 * (377 + 10 * 6)
+
+
+def test_a_held_plan_holds_its_peaks_then_is_lowered_once_flat_and_grows_by_its_headroom() -> None:
+    # the same steps under a decision of 5,000 that holds peaks up to 3,600; headroom 200, flat 50
+    plan = GrowthPlan(5000, (200,), 5000, 6.0, None, (50,), rescue_above_bytes=3600)
+    watch = GrowthWatch(RULE, 100_000, plan)
+    steps = [(0.0, 10), (2.0, 900), (4.0, 1800), (6.0, 2690), (8.0, 3590), (10.0, 3590), (12.0, 3590)]
+    assert all(watch.observe(t, u, 5000) is None for t, u in steps)  # the decision holds it
+    # flat for a window: its level plus 1.25 flat headrooms (72, the 2 % it may still creep)
+    assert watch.observe(14.0, 3590, 5000) == 3590 + 90
+    assert watch.observe(16.0, 3590, 3680) is None  # landed; 3590 + 72 < 3680
+    # a rise of 80 in a window is no longer flat: the plan's headroom, 3670 + 2 x 200 (a rescue by
+    # the rule's share would ask 3670 + 2 x (368 + 40/s x 6 s) = 4,886)
+    assert watch.observe(18.0, 3670, 3680) == 4070

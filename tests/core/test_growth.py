@@ -190,11 +190,11 @@ def test_a_family_grows_only_when_its_start_and_headroom_fit_under_the_decision(
     # SLOW: 32 % may be reached in the first 6 s, then a 70 % jump: 320 + 700 >= 1000, no gain
     assert _plan(SLOW, [1000.0] * 5, 1000) is None
     assert _plan((0.0,) * 45 + (100.0,) * 5, [1000.0] * 5, 1000) is None  # 90 % at once
-    # such a family starts at the decision and is rescued only above its peaks at the budget
-    # (the 99th of 100 peaks of 800 + k: 898, under a decision of 1000)
+    # such a family starts at the decision and is rescued there only above its peaks at the budget
+    # (the 99th of 100 peaks of 800 + k: 898, under a decision of 1000); it keeps its headrooms
     plan = learnt_plan([(SLOW, 800.0 + k) for k in range(100)], 1000, 6.0, 0.02)
-    assert plan is not None and plan.rescue_only
-    assert (plan.start_bytes, plan.rescue_above_bytes, plan.headroom_bytes) == (1000, 898, 0)
+    assert plan is not None and not plan.rescue_only and not plan.young
+    assert (plan.start_bytes, plan.rescue_above_bytes, plan.headroom_bytes) == (1000, 898, 700)
     # a decision at or below the peaks does not hold them: no plan, the rule's share rescues
     assert learnt_plan([(SLOW, 2000.0)] * 5, 1000, 6.0, 0.02) is None
     assert learnt_plan([(SLOW, 1000.0)] * 5, 1000, 6.0, 0.02) is None
@@ -218,6 +218,22 @@ def test_a_rescue_plan_rescues_only_above_what_the_decision_holds() -> None:
     level.observe(0.0, 900)
     level.observe(2.0, 500)
     assert level.level_bytes == 500  # its latest usage, as a try without a plan
+
+
+def test_a_held_plan_is_held_at_its_decision_and_grown_by_its_headroom_below_it() -> None:
+    # headroom 300 at every level, 20 for a flat try; at the decision of 1000, held up to 960
+    plan = GrowthPlan(1000, (300,), 1000, 6.0, None, (20,), rescue_above_bytes=960)
+    assert grown_limit(950, 100.0, 1000, 10_000, RULE, plan) is None  # 950 + 300 >= 1000, yet held
+    assert grown_limit(961, 0.0, 1000, 10_000, RULE, plan) == 1361  # above: a rescue, 961 + 2 x 200
+    # flat past its first window: lowered to 500 + 1.25 x 20; from there grown by its headroom
+    assert lowered_limit(500, 1000, RULE, plan, elapsed_s=100.0, flat=True) == 525
+    assert lowered_limit(500, 1000, RULE, plan, elapsed_s=5.0, flat=True) is None
+    assert grown_limit(510, 0.0, 525, 10_000, RULE, plan, flat=True) == 578  # 525 x 1.1
+    assert grown_limit(510, 0.0, 525, 10_000, RULE, plan) == 1110  # 510 + 2 x 300
+    level = TryLevel.for_plan(RULE, plan)
+    level.observe(0.0, 900)
+    level.observe(2.0, 500)
+    assert level.level_bytes == 900  # the most used so far, as any try with a plan
 
 
 def test_the_plan_keeps_the_decisions_margin_above_the_history_in_shares_and_in_bytes() -> None:
@@ -262,7 +278,8 @@ def test_no_plan_starts_below_min_memory() -> None:
     young = learnt_plan(history[:1], 1000, 6.0, 0.02, floor_bytes=300)
     assert young is not None and young.young and young.floor_bytes == 300
     at_floor = learnt_plan(history, 1000, 6.0, 0.02, floor_bytes=980)
-    assert at_floor is not None and at_floor.rescue_only and at_floor.start_bytes == 1000
+    assert at_floor is not None and at_floor.rescue_above_bytes and at_floor.start_bytes == 1000
+    assert at_floor.floor_bytes == 980  # held at the decision, and lowered no further than min_memory
 
 
 # 30 % at once, then 2 % every 10 s to 50 %, then the rest at once (t = 200)

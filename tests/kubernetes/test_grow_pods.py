@@ -98,9 +98,11 @@ def test_a_family_at_its_peak_from_the_start_keeps_the_decision_and_is_rescued_o
     static, grown = build(store, grow=False), build(store, grow=True)
     assert memory(grown, "limits") == memory(static, "limits")
     plan = plan_from_text(grown["metadata"]["annotations"][HEADROOM_ANNOTATION])
-    assert plan is not None and plan.rescue_only and plan.start_bytes == plan.decision_bytes
+    assert plan is not None and plan.start_bytes == plan.decision_bytes and not plan.young
     assert 1_000_000_000 <= plan.rescue_above_bytes <= 1_018_000_000  # its peaks at the budget
-    assert "only as a rescue" in grown["metadata"]["annotations"]["adaptive.airflow.io/decision"]
+    assert plan.flat_rises_bytes and plan.rises_bytes  # lowered once flat, and grown from there
+    explained = grown["metadata"]["annotations"]["adaptive.airflow.io/decision"]
+    assert "only as a rescue" in explained and "once usage stops rising, lowered" in explained
 
 
 def test_a_young_family_starts_low_and_tells_the_agent_one_headroom(tmp_path: Path) -> None:
@@ -136,9 +138,14 @@ def test_the_plan_annotation_reads_back_and_bad_text_only_turns_the_plan_off() -
     rescue = GrowthPlan(9, (), 9, rescue_above_bytes=7)
     assert plan_text(rescue) == '{"start":9,"decision":9,"rises":[],"window_s":0.0,"rescue_above":7}'
     assert plan_from_text(plan_text(rescue)) == rescue and rescue.rescue_only
-    # no headroom and no rescue level; both; a rescue level at or above the decision: not a plan
+    # a held plan: headrooms and a rescue level; not young, though it starts at the decision
+    held = GrowthPlan(9, (1,), 9, 2.0, None, (1,), rescue_above_bytes=7)
+    assert plan_from_text(plan_text(held)) == held and not held.rescue_only
+    assert plan_from_text('{"start":9,"decision":9,"rises":[1],"rescue_above":7}') == replace(
+        held, window_s=0.0, flat_rises_bytes=()
+    )
+    # no headroom and no rescue level; a rescue level at or above the decision: not a plan
     assert plan_from_text('{"start":9,"decision":9,"rises":[]}') is None
-    assert plan_from_text('{"start":9,"decision":9,"rises":[1],"rescue_above":7}') is None
     assert plan_from_text('{"start":9,"decision":9,"rises":[],"rescue_above":9}') is None
     # levels of 32 MiB: at 70 MiB, the third; within the first 7 s, the largest up to the level
     # (or the start, where higher): 4 MiB at 70 MiB, 1 MiB at 20 MiB
