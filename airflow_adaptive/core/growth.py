@@ -89,18 +89,20 @@ def grown_limit(
     no plan would: without a plan, usage must come within the default share
     of the limit, and the step adds the current rise over a window: a task's first ramp, which the
     decision covers, does not grow it. A ``held_plan``'s try at its decision rescues so, and only
-    above what the decision was set to hold; once lowered, it grows by the plan's headroom."""
+    above what the decision was set to hold; once lowered, it grows by the plan's headroom up to the
+    decision, as a young one does."""
     at_decision = plan is not None and limit_bytes >= plan.decision_bytes
     if plan is None or plan.rescue_only or (at_decision and (plan.young or plan.rescue_above_bytes > 0)):
-        held = plan is not None and at_decision and not plan.young and usage_bytes <= plan.rescue_above_bytes
-        if held or usage_bytes + rule.default_headroom * limit_bytes < limit_bytes:
+        holds = plan is not None and (at_decision or plan.rescue_only) and not plan.young
+        held_bytes = plan.rescue_above_bytes if plan is not None and holds else 0  # the decision holds these
+        if usage_bytes <= held_bytes or usage_bytes + rule.default_headroom * limit_bytes < limit_bytes:
             return None
         rise = rule.default_headroom * limit_bytes + max(rate_bytes_per_s, 0.0) * rule.window_s
     else:
         rise = plan.headroom_at(usage_bytes, elapsed_s, flat)
         if usage_bytes + rise < limit_bytes:
             return None
-        if plan.young:  # never above the decision: there, a young try grows as a rescue does
+        if plan.young or plan.rescue_above_bytes:  # never above the decision: there, it grows as a rescue
             room_bytes = min(room_bytes, plan.decision_bytes)
     wanted = min(max(usage_bytes + rule.headrooms * rise, limit_bytes * rule.factor), room_bytes)
     return math.ceil(wanted) if wanted > limit_bytes else None

@@ -70,11 +70,10 @@ def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -
         return
     if plan.rescue_above_bytes:  # the pod keeps the decision; the agent learns where rescue starts
         lowered = "" if plan.rescue_only else (
-            "; once usage stops rising, lowered towards it and grown from there, "
-            f"{format_bytes(min(plan.flat_rises_bytes or plan.rises_bytes))} to "
-            f"{format_bytes(plan.headroom_bytes)} above usage (learnt from the family's memory profiles)"
+            "; once usage stops rising, lowered towards it and grown from there back to the decision, "
+            f"up to {format_bytes(plan.headroom_bytes)} above usage (learnt from the family's memory profiles)"
         )  # fmt: skip
-        _annotate(pod, plan, f"; grown in place only as a rescue, once usage passes "
+        _annotate(pod, plan, f"; at the decision, grown in place only as a rescue, once usage passes "
                   f"{format_bytes(plan.rescue_above_bytes)} (its family's peaks at the kill budget){lowered}")  # fmt: skip
         return
     start = max(plan.start_bytes, MIB)
@@ -113,16 +112,21 @@ def plan_text(plan: GrowthPlan) -> str:
     """What the agent needs of a plan, for the pod's annotation: the start, the decision its levels
     are steps of, the headroom by level (any try's and a flat one's), the first window, and the
     rebound and the least a lowering keeps when known."""
+    # a held plan's headrooms under keys of their own: an agent older than it reads a plan held at
+    # the decision and never lowered (rises [] and rescue_above), not a young one (start = decision)
+    held = "held_" if plan.rescue_above_bytes else ""
     fields: dict[str, Any] = {
         "start": plan.start_bytes,
         "decision": plan.decision_bytes,
-        "rises": list(plan.rises_bytes),
+        "rises": [] if held else list(plan.rises_bytes),
         "window_s": plan.window_s,
     }
+    if held and plan.rises_bytes:
+        fields["held_rises"] = list(plan.rises_bytes)
     if plan.young:
         fields["young"] = True
     if plan.flat_rises_bytes:
-        fields["flat"] = list(plan.flat_rises_bytes)
+        fields[f"{held}flat"] = list(plan.flat_rises_bytes)
     if plan.rebound_bytes is not None:
         fields["rebound"] = plan.rebound_bytes
     if plan.rescue_above_bytes:
@@ -133,6 +137,7 @@ def plan_text(plan: GrowthPlan) -> str:
 
 
 MAX_PLAN_LEVELS = 1000
+HELD_KEYS = frozenset(("held_rises", "held_flat"))
 
 
 def _plan_bytes(value: Any) -> int:
@@ -146,8 +151,11 @@ def plan_from_text(text: str | None) -> GrowthPlan | None:
     """The plan an annotation holds; None when absent or unreadable (the agent then only rescues)."""
     try:
         raw = json.loads(text or "")
-        rises, flat = raw["rises"], raw.get("flat", [])
         rescue_above = _plan_bytes(raw.get("rescue_above", 0))
+        held = "held_" if rescue_above else ""  # a held plan's headrooms, if any, are under their own keys
+        if (held and (raw["rises"] != [] or "flat" in raw)) or (not held and raw.keys() & HELD_KEYS):
+            return None
+        rises, flat = raw.get(f"{held}rises", []), raw.get(f"{held}flat", [])
         if not isinstance(rises, list) or len(rises) > MAX_PLAN_LEVELS or not (rises or rescue_above):
             return None  # a plan has a headroom by level, a level to rescue above (a held plan), or both
         if not isinstance(flat, list) or len(flat) not in (0, len(rises)):
@@ -158,7 +166,7 @@ def plan_from_text(text: str | None) -> GrowthPlan | None:
         start, decision = _plan_bytes(raw.get("start", 0)), _plan_bytes(raw["decision"])
         # a young plan written before the flag started at the decision; a held plan is not young
         young = raw.get("young", start >= decision and bool(rises) and not rescue_above)
-        if type(young) is not bool:
+        if type(young) is not bool or (young and rescue_above):
             return None
         plan = GrowthPlan(
             start,

@@ -75,10 +75,16 @@ def test_a_rescue_plan_holds_its_peaks_then_rescues_and_never_lowers() -> None:
 
 
 def test_a_held_plan_holds_its_peaks_then_is_lowered_once_flat_and_grows_by_its_headroom() -> None:
+    # under the decision of 3,770 a held plan with headrooms holds the steps as the rescue plan does
+    steps = [(0.0, 10), (2.0, 900), (4.0, 1800), (6.0, 2690), (8.0, 3590), (10.0, 3590), (12.0, 3590)]
+    near = GrowthWatch(
+        RULE, 100_000, GrowthPlan(3770, (200,), 3770, 6.0, None, (50,), rescue_above_bytes=3600)
+    )
+    assert all(near.observe(t, u, 3770) is None for t, u in steps)  # not the 10 % share's ask
+    assert near.observe(14.0, 3590, 3770) is None  # 3590 + 1.25 x 72 is not a growth step below 3770
     # the same steps under a decision of 5,000 that holds peaks up to 3,600; headroom 200, flat 50
     plan = GrowthPlan(5000, (200,), 5000, 6.0, None, (50,), rescue_above_bytes=3600)
     watch = GrowthWatch(RULE, 100_000, plan)
-    steps = [(0.0, 10), (2.0, 900), (4.0, 1800), (6.0, 2690), (8.0, 3590), (10.0, 3590), (12.0, 3590)]
     assert all(watch.observe(t, u, 5000) is None for t, u in steps)  # the decision holds it
     # flat for a window: its level plus 1.25 flat headrooms (72, the 2 % it may still creep)
     assert watch.observe(14.0, 3590, 5000) == 3590 + 90

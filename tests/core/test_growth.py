@@ -182,7 +182,7 @@ STEADY = (0.0,) * 10 + tuple(10.0 * k for k in range(1, 41))  # 20 % at once, th
 
 def _plan(profile: tuple[float, ...], peaks: list[float], decision: int) -> tuple[int, int] | None:
     plan = learnt_plan([(profile, peak) for peak in peaks], decision, 6.0, 0.02)
-    return None if plan is None or plan.rescue_only else (plan.start_bytes, plan.headroom_bytes)
+    return None if plan is None or plan.rescue_above_bytes else (plan.start_bytes, plan.headroom_bytes)
 
 
 def test_a_family_grows_only_when_its_start_and_headroom_fit_under_the_decision() -> None:
@@ -229,11 +229,19 @@ def test_a_held_plan_is_held_at_its_decision_and_grown_by_its_headroom_below_it(
     assert lowered_limit(500, 1000, RULE, plan, elapsed_s=100.0, flat=True) == 525
     assert lowered_limit(500, 1000, RULE, plan, elapsed_s=5.0, flat=True) is None
     assert grown_limit(510, 0.0, 525, 10_000, RULE, plan, flat=True) == 578  # 525 x 1.1
-    assert grown_limit(510, 0.0, 525, 10_000, RULE, plan) == 1110  # 510 + 2 x 300
+    assert grown_limit(310, 0.0, 330, 10_000, RULE, plan) == 910  # 310 + 2 x 300
+    assert grown_limit(510, 0.0, 525, 10_000, RULE, plan) == 1000  # 510 + 2 x 300, up to the decision
+    assert grown_limit(950, 0.0, 1000, 10_000, RULE, plan) is None  # there, held again
     level = TryLevel.for_plan(RULE, plan)
     level.observe(0.0, 900)
     level.observe(2.0, 500)
     assert level.level_bytes == 900  # the most used so far, as any try with a plan
+    # replayed: a ramp to 500 in 4 s that sits there to 100 s, sampled every 2 s; flat for a window
+    # (6 s) by t = 10, lowered to 525, landing 4 s later; held at 1000 until then
+    times = [2.0 * k for k in range(51)]
+    out = run_with_growth(times, [min(125.0 * t, 500.0) for t in times], 1000, 10_000, RULE, plan)
+    assert out.succeeded and out.resizes == 1 and out.final_limit_bytes == 525
+    assert out.held_byte_s == pytest.approx(1000 * 14 + 525 * 86)
 
 
 def test_the_plan_keeps_the_decisions_margin_above_the_history_in_shares_and_in_bytes() -> None:

@@ -89,7 +89,7 @@ def test_without_profiles_the_pod_keeps_the_decision_and_may_still_grow(tmp_path
     assert HEADROOM_ANNOTATION not in grown["metadata"]["annotations"]
 
 
-def test_a_family_at_its_peak_from_the_start_keeps_the_decision_and_is_rescued_only_above_it(
+def test_a_family_at_its_peak_from_the_start_is_held_at_the_decision_and_lowered_once_flat(
     tmp_path: Path,
 ) -> None:
     # ten tasks at 1,000-1,018 MB from their first sample: no start below the decision can hold them
@@ -138,15 +138,24 @@ def test_the_plan_annotation_reads_back_and_bad_text_only_turns_the_plan_off() -
     rescue = GrowthPlan(9, (), 9, rescue_above_bytes=7)
     assert plan_text(rescue) == '{"start":9,"decision":9,"rises":[],"window_s":0.0,"rescue_above":7}'
     assert plan_from_text(plan_text(rescue)) == rescue and rescue.rescue_only
-    # a held plan: headrooms and a rescue level; not young, though it starts at the decision
+    # a held plan: its headrooms under keys of their own, so that an older agent reads a rescue
+    # plan (held, never lowered) and not a young one; not young, though it starts at the decision
     held = GrowthPlan(9, (1,), 9, 2.0, None, (1,), rescue_above_bytes=7)
-    assert plan_from_text(plan_text(held)) == held and not held.rescue_only
-    assert plan_from_text('{"start":9,"decision":9,"rises":[1],"rescue_above":7}') == replace(
-        held, window_s=0.0, flat_rises_bytes=()
-    )
-    # no headroom and no rescue level; a rescue level at or above the decision: not a plan
-    assert plan_from_text('{"start":9,"decision":9,"rises":[]}') is None
-    assert plan_from_text('{"start":9,"decision":9,"rises":[],"rescue_above":9}') is None
+    text = plan_text(held)
+    assert '"rises":[]' in text and '"held_rises":[1]' in text and '"held_flat":[1]' in text
+    assert plan_from_text(text) == held and not held.rescue_only
+    assert plan_from_text(text.replace('"held_flat":[1],', "")) == replace(held, flat_rises_bytes=())
+    # no headroom and no rescue level; a rescue level at or above the decision; headrooms of a held
+    # plan where an older agent would read them, or without a rescue level; a young held plan
+    for bad in (
+        '{"start":9,"decision":9,"rises":[]}',
+        '{"start":9,"decision":9,"rises":[],"rescue_above":9}',
+        '{"start":9,"decision":9,"rises":[1],"rescue_above":7}',
+        '{"start":9,"decision":9,"rises":[],"flat":[1],"held_rises":[1],"rescue_above":7}',
+        '{"start":9,"decision":9,"rises":[1],"held_rises":[1]}',
+        '{"start":9,"decision":9,"rises":[],"held_rises":[1],"rescue_above":7,"young":true}',
+    ):
+        assert plan_from_text(bad) is None, bad
     # levels of 32 MiB: at 70 MiB, the third; within the first 7 s, the largest up to the level
     # (or the start, where higher): 4 MiB at 70 MiB, 1 MiB at 20 MiB
     assert back.headroom_at(70 << 20) == 2 << 20 and back.headroom_at(70 << 20, elapsed_s=1.0) == 4 << 20
