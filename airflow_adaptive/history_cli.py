@@ -113,6 +113,21 @@ def unknown_family(command: str, task_family: str, store: Any) -> AdaptiveError:
     return AdaptiveError(f"{command}: no task family {task_family!r} in the history store{hint}")
 
 
+NUMERIC_COLUMNS = frozenset(
+    (
+        "request",
+        "limit",
+        "peak",
+        "wall s",
+        "attempts",
+        "completed",
+        "OOM-killed",
+        "median peak",
+        "mean wall s",
+    )
+)  # right-aligned, so that sizes and counts line up by their units
+
+
 def cmd_history_show(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.core.units import format_bytes
     from airflow_adaptive.store.spool import to_json
@@ -130,7 +145,7 @@ def cmd_history_show(args: argparse.Namespace, out: TextIO) -> int:
 
     table = Table(title=f"{args.task_family}: last {len(history)} attempts")
     for column in ("finished", "run / try", "exit", "request", "limit", "peak", "wall s", "node"):
-        table.add_column(column)
+        table.add_column(column, justify="right" if column in NUMERIC_COLUMNS else "left")
     for o in history:
         table.add_row(
             str(o.finished_at)[:19], f"{o.key.run_id} / {o.key.try_number}", o.exit_reason.value,
@@ -162,7 +177,7 @@ def cmd_history_families(args: argparse.Namespace, out: TextIO) -> int:
     table = Table(title=f"task families in the history store: {shown}")
     columns = ("task family", "attempts", "completed", "OOM-killed", "median peak", "mean wall s", "last")
     for column in columns:
-        table.add_column(column, overflow="fold")
+        table.add_column(column, overflow="fold", justify="right" if column in NUMERIC_COLUMNS else "left")
     for r in rows:
         wall, median = r.mean_wall_seconds, _median_peak_bytes(r)
         table.add_row(

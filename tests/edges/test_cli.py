@@ -67,6 +67,10 @@ def test_history_families_lists_the_names_show_and_decide_take(capsys: pytest.Ca
     assert main(["history", "families", "--limit", "3"]) == 0
     table = capsys.readouterr().out
     assert "the 3 with most attempts of 14" in table and "BWA_MEM " in table and "PRESEQ" not in table
+    # counts and sizes right-aligned: a cell's number ends where its column does
+    header = next(line for line in table.splitlines() if "┃" in line and "attempts" in line)
+    row = next(line for line in table.splitlines() if "│" in line and f" {bwa['attempts']} " in line)
+    assert row.index(" │", row.index(str(bwa["attempts"]))) == header.index(" ┃", header.index("attempts"))
 
 
 def test_a_trace_with_many_bad_rows_names_the_first_twenty_and_counts_the_rest(
