@@ -350,6 +350,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader (e.g. `| head`) went away: stop quietly, and keep Python from complaining at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: a user's choice, not a crash; 130 as a shell reports SIGINT
+        print("airflow-adaptive: interrupted", file=sys.stderr)
+        return 130
     except Exception as err:
         reason = airflow_start_failure(err)
         if reason is None:

@@ -8,6 +8,8 @@ import json
 import os
 import signal
 import stat
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -121,3 +123,34 @@ def test_the_timeout_stops_the_profile_and_every_process_it_started(
         "airflow-adaptive: error: the node profile stopped at its --timeout of 7.5 s during sysbench cpu "
         "(raise --timeout, or lower --repeats or --seconds)"
     )
+
+
+def test_ctrl_c_stops_the_profile_and_its_tools_with_one_line(
+    tmp_path: Path, pidfile: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _tools(tmp_path / "bin", monkeypatch, HANGING, HANGING)
+    command = [
+        sys.executable,
+        "-m",
+        "airflow_adaptive.cli",
+        "profile-node",
+        "--seconds",
+        "1",
+        "--repeats",
+        "1",
+    ]
+    with subprocess.Popen(command, stderr=subprocess.PIPE, text=True) as cli:
+        for _ in range(600):  # the hanging tool has started once its pid is written
+            if pidfile.exists() and pidfile.read_text().strip():
+                break
+            time.sleep(0.05)
+        cli.send_signal(signal.SIGINT)
+        err = cli.communicate(timeout=60)[1]
+    assert cli.returncode == 130 and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "airflow-adaptive: interrupted"
+    pid = int(pidfile.read_text())
+    for _ in range(100):  # SIGKILL is delivered at once; this only waits for the kernel to finish
+        if not _running(pid):
+            break
+        time.sleep(0.05)
+    assert not _running(pid)  # its tool's own process stopped with it
