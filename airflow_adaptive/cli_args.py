@@ -226,10 +226,12 @@ def priority_weight(value: str) -> int:
 
 
 def count(value: str) -> int:
-    """A number of attempts to keep; 0: no limit."""
+    """A number of attempts to keep; 0: no limit; at most 2^31 - 1, as ``at_least_one``."""
     number = _integer(value)
     if number < 0:
         raise argparse.ArgumentTypeError(f"{number} is not a number >= 0 (0: no limit)")
+    if number > INT32:
+        raise argparse.ArgumentTypeError(f"must be at most {INT32}, not {number}")
     return number
 
 

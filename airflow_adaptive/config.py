@@ -21,6 +21,7 @@ from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.lff import check_failure_mode
 from airflow_adaptive.core.locality import BIG_FROM_BYTES, SMALL_BELOW_BYTES
 from airflow_adaptive.core.modes import FamilyRule, Mode, parse_family_rules, parse_mode
+from airflow_adaptive.core.normalise import INT32
 from airflow_adaptive.core.placement import DEFAULT_PLACEMENT, PLACEMENT_POLICIES
 from airflow_adaptive.core.retention import DAYS_RULE, check_keep_days
 from airflow_adaptive.core.sizing import RETRY_POLICIES
@@ -94,7 +95,7 @@ def _days(name: str) -> float:
 
 
 def _count(name: str) -> int:
-    return int(checked(name, int, lambda v: v >= 0, "an integer >= 0 (0: no limit)"))
+    return int(checked(name, int, lambda v: 0 <= v <= INT32, f"an integer from 0 (no limit) to {INT32}"))
 
 
 def _ratio(name: str) -> float:
