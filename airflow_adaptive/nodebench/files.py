@@ -71,8 +71,13 @@ def load_profiles(path: str | os.PathLike[str]) -> list[NodeProfile]:
     try:
         with open(name, encoding="utf-8") as handle:
             data = json.load(handle)
-    except (OSError, json.JSONDecodeError) as err:
+    except OSError as err:
         raise ProfileFormatError(f"{name}: cannot read node profiles ({err})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:  # e.g. a CSV of benchmark results
+        raise ProfileFormatError(
+            f"{name}: not JSON node profiles ({err}); expected what 'airflow-adaptive profile-node --json' "
+            "writes, one machine's or a list of them"
+        ) from None
     return profiles_in(data, name)
 
 
