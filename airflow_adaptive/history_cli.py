@@ -143,7 +143,7 @@ def cmd_history_show(args: argparse.Namespace, out: TextIO) -> int:
 
     from airflow_adaptive.console import print_table
 
-    table = Table(title=f"{args.task_family}: last {len(history)} attempts")
+    table = Table(title=f"{args.task_family}: last {counted(len(history), 'attempt')}")
     for column in ("finished", "run / try", "exit", "request", "limit", "peak", "wall s", "node"):
         table.add_column(column, justify="right" if column in NUMERIC_COLUMNS else "left")
     for o in history:

@@ -69,6 +69,8 @@ def test_history_families_lists_the_names_show_and_decide_take(capsys: pytest.Ca
     table = capsys.readouterr().out
     assert "the 3 with most attempts of 14" in table and "BWA_MEM " in table and "PRESEQ" not in table
     # counts and sizes right-aligned: a cell's number ends where its column does
+    assert main(["history", "show", "--task-family", BWA, "--limit", "1"]) == 0
+    assert re.search(rf"{re.escape(BWA)}: last 1 attempt *$", capsys.readouterr().out, re.MULTILINE)
     first = next(line for line in table.splitlines() if line.startswith("│"))  # most attempts
     assert (
         f" {listed[0]['attempts']} │" in first
