@@ -4,6 +4,7 @@ from __future__ import annotations
 
 MIB = 1024**2
 GIB = 1024**3
+PIB = 1024**5
 MB = 10**6  # decimal units: trace sizes and simulated shared storage
 GB = 10**9
 

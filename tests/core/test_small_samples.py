@@ -36,6 +36,10 @@ def test_the_bound_of_three_peaks_computed_by_hand() -> None:
     assert predictor.predict(None, 64 * GIB) == pytest.approx(21.60 * GIB, rel=1e-3)
     assert predictor.predict(None, 8 * GIB) == 8 * GIB  # never above the request
     assert "log-normal P98 prediction bound 21.6 GiB" in predictor.explain()
+    # one peak at a 0.1 % target: t(0.999, 1 df) = 318, so the bound runs past any node (about
+    # e^135 bytes), and is said to, not in digits
+    one = AdaptivePredictor(max_oom_rate=0.002).fit(ONE_TWO_FOUR[:1]).explain()
+    assert "prediction bound over 1 PiB" in one and "e+" not in one
     assert predictor.details()["small_sample_bound_bytes"] == pytest.approx(21.60 * GIB, rel=1e-3)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from ..units import format_bytes
+from ..units import PIB, format_bytes
 from .small_samples import BoundBasis, gap_bound_bytes, peaks_needed
 
 if TYPE_CHECKING:
@@ -66,7 +66,9 @@ def _bound_text(p: AdaptivePredictor, basis: BoundBasis, budget: float, level: s
     if gap_binds(p, basis, value):
         bound = f"the {at} gap bound over their two largest peaks {format_bytes(value)}"
         return f"{bound} ({calibration})" if at != level else bound
-    bound = f"their log-normal {at} prediction bound {format_bytes(value)}"
+    # on one or two peaks the bound runs to astronomic sizes (5e55 TiB): past any node, say only that
+    shown = format_bytes(value) if value < PIB else "over 1 PiB"
+    bound = f"their log-normal {at} prediction bound {shown}"
     if own is not None:
         prior = learnt.log_spread if learnt is not None else p.prior_log_spread
         bound += f" (their own spread {own:.2g} alone: far below the prior's {prior:.3g}"
