@@ -82,6 +82,6 @@ def test_profile_noise_is_read_as_the_standard_error_of_the_mean(tmp_path: Path)
     for text in (b"machine,cpu,mem\nn1,1.0,2.0\n", b"\xff\xfe\x00\x01"):
         path.write_bytes(text)
         with pytest.raises(
-            ProfileFormatError, match="not JSON node profiles .* 'airflow-adaptive profile-node --json'"
+            ProfileFormatError, match=r"not JSON node profiles .* 'airflow-adaptive profile-node --json'"
         ):
             load_profiles(path)
