@@ -235,6 +235,12 @@ def cmd_history_rebuild(args: argparse.Namespace, out: TextIO) -> int:
     families = open_cli_store().rebuild(fit_models=not args.without_models)
     what = "rollups" if args.without_models else "rollups and models"
     print(f"rebuilt the {what} of {families} task families from their attempts", file=out)
+    if args.without_models:  # the bound's calibration reads the stored models' scores
+        print(
+            "models are fitted again by each family's next recorded attempt; until then decisions refit "
+            "them and draw young families' bounds at the uncalibrated level ('history rebuild' restores it)",
+            file=out,
+        )
     return 0
 
 

@@ -327,3 +327,17 @@ def test_version_names_the_package_version(capsys: pytest.CaptureFixture[str]) -
     with pytest.raises(SystemExit) as done:
         main(["--version"])
     assert done.value.code == 0 and capsys.readouterr().out.strip() == f"airflow-adaptive {__version__}"
+
+
+def test_rebuild_without_models_says_what_decisions_do_until_they_are_fitted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["history", "import", str(CHIPSEQ)]) == 0
+    assert main(["history", "rebuild", "--without-models"]) == 0
+    said = capsys.readouterr().out
+    assert "rebuilt the rollups of 14 task families" in said and "uncalibrated level" in said
+    refitted = run_json(capsys, "decide", "--task-family", BWA)
+    assert "refitted now: no stored model" in refitted["explanation"]
+    assert main(["history", "rebuild"]) == 0
+    assert "rebuilt the rollups and models of 14" in capsys.readouterr().out
+    assert "refitted now" not in run_json(capsys, "decide", "--task-family", BWA)["explanation"]
