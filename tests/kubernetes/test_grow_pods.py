@@ -147,7 +147,7 @@ def test_the_plan_annotation_reads_back_and_bad_text_only_turns_the_plan_off() -
     assert plan_from_text(text.replace('"held_flat":[1],', "")) == replace(held, flat_rises_bytes=())
     # no headroom and no rescue level; a rescue level at or above the decision; headrooms of a held
     # plan where an older agent would read them, or without a rescue level; a young held plan
-    for bad in (
+    for held_bad in (
         '{"start":9,"decision":9,"rises":[]}',
         '{"start":9,"decision":9,"rises":[],"rescue_above":9}',
         '{"start":9,"decision":9,"rises":[1],"rescue_above":7}',
@@ -155,7 +155,7 @@ def test_the_plan_annotation_reads_back_and_bad_text_only_turns_the_plan_off() -
         '{"start":9,"decision":9,"rises":[1],"held_rises":[1]}',
         '{"start":9,"decision":9,"rises":[],"held_rises":[1],"rescue_above":7,"young":true}',
     ):
-        assert plan_from_text(bad) is None, bad
+        assert plan_from_text(held_bad) is None, held_bad
     # levels of 32 MiB: at 70 MiB, the third; within the first 7 s, the largest up to the level
     # (or the start, where higher): 4 MiB at 70 MiB, 1 MiB at 20 MiB
     assert back.headroom_at(70 << 20) == 2 << 20 and back.headroom_at(70 << 20, elapsed_s=1.0) == 4 << 20
