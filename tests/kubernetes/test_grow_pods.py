@@ -141,10 +141,10 @@ def test_the_plan_annotation_reads_back_and_bad_text_only_turns_the_plan_off() -
     # a held plan: its headrooms under keys of their own, so that an older agent reads a rescue
     # plan (held, never lowered) and not a young one; not young, though it starts at the decision
     held = GrowthPlan(9, (1,), 9, 2.0, None, (1,), rescue_above_bytes=7)
-    text = plan_text(held)
-    assert '"rises":[]' in text and '"held_rises":[1]' in text and '"held_flat":[1]' in text
-    assert plan_from_text(text) == held and not held.rescue_only
-    assert plan_from_text(text.replace('"held_flat":[1],', "")) == replace(held, flat_rises_bytes=())
+    held_text = plan_text(held)
+    assert '"rises":[]' in held_text and '"held_rises":[1]' in held_text and '"held_flat":[1]' in held_text
+    assert plan_from_text(held_text) == held and not held.rescue_only
+    assert plan_from_text(held_text.replace('"held_flat":[1],', "")) == replace(held, flat_rises_bytes=())
     # no headroom and no rescue level; a rescue level at or above the decision; headrooms of a held
     # plan where an older agent would read them, or without a rescue level; a young held plan
     for held_bad in (
