@@ -188,10 +188,10 @@ def run_demo(
             f"demo: mapped tasks not shown ({', '.join(mapped)}): their pods exist per map index",
             file=sys.stderr,
         )
-    if trace and not _matched(observations, [row["task_family"] for row in rows]):
+    if not _matched(observations, [row["task_family"] for row in rows]):
         print(
-            f"demo: {trace} sizes none of the DAG's tasks (no family matches theirs by name or task name): "
-            "they are sized from what the history store already held",
+            f"demo: {trace or 'the generated history'} sizes none of the DAG's tasks (no family matches "
+            "theirs by name or task name): they are sized from what the history store already held",
             file=sys.stderr,
         )
         source = "the history store"  # what sizes them is whatever it held before

@@ -341,3 +341,19 @@ def test_rebuild_without_models_says_what_decisions_do_until_they_are_fitted(
     assert main(["history", "rebuild"]) == 0
     assert "rebuilt the rollups and models of 14" in capsys.readouterr().out
     assert "refitted now" not in run_json(capsys, "decide", "--task-family", BWA)["explanation"]
+
+
+def test_demo_says_when_its_generated_history_sizes_none_of_the_dags_tasks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dag_file = tmp_path / "billing.py"
+    dag_file.write_text(
+        "from datetime import datetime\n\nfrom airflow.sdk import DAG\n\n"
+        "from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator as Pod\n\n"
+        'with DAG(dag_id="billing", schedule=None, start_date=datetime(2026, 1, 1)):\n'
+        '    Pod(task_id="reconcile", task_family="billing.reconcile", image="busybox")\n'
+    )
+    assert main(["demo", "--dag-file", str(dag_file), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "demo: the generated history sizes none of the DAG's tasks" in captured.err
+    assert json.loads(captured.out)["source"] == "the history store"  # not "generated history (seed 7)"
