@@ -326,7 +326,7 @@ def held_plan(plan: GrowthPlan, held_bytes: int) -> GrowthPlan:
     below those peaks does not hold them: such a family has no plan, and the share alone rescues.)
     Once the try has stopped rising, past its first window, it is lowered as any try with a plan is,
     and grown from there by the plan's headroom: such tasks ramp fast and then sit (sarek's GATK
-    ApplyBQSR, at 0.1-2.4 GB within 20 s under a decision of 2.5-3 GB, then for minutes)."""
+    ApplyBQSR, at 0.1-2.4 GB within 20 s under a decision of 2.1-3.0 GB, then for minutes)."""
     return replace(plan, start_bytes=plan.decision_bytes, rescue_above_bytes=held_bytes)
 
 
