@@ -157,6 +157,11 @@ def at_least_one(value: str) -> int:
     number = _integer(value)
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {number}")
+    return _within_int32(number)
+
+
+def _within_int32(number: int) -> int:
+    """``number``, refused past 2^31 - 1: a SQL LIMIT and a count the store's integers hold."""
     if number > INT32:
         raise argparse.ArgumentTypeError(f"must be at most {INT32}, not {number}")
     return number
@@ -230,9 +235,7 @@ def count(value: str) -> int:
     number = _integer(value)
     if number < 0:
         raise argparse.ArgumentTypeError(f"{number} is not a number >= 0 (0: no limit)")
-    if number > INT32:
-        raise argparse.ArgumentTypeError(f"must be at most {INT32}, not {number}")
-    return number
+    return _within_int32(number)
 
 
 def keep_days(value: str) -> float:

@@ -92,7 +92,7 @@ def grown_limit(
     above what the decision was set to hold; once lowered, it grows by the plan's headroom up to the
     decision, as a young one does."""
     at_decision = plan is not None and limit_bytes >= plan.decision_bytes
-    if plan is None or plan.rescue_only or (at_decision and (plan.young or plan.rescue_above_bytes > 0)):
+    if plan is None or plan.rescue_only or (at_decision and plan.to_decision_only):
         holds = plan is not None and (at_decision or plan.rescue_only) and not plan.young
         held_bytes = plan.rescue_above_bytes if plan is not None and holds else 0  # the decision holds these
         if usage_bytes <= held_bytes or usage_bytes + rule.default_headroom * limit_bytes < limit_bytes:
@@ -102,7 +102,7 @@ def grown_limit(
         rise = plan.headroom_at(usage_bytes, elapsed_s, flat)
         if usage_bytes + rise < limit_bytes:
             return None
-        if plan.young or plan.rescue_above_bytes:  # never above the decision: there, it grows as a rescue
+        if plan.to_decision_only:  # never above the decision: there, it grows as a rescue
             room_bytes = min(room_bytes, plan.decision_bytes)
     wanted = min(max(usage_bytes + rule.headrooms * rise, limit_bytes * rule.factor), room_bytes)
     return math.ceil(wanted) if wanted > limit_bytes else None

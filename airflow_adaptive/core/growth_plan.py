@@ -151,6 +151,12 @@ class GrowthPlan:
         return not self.rises_bytes
 
     @property
+    def to_decision_only(self) -> bool:
+        """Whether its try is grown by its headroom up to the decision only, and there only as a rescue
+        (a young plan's, a held plan's)."""
+        return self.young or self.rescue_above_bytes > 0
+
+    @property
     def headroom_bytes(self) -> int:
         """The largest headroom, at any level."""
         return max(self.rises_bytes, default=0)

@@ -54,6 +54,16 @@ def _running(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def _stopped(pid: int) -> bool:
+    """Whether the process has ended, within 5 s: SIGKILL is delivered at once, and this only waits
+    for the kernel to finish."""
+    for _ in range(100):
+        if not _running(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def test_profile_node_says_how_long_and_shows_each_run_on_stderr(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -111,12 +121,7 @@ def test_the_timeout_stops_the_profile_and_every_process_it_started(
 ) -> None:
     _tools(tmp_path / "bin", monkeypatch, HANGING, HANGING)
     assert main(["profile-node", "--seconds", "1", "--repeats", "1", "--timeout", "7.5"]) == 2
-    pid = int(pidfile.read_text())
-    for _ in range(100):  # SIGKILL is delivered at once; this only waits for the kernel to finish
-        if not _running(pid):
-            break
-        time.sleep(0.05)
-    assert not _running(pid), "the tool's own process outlived the timeout"
+    assert _stopped(int(pidfile.read_text())), "the tool's own process outlived the timeout"
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == (
@@ -148,9 +153,4 @@ def test_ctrl_c_stops_the_profile_and_its_tools_with_one_line(
         err = cli.communicate(timeout=60)[1]
     assert cli.returncode == 130 and "Traceback" not in err
     assert err.strip().splitlines()[-1] == "airflow-adaptive: interrupted"
-    pid = int(pidfile.read_text())
-    for _ in range(100):  # SIGKILL is delivered at once; this only waits for the kernel to finish
-        if not _running(pid):
-            break
-        time.sleep(0.05)
-    assert not _running(pid)  # its tool's own process stopped with it
+    assert _stopped(int(pidfile.read_text()))  # its tool's own process stopped with it
