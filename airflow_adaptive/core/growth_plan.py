@@ -312,8 +312,9 @@ def learnt_plan(
     )
     start = max(math.ceil(early), floor_bytes, 1)
     if len(history) < MIN_GROWTH_HISTORY:
-        young = young_plan(start, max(*rises, least_headroom_bytes), decision_bytes, window_s)
-        return replace(young, floor_bytes=floor_bytes)
+        whole = max(*rises, least_headroom_bytes)
+        by_level = _young_rises(history, window_s, decision_bytes, least_headroom_bytes, whole)
+        return replace(young_plan(start, by_level, decision_bytes, window_s), floor_bytes=floor_bytes)
     rebound = _rebound(fell, decision_bytes, max_kill_rate, margin)
     plan = GrowthPlan(start, rises, decision_bytes, window_s, rebound, flat_rises, floor_bytes=floor_bytes)
     if start + plan.headroom_at(start, 0.0) < decision_bytes:
@@ -342,17 +343,41 @@ def rescue_plan(decision_bytes: int, held_bytes: int) -> GrowthPlan:
     return GrowthPlan(decision_bytes, (), decision_bytes, rescue_above_bytes=held_bytes)
 
 
-def young_plan(start_bytes: int, headroom_bytes: int, decision_bytes: int, window_s: float) -> GrowthPlan:
+def young_plan(
+    start_bytes: int, rises_bytes: tuple[int, ...], decision_bytes: int, window_s: float
+) -> GrowthPlan:
     """The plan of a family with one or two profiles: too few to say where its tasks rise (one task
-    jumps from a level another only passes), so it keeps one headroom at every level, the largest
-    rise its tasks made anywhere after their first window (with the decision's margin above so few
-    peaks), never less than a rescue's (a task that never rose after its first window says nothing
-    of the next one's rise). It starts where a mature plan would (``start_bytes``) when that plus
-    the headroom fits under the decision, else at the decision; it grows by the headroom to the
-    decision only, and above it as a rescue does (``young``), so it never holds more than no plan;
-    a try that has stopped rising is lowered to that much above its level."""
-    start = start_bytes if start_bytes + headroom_bytes < decision_bytes else decision_bytes
-    return GrowthPlan(start, (headroom_bytes,), decision_bytes, window_s, young=True)
+    jumps from a level another only passes), so its headroom by level is ``_young_rises``, never
+    less than a rescue's (a task that never rose after its first window says nothing of the next
+    one's rise). It starts where a mature plan would (``start_bytes``) when that plus the headroom
+    there fits under the decision, else at the decision; it grows by the headroom to the decision
+    only, and above it as a rescue does (``young``), so it never holds more than no plan; a try that
+    has stopped rising is lowered to that much above its level."""
+    plan = GrowthPlan(start_bytes, rises_bytes, decision_bytes, window_s, young=True)
+    fits = start_bytes + plan.headroom_at(start_bytes, 0.0) < decision_bytes
+    return plan if fits else replace(plan, start_bytes=decision_bytes)
+
+
+def _young_rises(
+    history: Sequence[tuple[Sequence[float], float]],
+    window_s: float,
+    decision_bytes: int,
+    least_bytes: int,
+    whole_bytes: int,
+) -> tuple[int, ...]:
+    """A young family's headroom by level: its tasks' largest rise within a later window as a ratio
+    of the level it rose from (at least a step of their peak: a rise from nothing has no ratio),
+    times each level's upper edge, between ``least_bytes`` and ``whole_bytes`` (its largest rise
+    anywhere, with the decision's margin). A task rises in proportion to what it holds, so a low
+    try keeps a small headroom: one headroom at every level kept tasks of sarek's TIDDIT_SV half
+    their request above their usage. Without a rise from a level, ``whole_bytes`` at every level."""
+    ratios = [
+        r / base for p, _ in history for base, r in _rises(p, window_s) if base * PROFILE_STEPS > 1 - 1e-9
+    ]
+    if not ratios:
+        return (whole_bytes,)
+    edges_bytes = decision_bytes * np.arange(1, LEVELS + 1) / LEVELS
+    return tuple(int(v) for v in np.clip(np.ceil(max(ratios) * edges_bytes), least_bytes, whole_bytes))
 
 
 def _rebound(

@@ -89,15 +89,20 @@ def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -
         else f", {format_bytes(plan.rebound_bytes)} above its least once it falls below half its most"
     )
     note = (
-        f"; starts at {format_bytes(start)}, is kept {format_bytes(plan.headroom_bytes)} above usage up to "
+        f"; starts at {format_bytes(start)}, is kept {_headrooms(plan, start)} above usage up to "
         f"{format_bytes(plan.decision_bytes)}, also once usage stops rising (learnt from the family's first "
         "memory profiles)"
         if plan.young
-        else f"; starts at {format_bytes(start)} and grows in place, "
-        f"{format_bytes(plan.headroom_at(start))} to {format_bytes(plan.headroom_bytes)} above usage{fall} "
+        else f"; starts at {format_bytes(start)} and grows in place, {_headrooms(plan, start)} above usage{fall} "
         "(learnt from the family's memory profiles)"
     )
     _annotate(pod, plan, note)
+
+
+def _headrooms(plan: GrowthPlan, start_bytes: int) -> str:
+    """The headroom it keeps, from its start's level to the largest."""
+    least, most = format_bytes(plan.headroom_at(start_bytes)), format_bytes(plan.headroom_bytes)
+    return most if least == most else f"{least} to {most}"
 
 
 def _annotate(pod: k8s.V1Pod, plan: GrowthPlan, note: str) -> None:

@@ -268,7 +268,7 @@ def test_the_plan_keeps_the_decisions_margin_above_the_history_in_shares_and_in_
         young is not None
         and young.young
         and young.start_bytes == pytest.approx(220, abs=1)
-        and len(young.rises_bytes) == 1
+        and young.headroom_bytes == pytest.approx(40, abs=1)
     )
     assert learnt_plan([(STEADY, 0.0)] * 50, 1000, 6.0, 0.02) is None
     jump = (0.0,) * 10 + (100.0,) * 40
