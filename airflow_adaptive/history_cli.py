@@ -276,7 +276,10 @@ def add_history_commands(sub: Any) -> None:
         "--keep-attempts", type=count, help="newest attempts kept per family ([adaptive] retention_attempts)"
     )
     prune.add_argument(
-        "--keep-days", type=keep_days, help="remove attempts older than this ([adaptive] retention_days)"
+        "--keep-days",
+        type=keep_days,
+        help="remove attempts that finished more than this many days ago; imported traces keep the dates "
+        "they ran on, so try --dry-run first ([adaptive] retention_days)",
     )
     prune.add_argument("--dry-run", action="store_true", help="count, remove nothing")
     prune.set_defaults(func=cmd_history_prune)
