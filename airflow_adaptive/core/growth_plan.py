@@ -312,9 +312,9 @@ def learnt_plan(
     )
     start = max(math.ceil(early), floor_bytes, 1)
     if len(history) < MIN_GROWTH_HISTORY:
-        whole = max(*rises, least_headroom_bytes)
-        by_level = _young_rises(history, window_s, decision_bytes, least_headroom_bytes, whole)
-        return replace(young_plan(start, by_level, decision_bytes, window_s), floor_bytes=floor_bytes)
+        whole_bytes = max(*rises, least_headroom_bytes)
+        rises_bytes = _young_rises(history, window_s, decision_bytes, least_headroom_bytes, whole_bytes)
+        return replace(young_plan(start, rises_bytes, decision_bytes, window_s), floor_bytes=floor_bytes)
     rebound = _rebound(fell, decision_bytes, max_kill_rate, margin)
     plan = GrowthPlan(start, rises, decision_bytes, window_s, rebound, flat_rises, floor_bytes=floor_bytes)
     if start + plan.headroom_at(start, 0.0) < decision_bytes:
@@ -366,14 +366,14 @@ def _young_rises(
     whole_bytes: int,
 ) -> tuple[int, ...]:
     """A young family's headroom by level: its tasks' largest rise within a later window as a ratio
-    of the level it rose from (at least a step of their peak: a rise from nothing has no ratio),
-    times each level's upper edge, between ``least_bytes`` and ``whole_bytes`` (its largest rise
-    anywhere, with the decision's margin). A task rises in proportion to what it holds, so a low
-    try keeps a small headroom: one headroom at every level kept tasks of sarek's TIDDIT_SV half
-    their request above their usage. Without a rise from a level, ``whole_bytes`` at every level."""
-    ratios = [
-        r / base for p, _ in history for base, r in _rises(p, window_s) if base * PROFILE_STEPS > 1 - 1e-9
-    ]
+    of the level it rose from (at least a step of their peak), times each level's upper edge,
+    between ``least_bytes`` and ``whole_bytes`` (its largest rise anywhere, with the decision's
+    margin). A task rises in proportion to what it holds, so a low try keeps a small headroom: one
+    headroom at every level kept tasks of sarek's TIDDIT_SV half their request above their usage.
+    A profile's 2 % steps bound the ratio from below (a step from k steps is 1 / k): it errs towards
+    more. Without a later window, ``whole_bytes`` at every level."""
+    step = 1.0 / PROFILE_STEPS  # a rise from under a step (a task that idled, then loaded) is from one
+    ratios = [r / max(base, step) for p, _ in history for base, r in _rises(p, window_s)]
     if not ratios:
         return (whole_bytes,)
     edges_bytes = decision_bytes * np.arange(1, LEVELS + 1) / LEVELS

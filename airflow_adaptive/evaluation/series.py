@@ -11,8 +11,8 @@ integral of limit minus usage) for a finished try, everything held for a killed 
   as the store keeps them) it learns two shares of the decision at the (1 - OOM budget) quantile,
   the same budget logic the static decision uses: the start (what they may reach before a resize
   can land) and the headroom (what they may rise within one resize latency and sample). With fewer
-  than three such tasks, it starts at the decision with one headroom, its largest (none: for a retry,
-  grown by the rule's default only to rescue).
+  than three such tasks, a young plan (``core/growth_plan.py: young_plan``) grown to the decision only
+  (none: for a retry, grown by the rule's default only to rescue).
 - KS+ predicts k segments per try from the family's finished series (``core/sizing/ksplus.py``).
 """
 

@@ -269,6 +269,7 @@ def test_the_plan_keeps_the_decisions_margin_above_the_history_in_shares_and_in_
         and young.young
         and young.start_bytes == pytest.approx(220, abs=1)
         and young.headroom_bytes == pytest.approx(40, abs=1)
+        and young.rises_bytes[0] < young.headroom_bytes  # a headroom in proportion to the level
     )
     assert learnt_plan([(STEADY, 0.0)] * 50, 1000, 6.0, 0.02) is None
     jump = (0.0,) * 10 + (100.0,) * 40

@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 
 from airflow_adaptive.core.growth import GrowthRule, run_with_growth
-from airflow_adaptive.core.growth_plan import GrowthPlan, learnt_plan
+from airflow_adaptive.core.growth_plan import GrowthPlan, learnt_plan, profile_of
 
 WINDOW_S = 6.0
 RULE = GrowthRule(latency_s=4.0, sample_s=2.0)  # window 6 s
-# 1 % of its peak every 10 s to 40 % (400 s), then at once to its peak (a sort merging its runs)
+# 2 % of its peak every 10 s to 40 % (200 s), then at 400 s at once to its peak (a sort merging its runs)
 CREEP_THEN_JUMP = tuple(10.0 * k for k in range(1, 21)) + (400.0,) * 30
 # half its peak within the first window, then at 100 s the rest
 HALF_THEN_JUMP = (0.0,) * 25 + (100.0,) * 25
@@ -75,7 +75,7 @@ def test_a_young_try_that_stops_rising_is_lowered_and_a_later_jump_in_proportion
     assert not run_with_growth(times, jump_to(900.0), plan.start_bytes, 10_000, RULE, plan).succeeded
 
 
-def test_a_young_try_never_holds_more_than_no_plan_before_it_is_lowered() -> None:
+def test_a_young_try_holds_less_than_no_plan_and_its_start_covers_the_first_window_at_the_budget() -> None:
     plan = learnt_plan([(CREEP_THEN_JUMP, 500.0)], 1000, WINDOW_S, 0.02, floor_bytes=100)
     assert isinstance(plan, GrowthPlan) and plan.start_bytes == 100
     times = [2.0 * i for i in range(200)]
@@ -101,3 +101,17 @@ def test_a_young_try_just_below_the_decision_grows_to_it_and_no_further() -> Non
     assert grown_limit(8_600, 0.0, 10_000, 1 << 40, RULE, None) is None
     assert grown_limit(8_600, 0.0, 9_500, 1 << 40, RULE, plan) == 10_000
     assert grown_limit(8_000, 0.0, 10_000, 1 << 40, RULE, plan) is None  # at the decision: a rescue's rule
+
+
+def test_a_task_that_idles_and_then_loads_is_held_when_it_comes_again() -> None:
+    times = [2.0 * i for i in range(200)]
+    # 1 % of its peak (under a step) for 100 s, then 30 % at once (an index loaded), then a climb
+    usage = [5.0 if t < 100 else min(150.0 + (t - 100), 500.0) for t in times]
+    plan = learnt_plan(
+        [(profile_of(times, usage), 500.0)], 1000, WINDOW_S, 0.02, 64, least_headroom_bytes=100
+    )
+    assert isinstance(plan, GrowthPlan) and plan.young
+    # the load is a rise from a step at most (the least a profile tells): its ratio to that keeps
+    # the lowest level that whole rise (30 % of 1000 in a window, and 150 x 2 in bytes)
+    assert plan.headroom_at(5.0) >= 300
+    assert run_with_growth(times, usage, plan.start_bytes, 10_000, RULE, plan).succeeded

@@ -249,3 +249,21 @@ def test_the_retry_of_a_try_killed_below_its_decision_starts_at_its_retry_decisi
     assert "OOM-killed" in decision and "grows in place" not in decision, decision
     assert memory(retry, "limits") > start and retry["metadata"]["labels"][GROW_LABEL] == "true"  # rescued
     assert HEADROOM_ANNOTATION not in retry["metadata"]["annotations"]
+
+
+def test_a_pods_note_gives_the_headroom_from_its_starts_level_to_the_largest() -> None:
+    from airflow_adaptive.core.growth_plan import GrowthPlan
+    from airflow_adaptive.kubernetes.resize import allow_growth
+
+    def note(plan: GrowthPlan) -> str:
+        pod = k8s.V1Pod(
+            metadata=k8s.V1ObjectMeta(name="p"),
+            spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="base", resources=USER)]),
+        )
+        allow_growth(pod, "base", plan)
+        return str(pod.metadata.annotations["adaptive.airflow.io/decision"])
+
+    by_level = tuple((k + 1) << 24 for k in range(50))  # 16 MiB a level, up to 800 MiB
+    young = GrowthPlan(200 << 20, by_level, 4 << 30, 7.0, young=True)  # a level is 4 GiB / 50: 81.9 MiB
+    assert "starts at 200 MiB, is kept 48 MiB to 800 MiB above usage up to 4 GiB" in note(young)
+    assert "is kept 16 MiB above usage" in note(GrowthPlan(64 << 20, (16 << 20,), 4 << 30, 7.0, young=True))
