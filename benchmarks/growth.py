@@ -31,6 +31,7 @@ from airflow_adaptive.evaluation.replay import GB_H, ReplayConfig, TryOutcome, r
 from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY
 from airflow_adaptive.evaluation.series import KSPLUS, grow_tries, replay_ksplus
 from airflow_adaptive.evaluation.series_report import cached_trace, evaluate_series, grow_name
+from airflow_adaptive.exceptions import AdaptiveError
 
 ROOT = Path(__file__).resolve().parents[1]
 EAGER = ROOT.parent / "shared" / "data" / "k-segments" / "eager"
@@ -95,7 +96,10 @@ def main() -> None:
     reports, unmet = {}, 0
     for history in args.history.split(","):
         started = time.perf_counter()
-        report = evaluate_series(folders, ["all", "grow"], ReplayConfig(history=history), latencies)
+        try:
+            report = evaluate_series(folders, ["all", "grow"], ReplayConfig(history=history), latencies)
+        except AdaptiveError as err:  # a folder that is missing or holds no series
+            parser.error(str(err))
         reports[history] = report
         print(f"history {history} ({time.perf_counter() - started:.0f} s)")
         for trace in report["traces"]:

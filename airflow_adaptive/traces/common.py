@@ -89,17 +89,26 @@ def _short_rows(frame: pd.DataFrame, last: str, numbers: list[str]) -> pd.Series
 
 
 def trace_name(name: str) -> str:
-    """A trace file's name in run ids: its name and a hash of its content. Two files of the same name
-    in different folders stay apart; the same file imported again, from anywhere, is recognised as
-    already there."""
+    """A trace file's (or folder's) name in run ids: its name and a hash of its content. Two files of
+    the same name in different folders stay apart; the same file imported again, from anywhere, is
+    recognised as already there."""
     digest = hashlib.sha256()
     try:
-        with open(name, "rb") as stream:
-            for chunk in iter(lambda: stream.read(1 << 20), b""):
-                digest.update(chunk)
+        for path in _files_of(name):
+            digest.update(os.path.relpath(path, name).encode("utf-8", "surrogateescape"))
+            with open(path, "rb") as stream:
+                for chunk in iter(lambda: stream.read(1 << 20), b""):
+                    digest.update(chunk)
     except OSError as err:
         raise cannot_read(name, err) from None
-    return os.path.basename(name)[:220] + f"@{digest.hexdigest()[:10]}"
+    return os.path.basename(os.path.normpath(name))[:220] + f"@{digest.hexdigest()[:10]}"
+
+
+def _files_of(name: str) -> list[str]:
+    """The file itself; a folder's files (a trace of many, the k-Segments exports) in a fixed order."""
+    if not os.path.isdir(name):
+        return [name]
+    return sorted(os.path.join(root, f) for root, _, files in os.walk(name) for f in files)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from airflow_adaptive.traces.nextflow import iter_nextflow, read_nextflow
 from airflow_adaptive.traces.runs import TaskRun
 from airflow_adaptive.traces.series import (
     MEMORY_FILES,
+    is_exports_folder,
     is_series_folder,
     is_series_tasks,
     read_series_history,
@@ -35,7 +36,10 @@ IGNORED_SHOWN = 20  # files of a folder that are no trace, named one by one; the
 
 
 def detect_format(path: str) -> str:
-    """The format of a trace file (plain or gzip), from its first line (read with a bound)."""
+    """The format of a trace file (plain or gzip), from its first line (read with a bound); a folder
+    of the published k-Segments exports (``<process>/<task>_memory.csv``) is a series."""
+    if os.path.isdir(path) and is_series_folder(path):
+        return "series"
     head = first_line(path)
     if head.lstrip().startswith("{"):
         return "wfformat"
@@ -150,6 +154,10 @@ def expand_paths(paths: list[str]) -> tuple[list[str], list[str]]:
             continue
         for root, dirs, files in os.walk(path):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # .git, .venv: never traces
+            if is_exports_folder(root):  # one trace, read whole: its subfolders are its tasks' files
+                traces.append(root)
+                dirs.clear()
+                continue
             samples = MEMORY_FILES if is_series_folder(root) else ()
             for name in sorted(set(files) - set(samples)):  # a series' samples are read with its tasks
                 candidate = os.path.join(root, name)

@@ -53,6 +53,11 @@ def is_series_folder(path: str | os.PathLike[str]) -> bool:
     return _is_converted(Path(path)) or is_influx_series_folder(path)
 
 
+def is_exports_folder(path: str | os.PathLike[str]) -> bool:
+    """A folder of the published exports only, without a converted ``tasks.csv``: a trace itself."""
+    return not _is_converted(Path(path)) and is_influx_series_folder(path)
+
+
 def series_folders(path: str) -> list[str]:
     """``path`` when it is a time-series folder, else the ones under it (as a plain replay searches a
     folder for traces), sorted; empty when there are none."""
@@ -151,10 +156,10 @@ def is_series_tasks(columns: set[str]) -> bool:
 
 
 def read_series_history(path: str | os.PathLike[str]) -> ImportResult:
-    """A k-Segments ``tasks.csv`` (its samples beside it) as completed attempts for the history
-    store, each with its memory profile (``core/growth.py``)."""
+    """A k-Segments ``tasks.csv`` (its samples beside it), or a folder of the published exports, as
+    completed attempts for the history store, each with its memory profile (``core/growth.py``)."""
     name = os.fspath(path)
-    trace = read_series(Path(name).parent)
+    trace = read_series(name if os.path.isdir(name) else Path(name).parent)  # the exports, or tasks.csv
     result = ImportResult(skipped=[SkippedRow(name, line, reason) for line, reason in trace.skipped_lines])
     stem = trace_name(name)
     for position, s in enumerate(trace.runs):

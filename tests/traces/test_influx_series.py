@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from airflow_adaptive.cli import main
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.series import is_series_folder, read_series, series_folders
+from tests.conftest import sql_store
 
 MEMORY_HEAD = (
     "#datatype,string,long,dateTime:RFC3339,dateTime:RFC3339,dateTime:RFC3339,double,string,string,string\n"
@@ -93,3 +95,18 @@ def test_a_broken_export_is_one_typed_error(tmp_path: Path, capsys: pytest.Captu
     assert main(["replay", "--time-series", str(folder)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not an InfluxDB memory export" in err[0]
+
+
+def test_history_import_records_a_published_folder_once_with_its_profiles(
+    tmp_path: Path, engine: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "runs" / "eager"  # found under a parent folder, as a plain trace is
+    write_task(folder / "adapter_removal", "adapter_removal (DA100_L1) (36)", [44.74, 52.16, 47.05])
+    write_task(folder / "bwa", "bwa (DA38) (919)", [10.0, 30.0])
+    for _ in range(2):
+        assert main(["history", "import", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert "2 attempts imported (2 new, 0 already there)" in out  # the folder is one trace
+    assert "2 attempts imported (0 new, 2 already there)" in out  # its content names it
+    shown = sql_store(engine).history("eager:adapter_removal", limit=5)
+    assert len(shown) == 1 and shown[0].usage.peak_memory_bytes == 52_160_000 and shown[0].memory_profile_s
