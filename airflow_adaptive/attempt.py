@@ -13,6 +13,7 @@ from kubernetes.client import models as k8s
 from airflow_adaptive.advisor import Advisor, ClassOf, PodAsk
 from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.growth import GrowthRule
+from airflow_adaptive.core.growth_plan import GrowthPlan
 from airflow_adaptive.core.model import Decision, Observation, TaskKey
 from airflow_adaptive.core.modes import Mode, ModeChoice, choose_mode, parse_mode
 from airflow_adaptive.failopen import warn_once
@@ -136,15 +137,20 @@ def prepare_pod(
         wrap_container(container, entrypoint_runs_args=entrypoint_runs_args)
     decision = advisor.pod_decision(ask, class_of if choice.mode.enforces else _no_class)
     apply_decision(pod, decision, ask.task_family, container_name, managed_by=managed_by, choice=choice)
-    limit = decision.memory_limit_bytes
-    if advisor.settings.grow_in_place and choice.mode.enforces and decision.adaptive and limit:
-        rule = GrowthRule(latency_s=advisor.settings.grow_resize_latency_seconds)
-        # as the replay's grow: a family without a plan, or the retry of a try that outgrew its
-        # limit (growth could not save it), keeps the decision, rescued only
-        retry = "oom_retry" in decision.details  # the last try was OOM-killed: growth did not save it
-        plan = None if retry else advisor.memory.growth_plan(ask.task_family, rule, limit)
-        allow_growth(pod, container_name, plan)
+    grows = advisor.settings.grow_in_place and choice.mode.enforces and decision.adaptive
+    if grows and decision.memory_limit_bytes:
+        allow_growth(pod, container_name, growth_plan_of(advisor, ask.task_family, decision))
     return decision
+
+
+def growth_plan_of(advisor: Advisor, task_family: str, decision: Decision) -> GrowthPlan | None:
+    """The family's growth plan for a pod of this decision. As the replay's grow: a family without
+    one, or the retry of a try that outgrew its limit (growth could not save it), keeps the
+    decision, rescued only (None)."""
+    if "oom_retry" in decision.details or not decision.memory_limit_bytes:
+        return None
+    rule = GrowthRule(latency_s=advisor.settings.grow_resize_latency_seconds)
+    return advisor.memory.growth_plan(task_family, rule, decision.memory_limit_bytes)
 
 
 def _no_class(choice: Any) -> tuple[str | None, str]:

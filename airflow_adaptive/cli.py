@@ -66,6 +66,7 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
     )
     priority = advisor.placement.priority(args.task_family, args.priority_weight)
     modes = _modes(settings, args.task_family)
+    growth = _growth_line(advisor, args.task_family, decision) if settings.grow_in_place else None
     payload = {
         "task_family": args.task_family,
         "memory_request_bytes": as_pod_gets_it(decision.memory_request_bytes),  # as the text says it
@@ -82,6 +83,7 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
         "placement": placement.explain(),
         "priority": priority_json(priority),
         "mode": modes,
+        "growth": growth,  # None: [adaptive] grow_in_place is off
     }
     if args.json:
         print_json(payload, out)
@@ -91,7 +93,23 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
             f"priority: {priority.explain() if priority else 'unknown (history store unavailable)'}", file=out
         )
         print(mode_line(modes), file=out)
+        if growth:
+            print(f"growth in place (enforced pods): {growth}", file=out)
     return 0
+
+
+def _growth_line(advisor: Any, task_family: str, decision: Any) -> str:
+    """What ``grow_in_place`` does to an enforced pod of this decision, as its annotation says it."""
+    from airflow_adaptive.attempt import growth_plan_of
+    from airflow_adaptive.kubernetes.resize import plan_note
+
+    if not decision.adaptive:
+        return "none: the pod keeps the user's resources"
+    plan = growth_plan_of(advisor, task_family, decision)
+    if plan is not None:
+        return plan_note(plan)
+    why = "the retry of an OOM-killed try" if "oom_retry" in decision.details else "no memory profiles"
+    return f"at the decision, grown in place only as a rescue ({why})"
 
 
 def mode_line(modes: dict[str, str]) -> str:

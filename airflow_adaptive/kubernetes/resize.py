@@ -68,35 +68,47 @@ def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -
         container.resize_policy = [*(container.resize_policy or []), NOT_REQUIRED]
     if plan is None:
         return
-    if plan.rescue_above_bytes:  # the pod keeps the decision; the agent learns where rescue starts
+    if not plan.rescue_above_bytes:  # else the pod keeps the decision; the agent learns where rescue starts
+        start = format_memory(plan_start_bytes(plan))
+        resources = container.resources or k8s.V1ResourceRequirements()
+        container.resources = k8s.V1ResourceRequirements(
+            requests={**(resources.requests or {}), "memory": start},
+            limits={**(resources.limits or {}), "memory": start},
+            claims=resources.claims,
+        )
+    _annotate(pod, plan, f"; {plan_note(plan)}")
+
+
+def plan_start_bytes(plan: GrowthPlan) -> int:
+    """Where a pod with the plan starts: the decision for a held plan, else its start (at least 1 MiB)."""
+    return plan.decision_bytes if plan.rescue_above_bytes else max(plan.start_bytes, MIB)
+
+
+def plan_note(plan: GrowthPlan) -> str:
+    """What the plan does to a pod's memory, for its decision annotation and ``decide``."""
+    if plan.rescue_above_bytes:
         lowered = "" if plan.rescue_only else (
             "; once usage stops rising, lowered towards it and grown from there back to the decision, "
             f"up to {format_bytes(plan.headroom_bytes)} above usage (learnt from the family's memory profiles)"
         )  # fmt: skip
-        _annotate(pod, plan, f"; at the decision, grown in place only as a rescue, once usage passes "
-                  f"{format_bytes(plan.rescue_above_bytes)} (its family's peaks at the kill budget){lowered}")  # fmt: skip
-        return
-    start = max(plan.start_bytes, MIB)
-    resources = container.resources or k8s.V1ResourceRequirements()
-    container.resources = k8s.V1ResourceRequirements(
-        requests={**(resources.requests or {}), "memory": format_memory(start)},
-        limits={**(resources.limits or {}), "memory": format_memory(start)},
-        claims=resources.claims,
-    )
+        return (f"at the decision, grown in place only as a rescue, once usage passes "
+                f"{format_bytes(plan.rescue_above_bytes)} (its family's peaks at the kill budget){lowered}")  # fmt: skip
+    start = plan_start_bytes(plan)
+    if plan.young:
+        return (
+            f"starts at {format_bytes(start)}, is kept {_headrooms(plan, start)} above usage up to "
+            f"{format_bytes(plan.decision_bytes)}, also once usage stops rising (learnt from the family's "
+            "first memory profiles)"
+        )
     fall = (
         ""
         if plan.rebound_bytes is None
         else f", {format_bytes(plan.rebound_bytes)} above its least once it falls below half its most"
     )
-    note = (
-        f"; starts at {format_bytes(start)}, is kept {_headrooms(plan, start)} above usage up to "
-        f"{format_bytes(plan.decision_bytes)}, also once usage stops rising (learnt from the family's first "
-        "memory profiles)"
-        if plan.young
-        else f"; starts at {format_bytes(start)} and grows in place, {_headrooms(plan, start)} above usage{fall} "
+    return (
+        f"starts at {format_bytes(start)} and grows in place, {_headrooms(plan, start)} above usage{fall} "
         "(learnt from the family's memory profiles)"
     )
-    _annotate(pod, plan, note)
 
 
 def _headrooms(plan: GrowthPlan, start_bytes: int) -> str:

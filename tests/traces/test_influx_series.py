@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +27,15 @@ META_HEAD = (
 T0 = "2023-06-02T00:29:3"  # seconds 4, 6, 8 (and the output event at 9.5) follow
 
 
+def _stamp(seconds: int) -> str:
+    """``T0``'s minute plus ``seconds`` past 00:29:30, as the exports write it."""
+    return (datetime(2023, 6, 2, 0, 29, 30) + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+
+
 def write_task(process_dir: Path, name: str, mb: list[float], *, metadata: bool = True) -> None:
     process_dir.mkdir(parents=True, exist_ok=True)
     rows = [
-        f",,0,s,e,{T0}{4 + 2 * k}.641383723Z,{v},docker_used_memory_mb,{name},{name}\n"
+        f",,0,s,e,{_stamp(4 + 2 * k)}.641383723Z,{v},docker_used_memory_mb,{name},{name}\n"
         for k, v in enumerate(mb)
     ]
     (process_dir / f"{name}_memory.csv").write_text(MEMORY_HEAD + "".join(rows))
@@ -110,3 +116,24 @@ def test_history_import_records_a_published_folder_once_with_its_profiles(
     assert "2 attempts imported (0 new, 2 already there)" in out  # its content names it
     shown = sql_store(engine).history("eager:adapter_removal", limit=5)
     assert len(shown) == 1 and shown[0].usage.peak_memory_bytes == 52_160_000 and shown[0].memory_profile_s
+
+
+def test_decide_says_what_growth_in_place_does_to_the_familys_pods(
+    tmp_path: Path, engine: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from airflow_adaptive.config import get_settings
+
+    climb = [10.0 + 10.0 * k for k in range(100)]  # 200 s up to 1 GB: it starts low
+    for n in range(3):  # three profiles: a plan learnt by level
+        write_task(tmp_path / "eager" / "bwa", f"bwa (DA{n}) ({n})", climb, metadata=False)
+    assert main(["history", "import", str(tmp_path / "eager")]) == 0
+    capsys.readouterr()
+    decide = ["decide", "--task-family", "eager:bwa", "--request", "4Gi"]
+    assert main([*decide, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["growth"] is None  # off by default
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__GROW_IN_PLACE", "True")
+    get_settings.cache_clear()
+    assert main(decide) == 0 and main([*decide, "--previous-oom"]) == 0
+    first, retry = [line for line in capsys.readouterr().out.splitlines() if line.startswith("growth")]
+    assert "starts at" in first and "above usage" in first, first
+    assert retry.endswith("only as a rescue (the retry of an OOM-killed try)"), retry
