@@ -171,11 +171,13 @@ class GrowthPlan:
         if elapsed_s < self.window_s:
             return max(self.rises_bytes[: self._level(max(level_bytes, self.start_bytes))])
         level = self._level(level_bytes) - 1
-        if not (flat and self.flat_rises_bytes):
+        if not flat:
             return self.rises_bytes[level]
-        # a flat try may still creep a step of its level within the window; never above any try's
+        # a flat try may still creep a step of its level within the window (what flat allows), even
+        # where no task rose (a headroom of nothing would lower it onto its usage)
         creep = math.ceil(level_bytes / PROFILE_STEPS)
-        return min(max(self.flat_rises_bytes[level], creep), self.rises_bytes[level])
+        flat_rise = self.flat_rises_bytes[level] if self.flat_rises_bytes else self.rises_bytes[level]
+        return max(min(flat_rise, self.rises_bytes[level]), creep)
 
     def _level(self, level_bytes: float) -> int:
         """The level's number, 1 .. len(rises_bytes)."""

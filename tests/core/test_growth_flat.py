@@ -45,6 +45,8 @@ def test_a_flat_try_is_kept_what_flat_tasks_rose_by_not_what_climbing_ones_did()
     )  # first window
     # never less than the step of its level a flat try may still creep by
     assert replace(plan, flat_rises_bytes=(0,) * 50).headroom_at(600, flat=True) == 12
+    # even where no task rose at all: a headroom of nothing would lower a flat try onto its usage
+    assert replace(plan, rises_bytes=(0,) * 50, flat_rises_bytes=()).headroom_at(600, flat=True) == 12
 
 
 def test_a_try_is_flat_once_its_level_rose_at_most_a_step_of_itself_over_a_window() -> None:
@@ -108,9 +110,10 @@ def test_a_try_is_not_lowered_within_a_window_of_a_growth() -> None:
 def test_a_family_never_flat_keeps_a_flat_try_the_headroom_for_any_try() -> None:
     plan = learnt_plan([(CLIMBER, 1000.0)] * 5, 1000, WINDOW_S, 0.02)
     assert isinstance(plan, GrowthPlan) and plan.flat_rises_bytes == plan.rises_bytes
-    # and a flat headroom is never above the one for any try, even where the table says so
+    # and a flat headroom is never above the one for any try, even where the table says so, but
+    # never below the step of its level it may still creep by (a 50th of 5000)
     odd = GrowthPlan(0, (21,), 1000, flat_rises_bytes=(500,))
-    assert odd.headroom_at(900, flat=True) == 21 and odd.headroom_at(5000, flat=True) == 21
+    assert odd.headroom_at(900, flat=True) == 21 and odd.headroom_at(5000, flat=True) == 100
 
 
 def test_a_flat_headroom_leaves_out_the_flat_tasks_that_rose_most_not_the_steepest_climbers() -> None:
