@@ -89,7 +89,7 @@ def plan_note(plan: GrowthPlan) -> str:
     if plan.rescue_above_bytes:
         lowered = "" if plan.rescue_only else (
             "; once usage stops rising, lowered towards it and grown from there back to the decision, "
-            f"up to {format_bytes(plan.headroom_bytes)} above usage (learnt from the family's memory profiles)"
+            f"{_kept(plan)} (learnt from the family's memory profiles)"
         )  # fmt: skip
         return (f"at the decision, grown in place only as a rescue, once usage passes "
                 f"{format_bytes(plan.rescue_above_bytes)} (its family's peaks at the kill budget){lowered}")  # fmt: skip
@@ -108,6 +108,13 @@ def plan_note(plan: GrowthPlan) -> str:
     return (
         f"starts at {format_bytes(start)} and grows in place, {_headrooms(plan, start)} above usage{fall} "
         "(learnt from the family's memory profiles)"
+    )
+
+
+def _kept(plan: GrowthPlan) -> str:
+    """A held plan's most kept above usage; where no task rose, the 2 % a flat try may creep."""
+    return (
+        f"up to {format_bytes(plan.headroom_bytes)} above usage" if plan.headroom_bytes else "2 % above usage"
     )
 
 

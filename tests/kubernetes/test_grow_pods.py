@@ -267,3 +267,5 @@ def test_a_pods_note_gives_the_headroom_from_its_starts_level_to_the_largest() -
     young = GrowthPlan(200 << 20, by_level, 4 << 30, 7.0, young=True)  # a level is 4 GiB / 50: 81.9 MiB
     assert "starts at 200 MiB, is kept 48 MiB to 800 MiB above usage up to 4 GiB" in note(young)
     assert "is kept 16 MiB above usage" in note(GrowthPlan(64 << 20, (16 << 20,), 4 << 30, 7.0, young=True))
+    held = GrowthPlan(4 << 30, (0,) * 50, 4 << 30, 7.0, rescue_above_bytes=3 << 30)  # no task rose
+    assert "grown from there back to the decision, 2 % above usage (learnt" in note(held), note(held)
