@@ -98,17 +98,22 @@ def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _growth_line(advisor: Any, task_family: str, decision: Any) -> str:
+def _growth_line(advisor: Advisor, task_family: str, decision: Decision) -> str:
     """What ``grow_in_place`` does to an enforced pod of this decision, as its annotation says it."""
-    from airflow_adaptive.attempt import growth_plan_of
+    from airflow_adaptive.attempt import growth_plan_of, pod_mode
     from airflow_adaptive.kubernetes.resize import plan_note
 
+    modes = (pod_mode(advisor.settings, task_family, dag=None, task=None, operator=o) for o in (False, True))
+    if not any(choice.mode.enforces for choice in modes):  # a DAG's adaptive:enforce tag still could
+        return "none: the family's pods are not enforced (mode, above)"
     if not decision.adaptive:
         return "none: the pod keeps the user's resources"
     plan = growth_plan_of(advisor, task_family, decision)
     if plan is not None:
         return plan_note(plan)
-    why = "the retry of an OOM-killed try" if "oom_retry" in decision.details else "no memory profiles"
+    why = (
+        "the retry of an OOM-killed try" if "oom_retry" in decision.details else "no memory profiles to read"
+    )
     return f"at the decision, grown in place only as a rescue ({why})"
 
 

@@ -15,7 +15,8 @@ creep, or a fall): to its level plus ``kept_headrooms`` headrooms, which keeps i
 above the point where the next rise asks for growth in time (one headroom) with
 a quarter to spare, so a plateau's wobble does not ask at once. A flat try's
 headroom is what the family's tasks rose by within a window from where they
-were flat, less than from where they climbed. A climbing try is not lowered: it
+were flat, less than from where they climbed, and never less than the 2 % of its level
+flat allows it to creep. A climbing try is not lowered: it
 would be grown again within the window. A try that has fallen (below half the most it has used) for a whole
 window is lowered further, to the least it has used since plus ``kept_headrooms`` times the
 family's rebound (what its tasks that fell rose again), and while it stays fallen it is only

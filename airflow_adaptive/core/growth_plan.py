@@ -139,7 +139,7 @@ class GrowthPlan:
     decision_bytes: int
     window_s: float = 0.0
     rebound_bytes: int | None = None  # what a fallen try may rise again (None: not learnt)
-    flat_rises_bytes: tuple[int, ...] = ()  # the headroom by level of a flat try (none: as any try)
+    flat_rises_bytes: tuple[int, ...] = ()  # a flat try's by level (none: any try's); at least its creep
     young: bool = False  # a young family's (``young_plan``): grown above the decision only as a rescue
     rescue_above_bytes: int = 0  # a ``held_plan``'s: at its decision, a try up to this much is held there
     floor_bytes: int = 0  # the least a lowered limit keeps: ``min_memory``, as any decision

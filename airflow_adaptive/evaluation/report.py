@@ -117,7 +117,7 @@ def evaluate(
             traces[path]["left_out"] = left_out
         jobs += [(path, name) for name in names]
     workers = workers or min(len(jobs), os.cpu_count() or 1)
-    if not all(os.path.isfile(path) for path in paths):
+    if not all(os.path.isfile(path) or os.path.isdir(path) for path in paths):  # a folder: the exports
         workers = 1  # a pipe or stdin can be read once: its runs stay in this process's cache
     allocations: dict[str, Any] = {}
     args = [(path, fmt, name, asdict(config), name == keep_allocations_for, False) for path, name in jobs]

@@ -6,7 +6,7 @@ import contextlib
 import csv
 import hashlib
 import os
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,27 +88,20 @@ def _short_rows(frame: pd.DataFrame, last: str, numbers: list[str]) -> pd.Series
     return ended & (before.isna() | (before.astype(str) == "")).any(axis=1)
 
 
-def trace_name(name: str) -> str:
-    """A trace file's (or folder's) name in run ids: its name and a hash of its content. Two files of
-    the same name in different folders stay apart; the same file imported again, from anywhere, is
-    recognised as already there."""
+def trace_name(name: str, files: Sequence[str] = ()) -> str:
+    """A trace file's name in run ids: its name and a hash of its content (of ``files``, for a folder
+    read from them). Two files of the same name in different folders stay apart; the same file
+    imported again, from anywhere, is recognised as already there."""
     digest = hashlib.sha256()
     try:
-        for path in _files_of(name):
-            digest.update(os.path.relpath(path, name).encode("utf-8", "surrogateescape"))
+        for path in files or (name,):
+            digest.update(os.path.relpath(path, name).encode("utf-8", "surrogateescape") if files else b"")
             with open(path, "rb") as stream:
                 for chunk in iter(lambda: stream.read(1 << 20), b""):
                     digest.update(chunk)
     except OSError as err:
         raise cannot_read(name, err) from None
-    return os.path.basename(os.path.normpath(name))[:220] + f"@{digest.hexdigest()[:10]}"
-
-
-def _files_of(name: str) -> list[str]:
-    """The file itself; a folder's files (a trace of many, the k-Segments exports) in a fixed order."""
-    if not os.path.isdir(name):
-        return [name]
-    return sorted(os.path.join(root, f) for root, _, files in os.walk(name) for f in files)
+    return os.path.basename(os.path.abspath(name))[:220] + f"@{digest.hexdigest()[:10]}"
 
 
 @dataclass(frozen=True)

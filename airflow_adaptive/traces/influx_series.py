@@ -73,12 +73,20 @@ def _task(memory_file: Path, workflow: str) -> tuple[dict[str, str], list[tuple[
     return row, [(name, t - first, value) for t, value in stamped]
 
 
+def export_files(path: str | os.PathLike[str]) -> list[Path]:
+    """The files a folder's trace is read from, in reading order: each task's memory file (regular
+    files only: a pipe would block) and its metadata where there is one."""
+    memory_files = sorted(p for p in Path(path).glob(f"*/*{MEMORY_SUFFIX}") if p.is_file())
+    beside = (p.with_name(p.name[: -len(MEMORY_SUFFIX)] + METADATA_SUFFIX) for p in memory_files)
+    return [*memory_files, *(p for p in beside if p.is_file())]
+
+
 def read_influx_series(path: str | os.PathLike[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The folder as the converted format's two tables (text cells, as read from its CSV files)."""
-    folder = Path(path)
+    workflow = Path(os.path.abspath(path)).name  # "." is named by the folder it stands for
     tasks, samples = [], []
-    for memory_file in sorted(folder.glob(f"*/*{MEMORY_SUFFIX}")):
-        row, series = _task(memory_file, folder.name)
+    for memory_file in (p for p in export_files(path) if p.name.endswith(MEMORY_SUFFIX)):
+        row, series = _task(memory_file, workflow)
         tasks.append(row)
         samples.extend(series)
     sample_frame = pd.DataFrame(samples, columns=["task", "t_s", "memory_mb"]).astype(str)

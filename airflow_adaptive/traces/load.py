@@ -6,12 +6,14 @@ import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
 
 from airflow_adaptive.core.model import Observation
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.cctools import DELIMITER, read_cctools
 from airflow_adaptive.traces.common import ImportResult
 from airflow_adaptive.traces.formats import FORMATS
+from airflow_adaptive.traces.influx_series import MEMORY_SUFFIX
 from airflow_adaptive.traces.lotaru import read_lotaru
 from airflow_adaptive.traces.nextflow import iter_nextflow, read_nextflow
 from airflow_adaptive.traces.runs import TaskRun
@@ -154,10 +156,9 @@ def expand_paths(paths: list[str]) -> tuple[list[str], list[str]]:
             continue
         for root, dirs, files in os.walk(path):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # .git, .venv: never traces
-            if is_exports_folder(root):  # one trace, read whole: its subfolders are its tasks' files
+            if is_exports_folder(root):  # one trace, read whole from its process subfolders' files
                 traces.append(root)
-                dirs.clear()
-                continue
+                dirs[:] = [d for d in dirs if not any(Path(root, d).glob(f"*{MEMORY_SUFFIX}"))]
             samples = MEMORY_FILES if is_series_folder(root) else ()
             for name in sorted(set(files) - set(samples)):  # a series' samples are read with its tasks
                 candidate = os.path.join(root, name)

@@ -23,7 +23,7 @@ from airflow_adaptive.core.growth_plan import profile_of, rebound_of
 from airflow_adaptive.core.units import MB
 from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.common import ImportResult, SkippedRow, completed_observation, trace_name
-from airflow_adaptive.traces.influx_series import is_influx_series_folder, read_influx_series
+from airflow_adaptive.traces.influx_series import export_files, is_influx_series_folder, read_influx_series
 from airflow_adaptive.traces.runs import TaskRun
 from airflow_adaptive.traces.source import READ_ERRORS
 
@@ -159,9 +159,12 @@ def read_series_history(path: str | os.PathLike[str]) -> ImportResult:
     """A k-Segments ``tasks.csv`` (its samples beside it), or a folder of the published exports, as
     completed attempts for the history store, each with its memory profile (``core/growth.py``)."""
     name = os.fspath(path)
-    trace = read_series(name if os.path.isdir(name) else Path(name).parent)  # the exports, or tasks.csv
+    if os.path.isdir(name) and _is_converted(Path(name)):
+        name = os.path.join(name, "tasks.csv")
+    exports = os.path.isdir(name)  # the published exports, read from their files
+    trace = read_series(name if exports else Path(name).parent)
     result = ImportResult(skipped=[SkippedRow(name, line, reason) for line, reason in trace.skipped_lines])
-    stem = trace_name(name)
+    stem = trace_name(name, [os.fspath(p) for p in export_files(name)] if exports else ())
     for position, s in enumerate(trace.runs):
         observation = completed_observation(
             stem, position, s.run.family, peak_bytes=s.run.peak_bytes, wall_seconds=s.run.wall_seconds,

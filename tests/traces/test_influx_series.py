@@ -137,3 +137,32 @@ def test_decide_says_what_growth_in_place_does_to_the_familys_pods(
     first, retry = [line for line in capsys.readouterr().out.splitlines() if line.startswith("growth")]
     assert "starts at" in first and "above usage" in first, first
     assert retry.endswith("only as a rescue (the retry of an OOM-killed try)"), retry
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__FAMILY_MODES", "eager:*=observe")  # no pod of it is enforced
+    get_settings.cache_clear()
+    assert main(decide) == 0
+    assert (
+        "growth in place (enforced pods): none: the family's pods are not enforced" in capsys.readouterr().out
+    )
+
+
+def test_an_exports_folder_is_named_by_the_files_it_is_read_from_and_its_neighbours_still_found(
+    tmp_path: Path, engine: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    from airflow_adaptive.traces.load import expand_paths
+
+    folder = tmp_path / "eager"
+    write_task(folder / "bwa", "bwa (DA38) (919)", [10.0, 30.0])
+    (folder / "other").mkdir()
+    (folder / "other" / "lotaru.csv").write_text("Task,peak_rss,Realtime\n")  # another trace beside
+    assert expand_paths([str(tmp_path)])[0] == [str(folder), str(folder / "other" / "lotaru.csv")]
+    (folder / "other" / "lotaru.csv").unlink()
+    monkeypatch.chdir(folder)  # "." is named by the folder it stands for
+    assert main(["history", "import", "."]) == 0
+    (folder / "bwa" / "notes.txt").write_text("stray")  # neither read nor hashed, nor a pipe
+    os.mkfifo(folder / "bwa" / "pipe_memory.csv")  # a pipe would block: never opened
+    assert main(["history", "import", "."]) == 0
+    out = capsys.readouterr().out
+    assert "1 attempt imported (1 new" in out and "1 attempt imported (0 new, 1 already there)" in out
+    assert [f.task_family for f in sql_store(engine).families(limit=10)] == ["eager:bwa"]
