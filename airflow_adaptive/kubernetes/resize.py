@@ -69,7 +69,7 @@ def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -
     if plan is None:
         return
     if not plan.rescue_above_bytes:  # else the pod keeps the decision; the agent learns where rescue starts
-        start = format_memory(plan_start_bytes(plan))
+        start = format_memory(_start_bytes(plan))
         resources = container.resources or k8s.V1ResourceRequirements()
         container.resources = k8s.V1ResourceRequirements(
             requests={**(resources.requests or {}), "memory": start},
@@ -79,9 +79,9 @@ def allow_growth(pod: k8s.V1Pod, container_name: str, plan: GrowthPlan | None) -
     _annotate(pod, plan, f"; {plan_note(plan)}")
 
 
-def plan_start_bytes(plan: GrowthPlan) -> int:
-    """Where a pod with the plan starts: the decision for a held plan, else its start (at least 1 MiB)."""
-    return plan.decision_bytes if plan.rescue_above_bytes else max(plan.start_bytes, MIB)
+def _start_bytes(plan: GrowthPlan) -> int:
+    """Where a pod with a plan that is not held starts: its start, at least 1 MiB."""
+    return max(plan.start_bytes, MIB)
 
 
 def plan_note(plan: GrowthPlan) -> str:
@@ -93,7 +93,7 @@ def plan_note(plan: GrowthPlan) -> str:
         )  # fmt: skip
         return (f"at the decision, grown in place only as a rescue, once usage passes "
                 f"{format_bytes(plan.rescue_above_bytes)} (its family's peaks at the kill budget){lowered}")  # fmt: skip
-    start = plan_start_bytes(plan)
+    start = _start_bytes(plan)
     if plan.young:
         return (
             f"starts at {format_bytes(start)}, is kept {_headrooms(plan, start)} above usage up to "
