@@ -46,11 +46,17 @@ class _Tier:
             return True
         return False
 
-    def put(self, name: str, size_bytes: int) -> bool:
-        if size_bytes > self.capacity_bytes:
+    def put(self, name: str, size_bytes: int, keep: frozenset[str] = frozenset()) -> bool:
+        """Store ``name``, evicting least recently used entries but never those in ``keep`` (what
+        the reading task needs, as the staging program spares them); False when it cannot fit."""
+        evictable = [entry for entry in self.entries if entry not in keep]
+        spared_bytes = self.used_bytes - sum(self.entries[entry] for entry in evictable)
+        if spared_bytes + size_bytes > self.capacity_bytes:
             return False
-        while self.used_bytes + size_bytes > self.capacity_bytes:
-            self.used_bytes -= self.entries.popitem(last=False)[1]
+        for entry in evictable:
+            if self.used_bytes + size_bytes <= self.capacity_bytes:
+                break
+            self.used_bytes -= self.entries.pop(entry)
         self.entries[name] = size_bytes
         self.used_bytes += size_bytes
         return True
@@ -94,7 +100,8 @@ class SharedStorage:
                 continue
             shared_bytes += size
             if self.locality and name in self.staged:
-                self._stage(node, name, size, free_memory_bytes - (ram.used_bytes - ram_before))
+                keep = frozenset(own for own, _ in task.inputs)
+                self._stage(node, name, size, free_memory_bytes - (ram.used_bytes - ram_before), keep)
         shared_s = shared_bytes / self.per_reader_bytes_per_s()
         self.shared_read_bytes += int(shared_bytes)
         if shared_bytes:
@@ -109,11 +116,11 @@ class SharedStorage:
             return None
         return next((tier for tier in self.tiers[node] if tier.hit(name)), None)
 
-    def _stage(self, node: str, name: str, size: int, free_memory_bytes: int) -> None:
+    def _stage(self, node: str, name: str, size: int, free_memory_bytes: int, keep: frozenset[str]) -> None:
         ram, disk = self.tiers[node]
-        if size <= free_memory_bytes and ram.put(name, size):
+        if size <= free_memory_bytes and ram.put(name, size, keep):
             return
-        disk.put(name, size)
+        disk.put(name, size, keep)
 
     def local_bytes(self, task: SimTask) -> dict[str, int]:
         """Bytes of the task's staged inputs each node holds (what the store would report); none

@@ -92,6 +92,16 @@ def test_locality_reads_big_shared_inputs_once_per_node_and_finishes_sooner() ->
     assert local_s < 0.8 * blind_s
 
 
+@pytest.mark.parametrize("ram_disk_gib", [4, 8, 12])
+def test_a_tasks_inputs_do_not_evict_each_other_from_a_ram_disk(ram_disk_gib: int) -> None:
+    """A task's own inputs are never evicted for one another (as the staging program keeps what the
+    pod needs): two 8 GiB inputs with one RAM disk's room used to evict each other on every task."""
+    _, disk_read = run("tarema+locality", 8 * GIB)
+    _, ram_read = run("tarema+locality", 8 * GIB, SimParams(ram_disk_bytes=ram_disk_gib * GIB))
+    assert ram_read <= disk_read
+    assert ram_read <= 15 * 2 * 8 * GIB  # at most one copy of each input per node
+
+
 def test_small_inputs_are_never_staged() -> None:
     assert run("tarema+locality", 512 * 1024) == run("tarema", 512 * 1024)
 
