@@ -6,6 +6,7 @@ import contextlib
 import csv
 import hashlib
 import os
+import re
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ from airflow_adaptive.exceptions import TraceFormatError
 from airflow_adaptive.traces.source import READ_ERRORS, cannot_read, compression
 
 MISSING = {"", "-", "NA", "nan", "NaN", "null", "None"}
+UNCLOSED_QUOTE = re.compile(r"EOF inside string starting at row (\d+)")
 # Counts, bytes, milliseconds: nothing in a trace is larger (and BIGINT holds it). A row holding a
 # value outside [0, 2^62] (negative, not finite, 1e300) is skipped as NOT_A_NUMBER.
 MAX_NUMBER = float(MAX_COUNT)
@@ -34,6 +36,9 @@ def _table_errors(name: str) -> Iterator[None]:
         raise TraceFormatError(f"{name}: empty file") from None
     except (pd.errors.ParserError, csv.Error, UnicodeDecodeError, ValueError) as err:
         reason = (str(err).strip().splitlines() or [type(err).__name__])[-1][:200]
+        quote = UNCLOSED_QUOTE.search(reason)  # pandas counts lines from 0 there (header: row 0)
+        if quote:
+            reason = f"a quote opened on line {int(quote.group(1)) + 1} is never closed"
         raise TraceFormatError(f"{name}: cannot be read as a table ({reason})") from None
     except READ_ERRORS as err:
         raise cannot_read(name, err) from None
