@@ -24,7 +24,7 @@ from airflow_adaptive.traces.series import (
     is_series_tasks,
     read_series_history,
 )
-from airflow_adaptive.traces.source import first_line, readable_copy
+from airflow_adaptive.traces.source import first_line, has_rows, readable_copy
 from airflow_adaptive.traces.wfformat import NotAnInstanceError, NotJsonError, load_instance, read_wfformat
 
 READERS: dict[str, Callable[[str], ImportResult]] = {
@@ -170,11 +170,14 @@ def _is_trace(path: str) -> bool:
     """Whether a file found in a folder is a trace: of a known format by its first line, and a JSON
     document a WfFormat instance (read whole: stray JSON beside the traces is common, and would
     otherwise stop a folder's import or replay). A broken instance is a trace: its reader says why;
-    so is a file named as JSON that is none (cut short), but not another that starts with ``{``."""
+    so is a file named as JSON that is none (cut short), but not another that starts with ``{``.
+    A header with no row after it holds no trace either (as an empty file does)."""
     try:
         kind = detect_format(path)
     except TraceFormatError:  # no header of a known format
         return False
+    if kind != "wfformat":
+        return has_rows(path)
     if kind == "wfformat":
         try:
             load_instance(path)

@@ -76,6 +76,25 @@ def first_line(name: str, limit: int = MAX_HEADER_BYTES) -> str:
         raise TraceFormatError(f"{name}: cannot read (first line is not UTF-8: {err.reason})") from None
 
 
+def has_rows(name: str, limit: int = MAX_HEADER_BYTES) -> bool:
+    """Whether a line-based trace has anything but blank lines after its header (reading at most
+    ``limit`` bytes past it: a longer run of blanks counts as rows, for the reader to judge)."""
+    try:
+        with open_bytes(name) as stream:
+            stream.readline(limit + 1)
+            seen = 0
+            while seen <= limit:
+                line = stream.readline(limit + 1)
+                if not line:
+                    return False
+                if line.strip():
+                    return True
+                seen += len(line)
+    except READ_ERRORS as err:
+        raise cannot_read(name, err) from None
+    return True
+
+
 def header_fields(line: str, sep: str) -> list[str]:
     """The column names of a header line (quoted as CSV quotes them), stripped."""
     return [field.strip() for field in next(csv.reader([line], delimiter=sep), [])]
