@@ -1,16 +1,15 @@
 """The history store in the provider's tables of Airflow's metadata database (SQLAlchemy core).
 
-Every driver or OS error becomes :class:`HistoryUnavailableError` (or
-:class:`HistoryRejectedError` for input the database refuses for good) right
-here, so no caller catches a SQLAlchemy error. Every transaction carries the
-store's timeout, whoever owns the engine: PostgreSQL gets statement and lock
-timeouts, SQLite waits that long for a writer to finish (it has one writer at
-a time).
+Every driver or OS error becomes :class:`HistoryUnavailableError` (or :class:`HistoryRejectedError` for
+input the database refuses for good) right here, so no caller catches a SQLAlchemy error. Every
+transaction carries the store's timeout, whoever owns the engine: PostgreSQL gets statement and lock
+timeouts, SQLite waits that long for a writer to finish (it has one writer at a time).
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import astuple
 from datetime import date, datetime, timedelta, timezone
@@ -47,6 +46,7 @@ from airflow_adaptive.store.tables import (
 )
 
 _MISSING_TABLE = ("no such table", "does not exist", "doesn't exist")
+_MISSING_DATABASE = re.compile(r'database "[^"]*" does not exist|unknown database', re.IGNORECASE)
 
 
 @contextlib.contextmanager
@@ -60,7 +60,9 @@ def map_errors() -> Iterator[None]:
         message = _first_line(err)
         if isinstance(err, NoSuchTableError):  # reflection names only the table
             message = f"no such table: {message}"
-        if any(marker in message.lower() for marker in _MISSING_TABLE):
+        if _MISSING_DATABASE.search(message):  # the server has no such database: migrate cannot make it
+            message += " (create that database, then run airflow db migrate)"
+        elif any(marker in message.lower() for marker in _MISSING_TABLE):
             message += " (run airflow db migrate?)"
         raise HistoryUnavailableError(f"history store unavailable: {message}") from err
     except OSError as err:
