@@ -30,6 +30,7 @@ ASSETS = {  # the only files served: name -> media type
     "whatif.js": "text/javascript",
     "runtimes.js": "text/javascript",
     "controls.js": "text/javascript",
+    "frame.js": "text/javascript",
     "app.css": "text/css",
     "vendor/uplot/uPlot.iife.min.js": "text/javascript",
     "vendor/uplot/uPlot.min.css": "text/css",

@@ -214,6 +214,17 @@ def check_queue(walk: Walk, engine: Any, tmp_path: Path) -> None:
     walk.tab("queue")
 
 
+def check_an_edited_address_is_followed(walk: Walk) -> None:
+    """A view typed into Airflow's address while the page is open opens in the frame."""
+    walk.tab("queue")
+    walk.browser.switch_to.default_content()
+    walk.browser.execute_script("location.hash = '#/nodes'")
+    walk.tab("nodes")
+    check_the_address_names_the_view(walk, "nodes")
+    walk.browser.back()  # the browser's own history: back to the queue
+    walk.tab("queue")
+
+
 def check_dark_theme(walk: Walk) -> None:
     browser = walk.browser
     walk.tab("queue")
@@ -318,6 +329,7 @@ def test_pages_through_airflows_login_and_navigation(
     check_family(walk, store)
     check_nodes_and_locality(walk, store)
     check_queue(walk, engine, tmp_path)
+    check_an_edited_address_is_followed(walk)
     check_dark_theme(walk)
     check_family_addresses(walk, store)
     check_source_filter(walk, store)

@@ -354,36 +354,9 @@ async function route() {
   showViewInAirflowsAddress();
   document.body.dataset.ready = tab;
 }
-// Airflow copies the frame's path into its own address (/plugin/adaptive/adaptive/ui#/overview) once,
-// when the frame loads. Its address names this page's view instead: /plugin/adaptive#/families,
-// kept as the view changes, so it can be bookmarked and reloaded (openAirflowsView reads it back).
-function airflowsPluginPath() {
-  const top = window.parent;
-  if (top === window) return null;
-  const m = top.location.pathname.match(/^(.*\/plugin\/[^/]+)(\/.*)?$/);  // a nav page, not a task's tab
-  return m && !m[1].includes("/dags/") && (!m[2] || m[2] === location.pathname) ? m[1] : null;
-}
-function showViewInAirflowsAddress() {
-  try {
-    const path = airflowsPluginPath();
-    if (path) window.parent.history.replaceState(window.parent.history.state, "", path + location.hash);
-  } catch (err) { /* not framed by Airflow, or another origin: nothing to keep in step */ }
-}
-function openAirflowsView() {
-  try {
-    const wanted = window.parent.location.hash;
-    if (airflowsPluginPath() && wanted.startsWith("#/") && wanted !== location.hash) history.replaceState(null, "", wanted);
-  } catch (err) { /* as above */ }
-}
-function followAirflowTheme() {  // same origin: read the theme class Airflow sets on its own page
-  try {
-    const parent = window.parent.document.documentElement.classList;
-    const theme = parent.contains("dark") ? "dark" : parent.contains("light") ? "light" : "";
-    if (theme) document.documentElement.dataset.theme = theme;
-  } catch (err) { /* not framed by Airflow: the browser's preference applies */ }
-}
 followAirflowTheme();
 window.addEventListener("hashchange", () => { window.scrollTo(0, 0); route(); });  // a new view opens at its top
 openAirflowsView();
+followAirflowsAddress();
 window.addEventListener("load", () => setTimeout(showViewInAirflowsAddress, 0));
 route();
