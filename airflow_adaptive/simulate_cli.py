@@ -97,6 +97,18 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def shown_placement(name: str) -> str:
+    """A result's name as the table shows it: ``default`` says which policy it ran (``default
+    (finish-time)/fifo``); the JSON keeps the name it was asked by."""
+    from airflow_adaptive.core.placement import DEFAULT_PLACEMENT
+    from airflow_adaptive.simulation.placements import DEFAULT
+
+    placement, sep, rest = name.partition("/")
+    if placement == DEFAULT or placement.startswith(DEFAULT + "+"):
+        placement = placement.replace(DEFAULT, f"{DEFAULT} ({DEFAULT_PLACEMENT})", 1)
+    return placement + sep + rest
+
+
 def print_table(results: dict[str, Any], title: str, out: TextIO) -> None:
     from rich.table import Table
 
@@ -120,7 +132,7 @@ def print_table(results: dict[str, Any], title: str, out: TextIO) -> None:
             f"{g}:{u:.0%}/{r.busy_by_group[g]:.0%}" for g, u in sorted(r.utilisation_by_group.items())
         )
         table.add_row(
-            name, f"{r.makespan_s / 3600:.3f}", f"{r.mean_wait_s:.1f}", str(r.oom_kills), f"{r.waste_gb_h:.2f}",
+            shown_placement(name), f"{r.makespan_s / 3600:.3f}", f"{r.mean_wait_s:.1f}", str(r.oom_kills), f"{r.waste_gb_h:.2f}",
             f"{r.maq:.1%}", str(r.failed + r.never_ran), f"{r.shared_storage_read_bytes / 1e9:.1f}", use,
         )  # fmt: skip
     print_rich_table(table, out)

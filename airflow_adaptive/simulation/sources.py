@@ -60,8 +60,10 @@ def lotaru_workload(folder: str, workflow: str, params: SimParams) -> Workload:
     the demand; a machine that lacks a row gets the reference runtime times the family's median
     ratio on that machine.
     """
+    if not os.path.isdir(folder):
+        raise SimulationInputError(f"{folder}: no such folder (lotaru:DIR:WORKFLOW names Lotaru's data folder)")
     frames = {}
-    for machine in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+    for machine in sorted(os.listdir(folder)):
         path = os.path.join(folder, machine, f"{workflow}.csv")
         if os.path.isfile(path):
             frames[machine] = _lotaru_frame(path)
