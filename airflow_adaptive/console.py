@@ -3,6 +3,7 @@ logs and CI), and the console every table is printed on; rich is imported only w
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -48,3 +49,13 @@ def print_table(table: Table, out: TextIO) -> None:
     console.print(table)
     if caption:
         console.print(caption, soft_wrap=True, highlight=False)
+
+
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits in plain decimals (``29,070``, ``0.000609``), as a
+    table of GB·h from milliseconds-long tasks to whole pipelines needs: never ``2.91e+04``, never
+    ``0.00``."""
+    if not math.isfinite(value) or value == 0:
+        return f"{value:g}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    return f"{round(value, decimals):,.{decimals}f}"

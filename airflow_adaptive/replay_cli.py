@@ -215,7 +215,7 @@ def _print_replay(report: dict[str, Any], out: TextIO) -> None:
     """One table per trace: every strategy, cheapest first, and what was left out of the trace."""
     from rich.table import Table
 
-    from airflow_adaptive.console import print_table
+    from airflow_adaptive.console import print_table, significant
     from airflow_adaptive.core.units import format_bytes
     from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY, ratio_to_best_anchor
 
@@ -238,14 +238,14 @@ def _print_replay(report: dict[str, Any], out: TextIO) -> None:
         rows = sorted(trace["strategies"].items(), key=lambda kv: kv[1]["waste_gb_h"])
         for name, m in rows:
             table.add_row(
-                name, f"{m['waste_gb_h']:.2f}", f"{m['maq']:.3f}", f"{m['wrr']:.3f}", f"{m['ate']:.3f}",
+                name, significant(m["waste_gb_h"]), f"{m['maq']:.3f}", f"{m['wrr']:.3f}", f"{m['ate']:.3f}",
                 f"{m['retries_per_100']:.2f}", str(m["failed"]),
             )  # fmt: skip
         ratio = ratio_to_best_anchor(trace)
         caption = f"{DEFAULT_STRATEGY} / best anchor ({ratio[1]}) = {ratio[0]:.3f}" if ratio else None
         reasons = _skipped_reasons(trace)
         sweep = " | ".join(
-            f"{p['max_oom_rate']:g}: {p['waste_gb_h']:.3g} GB·h, {p['retries_per_100']:.2f} kills/100"
+            f"{p['max_oom_rate']:g}: {significant(p['waste_gb_h'])} GB·h, {p['retries_per_100']:.2f} kills/100"
             for p in trace.get("budget_sweep", [])
         )
         table.caption = "\n".join(

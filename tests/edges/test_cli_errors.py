@@ -408,3 +408,12 @@ def test_a_number_in_config_that_cannot_be_meant_is_one_line(
     finally:
         monkeypatch.undo()
         get_settings.cache_clear()
+
+
+def test_gb_hours_are_plain_decimals_to_three_significant_digits() -> None:
+    """A lobster trace's tasks run for milliseconds, a methylseq run for days: replay's waste column
+    and its budget sweep show both, never 0.00 nor 2.91e+04."""
+    from airflow_adaptive.console import significant
+
+    shown = [significant(v) for v in (0.000609, 0.0009701, 2.907, 541.03, 29069.4, 0.0, float("nan"))]
+    assert shown == ["0.000609", "0.000970", "2.91", "541", "29,069", "0", "nan"]
