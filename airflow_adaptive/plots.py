@@ -4,13 +4,15 @@ peak; a simulation's makespans and a Gantt-style chart per policy."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from airflow_adaptive.console import significant
 from airflow_adaptive.core.units import GIB
 
 if TYPE_CHECKING:
@@ -59,15 +61,14 @@ def write_replay_plots(report: dict[str, Any], folder: str | os.PathLike[str]) -
         # Linear from zero: a bar's length is its waste, so twice as long is twice the waste
         # (a log axis starting near the smallest bar made small differences look large).
         ax.set_xlim(left=0, right=max(waste, default=0) * 1.15 or 1)
-        ax.bar_label(bars, labels=[f"{w:.3g}" for w in waste], padding=3, fontsize=7)
+        ax.bar_label(bars, labels=[significant(w) for w in waste], padding=3, fontsize=7)
         ax.invert_yaxis()
         ax.set_xlabel("memory waste (GB·h; failed attempts included)")
         ax.set_title(f"{Path(trace['trace']).name}: {trace['instances']} tasks, history {trace['history']}")
         written.append(save(fig, out / f"{_stem(trace['trace'])}-waste.png"))
         if trace.get("budget_sweep"):
-            written.append(
-                _waste_vs_kills(plt, trace, default, out / f"{_stem(trace['trace'])}-waste-vs-kills.png")
-            )
+            stem = out / f"{_stem(trace['trace'])}-waste-vs-kills.png"
+            written.append(_waste_vs_kills(plt, trace, default, report.get("max_oom_rate"), stem))
         allocations = report.get("_allocations", {}).get(trace["trace"])
         if not allocations:
             continue
@@ -99,7 +100,26 @@ def write_replay_plots(report: dict[str, Any], folder: str | os.PathLike[str]) -
     return written
 
 
-def _waste_vs_kills(plt: Any, trace: dict[str, Any], default: str, path: Path) -> Path:
+def _shared_labels(
+    points: Iterable[tuple[str, Mapping[str, Any]]], ratio: float = 1.02
+) -> list[tuple[str, tuple[float, float]]]:
+    """One label per place on the waste-for-kills plane: names whose points would be drawn on top of
+    each other (within 0.1 kills per 100 and a ``ratio`` of waste) share it, joined by commas."""
+    places: dict[tuple[float, float], list[tuple[str, Mapping[str, Any]]]] = {}
+    for name, m in points:
+        waste = m["waste_gb_h"]
+        key = (
+            round(m["retries_per_100"], 1),
+            round(math.log10(waste) / math.log10(1.02)) if waste > 0 else 0,
+        )
+        places.setdefault(key, []).append((name, m))
+    return [
+        (", ".join(n for n, _ in same), (same[0][1]["retries_per_100"], same[0][1]["waste_gb_h"]))
+        for same in places.values()
+    ]
+
+
+def _waste_vs_kills(plt: Any, trace: dict[str, Any], default: str, budget: float | None, path: Path) -> Path:
     """The default strategy's waste against its OOM kills under each budget, and every other
     strategy as a point: what a budget buys, next to what the published strategies give."""
     fig, ax = plt.subplots(figsize=(7, 5))
@@ -108,20 +128,26 @@ def _waste_vs_kills(plt: Any, trace: dict[str, Any], default: str, path: Path) -
         [p["retries_per_100"] for p in curve], [p["waste_gb_h"] for p in curve],
         marker="o", color="tab:green", label=f"{default}, by OOM-kill budget",
     )  # fmt: skip
-    budgets_at: dict[tuple[float, str], list[Any]] = {}  # budgets at one point as drawn share a label
-    for p in curve:
-        budgets_at.setdefault((round(p["retries_per_100"], 2), f"{p['waste_gb_h']:.3g}"), []).append(p)
-    for same in budgets_at.values():
-        label = ", ".join(f"{p['max_oom_rate']:g}" for p in same)
-        ax.annotate(label, (same[0]["retries_per_100"], same[0]["waste_gb_h"]), fontsize=7)
-    for name, m in sorted(trace["strategies"].items()):
-        if name in (default, "whole-node"):
-            continue
+    for label, at in _shared_labels(((f"{p['max_oom_rate']:g}", p) for p in curve), 1.06):
+        left = at[0] > 0.05  # left of the curve, as anchors' names are right of theirs; at no kill, right
+        ax.annotate(label, at, xytext=(-5, -9) if left else (7, -3), textcoords="offset points",
+                    ha="right" if left else "left", fontsize=7)  # fmt: skip
+    ours = trace["strategies"].get(default)
+    if ours:  # the configured budget's own point, the one pods get
+        ax.scatter(ours["retries_per_100"], ours["waste_gb_h"], s=110, marker="*", color="tab:red", zorder=3,
+                   label=f"{default} as configured" + (f" (budget {budget:g})" if budget is not None else ""))  # fmt: skip
+    others = [(n, m) for n, m in sorted(trace["strategies"].items()) if n not in (default, "whole-node")]
+    for name, m in others:
         ax.scatter(
             m["retries_per_100"], m["waste_gb_h"], s=14, color="tab:grey" if name == "user" else "tab:blue"
         )
-        ax.annotate(name, (m["retries_per_100"], m["waste_gb_h"]), fontsize=6, alpha=0.8)
+    for label, at in _shared_labels(others):  # right of their points
+        ax.annotate(label, at, xytext=(4, 3), textcoords="offset points", fontsize=6, alpha=0.8)
     ax.set_yscale("log")
+    plain = plt.FuncFormatter(lambda value, _: significant(value))  # 2,000, not 2 x 10^3
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="y", which="both", labelsize=8)
     ax.set_xscale("symlog", linthresh=1.0)  # the budgets' points lie within a few kills; anchors reach 100+
     kills = [p["retries_per_100"] for p in (*curve, *trace["strategies"].values())]
     ax.set_xlim(left=-0.15, right=max(kills) * 1.5 + 1)  # room for the points at 0 and their names
