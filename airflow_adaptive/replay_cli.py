@@ -264,7 +264,12 @@ def _print_replay(report: dict[str, Any], out: TextIO) -> None:
 
 
 def _skipped_reasons(trace: dict[str, Any]) -> str:
-    return "; ".join(f"{n} {why}" for why, n in sorted(trace["skipped"]["reasons"].items()))
+    """Why tasks were left out, with the file line of each unreadable row's reason's first row."""
+    first = trace["skipped"].get("first_line", {})
+    return "; ".join(
+        f"{n} {why}" + (f" (first on line {first[why]})" if why in first else "")
+        for why, n in sorted(trace["skipped"]["reasons"].items())
+    )
 
 
 def _leave_out_empty(report: dict[str, Any]) -> None:

@@ -24,9 +24,10 @@ DEFAULT_STRATEGY = "adaptive"
 
 
 @functools.lru_cache(maxsize=8)
-def _trace(path: str, fmt: str) -> tuple[tuple[TaskRun, ...], dict[str, int]]:
-    runs, skipped = replay_input(path, fmt)
-    return tuple(runs), skipped
+def _trace(path: str, fmt: str) -> tuple[tuple[TaskRun, ...], dict[str, int], dict[str, int]]:
+    first_lines: dict[str, int] = {}
+    runs, skipped = replay_input(path, fmt, first_lines)
+    return tuple(runs), skipped, first_lines
 
 
 def _runs(path: str, fmt: str) -> tuple[TaskRun, ...]:
@@ -107,9 +108,10 @@ def evaluate(
     jobs = []
     traces: dict[str, dict[str, Any]] = {}
     for path in paths:
-        runs, skipped = _trace(path, fmt)
+        runs, skipped, first_lines = _trace(path, fmt)
         timed = bool(runs) and all(r.start_s is not None for r in runs)
         traces[path] = trace_entry(path, runs, skipped, config.history if timed else "sequential", config)
+        traces[path]["skipped"]["first_line"] = first_lines
         if budgets:
             traces[path]["budget_sweep"] = []
         names, left_out = strategies_for(runs, strategies)

@@ -96,11 +96,18 @@ def task_runs(observations: list[Observation]) -> list[TaskRun]:
     return [run for run in map(_task_run, observations) if isinstance(run, TaskRun)]
 
 
-def replay_input(path: str, fmt: str = "auto") -> tuple[list[TaskRun], dict[str, int]]:
+def replay_input(
+    path: str, fmt: str = "auto", first_lines: dict[str, int] | None = None
+) -> tuple[list[TaskRun], dict[str, int]]:
     """A trace's replay input, and how many of its rows were left out, by reason: rows the
-    reader skipped (as ``history import`` reports them) and attempts with no true peak."""
+    reader skipped (as ``history import`` reports them) and attempts with no true peak.
+    ``first_lines``: filled with the file line of each skipped row's reason's first row."""
     result = read_trace(path, fmt)
-    reasons = Counter(row.kind or row.reason.split(":")[0] for row in result.skipped)
+    kinds = [row.kind or row.reason.split(":")[0] for row in result.skipped]
+    reasons = Counter(kinds)
+    if first_lines is not None:
+        for kind, row in zip(kinds, result.skipped, strict=True):
+            first_lines.setdefault(kind, row.line)
     runs = []
     for made in map(_task_run, result.observations):
         if isinstance(made, TaskRun):

@@ -123,10 +123,12 @@ def test_import_reports_malformed_rows_and_decides_from_the_rest(
     assert entry["skipped"] == {
         "rows": 2,
         "reasons": {"not a number from 0 to 2^62": 1, "OOM-killed (true peak unknown)": 1},
+        "first_line": {"not a number from 0 to 2^62": 7},  # a row the reader skipped: where, as import says
     }
     assert main(["replay", str(trace), "--strategy", "pc95", "--workers", "1"]) == 0
     shown_table = capsys.readouterr().out
     assert "2 rows not replayed" in shown_table and "1 OOM-killed (true peak unknown)" in shown_table
+    assert "1 not a number from 0 to 2^62 (first on line 7)" in shown_table
 
 
 def test_a_file_with_no_usable_rows_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -270,7 +270,7 @@ def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.Ca
     assert report["default_strategy"] == "adaptive" and "user" not in report["anchor_strategies"]
     (entry,) = report["traces"]
     assert entry["instances"] == 60 and entry["history"] == "sequential"
-    assert entry["skipped"] == {"rows": 0, "reasons": {}}
+    assert entry["skipped"] == {"rows": 0, "reasons": {}, "first_line": {}}
     assert entry["cap_bytes"] == 512 * 2**20  # no --cap-bytes: the largest peak, 499 MB, up to a power of two
     assert "user" not in entry["strategies"]  # no requests in a CCTools table
     for metrics in entry["strategies"].values():
