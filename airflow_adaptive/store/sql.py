@@ -9,14 +9,12 @@ timeouts, SQLite waits that long for a writer to finish (it has one writer at a 
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import astuple
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, func, or_, select, text
-from sqlalchemy.exc import DataError, IntegrityError, NoSuchTableError, SQLAlchemyError
 
 from airflow_adaptive.core.grouping import Grouping, NodeProfile
 from airflow_adaptive.core.lff import FamilyProgress
@@ -28,10 +26,11 @@ from airflow_adaptive.core.retention import prune_cutoff
 from airflow_adaptive.core.rollup import DayTotals, Distributions, FamilyRollup
 from airflow_adaptive.core.sizing.similar import Identity
 from airflow_adaptive.core.unfinished import STALE_AFTER_S
-from airflow_adaptive.exceptions import HistoryRejectedError, HistoryUnavailableError
+from airflow_adaptive.exceptions import HistoryUnavailableError
 from airflow_adaptive.store import inputs, rows, totals
 from airflow_adaptive.store.api import FamilyState, FamilyTotals, PruneResult, RecordResult, TotalsQuery
 from airflow_adaptive.store.dialects import upsert
+from airflow_adaptive.store.errors import map_errors
 from airflow_adaptive.store.learning import DEFAULT_LEARNING, Learning
 from airflow_adaptive.store.rebuild import rebuild_all
 from airflow_adaptive.store.recording import record_batches_in
@@ -44,34 +43,6 @@ from airflow_adaptive.store.tables import (
     task_attempt,
     unfinished_attempt,
 )
-
-_MISSING_TABLE = ("no such table", "does not exist", "doesn't exist")
-_MISSING_DATABASE = re.compile(r'database "[^"]*" does not exist|unknown database', re.IGNORECASE)
-
-
-@contextlib.contextmanager
-def map_errors() -> Iterator[None]:
-    """Store trouble as the provider's own errors, one line each (httpx's ``map_exceptions`` idea)."""
-    try:
-        yield
-    except (DataError, IntegrityError, OverflowError) as err:  # OverflowError: SQLite's driver on a huge int
-        raise HistoryRejectedError(f"the history store refused the data: {_first_line(err)}") from err
-    except SQLAlchemyError as err:
-        message = _first_line(err)
-        if isinstance(err, NoSuchTableError):  # reflection names only the table
-            message = f"no such table: {message}"
-        if _MISSING_DATABASE.search(message):  # the server has no such database: migrate cannot make it
-            message += " (create that database, then run airflow db migrate)"
-        elif any(marker in message.lower() for marker in _MISSING_TABLE):
-            message += " (run airflow db migrate?)"
-        raise HistoryUnavailableError(f"history store unavailable: {message}") from err
-    except OSError as err:
-        raise HistoryUnavailableError(f"history store unavailable: {err}") from err
-
-
-def _first_line(err: BaseException) -> str:
-    original = getattr(err, "orig", None) or err
-    return (str(original).strip().splitlines() or [type(original).__name__])[0][:300]
 
 
 @contextlib.contextmanager

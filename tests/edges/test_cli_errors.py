@@ -247,31 +247,6 @@ def test_a_store_without_our_tables_is_one_line_naming_the_migration(
     _one_line_error(code, capsys.readouterr().err, "no such table: adaptive_", "(run airflow db migrate?)")
 
 
-def test_a_database_the_server_does_not_have_is_not_sent_to_the_migration(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """``airflow db migrate`` makes tables, not databases: a missing PostgreSQL database says so."""
-    from sqlalchemy import create_engine
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import OperationalError
-
-    from airflow_adaptive.store import access
-    from tests.conftest import POSTGRES_URL
-
-    missing = create_engine(make_url(POSTGRES_URL).set(database="adaptive_no_such_database"))
-    try:
-        missing.connect().close()
-    except OperationalError as err:
-        if "does not exist" not in str(err):
-            pytest.skip(f"no PostgreSQL server to ask: {str(err).splitlines()[0]}")
-    monkeypatch.setattr(access, "airflow_engine", lambda: missing)
-    code = main(["decide", "--task-family", "genomics.align"])
-    _one_line_error(
-        code, capsys.readouterr().err, 'database "adaptive_no_such_database" does not exist',
-        "(create that database, then run airflow db migrate)",
-    )  # fmt: skip
-
-
 @pytest.mark.parametrize(
     ("option", "typo", "says"),
     [
@@ -408,12 +383,3 @@ def test_a_number_in_config_that_cannot_be_meant_is_one_line(
     finally:
         monkeypatch.undo()
         get_settings.cache_clear()
-
-
-def test_gb_hours_are_plain_decimals_to_three_significant_digits() -> None:
-    """A lobster trace's tasks run for milliseconds, a methylseq run for days: replay's waste column
-    and its budget sweep show both, never 0.00 nor 2.91e+04."""
-    from airflow_adaptive.console import significant
-
-    shown = [significant(v) for v in (0.000609, 0.0009701, 2.907, 541.03, 29069.4, 0.0, float("nan"))]
-    assert shown == ["0.000609", "0.000970", "2.91", "541", "29,069", "0", "nan"]
