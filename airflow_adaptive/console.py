@@ -52,10 +52,11 @@ def print_table(table: Table, out: TextIO) -> None:
 
 
 def significant(value: float, digits: int = 3) -> str:
-    """``value`` to ``digits`` significant digits in plain decimals (``29,070``, ``0.000609``), as a
-    table of GB·h from milliseconds-long tasks to whole pipelines needs: never ``2.91e+04``, never
-    ``0.00``."""
+    """``value`` to at least ``digits`` significant digits in plain decimals (``29,069``, ``0.000609``),
+    as a table of GB·h from milliseconds-long tasks to whole pipelines needs: never ``2.91e+04``,
+    never ``0.00``. A whole number keeps every digit."""
     if not math.isfinite(value) or value == 0:
-        return f"{value:g}"
-    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+        return f"{abs(value) if value == 0 else value:g}"
+    rounded = float(f"{value:.{digits - 1}e}")  # 99.96 is 100 first, so it gets "100", not "100.0"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(rounded))))
     return f"{round(value, decimals):,.{decimals}f}"

@@ -105,18 +105,29 @@ def _shared_labels(
 ) -> list[tuple[str, tuple[float, float]]]:
     """One label per place on the waste-for-kills plane: names whose points would be drawn on top of
     each other (within 0.1 kills per 100 and a ``ratio`` of waste) share it, joined by commas."""
-    places: dict[tuple[float, float], list[tuple[str, Mapping[str, Any]]]] = {}
+    places: dict[tuple[float, int | None], list[tuple[str, Mapping[str, Any]]]] = {}
     for name, m in points:
         waste = m["waste_gb_h"]
-        key = (
-            round(m["retries_per_100"], 1),
-            round(math.log10(waste) / math.log10(1.02)) if waste > 0 else 0,
-        )
+        key = (round(m["retries_per_100"], 1), round(math.log(waste, ratio)) if waste > 0 else None)
         places.setdefault(key, []).append((name, m))
     return [
         (", ".join(n for n, _ in same), (same[0][1]["retries_per_100"], same[0][1]["waste_gb_h"]))
         for same in places.values()
     ]
+
+
+def _plain_log_ticks(axis: Any) -> None:
+    """A log axis's tick labels in plain decimals (2,000 and 0.5, not 2 x 10^3), on the ticks
+    matplotlib itself would label (minor ones only where the axis spans few decades)."""
+    from matplotlib.ticker import LogFormatter
+
+    class Plain(LogFormatter):
+        def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
+            shown = significant(x)
+            return shown.rstrip("0").rstrip(".") if "." in shown else shown
+
+    axis.set_major_formatter(Plain())
+    axis.set_minor_formatter(Plain(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
 
 
 def _waste_vs_kills(plt: Any, trace: dict[str, Any], default: str, budget: float | None, path: Path) -> Path:
@@ -144,9 +155,7 @@ def _waste_vs_kills(plt: Any, trace: dict[str, Any], default: str, budget: float
     for label, at in _shared_labels(others):  # right of their points
         ax.annotate(label, at, xytext=(4, 3), textcoords="offset points", fontsize=6, alpha=0.8)
     ax.set_yscale("log")
-    plain = plt.FuncFormatter(lambda value, _: significant(value))  # 2,000, not 2 x 10^3
-    ax.yaxis.set_major_formatter(plain)
-    ax.yaxis.set_minor_formatter(plain)
+    _plain_log_ticks(ax.yaxis)
     ax.tick_params(axis="y", which="both", labelsize=8)
     ax.set_xscale("symlog", linthresh=1.0)  # the budgets' points lie within a few kills; anchors reach 100+
     kills = [p["retries_per_100"] for p in (*curve, *trace["strategies"].values())]

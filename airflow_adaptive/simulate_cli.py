@@ -113,6 +113,7 @@ def print_table(results: dict[str, Any], title: str, out: TextIO) -> None:
     from rich.table import Table
 
     from airflow_adaptive.console import print_table as print_rich_table
+    from airflow_adaptive.console import significant
 
     table = Table(title=title)
     columns = (
@@ -132,7 +133,7 @@ def print_table(results: dict[str, Any], title: str, out: TextIO) -> None:
             f"{g}:{u:.0%}/{r.busy_by_group[g]:.0%}" for g, u in sorted(r.utilisation_by_group.items())
         )
         table.add_row(
-            shown_placement(name), f"{r.makespan_s / 3600:.3f}", f"{r.mean_wait_s:.1f}", str(r.oom_kills), f"{r.waste_gb_h:.2f}",
+            shown_placement(name), f"{r.makespan_s / 3600:.3f}", f"{r.mean_wait_s:.1f}", str(r.oom_kills), significant(r.waste_gb_h),
             f"{r.maq:.1%}", str(r.failed + r.never_ran), f"{r.shared_storage_read_bytes / 1e9:.1f}", use,
         )  # fmt: skip
     print_rich_table(table, out)
