@@ -61,9 +61,7 @@ def lotaru_workload(folder: str, workflow: str, params: SimParams) -> Workload:
     ratio on that machine.
     """
     if not os.path.isdir(folder):
-        raise SimulationInputError(
-            f"{folder}: no such folder (lotaru:DIR:WORKFLOW names Lotaru's data folder)"
-        )
+        raise SimulationInputError(f"{folder}: not a folder (lotaru:DIR:WORKFLOW names Lotaru's data)")
     frames = {}
     for machine in sorted(os.listdir(folder)):
         path = os.path.join(folder, machine, f"{workflow}.csv")

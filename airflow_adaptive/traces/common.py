@@ -36,9 +36,9 @@ def _table_errors(name: str) -> Iterator[None]:
         raise TraceFormatError(f"{name}: empty file") from None
     except (pd.errors.ParserError, csv.Error, UnicodeDecodeError, ValueError) as err:
         reason = (str(err).strip().splitlines() or [type(err).__name__])[-1][:200]
-        quote = UNCLOSED_QUOTE.search(reason)  # pandas counts lines from 0 there (header: row 0)
+        quote = UNCLOSED_QUOTE.search(reason)  # pandas counts records (rows) from 0 there, the header 0
         if quote:
-            reason = f"a quote opened on line {int(quote.group(1)) + 1} is never closed"
+            reason = f"a quote opened in row {int(quote.group(1)) + 1} (the header is row 1) is never closed"
         raise TraceFormatError(f"{name}: cannot be read as a table ({reason})") from None
     except READ_ERRORS as err:
         raise cannot_read(name, err) from None

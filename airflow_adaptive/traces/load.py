@@ -185,13 +185,12 @@ def _is_trace(path: str) -> bool:
         return False
     if kind != "wfformat":
         return has_rows(path)
-    if kind == "wfformat":
-        try:
-            load_instance(path)
-        except NotJsonError:  # a template, say; a file named .json is a trace cut short
-            return path.lower().removesuffix(".gz").endswith(".json")
-        except NotAnInstanceError:
-            return False
-        except TraceFormatError:
-            return True
+    try:
+        load_instance(path)
+    except NotJsonError:  # a template, say; a file named .json is a trace cut short
+        return path.lower().removesuffix(".gz").endswith(".json")
+    except NotAnInstanceError:
+        return False
+    except TraceFormatError:
+        return True
     return True

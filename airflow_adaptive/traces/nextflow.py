@@ -150,7 +150,7 @@ def _problems(
          + complete[rows].map("{:.0f}".format)),
         (keys, lambda rows: _out_of_range(numbers, rows)),
         (bad != "", lambda rows: NOT_A_NUMBER + ": " + bad[rows].str.strip()),
-        (short, lambda rows: pd.Series(f"short row: it ends before the header's {fields} fields do", index=rows)),
+        (short, lambda rows: pd.Series(f"short row: fewer fields than the header's {fields}", index=rows)),
     ):  # fmt: skip
         rows = mask[mask].index
         if len(rows):

@@ -255,15 +255,17 @@ def test_a_whole_row_with_an_empty_last_cell_is_kept_a_short_row_is_not(tmp_path
     (kept,) = result.observations
     assert kept.node_name is None and kept.usage.peak_memory_bytes == 1073741824
     assert [s.line for s in result.skipped] == [3] and "short row" in result.skipped[0].reason
-    assert result.skipped[0].reason == "short row: it ends before the header's 15 fields do"
+    assert result.skipped[0].reason == "short row: fewer fields than the header's 15"
 
 
-def test_an_unclosed_quote_names_the_file_line_it_opens_on(tmp_path: Path) -> None:
-    """It makes the rest of the file one cell, so the file is refused, by its line (pandas counts
-    from 0), not by pandas' tokenizer message."""
+def test_an_unclosed_quote_names_the_row_it_opens_in(tmp_path: Path) -> None:
+    """It makes the rest of the file one cell, so the file is refused, naming its row as a user
+    counts them (pandas counts from 0), not by pandas' tokenizer message."""
     trace = tmp_path / "trace.csv"
     trace.write_text("\n".join([HEADER, good(1), good(2), '3,"ab/cd,MAL01', good(4)]) + "\n")
-    with pytest.raises(TraceFormatError, match=r"\(a quote opened on line 4 is never closed\)$"):
+    with pytest.raises(
+        TraceFormatError, match=r"\(a quote opened in row 4 \(the header is row 1\) is never closed\)$"
+    ):
         read_trace(str(trace))
 
 

@@ -155,7 +155,7 @@ def test_an_exports_folder_is_named_by_the_files_it_is_read_from_and_its_neighbo
     folder = tmp_path / "eager"
     write_task(folder / "bwa", "bwa (DA38) (919)", [10.0, 30.0])
     (folder / "other").mkdir()
-    (folder / "other" / "lotaru.csv").write_text("Task,peak_rss,Realtime\n")  # another trace beside
+    (folder / "other" / "lotaru.csv").write_text("Task,peak_rss,Realtime\nqc,1,1\n")  # another trace beside
     assert expand_paths([str(tmp_path)])[0] == [str(folder), str(folder / "other" / "lotaru.csv")]
     (folder / "other" / "lotaru.csv").unlink()
     monkeypatch.chdir(folder)  # "." is named by the folder it stands for

@@ -182,9 +182,7 @@ def test_folders_expand_to_the_traces_inside(tmp_path: Path) -> None:
     latin1 = tmp_path / "sub" / "pod2.j2"
     latin1.write_bytes(b"{{ caf\xe9 }}\n")  # nor one that is not even UTF-8
     lines = write(tmp_path / "sub" / "events.json", '{"a": 1}\n{"a": 2}\n')  # JSON Lines: no instance
-    header_only = write(
-        tmp_path / "sub" / "empty-run.csv", "task_id,hash,name,status\n\n"
-    )  # no rows: no trace
+    header_only = write(tmp_path / "sub" / "empty-run.csv", "task_id,hash,name,status\n\n")  # no rows
     (tmp_path / ".venv").mkdir()  # hidden folders are never searched (.git, .venv)
     write(tmp_path / ".venv" / "c.txt", (tmp_path / "sub" / "c.txt").read_text())
     found, ignored = expand_paths([str(tmp_path)])

@@ -31,7 +31,7 @@ function followAirflowsAddress() {
     if (top === window) return;
     const follow = () => {
       const wanted = top.location.hash;
-      if (airflowsPluginPath() && wanted.startsWith("#/") && wanted !== location.hash) location.hash = wanted;
+      if (airflowsPluginPath() && wanted.startsWith("#/") && wanted !== location.hash) location.replace(wanted);  // no second history entry
     };
     top.addEventListener("hashchange", follow);
     window.addEventListener("pagehide", () => top.removeEventListener("hashchange", follow));
