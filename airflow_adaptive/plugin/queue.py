@@ -87,7 +87,10 @@ def queue_view(
         note = f"{err}: ranks unknown, Airflow's stored weights shown"
     keys = [(r.dag_id, r.task_id) for r in rows]
     items = [_row(r, families[k], choices.get(k), counts.get(k)) for r, k in zip(rows, keys, strict=True)]
-    ranked = sorted((i for i in items if i["state"] in PENDING), key=lambda i: -(i["lff_weight_now"] or 0))
+    # Ranked only by weights worked out here: for a restricted user (or with the store down) Airflow's
+    # stored weights came from every DAG's history, and their order is no rank this page may show.
+    ranked = sorted((i for i in items if i["state"] in PENDING and i["lff_weight_now"] is not None),
+                    key=lambda i: -i["lff_weight_now"])  # fmt: skip
     for position, item in enumerate(ranked, start=1):
         item["lff_rank"] = position
     return {"tasks": items, "failures_rule": settings.lff_failures, "note": note, "limit": limit}

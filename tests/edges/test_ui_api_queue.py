@@ -59,6 +59,7 @@ def test_queue_without_the_store_still_lists_tasks_and_says_why(
     body = client.get("/adaptive/api/queue", headers=auth).json()
     mine = [t for t in body["tasks"] if t["dag_id"] == "lff_ui_down"]
     assert len(mine) == 2 and all(t["lff_weight_now"] is None and t["airflow_weight"] for t in mine)
+    assert all(t["lff_rank"] is None for t in mine)  # ranks unknown: Airflow's weights are shown, not ranked
     assert body["note"].startswith("history store unavailable: connection refused")
 
 
