@@ -19,7 +19,7 @@ from kubernetes.client import CoreV1Api
 from kubernetes.client import models as k8s
 from kubernetes.client.exceptions import ApiException
 
-from airflow_adaptive.core.growth_plan import LATENCY_BOUND_S, GrowthPlan
+from airflow_adaptive.core.growth_plan import LATENCY_BOUND_S, PROFILE_STEPS, GrowthPlan
 from airflow_adaptive.core.telemetry import MAX_COUNT
 from airflow_adaptive.core.units import MIB, format_bytes
 from airflow_adaptive.kubernetes.names import (
@@ -112,10 +112,9 @@ def plan_note(plan: GrowthPlan) -> str:
 
 
 def _kept(plan: GrowthPlan) -> str:
-    """A held plan's most kept above usage; where no task rose, the 2 % a flat try may creep."""
-    return (
-        f"up to {format_bytes(plan.headroom_bytes)} above usage" if plan.headroom_bytes else "2 % above usage"
-    )
+    """A held plan's most kept above usage; where no task rose, the step a flat try may creep."""
+    creep = f"{100 / PROFILE_STEPS:g} % above usage"  # a profile's step of the level
+    return f"up to {format_bytes(plan.headroom_bytes)} above usage" if plan.headroom_bytes else creep
 
 
 def _headrooms(plan: GrowthPlan, start_bytes: int) -> str:
