@@ -19,6 +19,7 @@ from typing import Any
 
 from synthetic_sets import synthetic_section
 
+from airflow_adaptive.console import significant
 from airflow_adaptive.core.sizing import ANCHORS, quick_predictor_names
 from airflow_adaptive.core.sizing.adaptive import AdaptivePredictor
 from airflow_adaptive.evaluation.choices import BUDGETS
@@ -58,7 +59,7 @@ def traces_section(data: Path, history: str) -> dict[str, Any]:
     print("| trace | " + " | ".join(names) + " |")
     print("|---|" + "---:|" * len(names))
     for t in report["traces"]:
-        cells = [f"{t['strategies'][n]['waste_gb_h']:.3g}" if n in t["strategies"] else "" for n in names]
+        cells = [significant(t["strategies"][n]["waste_gb_h"]) if n in t["strategies"] else "" for n in names]
         print(f"| {short(t['trace'])} | " + " | ".join(cells) + " |")
     print(f"\n## {DEFAULT_STRATEGY} against the best anchor and the users' requests\n")
     print(
@@ -79,8 +80,8 @@ def traces_section(data: Path, history: str) -> dict[str, Any]:
         if user_ratio is not None:
             user_ratios.append(user_ratio)
         print(
-            f"| {short(t['trace'])} | {t['instances']} | {t['history']} | {ours['waste_gb_h']:.3g} | {anchor} | "
-            f"{t['strategies'][anchor]['waste_gb_h']:.3g} | {ratio:.2f} | "
+            f"| {short(t['trace'])} | {t['instances']} | {t['history']} | {significant(ours['waste_gb_h'])} | {anchor} | "
+            f"{significant(t['strategies'][anchor]['waste_gb_h'])} | {ratio:.2f} | "
             f"{'' if user_ratio is None else f'{user_ratio:.2f}'} | {ours['retries_per_100']:.1f} |"
         )
     print(
@@ -208,7 +209,7 @@ def warm_start_section(report: dict[str, Any], history: str) -> None:
         for mode in ratios:
             ratios[mode].append(row[mode]["waste_gb_h"] / off if off else 1.0)
         cells = " | ".join(
-            f"{row[m]['waste_gb_h']:.3g} | {row[m]['retries_per_100']:.1f}" for m in WARM_START_MODES
+            f"{significant(row[m]['waste_gb_h'])} | {row[m]['retries_per_100']:.1f}" for m in WARM_START_MODES
         )
         print(f"| {short(row['trace'])} | {row['instances']} | {cells} | {ratios['imported'][-1]:.3f} |")
     for mode, values in ratios.items():
@@ -236,8 +237,8 @@ def unfinished_section(report: dict[str, Any]) -> None:
         a, b = off["strategies"][DEFAULT_STRATEGY], on["strategies"][DEFAULT_STRATEGY]
         ratio = b["waste_gb_h"] / a["waste_gb_h"] if a["waste_gb_h"] else 1.0
         print(
-            f"| {short(off['trace'])} | {off['instances']} | {a['waste_gb_h']:.4g} | {a['retries_per_100']:.1f} | "
-            f"{b['waste_gb_h']:.4g} | {b['retries_per_100']:.1f} | {ratio:.3f} |"
+            f"| {short(off['trace'])} | {off['instances']} | {significant(a['waste_gb_h'], 4)} | {a['retries_per_100']:.1f} | "
+            f"{significant(b['waste_gb_h'], 4)} | {b['retries_per_100']:.1f} | {ratio:.3f} |"
         )
 
 

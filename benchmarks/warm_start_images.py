@@ -13,6 +13,7 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
+from airflow_adaptive.console import significant
 from airflow_adaptive.evaluation.replay import ReplayConfig, replay
 from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY
 from airflow_adaptive.traces.load import expand_paths, read_trace, task_runs
@@ -47,7 +48,7 @@ def main() -> int:
             mine, imported = (runs, others) if images else (_no_images(runs), _no_images(others))
             config = ReplayConfig(history=args.history, warm_starts=warm, min_similarity=similarity)
             metrics = replay(mine, DEFAULT_STRATEGY, config, imported=imported).metrics()
-            cells.append(f"{metrics['waste_gb_h']:.4g} ({metrics['retries_per_100']:.1f})")
+            cells.append(f"{significant(metrics['waste_gb_h'], 4)} ({metrics['retries_per_100']:.1f})")
         print(f"| {Path(path).name} | " + " | ".join(cells) + " |", flush=True)
     return 0
 
