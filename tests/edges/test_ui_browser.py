@@ -309,6 +309,26 @@ def check_modes(walk: Walk) -> None:
     walk.shot("modes")
 
 
+def check_an_ended_sign_in(walk: Walk) -> None:
+    """A sign-in that ends while the page is open (an expired or invalid token) says so and leads back
+    through Airflow's login; last, as it ends the session."""
+    from selenium.webdriver.common.by import By
+
+    browser = walk.browser
+    browser.switch_to.default_content()
+    browser.add_cookie({"name": "_token", "value": "not-a-token", "path": "/"})  # what an expired one meets
+    walk.tab("families")
+    browser.execute_script("location.hash = '#/nodes'")
+    walk.tab("nodes")
+    ended = browser.find_element(By.ID, "session-ended")
+    assert "Your Airflow sign-in has ended (Invalid JWT token)" in ended.text
+    walk.shot("sign-in-ended")
+    walk.tab("nodes")  # back into the frame
+    browser.find_element(By.ID, "sign-in-again").click()
+    browser.switch_to.default_content()
+    wait_for(lambda: browser.find_element(By.NAME, "username"), "Airflow's login form")
+
+
 @pytest.fixture
 def observed_family(monkeypatch: pytest.MonkeyPatch) -> None:
     """Before the api-server starts: it reads the setting once."""
@@ -336,3 +356,4 @@ def test_pages_through_airflows_login_and_navigation(
     check_modes(walk)
     walk.tab("modes")
     check_controls_that_cannot_be_met(walk)
+    check_an_ended_sign_in(walk)

@@ -22,7 +22,9 @@ function css(name) { return getComputedStyle(document.documentElement).getProper
 async function api(path) {
   const response = await fetch(path, { credentials: "same-origin", headers: { Accept: "application/json" } });
   const body = await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(body.detail ? (typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail)) : response.statusText);
+  const detail = body.detail ? (typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail)) : response.statusText;
+  if (endsSession(response.status, detail)) throw new SessionEnded(detail);
+  if (!response.ok) throw new Error(detail);
   return body;
 }
 const SOURCE_NOTES = {
@@ -348,7 +350,7 @@ async function route() {
     else if (tab === "task") await (args?.length >= 2 && args[0] ? taskLink(args[0], args.slice(1).join("/")) : badAddress("task"));
     else await overview();
   } catch (err) {
-    view.innerHTML = `<div class="error">${esc(err.message)}</div>`;
+    view.innerHTML = errorHtml(err);
   }
   alignHeads();
   showViewInAirflowsAddress();

@@ -31,7 +31,9 @@ function bindRange(reload) {
 }
 // A control's reload that fails says why under the controls, which stay (the whole view is only
 // replaced when it cannot be drawn at all).
-function refresh(reload) { reload().then(alignHeads).catch((err) => inlineError(err.message)); }
+function refresh(reload) {
+  reload().then(alignHeads).catch((err) => (err instanceof SessionEnded ? (view.innerHTML = errorHtml(err)) : inlineError(err.message)));
+}
 function inlineError(message) {
   let el = document.getElementById("inline-error");
   if (!el) {

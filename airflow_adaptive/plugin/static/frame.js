@@ -1,5 +1,6 @@
 // airflow-adaptive UI: the page inside Airflow's frame. Airflow's address names this page's view, kept in
-// step both ways, and Airflow's theme is this page's; app.js calls these at load.
+// step both ways, Airflow's theme is this page's, and an ended sign-in leads back to Airflow's login; app.js
+// calls these at load.
 "use strict";
 
 // Airflow copies the frame's path into its own address (/plugin/adaptive/adaptive/ui#/overview) once,
@@ -44,3 +45,17 @@ function followAirflowTheme() {  // same origin: read the theme class Airflow se
     if (theme) document.documentElement.dataset.theme = theme;
   } catch (err) { /* not framed by Airflow: the browser's preference applies */ }
 }
+// Airflow's sign-in can end while this page stays open (its token expires): every fetch then gets
+// 401 "Token Expired" or 403 "Invalid JWT token". Say what happened and offer Airflow's login again,
+// instead of the bare detail. No automatic reload: a sign-in that keeps failing would loop.
+class SessionEnded extends Error {}
+function endsSession(status, detail) { return status === 401 || (status === 403 && /token/i.test(detail)); }
+function errorHtml(err) {
+  if (!(err instanceof SessionEnded)) return `<div class="error">${esc(err.message)}</div>`;
+  return `<div class="error" id="session-ended">Your Airflow sign-in has ended (${esc(err.message)}), so nothing
+    here can load. <button type="button" id="sign-in-again">Sign in again</button></div>`;
+}
+document.addEventListener("click", (e) => {
+  if (e.target.id !== "sign-in-again") return;
+  try { window.top.location.reload(); } catch (err) { location.reload(); }  // Airflow's page, or this one alone
+});

@@ -45,7 +45,7 @@ async function whatif(name) {
     planeChart(document.getElementById("whatif-plane"), data.strategies, data.configured);
     const enforcing = document.getElementById("enforcing");
     if (enforcing) { enforcing.classList.remove("muted"); enforcing.innerHTML = enforcingText(data); }
-  } catch (err) { el.innerHTML = `<div class="error">${esc(err.message)}</div>`; }
+  } catch (err) { el.innerHTML = errorHtml(err); }
 }
 
 // Waste against kills, one point per strategy (uPlot draws lines on a sorted x: each strategy is its
