@@ -104,7 +104,7 @@ def main() -> None:
     group_scores = scores()
     tables = [runtimes(args.data, w) for w in WORKFLOWS]
     protocols = ("unscaled", "halves", "learnt", "learnt-own")
-    found = {p: {m: [] for m in MACHINES} for p in protocols}
+    found: dict[str, dict[str, list[float]]] = {p: {m: [] for m in MACHINES} for p in protocols}
     for table in tables:
         for protocol in protocols:
             for machine, values in errors(table, protocol, group_scores).items():

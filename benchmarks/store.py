@@ -19,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -163,16 +164,19 @@ def measure(store: SqlHistoryStore, attempts: int, calls: int, spool: str) -> di
     picks = [warm[i % len(warm)] for i in range(calls)]
     killed = {f: TaskKey("bench", f, f"new{10**6 + n}", -1, 2) for n, f in enumerate(warm)}
     records = [attempt(warm[i % len(warm)], 1000 + i) for i in range(5 * len(warm))]
+
+    def decide(family: str, retry_of: TaskKey | None = None) -> Callable[[], object]:
+        return lambda: advisor().memory.decide(family, USER, retry_of)
+
+    def place(family: str) -> Callable[[], object]:
+        return lambda: advisor().placement.place(family, frozenset(), GIB)
+
     return {
-        "decide (warm family)": timed([lambda f=f: advisor().memory.decide(f, USER) for f in picks]),
-        "decide (cold family)": timed(
-            [lambda i=i: advisor().memory.decide(f"cold{i}", USER) for i in range(calls)]
-        ),
-        "decide (retry after OOM)": timed(
-            [lambda f=f: advisor().memory.decide(f, USER, killed[f]) for f in picks]
-        ),
-        "place": timed([lambda f=f: advisor().placement.place(f, frozenset(), GIB) for f in picks]),
-        "record": timed([lambda o=o: store.record([o]) for o in records]),
+        "decide (warm family)": timed([decide(f) for f in picks]),
+        "decide (cold family)": timed([decide(f"cold{i}") for i in range(calls)]),
+        "decide (retry after OOM)": timed([decide(f, killed[f]) for f in picks]),
+        "place": timed([place(f) for f in picks]),
+        "record": timed([partial(store.record, [o]) for o in records]),
     }
 
 

@@ -8,7 +8,7 @@ from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY
 from airflow_adaptive.evaluation.synthetic import PHUNG_MACHINE_BYTES, PHUNG_SETS, phung, witt_linear
 
 # Phung et al. Table I (WRR %) and Table II (ATE %), per synthetic set.
-PHUNG_PUBLISHED = {
+PHUNG_PUBLISHED: dict[str, dict[str, tuple[float, float]]] = {
     "whole-node": {"normal": (0, 12.4), "uniform": (0, 39.1), "exponential": (0, 15.7), "bimodal": (0, 31.3), "trimodal": (0, 30.7)},
     "doubling": {"normal": (71.4, 33.1), "uniform": (-7, 41.6), "exponential": (57.1, 27.6), "bimodal": (17.7, 37.4), "trimodal": (30.3, 43.3)},
     "quantized-buckets": {"normal": (88.4, 56.3), "uniform": (61.1, 62.4), "exponential": (2.4, 16.1), "bimodal": (96.5, 93.9), "trimodal": (80.8, 71.3)},

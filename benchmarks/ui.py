@@ -45,7 +45,7 @@ def main() -> None:
     started = time.perf_counter()
     fill(engine, args.attempts)
     print(f"{args.attempts:,} attempts built in {time.perf_counter() - started:.1f} s")
-    assert str(settings.engine.url).endswith("adaptive_bench")
+    assert settings.engine is not None and str(settings.engine.url).endswith("adaptive_bench")
     client = TestClient(create_app("core"))
     token = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="viewer", role="VIEWER"))
     headers = {"Authorization": f"Bearer {token}"}

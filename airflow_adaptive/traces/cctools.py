@@ -37,26 +37,8 @@ def read_cctools(path: str | os.PathLike[str]) -> ImportResult:
         raise cannot_read(name, err) from None
     if not lines or DELIMITER not in lines[0]:
         raise TraceFormatError(f"{name}: not a CCTools task table (no ' -- ' delimited header)")
-    rows, result = [], ImportResult()
-    for number, line in enumerate(lines[1:], start=2):
-        if not line.strip():
-            continue
-        cells = [c.strip() for c in line.split(DELIMITER)]
-        if len(cells) != len(COLUMNS):
-            reason = f"{len(cells)} fields, expected {len(COLUMNS)}"
-            result.skipped.append(SkippedRow(name, number, reason, "wrong number of fields"))
-            continue
-        if cells[0].isascii() and cells[0].isdigit() and int(cells[0]) > INT32:  # the store's key is 32-bit
-            result.skipped.append(
-                SkippedRow(
-                    name,
-                    number,
-                    f"task_id={cells[0]} is out of range (at most {INT32})",
-                    "task_id out of range",
-                )
-            )
-            continue
-        rows.append((number, cells))
+    result = ImportResult()
+    rows = _split_rows(name, lines, result)
     frame = pd.DataFrame([cells for _, cells in rows], columns=list(COLUMNS))
     numbers, bad = numeric_columns(frame, ("memory", "time", "average_cores"))
     stem = trace_name(name)
@@ -87,3 +69,22 @@ def read_cctools(path: str | os.PathLike[str]) -> ImportResult:
     if not result.observations:
         raise TraceFormatError(f"{name}: no usable rows ({len(result.skipped)} skipped)")
     return result
+
+
+def _split_rows(name: str, lines: list[str], result: ImportResult) -> list[tuple[int, list[str]]]:
+    """Each data line's number and cells; a line of the wrong width or an out-of-range task_id is
+    recorded in ``result.skipped`` instead."""
+    rows = []
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        cells = [c.strip() for c in line.split(DELIMITER)]
+        if len(cells) != len(COLUMNS):
+            reason = f"{len(cells)} fields, expected {len(COLUMNS)}"
+            result.skipped.append(SkippedRow(name, number, reason, "wrong number of fields"))
+        elif cells[0].isascii() and cells[0].isdigit() and int(cells[0]) > INT32:  # the store's key is 32-bit
+            reason = f"task_id={cells[0]} is out of range (at most {INT32})"
+            result.skipped.append(SkippedRow(name, number, reason, "task_id out of range"))
+        else:
+            rows.append((number, cells))
+    return rows

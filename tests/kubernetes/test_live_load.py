@@ -135,27 +135,14 @@ def test_a_groups_load_is_its_idle_nodes_and_the_cpu_share_its_pods_request() ->
     )
 
 
-def test_finish_time_with_live_load_avoids_a_fast_group_whose_cores_are_shared(
-    engine: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """End to end through the fake API server. A family kept 6 cores busy on the slow group;
-    expected there 101.5 s, 90.6 s on the middle group, 85.1 s on the fast one. The fast group's
-    nodes run pods asking 1 core that keep 7.5 busy (their annotation): on the node kube-scheduler
-    would pick, 7.5 + 6 of 8 cores are busy, 1.6875 x 85.1 = 143.6 s, so the pod prefers the idle
-    middle group, then the slow one. Its own pod says its family keeps 6 cores busy."""
+def record_six_core_runs_on_the_slow_group(engine: Any) -> None:
+    """Four runs of ``align`` on node-10 (the slow group), each keeping 6 cores busy."""
     from datetime import datetime, timezone
 
-    from kubernetes.client import models as k8s
-
-    from airflow_adaptive.config import get_settings
     from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
     from airflow_adaptive.core.units import GIB
-    from airflow_adaptive.kubernetes.names import GROUP_LABEL, PLACEMENT_ANNOTATION
-    from tests.conftest import sql_store, validate_pod
-    from tests.core.test_placement import build, cluster, preferred
-    from tests.fake_kubernetes import FakeKubernetesApi
+    from tests.conftest import sql_store
 
-    cluster(engine)
     runs = [
         Observation(
             TaskKey("d", "align", f"r{i}", -1, 1),
@@ -169,6 +156,27 @@ def test_finish_time_with_live_load_avoids_a_fast_group_whose_cores_are_shared(
         for i in range(4)
     ]
     sql_store(engine).record(runs)
+
+
+def test_finish_time_with_live_load_avoids_a_fast_group_whose_cores_are_shared(
+    engine: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """End to end through the fake API server. A family kept 6 cores busy on the slow group;
+    expected there 101.5 s, 90.6 s on the middle group, 85.1 s on the fast one. The fast group's
+    nodes run pods asking 1 core that keep 7.5 busy (their annotation): on the node kube-scheduler
+    would pick, 7.5 + 6 of 8 cores are busy, 1.6875 x 85.1 = 143.6 s, so the pod prefers the idle
+    middle group, then the slow one. Its own pod says its family keeps 6 cores busy."""
+
+    from kubernetes.client import models as k8s
+
+    from airflow_adaptive.config import get_settings
+    from airflow_adaptive.kubernetes.names import GROUP_LABEL, PLACEMENT_ANNOTATION
+    from tests.conftest import validate_pod
+    from tests.core.test_placement import build, cluster, preferred
+    from tests.fake_kubernetes import FakeKubernetesApi
+
+    cluster(engine)
+    record_six_core_runs_on_the_slow_group(engine)
     monkeypatch.setenv("AIRFLOW__ADAPTIVE__SPOOL_DIR", str(tmp_path / "state"))
     get_settings.cache_clear()
     try:

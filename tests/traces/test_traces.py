@@ -233,27 +233,8 @@ def test_a_strategy_asked_for_that_a_trace_cannot_replay_is_said(
     assert line.endswith("): no strategy replayed (user left out: the trace records no memory requests)")
 
 
-def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rows = "\n".join(
-        f"{i} -- 1 -- {100 + (i * 53) % 400} -- 0 -- 0 -- {10 + i % 5} -- 1 -- {i % 2}" for i in range(60)
-    )
-    trace = write(
-        tmp_path / "t.txt", "task_id -- core -- memory -- v -- d -- time -- a -- tag\n" + rows + "\n"
-    )
-    argv = [
-        "replay",
-        str(trace),
-        "--strategy",
-        "all",
-        "--json",
-        "--workers",
-        "1",
-        "--budget-sweep",
-        "--plot",
-        str(tmp_path / "plots"),
-    ]
-    assert main(argv) == 0
-    report = json.loads(capsys.readouterr().out)
+def check_the_documented_report(report: dict[str, Any], tmp_path: Path) -> None:
+    """The keys and values docs/sizing.md documents for ``replay --json --budget-sweep --plot``."""
     assert {
         "history",
         "time_to_failure",
@@ -302,6 +283,31 @@ def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.Ca
         f"{tmp_path.name}-t-waste-vs-kills.png",
         f"{tmp_path.name}-t-waste.png",
     ]
+
+
+def test_replay_cli_prints_the_documented_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = "\n".join(
+        f"{i} -- 1 -- {100 + (i * 53) % 400} -- 0 -- 0 -- {10 + i % 5} -- 1 -- {i % 2}" for i in range(60)
+    )
+    trace = write(
+        tmp_path / "t.txt", "task_id -- core -- memory -- v -- d -- time -- a -- tag\n" + rows + "\n"
+    )
+    argv = [
+        "replay",
+        str(trace),
+        "--strategy",
+        "all",
+        "--json",
+        "--workers",
+        "1",
+        "--budget-sweep",
+        "--plot",
+        str(tmp_path / "plots"),
+    ]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    check_the_documented_report(report, tmp_path)
+    (entry,) = report["traces"]
     assert main([*argv[:-2]]) == 0
     assert json.loads(capsys.readouterr().out)["traces"] == report["traces"]  # deterministic
     assert (
