@@ -14,6 +14,7 @@ from airflow_adaptive.core.runtimes import (
     _group_offsets,
     feature_scores,
     fit_runtimes,
+    recorded_runs,
 )
 
 # Group 1 is slow on CPU, group 3 fast on CPU and slow on I/O; group 2 is the mean of the two.
@@ -109,3 +110,17 @@ def test_non_finite_benchmarks_are_no_scores() -> None:
 def test_no_usable_runs_means_no_model() -> None:
     assert fit_runtimes([], SCORES) is None
     assert fit_runtimes([Run(9, 10.0), Run(2, 0.0), Run(2, math.inf)], SCORES) is None
+
+
+def test_recorded_runs_leave_out_imported_attempts_whose_hosts_are_another_clusters() -> None:
+    """A trace's host ``node1`` is not this cluster's ``node1``: only attempts Airflow ran here say
+    where a family ran."""
+    from airflow_adaptive.core.model import IMPORTED_DAG_ID, ExitReason, Observation, PeakKind, TaskKey, Usage
+
+    def attempt(dag_id: str, seconds: float) -> Observation:
+        usage = Usage(2**30, None, seconds, None, None, PeakKind.MEASURED)
+        key = TaskKey(dag_id, "align", f"r{seconds:g}", -1, 1)
+        return Observation(key, "align", usage, ExitReason.COMPLETED, 0, node_name="node1")
+
+    window = [attempt(IMPORTED_DAG_ID, 50.0), attempt("genomics", 100.0), attempt(IMPORTED_DAG_ID, 70.0)]
+    assert recorded_runs(window) == (("node1", 100.0, None),)
