@@ -6,7 +6,9 @@ import argparse
 import contextlib
 import io
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -362,6 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = sys.stdout
     if isinstance(out, io.TextIOWrapper):  # a name we did not escape is shown escaped, not a traceback
         out.reconfigure(errors="backslashreplace")
+    before = _stop_on_sigterm()
     try:
         # Results go to stdout; everything Airflow logs meanwhile goes to stderr, so --json pipes cleanly.
         with contextlib.redirect_stdout(sys.stderr):
@@ -373,6 +376,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader (e.g. `| head`) went away: stop quietly, and keep Python from complaining at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Terminated:
+        print("airflow-adaptive: stopped (SIGTERM)", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:  # Ctrl-C: a user's choice, not a crash; 130 as a shell reports SIGINT
         print("airflow-adaptive: interrupted", file=sys.stderr)
         return 130
@@ -382,6 +388,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"airflow-adaptive: error: {escape_surrogates(reason)}", file=sys.stderr)
         return 2
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGTERM, before)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, ``kill``, a pod stopped): unwound as Ctrl-C is, so what a command
+    started stops and its temporary files (profile-node's fio file) go with it."""
+
+
+def _stop_on_sigterm() -> Any:
+    """Raise :class:`Terminated` on SIGTERM while a command runs; the handler it replaced (None off
+    the main thread, where Python cannot set one)."""
+
+    def stop(signum: int, frame: Any) -> None:
+        raise Terminated
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, stop)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,13 @@ import argparse
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 from typing import TYPE_CHECKING, Any, TextIO
 
 from airflow_adaptive.cli_args import random_seed
+from airflow_adaptive.core.units import format_bytes
 from airflow_adaptive.exceptions import AdaptiveError
 from airflow_adaptive.history_cli import open_cli_store, print_json
 
@@ -100,11 +103,30 @@ def _check_profile_paths(args: argparse.Namespace) -> None:
         )
     if args.fio_dir and not (os.path.isdir(args.fio_dir) and os.access(args.fio_dir, os.W_OK | os.X_OK)):
         raise AdaptiveError(f"profile-node: --fio-dir {args.fio_dir}: not a folder this user can write in")
-    if args.output:  # a file that is there (/dev/termination-log) in a folder this user may not write
-        there = os.path.exists(args.output)
-        folder = os.path.dirname(os.path.abspath(args.output))
-        if os.path.isdir(args.output) or not os.access(args.output if there else folder, os.W_OK):
-            raise AdaptiveError(f"profile-node: --output {args.output}: not a file this user can write")
+    folder = args.fio_dir or tempfile.gettempdir()
+    free_bytes = shutil.disk_usage(folder).free
+    if int(size[1]) << shift_bits > free_bytes:  # fio would fill the disk, then fail
+        raise AdaptiveError(
+            f"profile-node: --fio-size {args.fio_size} is more than the {format_bytes(free_bytes)} free in "
+            f"{folder} (--fio-dir)"
+        )
+    if args.output:
+        _check_output(args.output)
+
+
+def _check_output(path: str) -> None:
+    """Opened for appending, as the profile will be (e.g. /dev/termination-log): only trying says
+    whether this user may, even as root; a file made here for the try is removed again."""
+    there = os.path.exists(path)
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as err:
+        raise AdaptiveError(
+            f"profile-node: --output {path}: not a file this user can write ({err.strerror or err})"
+        ) from None
+    if not there:
+        os.remove(path)
 
 
 def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from datetime import datetime, timezone
 
 import numpy as np
 
@@ -52,6 +53,8 @@ class _Recording:
         self._lock({o.task_family for o in batch})
         lookup, again = self.keys.maybe_stored([o.key for o in batch])  # under the locks: no writer races us
         old = self.tx.existing(lookup) if lookup else {}
+        now = datetime.now(timezone.utc)
+        batch = [_with_time(o, old.get(o.key), now) for o in batch]
         self._lock({o.task_family for o in old.values()})  # an attempt re-recorded under another family
         self.tx.upsert(batch, all_new=not old)
         self.tx.forget_unfinished([o.key for o in batch])
@@ -100,6 +103,15 @@ class _Recording:
         return RecordResult(
             self.new, self.replaced, tuple(s.rollup.task_family for s in refitted), self.repeated
         )
+
+
+def _with_time(obs: Observation, stored: Observation | None, now: datetime) -> Observation:
+    """An attempt without a finish time of its own (a trace without times) finishes when it is first
+    recorded, for its row, its family's last finish and its day alike; recorded again, it keeps that
+    time, so importing a file twice changes nothing."""
+    if obs.finished_at is not None:
+        return obs
+    return replace(obs, finished_at=stored.finished_at if stored and stored.finished_at else now)
 
 
 def _by_family(observations: Sequence[Observation]) -> dict[str, list[Observation]]:

@@ -109,6 +109,8 @@ def test_a_profile_that_cannot_fit_its_timeout_is_refused_before_it_starts(
         (["--fio-size", "16X"], "'16X' is not a size of at least 1M"),
         (["--fio-size", "512k"], "'512k' is not a size"),
         (["--fio-size", "4096"], "'4096' is not a size"),  # no unit: bytes, as fio reads it
+        (["--fio-size", "1000P", "--fio-dir", str(tmp_path)], "is more than the "),  # the disk's free space
+        (["--output", "/proc/profile.json"], "not a file this user can write"),  # even as root
     ]:  # said before any benchmark starts (HANGING would leave a pid file)
         assert main(["profile-node", "--repeats", "1", "--seconds", "1", *bad]) == 2
         (line,) = capsys.readouterr().err.strip().splitlines()[-1:]
@@ -154,3 +156,35 @@ def test_ctrl_c_stops_the_profile_and_its_tools_with_one_line(
     assert cli.returncode == 130 and "Traceback" not in err
     assert err.strip().splitlines()[-1] == "airflow-adaptive: interrupted"
     assert _stopped(int(pidfile.read_text()))  # its tool's own process stopped with it
+
+
+def test_sigterm_stops_the_profile_and_removes_its_fio_file(
+    tmp_path: Path, pidfile: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``timeout`` or a stopped pod sends SIGTERM: the fio tool stops, and its test file's folder is
+    removed as after Ctrl-C (a fio file left behind can be as large as --fio-size)."""
+    _tools(tmp_path / "bin", monkeypatch, QUICK_SYSBENCH, HANGING)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    command = [
+        sys.executable,
+        "-m",
+        "airflow_adaptive.cli",
+        "profile-node",
+        "--seconds",
+        "1",
+        "--repeats",
+        "1",
+    ]
+    with subprocess.Popen([*command, "--fio-dir", str(scratch)], stderr=subprocess.PIPE, text=True) as cli:
+        for _ in range(600):  # fio has started once its pid is written: its folder is there
+            if pidfile.exists() and pidfile.read_text().strip():
+                break
+            time.sleep(0.05)
+        assert [p.name.startswith("adaptive-fio-") for p in scratch.iterdir()] == [True]
+        cli.send_signal(signal.SIGTERM)
+        err = cli.communicate(timeout=60)[1]
+    assert cli.returncode == 128 + signal.SIGTERM and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "airflow-adaptive: stopped (SIGTERM)"
+    assert _stopped(int(pidfile.read_text()))
+    assert list(scratch.iterdir()) == []

@@ -16,7 +16,7 @@ from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.model import Observation
 from airflow_adaptive.core.units import GIB
 from airflow_adaptive.exceptions import TraceFormatError
-from airflow_adaptive.store.api import HistoryStore
+from airflow_adaptive.store.api import HistoryStore, TotalsQuery
 from airflow_adaptive.store.learning import Learning
 from airflow_adaptive.store.sql import SqlHistoryStore
 from airflow_adaptive.store.sql_transaction import SqlTransaction
@@ -137,3 +137,17 @@ def test_an_import_refits_each_family_once_as_a_rebuild_would(kind: str, engine:
             rebuilt.state,
             rebuilt.window_samples,
         )
+
+
+def test_an_attempt_recorded_again_without_a_time_keeps_its_first(store: HistoryStore) -> None:
+    """A trace without times (CCTools) imported twice: its attempts, their family's last finish and
+    its days stay as the first import left them, instead of moving to the second import's time."""
+    untimed = [replace(keyed(n, 1), finished_at=None) for n in range(5)]
+    store.record(untimed)
+    first = {o.key: o.finished_at for o in store.history("f0", limit=10)}
+    last, days = store.family("f0").rollup.last_finished_at, store.day_totals(TotalsQuery())  # type: ignore[union-attr]
+    assert last is not None and last in first.values()  # the rollup says when, as the attempts do
+    assert store.record(untimed).replaced == 5
+    assert {o.key: o.finished_at for o in store.history("f0", limit=10)} == first
+    assert store.family("f0").rollup.last_finished_at == last  # type: ignore[union-attr]
+    assert store.day_totals(TotalsQuery()) == days
