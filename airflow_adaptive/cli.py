@@ -237,8 +237,16 @@ def cmd_priority_classes(args: argparse.Namespace, out: TextIO) -> int:
             config.load_kube_config(config_file=args.kubeconfig)
         else:
             config.load_incluster_config()
-    except (config.ConfigException, TypeError, AttributeError, yaml.YAMLError) as err:  # no kubeconfig
-        # (the client's TypeError: a file that is no mapping; YAMLError: no YAML), or neither it nor a pod's account
+    except (
+        config.ConfigException,
+        TypeError,
+        AttributeError,
+        yaml.YAMLError,
+        UnicodeDecodeError,
+        OSError,
+    ) as err:
+        # no kubeconfig (the client's TypeError: a file that is no mapping; YAMLError or UnicodeDecodeError: no
+        # YAML; OSError: unreadable), or neither it nor a pod's account
         where = (
             f"kubeconfig {args.kubeconfig or config.KUBE_CONFIG_DEFAULT_LOCATION} unusable"
             if from_file

@@ -258,7 +258,7 @@ def decide_with(
             adaptive=False,
             details=details,
         )
-    limit = min(settings.cap_bytes, int(predicted * settings.limit_to_request_ratio))
+    limit = int(min(float(settings.cap_bytes), predicted * settings.limit_to_request_ratio))  # inf: the cap
     shown = as_pod_holds(predicted)  # as the pod's quantity holds it, so the two read alike
     why = f"{basis}{_bound_note(predicted, settings)} -> request {format_bytes(shown)}"
     if user.request_bytes:

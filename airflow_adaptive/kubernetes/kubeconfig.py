@@ -19,4 +19,6 @@ def unusable(err: BaseException, limit: int = 200) -> str:
 
     if isinstance(err, yaml.YAMLError):
         return f"not YAML: {first_line(err, limit)}"
+    if isinstance(err, UnicodeDecodeError):  # binary, or another encoding than YAML's UTF-8/16
+        return "not YAML: not UTF-8 text"
     return "not a kubeconfig" if isinstance(err, (TypeError, AttributeError)) else first_line(err, limit)

@@ -41,15 +41,23 @@ def profile_from_json(raw: Any, where: str) -> NodeProfile:
 def _numbers(raw: dict[Any, Any], what: str) -> dict[str, float]:
     values = {}
     for feature, value in raw.items():
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-            or value < 0
-        ):
-            raise ProfileFormatError(f"{what} {feature!r} = {value!r} is not a number >= 0")
-        values[str(feature)] = float(value)
+        number = _finite(value)
+        if number is None or number < 0:
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+            raise ProfileFormatError(f"{what} {feature!r} = {shown} is not a number >= 0")
+        values[str(feature)] = number
     return values
+
+
+def _finite(value: object) -> float | None:
+    """A JSON number as a finite float; None for anything else (JSON's integers have no bound)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _noise(raw: dict[str, Any], benchmarks: dict[str, float], where: str) -> dict[str, float]:

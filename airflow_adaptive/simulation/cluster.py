@@ -10,6 +10,7 @@ range. User clusters come from a YAML or JSON file of node profiles.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -218,6 +219,9 @@ def _profiled(data: Any, spec: str) -> Cluster:
     return Cluster(os.path.basename(spec), tuple(nodes))
 
 
+MAX_COUNT = 5000  # nodes of one entry: Kubernetes supports clusters of up to 5,000 nodes
+
+
 def _nodes(entry: Any, where: str) -> Sequence[SimNode]:
     if not isinstance(entry, dict) or not entry.get("name"):
         raise SimulationInputError(f"{where}: a node needs a name")
@@ -232,9 +236,19 @@ def _nodes(entry: Any, where: str) -> Sequence[SimNode]:
         raise SimulationInputError(f"{where}: missing {err.args[0]!r}") from None
     except (TypeError, ValueError, AttributeError, InvalidQuantityError) as err:
         raise SimulationInputError(f"{where}: {err}") from None
-    if count < 1 or cores <= 0 or at < 0 or any(v <= 0 for v in bench.values()):
+    numbers = (cores, at, *bench.values())
+    if (
+        not all(math.isfinite(v) for v in numbers)
+        or cores <= 0
+        or at < 0
+        or min(bench.values(), default=1) <= 0
+    ):
         raise SimulationInputError(
-            f"{where}: count, cores and benchmarks must be positive, available_at_s >= 0"
+            f"{where}: cores and benchmarks must be positive numbers, available_at_s >= 0 (not inf or nan)"
+        )
+    if not 1 <= count <= MAX_COUNT:
+        raise SimulationInputError(
+            f"{where}: count must be 1 to {MAX_COUNT:,} (Kubernetes' largest clusters)"
         )
     name = str(entry["name"])
     names = [name] if count == 1 else [f"{name}-{i}" for i in range(1, count + 1)]

@@ -22,6 +22,7 @@ from .workload import SimTask, Workload, user_request_bytes
 APPLICATIONS = ((0.45, 800 * MB), (0.98, 180 * MB), (0.99, 480 * MB), (0.99, 300 * MB))
 RUNTIME_S = 45.0
 SEQUENCE, BRANCHES = 4, 4
+MAX_INPUT_BYTES = 2**50  # 1 PiB: larger reads would outrun the simulated clock's calendar
 
 
 def parse_size_bytes(text: str) -> int:
@@ -30,8 +31,8 @@ def parse_size_bytes(text: str) -> int:
         size = int(parse_quantity(text))
     except (ValueError, TypeError):
         raise SimulationInputError(f"input size {text!r} is not a quantity such as 2Gi or 512Ki") from None
-    if size <= 0:
-        raise SimulationInputError(f"input size {text!r} must be positive")
+    if not 0 < size <= MAX_INPUT_BYTES:
+        raise SimulationInputError(f"input size {text!r} must be positive and at most 1Pi")
     return size
 
 

@@ -47,7 +47,9 @@ def _table_errors(name: str) -> Iterator[None]:
 def read_table(name: str, **options: Any) -> pd.DataFrame:
     """A CSV/TSV file (plain or gzip) as strings, missing cells as ""."""
     with _table_errors(name):
-        frame = pd.read_csv(name, dtype=str, keep_default_na=False, compression=compression(name), **options)
+        frame = pd.read_csv(
+            name, dtype=str, keep_default_na=False, compression=compression(name), index_col=False, **options
+        )  # index_col=False: rows longer than the header are not read as an index
     return frame.fillna("")  # short rows: their missing cells are empty, and reported per row
 
 
@@ -69,8 +71,8 @@ def read_table_chunks(
         reader = pd.read_csv(
             name, dtype=dict.fromkeys(text, str), keep_default_na=False, chunksize=chunk_rows,
             na_values=missing_markers, usecols=lambda column: column in wanted,
-            compression=compression(name), **options,
-        )  # fmt: skip
+            compression=compression(name), index_col=False, **options,
+        )  # fmt: skip  # index_col=False: rows longer than the header are not read as an index
         with reader:
             for frame in reader:
                 short = _short_rows(frame, last, [c for c in numeric if c in frame.columns and c != last])

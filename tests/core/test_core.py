@@ -55,6 +55,15 @@ def test_too_little_history_keeps_the_users_request() -> None:
     assert "fewer than 3" in d.explanation
 
 
+def test_a_limit_ratio_past_any_memory_gives_the_cap_as_the_limit() -> None:
+    """limit_to_request_ratio = 1e308 is a number >= 1 as the setting asks; the limit is then the cap,
+    not an overflow (the product was infinity)."""
+    peaks = [i * 100 * MIB for i in range(1, 21)]
+    settings = SizingSettings(strategy="percentile-margin", limit_to_request_ratio=1e308)
+    d = decide_memory([obs(p) for p in peaks], USER, settings)
+    assert d.memory_limit_bytes == settings.cap_bytes and d.memory_request_bytes == int(1905 * MIB * 1.15)
+
+
 def test_enough_history_gives_p95_plus_margin_and_says_so() -> None:
     peaks = [i * 100 * MIB for i in range(1, 21)]
     d = decide_memory([obs(p) for p in peaks], USER, SizingSettings(strategy="percentile-margin"))

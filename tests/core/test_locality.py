@@ -121,6 +121,8 @@ def test_shared_workload_spec_and_cli(capsys: pytest.CaptureFixture[str]) -> Non
     for bad in ("shared:0:1Gi", "shared:3:lots", "shared:3:-1Gi"):
         with pytest.raises(SimulationInputError):
             load_workload(bad, SimParams())
+    with pytest.raises(SimulationInputError, match="at most 1Pi"):  # its reads would outrun the calendar
+        load_workload("shared:3:1000Ei", SimParams())
     code = main(["simulate", "--cluster", "5,5,5", "--workload", "shared:4:1G",
                  "--placement", "tarema,tarema+locality", "--json"])  # fmt: skip
     assert code == 0

@@ -228,6 +228,9 @@ def test_priority_class_manifests_are_valid_and_never_preempt(
     broken.write_text("garbage: [\n")  # no YAML at all: yaml's parser error, in one line
     assert main(["priority-classes", "--create", "--kubeconfig", str(broken)]) == 2
     assert capsys.readouterr().err.strip().endswith("unusable (not YAML: while parsing a flow node)")
+    broken.write_bytes(bytes(range(128, 256)) * 8)  # binary
+    assert main(["priority-classes", "--create", "--kubeconfig", str(broken)]) == 2
+    assert capsys.readouterr().err.strip().endswith("unusable (not YAML: not UTF-8 text)")
     assert docs[0]["value"] > docs[1]["value"] > docs[2]["value"] >= 0
 
 

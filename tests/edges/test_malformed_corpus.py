@@ -50,6 +50,7 @@ def nextflow_cases() -> Iterator[tuple[str, bytes]]:
         "header-only": ",".join(HEADER) + "\n",
         "ragged-short": _csv([GOOD, GOOD[:5]]),
         "ragged-long": _csv([GOOD, [*GOOD, "x", "y"]]),
+        "every-row-long": _csv([[*GOOD, "x", "y"], ["2", *GOOD[1:], "x", "y"]]),  # pandas read an index
         "only-ragged": _csv([GOOD[:3]]),
         "tabs": _csv([GOOD, GOOD], "\t"),
         "mixed-separators": _csv([GOOD]).replace(",", "\t", 3),

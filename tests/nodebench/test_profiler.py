@@ -73,6 +73,11 @@ def test_profile_noise_is_read_as_the_standard_error_of_the_mean(tmp_path: Path)
         ({"benchmark_cv": {"io_score": 0.1}}, "'benchmark_cv' names no benchmark 'io_score'"),
         ({"benchmark_cv": {"cpu_events_per_s": -1}}, "benchmark_cv 'cpu_events_per_s' = -1 is not a number"),
         ({"benchmark_cv": [0.1]}, "'benchmark_cv' must be an object"),
+        # JSON's integers have no bound: one past any float is no benchmark, shown cut short
+        (
+            {"benchmarks": {"cpu_events_per_s": 10**400}},
+            "'cpu_events_per_s' = 1000000000000000000000000000000000000...",
+        ),
     ):
         path.write_text(json.dumps([{**profile, **bad}]))
         with pytest.raises(ProfileFormatError, match=re.escape(says)):

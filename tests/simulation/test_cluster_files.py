@@ -25,6 +25,10 @@ def test_cluster_file_and_its_errors(tmp_path: Path) -> None:
         ("nodes:\n  - {name: a, memory: 1Gi}", "missing 'cores'"),
         ("nodes:\n  - {name: a, cores: 2, memory: lots}", "not a Kubernetes quantity"),
         ("nodes:\n  - {name: a, cores: -1, memory: 1Gi}", "must be positive"),
+        ("nodes:\n  - {name: a, cores: .nan, memory: 1Gi}", "not inf or nan"),  # YAML's own NaN
+        ("nodes:\n  - {name: a, cores: .inf, memory: 1Gi}", "not inf or nan"),
+        ("nodes:\n  - {name: a, cores: 2, memory: 1Gi, benchmarks: {cpu: .nan}}", "not inf or nan"),
+        ("nodes:\n  - {name: a, count: 100000000, cores: 2, memory: 1Gi}", "count must be 1 to 5,000"),
     ):
         bad = tmp_path / "bad.yaml"
         bad.write_text(text)
