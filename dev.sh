@@ -4,6 +4,7 @@
 #                                  DAG's adaptive pods, then serve the Airflow UI with the Adaptive page
 #   ./dev.sh test                  install, lint, type-check, run the tests on SQLite and PostgreSQL
 set -euo pipefail
+CALLER=$PWD  # where the user ran it: their relative paths (demo --trace, --dag-file) start there
 cd "$(dirname "$0")"
 ROOT=$PWD
 VENV=${VENV:-$ROOT/.venv}
@@ -100,8 +101,16 @@ case "$cmd" in
     airflow db migrate >/dev/null
     serve=1
     args=()
+    path_next=0
     for arg in "$@"; do
-      if [ "$arg" = --no-serve ]; then serve=0; else args+=("$arg"); fi
+      if [ "$path_next" = 1 ] && [ "${arg#/}" = "$arg" ] && [ "$arg" != - ]; then arg=$CALLER/$arg; fi
+      path_next=0
+      case "$arg" in
+        --no-serve) serve=0; continue ;;
+        --trace|--dag-file) path_next=1 ;;
+        --trace=[!/]*|--dag-file=[!/]*) arg=${arg%%=*}=$CALLER/${arg#*=} ;;
+      esac
+      args+=("$arg")
     done
     if [ "$serve" = 1 ]; then demo_port_free; fi
     airflow-adaptive demo "${args[@]}"

@@ -64,6 +64,8 @@ def parse_family_rules(text: str, what: str) -> tuple[FamilyRule, ...]:
         pattern, sep, mode = item.rpartition("=")
         if not sep or not pattern.strip():
             raise ValueError(f"{what}: {item!r} is not family=mode")
+        if "=" in pattern or ";" in pattern:  # 'a=enforce;b=observe' would be one rule for 'a=enforce;b'
+            raise ValueError(f"{what}: {item!r} is not one family=mode (separate rules with commas)")
         rules.append(FamilyRule(pattern.strip(), parse_mode(mode, what)))
     return tuple(rules)
 

@@ -80,3 +80,34 @@ def test_the_demo_writes_to_its_own_store_whatever_the_shell_points_at(tmp_path:
     calls = seen.read_text().splitlines()
     assert [c.split()[0] for c in calls] == ["airflow", "airflow-adaptive"]  # migrate, then the demo
     assert all(c.split()[1:] == [str(ROOT / ".airflow-home"), "unset"] for c in calls), calls
+
+
+def test_the_demos_paths_are_read_from_where_the_user_ran_it(tmp_path: Path) -> None:
+    """dev.sh runs from the checkout: a relative --trace or --dag-file is the user's, not the checkout's."""
+    venv, seen = tmp_path / "venv", tmp_path / "seen.log"
+    (venv / "bin").mkdir(parents=True)
+    for tool, script in {"python": "#!/bin/sh\n", "airflow": "#!/bin/sh\n",
+                         "airflow-adaptive": '#!/bin/sh\necho "$@" >>"$SEEN"\n'}.items():  # fmt: skip
+        (venv / "bin" / tool).write_text(script)
+        (venv / "bin" / tool).chmod(0o755)
+    (venv / ".installed").touch()
+    argv = ["demo", "--trace", "mine.csv", "--dag-file=dags/d.py", "--no-serve"]
+    env = {**os.environ, "VENV": str(venv), "SEEN": str(seen)}
+    done = subprocess.run(
+        ["bash", str(ROOT / "dev.sh"), *argv],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert seen.read_text().split() == [
+        "demo",
+        "--trace",
+        f"{tmp_path}/mine.csv",
+        f"--dag-file={tmp_path}/dags/d.py",
+    ]
+    done = subprocess.run(["bash", str(ROOT / "dev.sh"), "demo", "--trace", "/abs/t.csv", "--no-serve"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert seen.read_text().splitlines()[-1] == "demo --trace /abs/t.csv"

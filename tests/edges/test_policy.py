@@ -239,7 +239,10 @@ def test_a_family_rule_overrides_the_dag_and_the_operator(
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [("MODE", "sometimes", "[adaptive] mode: 'sometimes' is not a mode"),
-     ("FAMILY_MODES", "etl.*", "[adaptive] family_modes: 'etl.*' is not family=mode")],
+     ("FAMILY_MODES", "etl.*", "[adaptive] family_modes: 'etl.*' is not family=mode"),
+     ("FAMILY_MODES", "a=enforce;b=observe", "'a=enforce;b=observe' is not one family=mode (separate rules "
+                                             "with commas)"),
+     ("FAMILY_MODES", "a==enforce", "'a==enforce' is not one family=mode")],
 )  # fmt: skip
 def test_a_bad_mode_setting_is_a_typed_error_naming_the_option(
     monkeypatch: pytest.MonkeyPatch, name: str, value: str, message: str
