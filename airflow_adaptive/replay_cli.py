@@ -89,15 +89,16 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.console import progress as progress_display
     from airflow_adaptive.evaluation.choices import BUDGETS
     from airflow_adaptive.evaluation.report import DEFAULT_STRATEGY, QUICK, evaluate
+    from airflow_adaptive.evaluation.series_report import refuse_over_time_names
 
     if args.time_series:
         return _cmd_replay_series(args, out)
     if args.plot:  # before the replay, which can take minutes
         require_research("replay --plot", "matplotlib")
         plot_folder("replay", args.plot)
+    names = refuse_over_time_names(strategy_names(args)) if args.strategy else [QUICK]
     traces = trace_files(args.traces)
     config = _replay_config(args, time_to_failure=args.time_to_failure)
-    names = strategy_names(args) if args.strategy else [QUICK]
     with progress_display() as progress:
         bar = progress.add_task("replaying", total=None)
         report = evaluate(

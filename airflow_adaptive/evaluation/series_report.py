@@ -124,3 +124,14 @@ def growth_against(results: dict[str, dict[str, Any]], name: str) -> dict[str, l
         "beaten_by": sorted(beaten_by - beats),
         "ties": sorted(beats & beaten_by),
     }
+
+
+def refuse_over_time_names(names: list[str]) -> list[str]:
+    """KS+ and growth in place replay memory over time: named without ``--time-series``, say so
+    (else they read as unknown strategies)."""
+    over_time = [n for n in names if n in (GROW, KSPLUS) or re.fullmatch(rf"{GROW}-[^,]*s", n)]
+    if over_time:
+        raise UnknownStrategyError(
+            f"replay: --strategy {over_time[0]} replays memory over time: add --time-series"
+        )
+    return names

@@ -258,8 +258,12 @@ EXAMPLE_TRACE = str(
         ),
         (["replay", EXAMPLE_TRACE, "--strategy", ","], "--strategy ',' names no strategy"),
         (["replay", EXAMPLE_TRACE, "--cap-bytes", "2Mi"], "--cap-bytes 2Mi is below the floor"),
+        (
+            ["replay", EXAMPLE_TRACE, "--strategy", "pc95,grow-5s"],
+            "grow-5s replays memory over time: add --time",
+        ),
     ],
-    ids=["limit below request", "no strategy", "cap below floor"],
+    ids=["limit below request", "no strategy", "cap below floor", "growth without time series"],
 )
 def test_values_no_one_can_mean_are_named(
     argv: list[str], says: str, engine: Any, capsys: pytest.CaptureFixture[str]
