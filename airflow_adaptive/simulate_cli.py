@@ -155,12 +155,14 @@ def add_simulate_command(sub: Any) -> None:
     sim.add_argument(
         "--placement",
         default="all",
-        help="comma-separated placement policies, or 'all'; 'default' is the provider's default (what pods "
-        "get); a '+locality' suffix (tarema+locality) stages shared inputs on nodes and prefers the nodes "
-        "that hold them",
+        help="comma-separated placement policies, or 'all' (the default); 'default' is the provider's default "
+        "(what pods get); a '+locality' suffix (tarema+locality) stages shared inputs on nodes and prefers "
+        "the nodes that hold them",
     )
     sim.add_argument("--ram-disk", metavar="SIZE", help="per-node RAM disk for staged inputs (e.g. 8Gi)")
-    sim.add_argument("--sizing", default="user", help="comma-separated: user, adaptive (or 'all')")
+    sim.add_argument(
+        "--sizing", default="user", help="comma-separated: user, adaptive (or 'all'; default user)"
+    )
     sim.add_argument(
         "--size-cpu", action="store_true", help="adaptive sizing sets CPU requests too ([adaptive] size_cpu)"
     )
@@ -168,7 +170,7 @@ def add_simulate_command(sub: Any) -> None:
         "--queue",
         default="fifo",
         help="comma-separated queue orders: fifo, lff-persevere, lff-postpone, critical-path, lff-classes "
-        "(or 'all')",
+        "(or 'all'; default fifo)",
     )
     sim.add_argument(
         "--runs", type=at_least_one, default=1, help="concurrent DAG runs of the workload (default 1)"
@@ -180,7 +182,8 @@ def add_simulate_command(sub: Any) -> None:
         "--history",
         choices=("prior-run", "online"),
         default="prior-run",
-        help="what sizing learns from: a whole earlier run (prior-run) or tasks as they finish (online)",
+        help="what sizing learns from: a whole earlier run (prior-run, the default) or tasks as they "
+        "finish (online)",
     )
     sim.add_argument(
         "--time-to-failure",
