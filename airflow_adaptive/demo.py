@@ -209,16 +209,23 @@ def _print_rows(out: TextIO, title: str, rows: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
     from airflow_adaptive.console import print_table
+    from airflow_adaptive.core.normalise import escape_surrogates
     from airflow_adaptive.core.units import format_bytes
 
-    table = Table(title=title, show_lines=True)
+    # A family's tasks share one explanation of a few hundred characters: said once under the table,
+    # by number, so that the table stays a screen high in an 80-column terminal.
+    notes: dict[str, int] = {}
+    table = Table(title=title)
     for column in ("task", "family", "mode", "user asked", "pod's request / limit", "strategy", "why"):
         table.add_column(column, overflow="fold")
     for row in rows:
+        why = row["explanation"] or ""
         cells = (
             row["task_id"], row["task_family"], row["mode"] or "", format_bytes(row["user_request_bytes"]),
             f"{format_bytes(row['memory_request_bytes'])} / {format_bytes(row['memory_limit_bytes'])}",
-            row["strategy"] or "", row["explanation"] or "",
+            row["strategy"] or "", f"[{notes.setdefault(why, len(notes) + 1)}]" if why else "",
         )  # fmt: skip
         table.add_row(*cells)
     print_table(table, out)
+    for why, number in notes.items():
+        print(f"\n[{number}] {escape_surrogates(why)}", file=out)

@@ -189,6 +189,8 @@ def test_the_demos_stderr_says_what_it_recorded_and_not_each_pods_log_line() -> 
     )
     assert done.returncode == 0, done.stderr
     assert "align_HG002" in done.stdout
+    # the four align tasks share their family's explanation: said once, under the table, by number
+    assert done.stdout.count("(user asked 16 GiB)") == 1 and "\n[1] " in done.stdout
     assert "demo: 61 attempts from generated history (seed 7) recorded" in done.stderr
     assert "[info" not in done.stderr and "Building pod" not in done.stderr, done.stderr
 
