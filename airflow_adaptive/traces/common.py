@@ -117,9 +117,10 @@ class SkippedRow:
     line: int
     reason: str
     kind: str = ""  # the reason without the row's own details, to count rows by (default: up to a colon)
+    by_line: bool = True  # False: ``line`` counts records (a JSON instance's tasks), which the reason names
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.reason}"
+        return f"{self.path}:{self.line}: {self.reason}" if self.by_line else f"{self.path}: {self.reason}"
 
 
 @dataclass

@@ -120,11 +120,11 @@ def read_wfformat(path: str | os.PathLike[str]) -> ImportResult:
             read, written = number(record, "readBytes"), number(record, "writtenBytes")
         except ValueError as err:
             kind = NOT_A_NUMBER
-            result.skipped.append(SkippedRow(name, pos + 1, f"{where}: {kind}: {err}", kind))
+            result.skipped.append(SkippedRow(name, pos + 1, f"{where}: {kind}: {err}", kind, by_line=False))
             continue
         if spec is None or not peak:
             kind = "no specification" if spec is None else "no memoryInBytes"
-            result.skipped.append(SkippedRow(name, pos + 1, f"{where}: {kind}", kind))
+            result.skipped.append(SkippedRow(name, pos + 1, f"{where}: {kind}", kind, by_line=False))
             continue
         family = task_family(spec)
         input_size = instance.input_size_bytes(spec)

@@ -141,6 +141,8 @@ def test_wfformat_instance(tmp_path: Path) -> None:
     assert detect_format(str(trace)) == "wfformat"
     result = read_trace(trace)
     assert len(result.skipped) == 3 and "memoryInBytes='big'" in result.skipped[0].reason
+    # a task's place in the instance, not a line of the JSON file: no "wf.json:2:" as if it were one
+    assert str(result.skipped[0]).startswith(f"{trace}: task #1 (ALIGN_2): ")
     assert result.skipped[2].reason.endswith("not a number from 0 to 2^62: memoryInBytes=1e+300")
     (obs,) = result.observations
     assert (obs.task_family, obs.input_size_bytes, obs.usage.cpu_core_seconds) == ("ALIGN", 1000, 20.0)
