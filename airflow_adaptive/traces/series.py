@@ -162,6 +162,11 @@ def read_series_history(path: str | os.PathLike[str]) -> ImportResult:
     if os.path.isdir(name) and _is_converted(Path(name)):
         name = os.path.join(name, "tasks.csv")
     exports = os.path.isdir(name)  # the published exports, read from their files
+    if not exports and os.path.basename(name).removesuffix(".gz") != "tasks.csv":  # not its parent's fault
+        raise TraceFormatError(
+            f"{name}: not a time-series trace (--format series reads a folder, or its tasks.csv with a "
+            "memory.csv beside it)"
+        )
     trace = read_series(name if exports else Path(name).parent)
     result = ImportResult(skipped=[SkippedRow(name, line, reason) for line, reason in trace.skipped_lines])
     stem = trace_name(name, [os.fspath(p) for p in export_files(name)] if exports else ())

@@ -326,6 +326,10 @@ def test_history_import_takes_a_k_segments_folder_and_says_a_missing_path_first(
     assert main(["history", "import", str(tmp_path / "empty")]) == 2
     assert capsys.readouterr().err.endswith(f"no trace files found in {tmp_path / 'empty'}\n")
     assert sql_store(engine).family("wf:align").rollup.attempts == 3  # nothing imported twice or lost
+    other = folder / "notes.csv"  # beside a tasks.csv, but not it: named, not its folder (nor read as it)
+    other.write_text((folder / "tasks.csv").read_text())
+    assert main(["history", "import", "--format", "series", str(other)]) == 2
+    assert capsys.readouterr().err.startswith(f"airflow-adaptive: error: {other}: not a time-series trace")
 
 
 def test_replay_says_when_a_trace_cannot_be_replayed_in_the_history_asked(
