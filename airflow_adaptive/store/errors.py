@@ -16,6 +16,8 @@ _HINTS = (
     (re.compile(r'database "[^"]*" does not exist|unknown database', re.I),
      "create that database, then run airflow db migrate"),
     (re.compile(r'role "[^"]*" does not exist|access denied for user', re.I), "check the user in sql_alchemy_conn"),
+    (re.compile(r"unable to open database file", re.I),  # SQLite: its file's folder is missing or read-only
+     "the folder of the SQLite file in sql_alchemy_conn must exist and be writable"),
     (re.compile(r'no such (table|column)|(relation|column) "[^"]*".* does not exist|doesn\'t exist|unknown column',
                 re.I), "run airflow db migrate?"),
 )  # fmt: skip

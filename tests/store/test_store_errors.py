@@ -24,6 +24,8 @@ from tests.conftest import POSTGRES_URL
         ('column adaptive_family.rollup of relation "adaptive_family" does not exist', "(run airflow db migrate?)"),
         ("no such table: adaptive_family", "(run airflow db migrate?)"),
         ("(1146, \"Table 'airflow.adaptive_family' doesn't exist\")", "(run airflow db migrate?)"),
+        ("unable to open database file",
+         "(the folder of the SQLite file in sql_alchemy_conn must exist and be writable)"),
         ("could not connect to server: Connection refused", ""),
     ],
 )  # fmt: skip
