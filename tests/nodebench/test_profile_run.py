@@ -4,6 +4,7 @@ of the machine's speed; nothing here measures time."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -132,10 +133,9 @@ def test_the_timeout_stops_the_profile_and_every_process_it_started(
     )
 
 
-def test_ctrl_c_stops_the_profile_and_its_tools_with_one_line(
-    tmp_path: Path, pidfile: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _tools(tmp_path / "bin", monkeypatch, HANGING, HANGING)
+@contextlib.contextmanager
+def _profile_until_a_tool_hangs(pidfile: Path, *extra: str) -> Iterator[subprocess.Popen[str]]:
+    """``profile-node`` in a process of its own, once a hanging tool has started (its pid written)."""
     command = [
         sys.executable,
         "-m",
@@ -146,11 +146,19 @@ def test_ctrl_c_stops_the_profile_and_its_tools_with_one_line(
         "--repeats",
         "1",
     ]
-    with subprocess.Popen(command, stderr=subprocess.PIPE, text=True) as cli:
-        for _ in range(600):  # the hanging tool has started once its pid is written
+    with subprocess.Popen([*command, *extra], stderr=subprocess.PIPE, text=True) as cli:
+        for _ in range(600):
             if pidfile.exists() and pidfile.read_text().strip():
                 break
             time.sleep(0.05)
+        yield cli
+
+
+def test_ctrl_c_stops_the_profile_and_its_tools_with_one_line(
+    tmp_path: Path, pidfile: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _tools(tmp_path / "bin", monkeypatch, HANGING, HANGING)
+    with _profile_until_a_tool_hangs(pidfile) as cli:
         cli.send_signal(signal.SIGINT)
         err = cli.communicate(timeout=60)[1]
     assert cli.returncode == 130 and "Traceback" not in err
@@ -166,21 +174,7 @@ def test_sigterm_stops_the_profile_and_removes_its_fio_file(
     _tools(tmp_path / "bin", monkeypatch, QUICK_SYSBENCH, HANGING)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    command = [
-        sys.executable,
-        "-m",
-        "airflow_adaptive.cli",
-        "profile-node",
-        "--seconds",
-        "1",
-        "--repeats",
-        "1",
-    ]
-    with subprocess.Popen([*command, "--fio-dir", str(scratch)], stderr=subprocess.PIPE, text=True) as cli:
-        for _ in range(600):  # fio has started once its pid is written: its folder is there
-            if pidfile.exists() and pidfile.read_text().strip():
-                break
-            time.sleep(0.05)
+    with _profile_until_a_tool_hangs(pidfile, "--fio-dir", str(scratch)) as cli:  # fio's folder is there
         assert [p.name.startswith("adaptive-fio-") for p in scratch.iterdir()] == [True]
         cli.send_signal(signal.SIGTERM)
         err = cli.communicate(timeout=60)[1]
