@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # airflow-adaptive developer entry point.
-#   ./dev.sh demo [--trace FILE] [--no-serve]   install, migrate the embedded SQLite store, show the example
+#   ./dev.sh demo [--trace FILE] [--dag-file FILE] [--no-serve]   install, migrate the embedded SQLite store, show the example
 #                                  DAG's adaptive pods, then serve the Airflow UI with the Adaptive page
 #   ./dev.sh test                  install, lint, type-check, run the tests on SQLite and PostgreSQL
 set -euo pipefail
@@ -108,6 +108,7 @@ case "$cmd" in
       case "$arg" in
         --no-serve) serve=0; continue ;;
         --trace|--dag-file) path_next=1 ;;
+        --trace=-) ;;
         --trace=[!/]*|--dag-file=[!/]*) arg=${arg%%=*}=$CALLER/${arg#*=} ;;
       esac
       args+=("$arg")

@@ -6,9 +6,7 @@ import argparse
 import contextlib
 import io
 import os
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -35,6 +33,7 @@ from airflow_adaptive.nodes_cli import add_node_commands
 from airflow_adaptive.observe_cli import add_observe_command
 from airflow_adaptive.replay_cli import add_replay_command
 from airflow_adaptive.simulate_cli import add_simulate_command
+from airflow_adaptive.stopping import TERMINATED_EXIT, Terminated, sigterm_stops
 
 if TYPE_CHECKING:
     from airflow_adaptive.advisor import Advisor
@@ -372,10 +371,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = sys.stdout
     if isinstance(out, io.TextIOWrapper):  # a name we did not escape is shown escaped, not a traceback
         out.reconfigure(errors="backslashreplace")
-    before = _stop_on_sigterm()
     try:
         # Results go to stdout; everything Airflow logs meanwhile goes to stderr, so --json pipes cleanly.
-        with contextlib.redirect_stdout(sys.stderr):
+        with sigterm_stops(), contextlib.redirect_stdout(sys.stderr):
             return int(args.func(args, out))
     except AdaptiveError as err:
         print(f"airflow-adaptive: error: {escape_surrogates(str(err))}", file=sys.stderr)
@@ -386,7 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except Terminated:
         print("airflow-adaptive: stopped (SIGTERM)", file=sys.stderr)
-        return 128 + signal.SIGTERM
+        return TERMINATED_EXIT
     except KeyboardInterrupt:  # Ctrl-C: a user's choice, not a crash; 130 as a shell reports SIGINT
         print("airflow-adaptive: interrupted", file=sys.stderr)
         return 130
@@ -396,26 +394,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"airflow-adaptive: error: {escape_surrogates(reason)}", file=sys.stderr)
         return 2
-    finally:
-        if before is not None:
-            signal.signal(signal.SIGTERM, before)
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (``timeout``, ``kill``, a pod stopped): unwound as Ctrl-C is, so what a command
-    started stops and its temporary files (profile-node's fio file) go with it."""
-
-
-def _stop_on_sigterm() -> Any:
-    """Raise :class:`Terminated` on SIGTERM while a command runs; the handler it replaced (None off
-    the main thread, where Python cannot set one)."""
-
-    def stop(signum: int, frame: Any) -> None:
-        raise Terminated
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGTERM, stop)
 
 
 if __name__ == "__main__":

@@ -117,7 +117,7 @@ def _check_profile_paths(args: argparse.Namespace) -> None:
 def _check_output(path: str) -> None:
     """Opened for appending, as the profile will be (e.g. /dev/termination-log): only trying says
     whether this user may, even as root; a file made here for the try is removed again."""
-    there = os.path.exists(path)
+    there = os.path.lexists(path)  # a dangling link too: opening it made its target, removed with it
     try:
         with open(path, "a", encoding="utf-8"):
             pass

@@ -160,9 +160,7 @@ def add_simulate_command(sub: Any) -> None:
         "the nodes that hold them",
     )
     sim.add_argument("--ram-disk", metavar="SIZE", help="per-node RAM disk for staged inputs (e.g. 8Gi)")
-    sim.add_argument(
-        "--sizing", default="user", help="comma-separated: user, adaptive (or 'all'; default user)"
-    )
+    sim.add_argument("--sizing", default="user", help="comma-separated: user (default), adaptive, or 'all'")
     sim.add_argument(
         "--size-cpu", action="store_true", help="adaptive sizing sets CPU requests too ([adaptive] size_cpu)"
     )

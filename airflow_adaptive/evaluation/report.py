@@ -160,9 +160,16 @@ def _results(
         return
     # spawn, not fork: the caller may hold threads (Airflow, SQLAlchemy pools) a fork would copy mid-lock
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_logs_to_stderr) as pool:
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_logs_to_stderr)
+    try:
         for future in [pool.submit(job, *a) for a in args]:
             yield future.result()
+    except BaseException:  # Ctrl-C, SIGTERM: stop now, not after every queued job has run
+        for process in list(getattr(pool, "_processes", {}).values()):  # the executor has no public kill
+            process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def _logs_to_stderr() -> None:

@@ -26,9 +26,11 @@ def profile_from_json(raw: Any, where: str) -> NodeProfile:
     values = _numbers(benchmarks, f"{where} ({raw['node']}): benchmark")
     for fact in ("cores", "memory_bytes"):
         if raw.get(fact) is not None and (
-            isinstance(raw[fact], bool) or not isinstance(raw[fact], int) or raw[fact] <= 0
+            isinstance(raw[fact], bool) or not isinstance(raw[fact], int) or not 0 < raw[fact] <= 2**62
         ):
-            raise ProfileFormatError(f"{where} ({raw['node']}): {fact!r} must be a positive whole number")
+            raise ProfileFormatError(
+                f"{where} ({raw['node']}): {fact!r} must be a positive whole number (at most 2^62)"
+            )
     capabilities = raw.get("capabilities", [])
     if not isinstance(capabilities, list) or not all(isinstance(c, str) for c in capabilities):
         raise ProfileFormatError(f"{where} ({raw['node']}): 'capabilities' must be a list of strings")
@@ -81,7 +83,7 @@ def load_profiles(path: str | os.PathLike[str]) -> list[NodeProfile]:
             data = json.load(handle)
     except OSError as err:
         raise ProfileFormatError(f"{name}: cannot read node profiles ({err})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:  # e.g. a CSV of benchmark results
+    except (ValueError, UnicodeDecodeError) as err:  # a CSV of benchmark results; an int past 4,300 digits
         raise ProfileFormatError(
             f"{name}: not JSON node profiles ({err}); expected what 'airflow-adaptive profile-node --json' "
             "writes, one machine's or a list of them"

@@ -234,8 +234,8 @@ def _nodes(entry: Any, where: str) -> Sequence[SimNode]:
         at = float(entry.get("available_at_s", 0.0))
     except KeyError as err:
         raise SimulationInputError(f"{where}: missing {err.args[0]!r}") from None
-    except (TypeError, ValueError, AttributeError, InvalidQuantityError) as err:
-        raise SimulationInputError(f"{where}: {err}") from None
+    except (TypeError, ValueError, AttributeError, OverflowError, InvalidQuantityError) as err:
+        raise SimulationInputError(f"{where}: {str(err)[:200]}") from None  # Overflow: int(.inf), 400 digits
     numbers = (cores, at, *bench.values())
     if (
         not all(math.isfinite(v) for v in numbers)

@@ -7,6 +7,7 @@ import csv
 import hashlib
 import os
 import re
+import warnings
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +47,8 @@ def _table_errors(name: str) -> Iterator[None]:
 
 def read_table(name: str, **options: Any) -> pd.DataFrame:
     """A CSV/TSV file (plain or gzip) as strings, missing cells as ""."""
-    with _table_errors(name):
+    with _table_errors(name), warnings.catch_warnings():
+        warnings.simplefilter("ignore", pd.errors.ParserWarning)  # "Length of header ...": one line, not two
         frame = pd.read_csv(
             name, dtype=str, keep_default_na=False, compression=compression(name), index_col=False, **options
         )  # index_col=False: rows longer than the header are not read as an index

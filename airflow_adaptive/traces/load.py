@@ -107,7 +107,8 @@ def replay_input(
     reasons = Counter(kinds)
     if first_lines is not None:
         for kind, row in zip(kinds, result.skipped, strict=True):
-            first_lines.setdefault(kind, row.line)
+            if row.by_line:  # a JSON instance's task has a place, not a line
+                first_lines.setdefault(kind, row.line)
     runs = []
     for made in map(_task_run, result.observations):
         if isinstance(made, TaskRun):

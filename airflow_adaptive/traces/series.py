@@ -162,7 +162,7 @@ def read_series_history(path: str | os.PathLike[str]) -> ImportResult:
     if os.path.isdir(name) and _is_converted(Path(name)):
         name = os.path.join(name, "tasks.csv")
     exports = os.path.isdir(name)  # the published exports, read from their files
-    if not exports and os.path.basename(name).removesuffix(".gz") != "tasks.csv":  # not its parent's fault
+    if not exports and os.path.basename(name) != "tasks.csv":  # the one file read_series reads there
         raise TraceFormatError(
             f"{name}: not a time-series trace (--format series reads a folder, or its tasks.csv with a "
             "memory.csv beside it)"

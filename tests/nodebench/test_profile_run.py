@@ -147,10 +147,11 @@ def _profile_until_a_tool_hangs(pidfile: Path, *extra: str) -> Iterator[subproce
         "1",
     ]
     with subprocess.Popen([*command, *extra], stderr=subprocess.PIPE, text=True) as cli:
-        for _ in range(600):
+        for _ in range(1200):
             if pidfile.exists() and pidfile.read_text().strip():
                 break
             time.sleep(0.05)
+        assert pidfile.exists(), "the hanging tool never started"
         yield cli
 
 

@@ -78,13 +78,14 @@ def test_profile_noise_is_read_as_the_standard_error_of_the_mean(tmp_path: Path)
             {"benchmarks": {"cpu_events_per_s": 10**400}},
             "'cpu_events_per_s' = 1000000000000000000000000000000000000...",
         ),
+        ({"cores": 10**400}, "'cores' must be a positive whole number (at most 2^62)"),
     ):
         path.write_text(json.dumps([{**profile, **bad}]))
         with pytest.raises(ProfileFormatError, match=re.escape(says)):
             load_profiles(path)
     # a CSV of benchmark results (Lotaru's bio-bench files look like profiles) or binary: one line
     # that says what is expected
-    for text in (b"machine,cpu,mem\nn1,1.0,2.0\n", b"\xff\xfe\x00\x01"):
+    for text in (b"machine,cpu,mem\nn1,1.0,2.0\n", b"\xff\xfe\x00\x01", b"[" + b"9" * 5000 + b"]"):
         path.write_bytes(text)
         with pytest.raises(
             ProfileFormatError, match=r"not JSON node profiles .* 'airflow-adaptive profile-node --json'"

@@ -29,6 +29,8 @@ def test_cluster_file_and_its_errors(tmp_path: Path) -> None:
         ("nodes:\n  - {name: a, cores: .inf, memory: 1Gi}", "not inf or nan"),
         ("nodes:\n  - {name: a, cores: 2, memory: 1Gi, benchmarks: {cpu: .nan}}", "not inf or nan"),
         ("nodes:\n  - {name: a, count: 100000000, cores: 2, memory: 1Gi}", "count must be 1 to 5,000"),
+        ("nodes:\n  - {name: a, count: .inf, cores: 2, memory: 1Gi}", "infinity"),  # int(inf) overflows
+        ("nodes:\n  - {name: a, cores: 1" + "0" * 400 + ", memory: 1Gi}", "too large"),
     ):
         bad = tmp_path / "bad.yaml"
         bad.write_text(text)
