@@ -17,6 +17,7 @@ LAYERS = {
     "version": 0,
     "core": 1,  # pure policy
     "failopen": 2,
+    "stopping": 2,  # SIGTERM unwinds a command as Ctrl-C does
     "console": 2,  # the commands' progress display
     "cli_args": 3,  # the commands' argument types, on core and traces
     "nodebench": 2,  # node microbenchmarks
