@@ -93,9 +93,7 @@ class ProcessHistoryStore:
         """Called before every operation (a test double makes it fail or wait)."""
 
     # --- writes ---------------------------------------------------------------------------------
-    def _put(self, obs: Observation) -> None:
-        if obs.finished_at is None:
-            obs = replace(obs, finished_at=datetime.now(timezone.utc))
+    def _put(self, obs: Observation) -> None:  # stamped with a time where recorded (recording.py)
         known = self._attempts.get(obs.key)
         if known is None:
             self._next_id += 1

@@ -26,7 +26,8 @@ ROLLUP_COLUMNS = tuple(f.name for f in fields(FamilyRollup) if f.name != "task_f
 
 
 # Each column of adaptive_task_attempt read off an attempt; attrgetter runs in C, so a column of a
-# million attempts is one map() call (finished_at, which defaults to the recording time, is apart).
+# million attempts is one map() call. finished_at is set on every attempt by then: recording stamps
+# one without a time of its own (recording.py:_with_time).
 _ATTEMPT_COLUMNS: dict[str, Callable[[Observation], Any]] = {
     "dag_id": attrgetter("key.dag_id"),
     "task_id": attrgetter("key.task_id"),
@@ -53,6 +54,7 @@ _ATTEMPT_COLUMNS: dict[str, Callable[[Observation], Any]] = {
     "program": attrgetter("program"),
     "memory_profile": lambda o: list(o.memory_profile_s) if o.memory_profile_s else None,
     "memory_rebound_bytes": attrgetter("memory_rebound_bytes"),
+    "finished_at": attrgetter("finished_at"),
 }
 
 
@@ -63,10 +65,7 @@ def attempt_values(obs: Observation) -> dict[str, Any]:
 
 def attempt_columns(observations: Sequence[Observation]) -> dict[str, list[Any]]:
     """The attempts' rows of ``adaptive_task_attempt``, a column at a time."""
-    now = datetime.now(timezone.utc)
-    columns = {name: list(map(get, observations)) for name, get in _ATTEMPT_COLUMNS.items()}
-    columns["finished_at"] = [o.finished_at or now for o in observations]
-    return columns
+    return {name: list(map(get, observations)) for name, get in _ATTEMPT_COLUMNS.items()}
 
 
 def _utc(value: datetime | None) -> datetime | None:
