@@ -101,6 +101,12 @@ class Observation:
         return self.exit_reason is ExitReason.OOM_KILLED
 
     @property
+    def imported(self) -> bool:
+        """Read from a trace file (``history import``), not run by this Airflow: its host names are
+        another cluster's."""
+        return self.key.dag_id == IMPORTED_DAG_ID
+
+    @property
     def asked_bytes(self) -> int | None:
         """The user's memory request, else (not recorded) the pod's: what a task asked for before
         any decision, as the savings and the what-if replay count it."""

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .grouping import TASK_FEATURE_BENCHMARKS
-from .model import IMPORTED_DAG_ID, ExitReason, Observation
+from .model import ExitReason, Observation
 
 Scores = Mapping[str, float]  # task feature (cpu, memory, io) -> benchmark score, higher is faster
 LOTARU_WEIGHTS = {"cpu": 0.5, "io": 0.5}  # Lotaru's fixed halves: CPU and I/O
@@ -102,7 +102,7 @@ def recorded_runs(window: Sequence[Observation]) -> tuple[StoredRun, ...]:
         (o.node_name, float(o.usage.wall_seconds), o.input_size_bytes)
         for o in window
         if o.exit_reason is ExitReason.COMPLETED
-        and o.key.dag_id != IMPORTED_DAG_ID
+        and not o.imported
         and o.node_name
         and o.usage.wall_seconds is not None
         and o.usage.wall_seconds > 0

@@ -16,7 +16,7 @@ from airflow_adaptive.advice.placement_advice import runtime_estimates
 from airflow_adaptive.advisor import Advisor
 from airflow_adaptive.config import AdaptiveSettings
 from airflow_adaptive.core.decide import SizingSettings
-from airflow_adaptive.core.model import IMPORTED_DAG_ID, MemoryRequest, Observation, PeakKind
+from airflow_adaptive.core.model import MemoryRequest, Observation, PeakKind
 from airflow_adaptive.core.node_groups import StoredNode, summarize_groups
 from airflow_adaptive.core.rollup import DayTotals
 from airflow_adaptive.core.runtimes import StoredRun, recorded_runs
@@ -177,7 +177,7 @@ def _attempt_json(obs: Observation, group_of: dict[str, int], *, restricted: boo
         "peak_is_lower_bound": obs.usage.peak_kind in (PeakKind.SAMPLED, PeakKind.CENSORED),
         "wall_seconds": obs.usage.wall_seconds,
         "node": obs.node_name,  # an imported trace's host is another cluster's: in none of the groups here
-        "group": None if obs.key.dag_id == IMPORTED_DAG_ID else group_of.get(obs.node_name or ""),
+        "group": None if obs.imported else group_of.get(obs.node_name or ""),
         "strategy": obs.strategy,
         "explanation": REASON_HIDDEN if restricted and obs.explanation else obs.explanation,
     }
