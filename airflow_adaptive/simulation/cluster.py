@@ -236,12 +236,11 @@ def _nodes(entry: Any, where: str) -> Sequence[SimNode]:
         raise SimulationInputError(f"{where}: missing {err.args[0]!r}") from None
     except (TypeError, ValueError, AttributeError, OverflowError, InvalidQuantityError) as err:
         raise SimulationInputError(f"{where}: {str(err)[:200]}") from None  # Overflow: int(.inf), 400 digits
-    numbers = (cores, at, *bench.values())
     if (
-        not all(math.isfinite(v) for v in numbers)
+        not all(math.isfinite(v) for v in (cores, at, *bench.values()))
         or cores <= 0
         or at < 0
-        or min(bench.values(), default=1) <= 0
+        or any(v <= 0 for v in bench.values())
     ):
         raise SimulationInputError(
             f"{where}: cores and benchmarks must be positive numbers, available_at_s >= 0 (not inf or nan)"
