@@ -209,6 +209,24 @@ def check_label_syntax(key: str, value: str | None, *, is_label: bool) -> None:
         assert value is not None and (value == "" or _LABEL_NAME.match(value)), f"bad label value {value!r}"
 
 
+def shipped_manifest(name: str) -> list[dict[str, Any]]:
+    """The documents of ``deploy/<name>``, each checked against the Kubernetes 1.33 schema (strict)."""
+    import kubernetes_validate
+    import yaml
+
+    docs = list(yaml.safe_load_all((Path(__file__).resolve().parents[1] / "deploy" / name).read_text()))
+    for doc in docs:
+        kubernetes_validate.validate(doc, "1.33", strict=True)
+    return docs
+
+
+def shipped_config_map(pod: dict[str, Any]) -> str:
+    """The ConfigMap a shipped pod reads its airflow.cfg from (the official Helm chart names it
+    ``<release>-airflow-config``)."""
+    mount = next(m for c in pod["containers"] for m in c["volumeMounts"] if m.get("subPath") == "airflow.cfg")
+    return str(next(v for v in pod["volumes"] if v["name"] == mount["name"])["configMap"]["name"])
+
+
 def validate_pod(pod: Any) -> dict[str, Any]:
     """The pod as the API server would receive it, checked against the Kubernetes 1.33 schema (strict)
     and the label and annotation syntax the schema leaves out."""

@@ -26,7 +26,7 @@ from airflow_adaptive.observer import lease as lease_module
 from airflow_adaptive.observer.lease import LeaderLease
 from airflow_adaptive.observer.loop import Observer
 from airflow_adaptive.store.spool import Spool
-from tests.conftest import sql_store, validate_pod
+from tests.conftest import shipped_config_map, shipped_manifest, sql_store, validate_pod
 from tests.edges.test_operator_e2e import stored, unfinished
 from tests.factories import attempt
 from tests.fake_kubernetes import FakeKubernetesApi
@@ -214,20 +214,20 @@ def test_each_mode_on_a_worker_pod(
 
 
 def test_the_shipped_observer_manifest_is_valid_and_runs_as_no_root() -> None:
-    import kubernetes_validate
-    import yaml
-
-    shipped = Path(__file__).resolve().parents[2] / "deploy" / "observer.yaml"
-    docs = list(yaml.safe_load_all(shipped.read_text()))
-    for doc in docs:
-        kubernetes_validate.validate(doc, "1.33", strict=True)
+    docs = shipped_manifest("observer.yaml")
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     pod = deployment["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}  # Pod Security "restricted"
     assert pod["containers"][0]["command"][:2] == ["airflow-adaptive", "observe"]
+    assert shipped_config_map(pod) == "airflow-airflow-config"  # the chart's "<release>-airflow-config"
     role = next(d for d in docs if d["kind"] == "Role")
-    leases = next(r for r in role["rules"] if r["apiGroups"] == ["coordination.k8s.io"])
-    assert set(leases["verbs"]) == {"get", "create", "update"}  # what LeaderLease calls, no more
+    verbs = {(r["resources"][0], *r.get("resourceNames", ()), *sorted(r["verbs"])) for r in role["rules"]}
+    assert verbs == {  # what the loop and LeaderLease call, no more
+        ("pods", "list", "patch"),
+        ("leases", "create"),
+        ("leases", lease_module.LEASE_NAME, "get", "update"),
+    }
     # the scheduler's hook may read that one Lease, and nothing else
     reader = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"].endswith("lease-reader"))
     assert reader["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],

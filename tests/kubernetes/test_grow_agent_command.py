@@ -4,7 +4,6 @@ checks, the shipped manifest, and an API that does not answer."""
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import pytest
 from kubernetes import config as kube_config
@@ -12,6 +11,7 @@ from kubernetes import config as kube_config
 from airflow_adaptive.core.growth import GrowthRule
 from airflow_adaptive.core.units import MIB
 from airflow_adaptive.kubernetes.grow_agent import GrowthAgent
+from tests.conftest import shipped_config_map, shipped_manifest
 from tests.fake_kubernetes import FakeKubernetesApi
 from tests.kubernetes.growing import start_pod
 
@@ -84,17 +84,12 @@ def test_no_lowering_on_the_command_line_keeps_every_limit_it_grew() -> None:
 
 
 def test_the_shipped_grow_agent_manifest_is_valid_runs_as_no_root_and_asks_only_what_it_uses() -> None:
-    import kubernetes_validate
-    import yaml
-
-    shipped = Path(__file__).resolve().parents[2] / "deploy" / "grow-agent.yaml"
-    docs = list(yaml.safe_load_all(shipped.read_text()))
-    for doc in docs:
-        kubernetes_validate.validate(doc, "1.33", strict=True)
+    docs = shipped_manifest("grow-agent.yaml")
     pod = next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     container = pod["containers"][0]
     assert container["command"][:2] == ["airflow-adaptive", "grow-agent"]
+    assert shipped_config_map(pod) == "airflow-airflow-config"  # the chart's "<release>-airflow-config"
     assert container["volumeMounts"][0]["readOnly"] is True  # it reads cgroups; the kubelet writes limits
     rules = {
         (r["resources"][0], *sorted(r["verbs"]))
