@@ -256,8 +256,10 @@ def _queue_routes(app: APIRouter) -> None:
     @app.get("/api/task/{dag_id}/{task_id}")
     def task_family_of(dag_id: str, task_id: str, readable: Dags, session: SessionDep) -> dict[str, Any]:
         """The family a task's page opens (the per-task tab lands here): see plugin/tasks.py."""
+        from airflow_adaptive.core.normalise import fit_key
         from airflow_adaptive.plugin.tasks import task_family_for
 
+        dag_id, task_id = fit_key(dag_id), fit_key(task_id)  # as attempts are stored; no NUL reaches SQL
         if readable is not None and dag_id not in readable:
             raise HTTPException(404, f"no task {dag_id}.{task_id} in a DAG you may read")
         return task_family_for(session, _store, dag_id, task_id)

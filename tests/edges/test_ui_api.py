@@ -83,6 +83,8 @@ def test_a_tasks_tab_opens_the_family_its_operator_names(
     assert recorded == {"task_family": "other_dag.align", "source": "default"}
     sql_store_attempts = client.get("/adaptive/api/task/adaptive_genomics/align", headers=auth).json()
     assert sql_store_attempts == {"task_family": "genomics.align", "source": "attempts"}
+    nul = client.get("/adaptive/api/task/a%00b/align", headers=auth)  # PostgreSQL refuses NUL in text
+    assert nul.status_code == 200 and nul.json() == {"task_family": "a\ufffdb.align", "source": "default"}
 
 
 def test_numbers_are_the_stores(client: Any, auth: dict[str, str], demo: Any) -> None:
