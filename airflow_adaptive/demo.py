@@ -12,6 +12,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
+from airflow_adaptive.core.sizing.similar import Identity
 from airflow_adaptive.core.units import GIB
 from airflow_adaptive.exceptions import DagFileError
 
@@ -137,14 +138,17 @@ def _first_line(message: str) -> str:
     return next((line for line in message.splitlines() if line.strip()), message)[:300]
 
 
-def _matched(observations: list[Observation], families: list[str]) -> bool:
-    """Whether the history can size any of the DAG's families: the same family, or the same task
-    name (a warm start)."""
-    from airflow_adaptive.core.sizing.similar import task_name
+def _matched(observations: list[Observation], tasks: list[Identity], min_similarity: float) -> bool:
+    """Whether the history can size any of the DAG's tasks: the same family, or a donor for a warm
+    start (the same task name, or the same image and program)."""
+    from airflow_adaptive.core.sizing.similar import pick_donor
 
-    known = {o.task_family for o in observations}
-    names = {task_name(f) for f in known}
-    return any(f in known or task_name(f) in names for f in families)
+    known = [(Identity(o.task_family, o.image, o.program), 1) for o in observations]
+    families = {o.task_family for o in observations}
+    return any(
+        t.family in families or pick_donor(t, known, min_similarity=min_similarity, min_samples=1)
+        for t in tasks
+    )
 
 
 def run_demo(
@@ -154,6 +158,7 @@ def run_demo(
 
     from airflow_adaptive.config import check_sizing_names, get_settings
     from airflow_adaptive.demo_pods import mapped_kubernetes_tasks, operator_row, plain_row
+    from airflow_adaptive.kubernetes.pods import tool_of
     from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
     from airflow_adaptive.store.access import open_store
 
@@ -188,10 +193,13 @@ def run_demo(
             f"demo: mapped tasks not shown ({', '.join(mapped)}): their pods exist per map index",
             file=sys.stderr,
         )
-    if not _matched(observations, [row["task_family"] for row in rows]):
+    tools = [tool_of(t.image, t.cmds, t.arguments) for t in kubernetes]
+    asked = [Identity(row["task_family"], *tool) for row, tool in zip(rows, tools, strict=True)]
+    if not _matched(observations, asked, settings.sizing.min_similarity):
         print(
             f"demo: {trace or 'the generated history'} sizes none of the DAG's tasks (no family matches "
-            "theirs by name or task name): they are sized from what the history store already held",
+            "theirs by name, task name or image and program): they are sized from what the history store "
+            "already held",
             file=sys.stderr,
         )
         source = "the history store"  # what sizes them is whatever it held before

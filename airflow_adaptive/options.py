@@ -61,8 +61,9 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "boolean",
         "True",
         "Size a task family with no history of its own by the model of the family with the same task "
-        "name (the last part of its name: ``fastqc`` in ``rnaseq.fastqc``), at most the user's request, "
-        "until it has history.",
+        "name (the last part of its name: ``fastqc`` in ``rnaseq.fastqc``), or the same image and "
+        "program (not ``python -c`` nor Airflow's own task runner, which name no tool), at most the "
+        "user's request, until it has history.",
     ),
     "size_cpu": (
         "boolean",

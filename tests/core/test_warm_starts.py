@@ -235,6 +235,28 @@ def test_a_cold_family_borrows_by_image_and_program_only_when_both_match() -> No
     assert pick_donor(Identity("b.x", "repo/bwa:1"), [(align, 10)], min_similarity=0.5) is not None
 
 
+def test_inline_code_and_airflows_task_runner_name_no_tool() -> None:
+    """Every KubernetesExecutor worker starts Airflow's runner in Airflow's image, and ``python -c``
+    is the interpreter whatever it runs: neither makes two families alike (no borrowed model, which
+    would size a new task from an unrelated one's peaks)."""
+    worker = ["python", "-m", "airflow.sdk.execution_time.execute_workload", "--json-string", "{}"]
+    runner = program_of(worker)
+    assert runner == "airflow.sdk.execution_time.execute_workload" and program_of(["airflow", "tasks", "run"])
+    crunch, tiny = (Identity(f, "apache/airflow:3.3.2", runner) for f in ("py_exec.crunch", "small_dag.tiny"))
+    assert similarity(crunch, tiny) == 0.0
+    assert pick_donor(crunch, [(tiny, 6)], min_similarity=0.5) is None
+    legacy = Identity("a.b", "apache/airflow:2.10", program_of(["airflow", "tasks", "run", "a", "b"]))
+    assert similarity(legacy, Identity("c.d", "apache/airflow:2.10", "airflow tasks")) == 0.0
+    inline = [
+        Identity(f, "python:3.12-slim", program_of(["python", "-c", "..."])) for f in ("etl.load", "x.y")
+    ]
+    assert similarity(*inline) == 0.5  # the image alone: below the default's 1
+    assert (
+        similarity(Identity("a.b", "python:3.12-slim", "train.py"), Identity("c.d", "python:3", "train.py"))
+        == 1
+    )
+
+
 def test_the_advisor_finds_a_donor_by_what_families_run(store: HistoryStore) -> None:
     """The newest recorded image and program of each family are kept on its row; a cold family
     that runs the same is sized by its model."""

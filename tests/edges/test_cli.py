@@ -361,3 +361,33 @@ def test_demo_says_when_its_generated_history_sizes_none_of_the_dags_tasks(
     captured = capsys.readouterr()
     assert "demo: the generated history sizes none of the DAG's tasks" in captured.err
     assert json.loads(captured.out)["source"] == "the history store"  # not "generated history (seed 7)"
+
+
+@pytest.mark.parametrize(
+    ("image", "cmds", "sized"),
+    [
+        ("biocontainers/bwa:v0.7.18", ["bwa", "mem", "ref.fa"], True),  # genomics.align's image and program
+        ("python:3.12-slim", ["python", "-c", "print(1)"], False),  # inline code names no tool
+    ],
+)
+def test_demo_counts_a_donor_by_image_and_program_as_sizing_the_dags_task(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    image: str,
+    cmds: list[str],
+    sized: bool,
+) -> None:
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__MODE", "enforce")  # a plain KubernetesPodOperator is sized
+    dag_file = tmp_path / "mapping.py"
+    dag_file.write_text(
+        "from datetime import datetime\n\nfrom airflow.sdk import DAG\n"
+        "from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator as Pod\n\n"
+        'with DAG(dag_id="mapping", schedule=None, start_date=datetime(2026, 1, 1)):\n'
+        f'    Pod(task_id="map_reads", image="{image}", cmds={cmds!r})\n'
+    )
+    assert main(["demo", "--dag-file", str(dag_file), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert ("sizes none of the DAG's tasks" not in captured.err) == sized, captured.err
+    row = json.loads(captured.out)["tasks"][0]
+    assert ("similar family 'genomics.align'" in json.dumps(row)) == sized

@@ -131,12 +131,15 @@ def test_a_failure_inside_leaves_the_pod_exactly_as_it_was(
     )
 
 
-def executor_pod() -> k8s.V1Pod:
+def executor_pod(memory: str | None = None) -> k8s.V1Pod:
     """A KubernetesExecutor worker pod; Airflow's PodGenerator calls our hook."""
+    asked = (
+        k8s.V1ResourceRequirements(requests={"memory": memory}, limits={"memory": memory}) if memory else None
+    )
     return PodGenerator.construct_pod(
         dag_id="etl", task_id="transform", pod_id="etl-transform-abc", try_number=1, kube_image="apache/airflow:3.3.2",
         date=datetime(2026, 11, 25, tzinfo=timezone.utc), args=["airflow", "tasks", "run"], pod_override_object=None,
-        base_worker_pod=k8s.V1Pod(metadata=k8s.V1ObjectMeta(), spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="base")])),
+        base_worker_pod=k8s.V1Pod(metadata=k8s.V1ObjectMeta(), spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="base", resources=asked)])),
         namespace="airflow", scheduler_job_id="7", run_id=RUN_ID, with_mutation_hook=True,
     )  # fmt: skip
 
@@ -148,6 +151,24 @@ def test_kubernetes_executor_worker_pod(engine: Any, mutate_all: None) -> None:
     assert (
         pod.metadata.labels["airflow-worker"] == "7" and pod.metadata.labels[FAMILY_LABEL] == "etl.transform"
     )
+    validate_pod(pod)
+
+
+def test_a_new_executor_task_keeps_its_request_beside_other_executor_tasks_history(
+    engine: Any, mutate_all: None
+) -> None:
+    """Every worker runs Airflow's image and task runner: that makes no family a donor of another's."""
+    from airflow_adaptive.kubernetes.pods import tool_of
+
+    image, program = tool_of("apache/airflow:3.3.2", None, ["airflow", "tasks", "run"])  # as executor_pod's
+    tiny = [
+        replace(attempt(i, family="small_dag.tiny", peak=GIB // 8), image=image, program=program)
+        for i in range(6)
+    ]
+    sql_store(engine).record(tiny)
+    pod = executor_pod(memory="8Gi")
+    assert pod.metadata.labels[FAMILY_LABEL] == "etl.transform" and memory(pod) == "8Gi"
+    assert "similar family" not in pod.metadata.annotations[DECISION_ANNOTATION]
     validate_pod(pod)
 
 

@@ -12,7 +12,10 @@ two families is the larger of two scores:
   name is the other plus ``_`` qualifiers (``fastqc`` and ``fastqc_raw``); else 0;
 - by tool: 0.5 for the same image, plus 0.5 for the same program (1.0 for both). One alone is
   weaker than a task name: an image often holds several tools, and a program says nothing of the
-  data. A program includes its subcommand (``samtools sort`` is not ``samtools index``).
+  data. A program includes its subcommand (``samtools sort`` is not ``samtools index``). Two
+  programs name no tool, so they count for nothing: an interpreter running inline code
+  (``python -c``), and Airflow's own task runner, which every KubernetesExecutor worker starts in
+  Airflow's image (neither its image counts then).
 
 A cold family's donor is the most similar other family, at least ``min_similarity`` alike (1 by
 default: replayed on the shared traces, qualified names and images alone brought more OOM kills
@@ -49,6 +52,9 @@ SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash"})
 BUILTINS = frozenset(
     {"set", "cd", "export", "source", ".", "umask", "ulimit", "trap", "true", ":", "test", "[", "[["}
 )
+_AIRFLOW_RUNNER = re.compile(
+    r"airflow([. ]|$)"
+)  # ``airflow tasks run``, ``-m airflow.sdk...execute_workload``
 _SEPARATOR_TOKENS = frozenset({";", "&&", "||", "|", "&"})
 _SUBCOMMAND = re.compile(r"[A-Za-z][\w-]*")  # ``mem`` in ``bwa mem``: a word, not a path, file or number
 
@@ -129,10 +135,21 @@ def _name_score(a: str, b: str) -> tuple[float, str]:
     return (QUALIFIED_TASK_NAME, "a qualified task name") if long.startswith(short + "_") else (0.0, "")
 
 
+def airflow_runner(program: str | None) -> bool:
+    """Whether a program is Airflow's own task runner (a KubernetesExecutor worker's)."""
+    return bool(program and _AIRFLOW_RUNNER.match(program))
+
+
+def names_a_tool(program: str | None) -> bool:
+    """Whether a program says what a task runs: not an interpreter's inline code, not Airflow's runner."""
+    return bool(program) and program not in INTERPRETERS and not airflow_runner(program)
+
+
 def _scored(a: Identity, b: Identity) -> tuple[float, str]:
     """How alike two families are (see the module's table), and why."""
-    same_image = bool(a.image) and image_name(a.image) == image_name(b.image)
-    same_program = bool(a.program) and a.program == b.program
+    airflows = airflow_runner(a.program) or airflow_runner(b.program)  # the image is Airflow's then
+    same_image = not airflows and bool(a.image) and image_name(a.image) == image_name(b.image)
+    same_program = names_a_tool(a.program) and a.program == b.program
     tool = SAME_IMAGE * same_image + SAME_PROGRAM * same_program
     why = " and ".join(w for w, same in (("image", same_image), ("program", same_program)) if same)
     return max(_name_score(a.family, b.family), (tool, f"the same {why}"))
