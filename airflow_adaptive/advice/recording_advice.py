@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from airflow_adaptive.advice.session import StoreSession
 from airflow_adaptive.config import AdaptiveSettings
@@ -45,10 +46,11 @@ class RecordingAdvice:
         try:
             self.session.store().record([observation])
         except (HistoryRejectedError, ValueError, TypeError) as err:  # bad values: keep it aside, go on
-            spool.quarantine(spool.put(observation), str(err))
-            log.error(
-                "airflow-adaptive: attempt %s rejected, kept in %s: %s", observation.key, spool.folder, err
-            )
+            try:
+                kept = f"kept in {spool.quarantine(spool.put(observation), str(err)).parent}"
+            except OSError as spool_err:  # the spool folder is a file, full or not writable
+                kept = f"lost (spool: {spool_err})"
+            log.error("airflow-adaptive: attempt %s rejected, %s: %s", observation.key, kept, err)
             return False
         except HistoryUnavailableError as err:
             reason = self.session.unavailable(err)
@@ -70,11 +72,20 @@ class RecordingAdvice:
             try:
                 self.session.store().record([obs])
             except (HistoryRejectedError, ValueError, TypeError) as err:
-                spool.quarantine(path, str(err))
-                log.error("airflow-adaptive: spooled attempt %s rejected, quarantined: %s", obs.key, err)
+                if _moved(spool.quarantine, path, str(err)):
+                    log.error("airflow-adaptive: spooled attempt %s rejected, quarantined: %s", obs.key, err)
                 continue
             except HistoryUnavailableError:
                 break
-            path.unlink(missing_ok=True)
-            written += 1
+            written += _moved(path.unlink, True)  # missing_ok: another drain wrote it
         return written
+
+
+def _moved(step: Callable[..., object], *args: object) -> bool:
+    """Run a spool file's move or removal; a spool that cannot be written is said once, not raised."""
+    try:
+        step(*args)
+    except OSError as err:
+        warn_once(f"spool not writable: {first_line(err)}", "spooled attempts stay where they are")
+        return False
+    return True

@@ -72,6 +72,6 @@ class Spool:
         for path in sorted(self.folder.glob("*.json")):
             try:
                 found.append((path, from_json(path.read_text())))
-            except (ValueError, KeyError, TypeError) as err:
+            except (ValueError, KeyError, TypeError, OSError) as err:  # OSError: a folder, no permission
                 log.warning("airflow-adaptive: unreadable spooled attempt %s left in place: %s", path, err)
         return found

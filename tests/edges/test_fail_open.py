@@ -191,6 +191,31 @@ def test_a_poison_attempt_is_quarantined_and_the_rest_drain(engine: Any) -> None
     assert "refused" in reason
 
 
+def test_a_spool_that_cannot_be_written_or_read_never_stops_recording(
+    engine: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A spool_dir that is a file, and a spool holding a folder named like an attempt: the attempt
+    is said lost or left in place, and recording goes on."""
+    store = sql_store(engine)
+    blocked = tmp_path / "spool-is-a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__SPOOL_DIR", str(blocked))
+    get_settings.cache_clear()
+    poison = attempt(1, try_number=2**70)  # refused by the database: quarantined in the spool
+    with caplog.at_level(logging.WARNING):
+        assert Advisor(get_settings(), lambda: store).recording.record(poison) is False
+    assert any("rejected, lost (spool:" in r.getMessage() for r in caplog.records)
+    spool = tmp_path / "spool"
+    (spool / "x.json").mkdir(parents=True)  # unreadable as an attempt
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__SPOOL_DIR", str(spool))
+    get_settings.cache_clear()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert Advisor(get_settings(), lambda: store).recording.record(attempt(2)) is True
+    assert [o.key.run_id for o in store.history("f")] == ["run2"] and (spool / "x.json").is_dir()
+    assert any("unreadable spooled attempt" in r.getMessage() for r in caplog.records)
+
+
 def test_unknown_strategy_in_config_fails_open(monkeypatch: pytest.MonkeyPatch, engine: Any) -> None:
     monkeypatch.setenv("AIRFLOW__ADAPTIVE__STRATEGY", "no-such-strategy")
     get_settings.cache_clear()
