@@ -16,6 +16,7 @@ from airflow_adaptive.config_read import (
     number,
     positive,
     raw,
+    unknown_options,
 )
 from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.lff import check_failure_mode
@@ -207,8 +208,14 @@ def load_settings() -> AdaptiveSettings:
 
 @functools.lru_cache(maxsize=1)
 def get_settings() -> AdaptiveSettings:
-    """The settings of this process (read once; ``get_settings.cache_clear()`` re-reads)."""
-    return load_settings()
+    """The settings of this process (read once; ``get_settings.cache_clear()`` re-reads); what no
+    option reads is said once."""
+    from airflow_adaptive.failopen import warn_once
+
+    settings = load_settings()
+    for unread in unknown_options():
+        warn_once(unread, "ignored")
+    return settings
 
 
 def check_sizing_names(settings: AdaptiveSettings) -> None:

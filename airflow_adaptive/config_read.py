@@ -7,7 +7,9 @@ no use for.
 
 from __future__ import annotations
 
+import difflib
 import math
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +19,32 @@ from airflow_adaptive.options import OPTIONS, SECTION
 
 TRUE_WORDS = frozenset({"true", "t", "1", "yes", "y", "on"})
 FALSE_WORDS = frozenset({"false", "f", "0", "no", "n", "off", ""})
+
+
+def unknown_options() -> list[str]:
+    """What is set for ``[adaptive]`` but read by no option, each said with what was likely meant: a
+    name no option has (in airflow.cfg or the environment), or a variable Airflow does not read
+    (``AIRFLOW__adaptive__MODE``: it reads ``AIRFLOW__ADAPTIVE__MODE``). A typo in ``mode`` would
+    otherwise leave the provider off without a word."""
+    from airflow.configuration import conf
+
+    named = list(conf.options(SECTION)) if conf.has_section(SECTION) else []
+    said = [f"[{SECTION}] {name} is no option{_meant(name)}" for name in named if name not in OPTIONS]
+    for var in sorted(os.environ):
+        parts = var.split("__", 2)
+        if len(parts) < 3 or parts[0] != "AIRFLOW" or parts[1].casefold() != SECTION:
+            continue
+        key = parts[2].removesuffix("_CMD").removesuffix("_SECRET")
+        if key.casefold() not in OPTIONS:
+            said.append(f"{var} names no [{SECTION}] option{_meant(key.casefold())}")
+        elif parts[1] != SECTION.upper() or key != key.upper():
+            said.append(f"{var} is not read (Airflow reads AIRFLOW__{SECTION.upper()}__{parts[2].upper()})")
+    return said
+
+
+def _meant(name: str) -> str:
+    close = difflib.get_close_matches(name, OPTIONS, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def raw(name: str) -> str:

@@ -216,6 +216,32 @@ def test_a_spool_that_cannot_be_written_or_read_never_stops_recording(
     assert any("unreadable spooled attempt" in r.getMessage() for r in caplog.records)
 
 
+def test_what_no_option_reads_is_said_once_with_what_was_meant(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A typo in an option's name would leave its default (mode: off) in force without a word."""
+    from airflow.configuration import conf
+
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__MODES", "enforce")
+    monkeypatch.setenv("AIRFLOW__adaptive__MODE", "enforce")  # Airflow reads only the upper-case name
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__SPOOL_DIR_CMD", "echo /tmp")  # a known option's _CMD form
+    conf.set("adaptive", "famliy_modes", "a.*=observe")
+    try:
+        get_settings.cache_clear()
+        with caplog.at_level(logging.WARNING):
+            assert get_settings().mode.value == "off"
+            get_settings.cache_clear()
+            get_settings()  # read again: said once per process
+    finally:
+        conf.remove_option("adaptive", "famliy_modes")
+    said = sorted(r.getMessage() for r in caplog.records)
+    assert said == [
+        "airflow-adaptive: AIRFLOW__ADAPTIVE__MODES names no [adaptive] option (did you mean 'mode'?); ignored",
+        "airflow-adaptive: AIRFLOW__adaptive__MODE is not read (Airflow reads AIRFLOW__ADAPTIVE__MODE); ignored",
+        "airflow-adaptive: [adaptive] famliy_modes is no option (did you mean 'family_modes'?); ignored",
+    ]
+
+
 def test_unknown_strategy_in_config_fails_open(monkeypatch: pytest.MonkeyPatch, engine: Any) -> None:
     monkeypatch.setenv("AIRFLOW__ADAPTIVE__STRATEGY", "no-such-strategy")
     get_settings.cache_clear()
