@@ -14,6 +14,7 @@ from airflow_adaptive.kubernetes.names import OPT_OUT_LABEL
 
 TERMINATION_PATH = "/dev/termination-log"
 SCRATCH = "/scratch"
+PROFILER_UID = 10001  # the user of docker/profiler/Dockerfile
 
 
 class NodeProfileOperator(KubernetesPodOperator):
@@ -40,6 +41,13 @@ class NodeProfileOperator(KubernetesPodOperator):
         kwargs.setdefault("labels", {OPT_OUT_LABEL: "true"})  # benchmarks keep their own resources
         kwargs.setdefault("volumes", [k8s.V1Volume(name="scratch", empty_dir=k8s.V1EmptyDirVolumeSource())])
         kwargs.setdefault("volume_mounts", [k8s.V1VolumeMount(name="scratch", mount_path=SCRATCH)])
+        # sysbench and fio need no privilege: the profiler image's own user, Pod Security "restricted"
+        kwargs.setdefault("security_context", {"runAsNonRoot": True, "runAsUser": PROFILER_UID,
+                                               "seccompProfile": {"type": "RuntimeDefault"}})  # fmt: skip
+        kwargs.setdefault(
+            "container_security_context",
+            {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        )
         kwargs["deferrable"] = False  # the profile is read from the final pod in this process
         kwargs["do_xcom_push"] = False  # no sidecar: the profile travels in the termination message
         super().__init__(**kwargs)

@@ -46,6 +46,17 @@ def test_profiling_dag_profiles_pins_groups_and_labels(
     command = api.created[0]["spec"]["containers"][0]["command"]
     assert command[:3] == ["airflow-adaptive", "profile-node", "--json"] and "--output" in command
     assert command[command.index("--repeats") + 1] == "2"
+    pod_security, container = (
+        api.created[0]["spec"]["securityContext"],
+        api.created[0]["spec"]["containers"][0],
+    )
+    assert (
+        pod_security["runAsNonRoot"] is True and pod_security["runAsUser"] == 10001
+    )  # the profiler image's user
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
     patched = dict(api.node_patches)
     assert set(patched) == {"node-a", "node-b", "cordoned", "not-ready"}
     labels_a = patched["node-a"]["metadata"]["labels"]
