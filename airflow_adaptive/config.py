@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import posixpath
 from dataclasses import dataclass, field
 
 from airflow_adaptive.config_read import (
@@ -31,6 +32,12 @@ from airflow_adaptive.core.sizing.retry import STRATEGY_RETRY
 from airflow_adaptive.core.units import MIB
 from airflow_adaptive.exceptions import InvalidConfigError, UnknownStrategyError
 from airflow_adaptive.options import SECTION
+
+# Node folders a hostPath cache must not be: the stager writes into it, task pods mount it.
+SYSTEM_DIRS = frozenset(
+    {"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/opt", "/proc", "/root", "/run",
+     "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var", "/var/lib", "/var/lib/kubelet", "/var/log", "/var/run"}  # noqa: S108
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -177,6 +184,16 @@ def _staging() -> StagingSettings:
     # a hostPath must be absolute, and an init container needs an image: the API server refuses both
     if staging.cache_root and not staging.cache_root.startswith("/"):
         raise InvalidConfigError(f"[{SECTION}] cache_root = {staging.cache_root!r} is not an absolute path")
+    if staging.cache_root and posixpath.normpath(staging.cache_root) in SYSTEM_DIRS:
+        raise InvalidConfigError(
+            f"[{SECTION}] cache_root = {staging.cache_root!r} is a system folder: staging would write into "
+            "it on every node (use one of its own, e.g. /var/cache/airflow-adaptive)"
+        )
+    if staging.small_below_bytes > staging.big_from_bytes:
+        raise InvalidConfigError(
+            f"[{SECTION}] small_input_below = {raw('small_input_below')!r} is above big_input_from = "
+            f"{raw('big_input_from')!r}"
+        )
     if staging.cache_root and not staging.image:
         raise InvalidConfigError(f"[{SECTION}] staging_image is empty: the staging init container needs one")
     return staging

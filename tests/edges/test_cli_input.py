@@ -235,6 +235,8 @@ BAD_CONFIG = [
     ("SMALL_INPUT_BELOW", "0.5", "[adaptive] small_input_below 0.5 is 0.5 bytes"),
     ("MIN_MEMORY", "100Gi", "[adaptive] min_memory = '100Gi' is above max_allocatable_memory = '64Gi'"),
     ("CACHE_ROOT", "cache/here", "[adaptive] cache_root = 'cache/here' is not an absolute path"),
+    ("CACHE_ROOT", "/var/../", "[adaptive] cache_root = '/var/../' is a system folder: staging would write"),
+    ("SMALL_INPUT_BELOW", "2G", "[adaptive] small_input_below = '2G' is above big_input_from = '1G'"),
 ]
 
 
