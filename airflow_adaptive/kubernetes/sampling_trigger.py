@@ -37,7 +37,7 @@ class SamplingPodTrigger(KubernetesPodTrigger):
             async for event in super().run():
                 yield event
             return
-        peak: list[int] = []
+        peak: list[int] = []  # at most one: the largest sample so far
         sampler = asyncio.create_task(self._sample(peak, interval_s))
         try:
             async for event in super().run():
@@ -59,5 +59,5 @@ class SamplingPodTrigger(KubernetesPodTrigger):
                 else:
                     used = container_memory_bytes(metrics, self.base_container_name)
                     if used is not None:
-                        peak.append(used)
+                        peak[:] = [max([used, *peak])]
                 await asyncio.sleep(interval_s)
