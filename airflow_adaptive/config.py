@@ -156,13 +156,13 @@ def _sizing() -> SizingSettings:
 
 def _sized() -> SizingSettings:
     return SizingSettings(
-        strategy=raw("strategy"),
+        strategy=raw("strategy").strip(),
         min_observations=at_least_one("min_observations"),
         floor_bytes=_quantity("min_memory", MIB),
         # Whole MiB, rounded down: pod quantities are written in MiB rounded up, so a decimal
         # cap such as 64G (not a whole MiB) would otherwise be exceeded by up to 1 MiB.
         cap_bytes=_quantity("max_allocatable_memory", MIB) // MIB * MIB,
-        retry_policy=raw("oom_retry_policy"),
+        retry_policy=raw("oom_retry_policy").strip(),
         limit_to_request_ratio=_ratio("limit_to_request_ratio"),
         max_oom_rate=fraction("max_oom_rate"),
         warm_starts=flag("warm_starts"),
