@@ -9,6 +9,7 @@ attempts of DAGs the auth manager lets them read.
 
 # No ``from __future__ import annotations``: FastAPI reads these routes' annotations at run time,
 # and some name objects local to ``create_app``.
+import re
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -18,6 +19,7 @@ from airflow.api_fastapi.core_api.security import GetUserDep, bearer_scheme, get
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials
+from pydantic import BeforeValidator
 
 if TYPE_CHECKING:
     from airflow_adaptive.store.api import Source
@@ -66,8 +68,17 @@ async def _page_user(request: Request, bearer: Bearer) -> Any:
 # Module level: FastAPI resolves these (string) annotations in the module's namespace.
 PageUser = Annotated[Any, Depends(_page_user)]
 Dags = Annotated[frozenset[str] | None, Depends(_readable)]
-Start = Annotated[date | None, Query(description="first day (UTC), YYYY-MM-DD")]
-End = Annotated[date | None, Query(description="last day (UTC), YYYY-MM-DD")]
+
+
+def _iso_day(value: object) -> object:
+    """A day only as YYYY-MM-DD: pydantic would also read ``86400`` as a Unix time."""
+    if isinstance(value, str) and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        raise ValueError("a day is written YYYY-MM-DD")
+    return value
+
+
+Start = Annotated[date | None, BeforeValidator(_iso_day), Query(description="first day (UTC), YYYY-MM-DD")]
+End = Annotated[date | None, BeforeValidator(_iso_day), Query(description="last day (UTC), YYYY-MM-DD")]
 # No length cap: the store keeps a name over 250 characters as a prefix plus a hash of the whole.
 FamilyName = Annotated[str, Query(description="the task family, exactly as recorded")]
 FAMILY_ROUTES = "/adaptive/api/family?name=… and /adaptive/api/family/whatif?name=…"

@@ -127,6 +127,8 @@ def test_numbers_are_the_stores(client: Any, auth: dict[str, str], demo: Any) ->
         ("/api/families?sort=memory", 400, "sort must be one of"),
         ("/api/families?order=sideways", 422, "pattern"),
         ("/api/overview?start=2026-13-01", 422, "month value is outside"),
+        ("/api/overview?start=86400", 422, "a day is written YYYY-MM-DD"),  # not a Unix time
+        ("/api/families?end=-1", 422, "a day is written YYYY-MM-DD"),
         ("/api/overview?start=2026-11-05&end=2026-11-01", 400, "is after end"),
         ("/api/family?name=genomics.align&limit=0", 422, "greater than or equal to 1"),
         ("/api/overview?source=both", 400, "source must be one of live, imported, all"),
