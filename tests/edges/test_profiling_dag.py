@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from airflow_adaptive.kubernetes.names import CAPABILITY_PREFIX, GROUP_LABEL
-from tests.conftest import sql_store, validate_pod
+from tests.conftest import shipped_manifest, sql_store, validate_pod
 from tests.fake_kubernetes import FakeKubernetesApi
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,3 +94,26 @@ def test_with_no_cluster_configured_the_dag_fails_at_once_in_one_line(
     config = tmp_path / "kubeconfig.yaml"
     config.write_text("{}")
     assert kubernetes_hook({"config_file": str(config)}) is not None  # there: the client's to judge
+
+
+def test_the_shipped_rbac_grants_what_the_profiling_dag_and_pod_builders_call_and_no_more() -> None:
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in shipped_manifest("rbac.yaml")}
+
+    def rules(kind: str, name: str) -> set[tuple[str, ...]]:
+        return {(res, *sorted(r["verbs"])) for r in docs[(kind, name)]["rules"] for res in r["resources"]}
+
+    assert rules("ClusterRole", "airflow-adaptive-profiler") == {  # list_node, patch_node, PriorityClasses
+        ("nodes", "list", "patch"),
+        ("priorityclasses", "create", "list"),
+    }
+    assert rules("ClusterRole", "airflow-adaptive-pod-builder") == {  # classes; live load's two lists
+        ("priorityclasses", "list"),
+        ("nodes", "list"),
+        ("pods", "list"),
+    }
+    assert rules("Role", "airflow-adaptive-metrics-reader") == {("pods", "get")}  # metrics.k8s.io
+    bound = {
+        (d["roleRef"]["name"], s["name"]) for d in docs.values() if "roleRef" in d for s in d["subjects"]
+    }
+    assert ("airflow-adaptive-profiler", "airflow-worker") in bound
+    assert {("airflow-adaptive-pod-builder", sa) for sa in ("airflow-scheduler", "airflow-worker")} <= bound
