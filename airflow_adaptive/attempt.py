@@ -85,7 +85,7 @@ def pod_mode(
 ) -> ModeChoice:
     """The mode of a pod: the operator's pods default to enforce (their DAG chose it), others to
     ``[adaptive] mode``."""
-    default, source = (Mode.ENFORCE, "operator") if operator else (settings.mode, "[adaptive] mode")
+    default, source = (Mode.ENFORCE, "operator") if operator else (settings.mode, settings.mode_source)
     return choose_mode(
         settings.family_modes, family, dag=dag, task=task, default=default, default_source=source
     )

@@ -74,6 +74,7 @@ class AdaptiveSettings:
     grow_in_place: bool = False  # pods the agent may grow in place (kubernetes/grow_agent.py)
     grow_resize_latency_seconds: float = 5.0
     placement_policy: str = DEFAULT_PLACEMENT  # a name in core/placement.py's PLACEMENT_POLICIES
+    mode_source: str = f"[{SECTION}] mode"  # what set ``mode``, for the pod's annotation
 
 
 def _cpu(name: str) -> int:
@@ -126,6 +127,13 @@ def _mode() -> Mode:
     if mode is Mode.OFF and flag("mutate_all_pods"):  # the option mode replaced
         return Mode.ENFORCE
     return mode
+
+
+def mode_source() -> str:
+    """What set the mode of pods the operator did not build, as their annotation says."""
+    if parse_mode(raw("mode"), f"[{SECTION}] mode") is Mode.OFF and flag("mutate_all_pods"):
+        return f"[{SECTION}] mutate_all_pods, deprecated: set mode = enforce"
+    return f"[{SECTION}] mode"
 
 
 def _family_modes() -> tuple[FamilyRule, ...]:
@@ -220,6 +228,7 @@ def load_settings() -> AdaptiveSettings:
         grow_in_place=flag("grow_in_place"),
         grow_resize_latency_seconds=growth_latency_s(),
         placement_policy=raw("placement_policy").strip(),
+        mode_source=mode_source(),
     )
 
 

@@ -97,6 +97,21 @@ def test_opt_out_label_is_respected(engine: Any, mutate_all: None) -> None:
     assert memory(pod) == "4Gi" and FAMILY_LABEL not in pod.metadata.labels
 
 
+def test_the_deprecated_mutate_all_pods_enforces_and_the_pod_says_so(
+    engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_adaptive.config import get_settings
+    from airflow_adaptive.kubernetes.names import MODE_ANNOTATION
+
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__MUTATE_ALL_PODS", "True")
+    get_settings.cache_clear()
+    history(engine)
+    pod = kpo_pod()
+    assert memory(pod) == SIZED
+    said = pod.metadata.annotations[MODE_ANNOTATION]
+    assert said == "enforce ([adaptive] mutate_all_pods, deprecated: set mode = enforce)"
+
+
 def test_previous_oom_of_a_sanitised_run_escalates(engine: Any, mutate_all: None) -> None:
     killed = attempt(0, family="etl.load", run=RUN_ID)
     killed = type(killed)(**{**killed.__dict__, "key": TaskKey("etl", "load", RUN_ID, -1, 1),
