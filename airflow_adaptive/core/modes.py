@@ -80,7 +80,7 @@ def family_mode(rules: Iterable[FamilyRule], family: str) -> Mode | None:
 def dag_mode(tags: Iterable[str] | None) -> Mode | None:
     """The mode a DAG's ``adaptive:<mode>`` tag sets; None when it has none (a bad one is an error)."""
     for tag in tags or ():
-        if str(tag).startswith(TAG_PREFIX):
+        if str(tag).casefold().startswith(TAG_PREFIX):  # as its mode, without case: Adaptive:Enforce
             return parse_mode(str(tag)[len(TAG_PREFIX) :], f"DAG tag {tag!r}")
     return None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from airflow_adaptive.attempt import pod_mode
@@ -20,7 +20,8 @@ def _tags(session: Session, dag_ids: Iterable[str] | None) -> dict[str, list[str
     """The adaptive tags of the DAGs (of all DAGs when None)."""
     from airflow.models.dag import DagTag
 
-    query = select(DagTag.dag_id, DagTag.name).where(DagTag.name.startswith(TAG_PREFIX, autoescape=True))
+    tagged = func.lower(DagTag.name).startswith(TAG_PREFIX, autoescape=True)  # as pods read it, without case
+    query = select(DagTag.dag_id, DagTag.name).where(tagged)
     if dag_ids is not None:
         query = query.where(DagTag.dag_id.in_(sorted(dag_ids)))
     tags: dict[str, list[str]] = {}

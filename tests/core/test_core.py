@@ -171,3 +171,12 @@ def test_usage_line_parsing(message: str, peak: int | None) -> None:
 )
 def test_missing_or_malformed_usage_is_none_not_zero(message: str | None) -> None:
     assert parse_usage(message) is None
+
+
+def test_a_dag_tag_sets_its_mode_whatever_its_case_and_a_bad_mode_is_an_error() -> None:
+    from airflow_adaptive.core.modes import Mode, dag_mode
+
+    assert dag_mode(["etl", "Adaptive:Enforce"]) is Mode.ENFORCE
+    assert dag_mode(["ADAPTIVE:observe"]) is Mode.OBSERVE and dag_mode(["adaptive"]) is None
+    with pytest.raises(ValueError, match="'enforced' is not a mode"):
+        dag_mode(["Adaptive:enforced"])

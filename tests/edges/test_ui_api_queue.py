@@ -67,7 +67,7 @@ MODES_DAGS = """
 from datetime import datetime
 from airflow.sdk import DAG
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
-for dag_id, tag in (("modes_tagged", "adaptive:recommend"), ("modes_badtag", "adaptive:sometimes")):
+for dag_id, tag in (("modes_tagged", "Adaptive:Recommend"), ("modes_badtag", "adaptive:sometimes")):
     with DAG(dag_id=dag_id, schedule=None, start_date=datetime(2026, 1, 1), tags=[tag, "other"]):
         KubernetesPodOperator(task_id="work", image="busybox")
 """
