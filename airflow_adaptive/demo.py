@@ -169,7 +169,11 @@ def run_demo(
     mapped = mapped_kubernetes_tasks(dag)
     if not kubernetes:
         some = f" (mapped: {', '.join(mapped)}; their pods exist per map index at run time)" if mapped else ""
-        raise DagFileError(f"demo: DAG {dag.dag_id!r} has no KubernetesPodOperator task to show{some}")
+        first = f"{dag.dag_id}.{dag.tasks[0].task_id}" if dag.tasks else f"{dag.dag_id}.<task>"
+        raise DagFileError(
+            f"demo: DAG {dag.dag_id!r} has no KubernetesPodOperator task to show{some}; a KubernetesExecutor "
+            f"task's decision: airflow-adaptive decide --task-family {first} --new-family --request 2Gi"
+        )
     repo = open_store(settings)
     if trace:
         from airflow_adaptive.traces.nextflow import read_nextflow

@@ -165,7 +165,8 @@ def test_a_dag_without_an_adaptive_task_is_one_line_and_records_nothing(
     source = f'from datetime import datetime\nfrom airflow.sdk import DAG\nwith DAG(dag_id="plain", {START}):\n    pass\n'
     dag_file = _write(tmp_path / "plain.py", source)
     code = main(["demo", "--dag-file", dag_file])
-    _one_line_error(code, capsys.readouterr().err, "DAG 'plain' has no KubernetesPodOperator task")
+    said = "DAG 'plain' has no KubernetesPodOperator task"
+    _one_line_error(code, capsys.readouterr().err, said, "decide --task-family plain.<task> --new-family")
     code = main(["decide", "--task-family", "genomics.align"])  # the demo's history was not recorded
     _one_line_error(code, capsys.readouterr().err, "no task family 'genomics.align'")
 
