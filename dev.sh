@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # airflow-adaptive developer entry point.
-#   ./dev.sh demo [--trace FILE] [--dag-file FILE] [--no-serve]   install, migrate the embedded SQLite store, show the example
+#   ./dev.sh demo [--trace FILE] [--dag-file FILE] [--json] [--no-serve]   install, migrate the embedded SQLite store, show the example
 #                                  DAG's adaptive pods, then serve the Airflow UI with the Adaptive page
 #   ./dev.sh test                  install, lint, type-check, run the tests on SQLite and PostgreSQL
 set -euo pipefail
@@ -103,13 +103,18 @@ case "$cmd" in
     args=()
     path_next=0
     for arg in "$@"; do
-      if [ "$path_next" = 1 ] && [ "${arg#/}" = "$arg" ] && [ "$arg" != - ]; then arg=$CALLER/$arg; fi
-      path_next=0
+      if [ "$path_next" = 1 ]; then  # an option's FILE: relative to where dev.sh was run
+        if [ "${arg#/}" = "$arg" ] && [ "$arg" != - ]; then arg=$CALLER/$arg; fi
+        path_next=0; args+=("$arg"); continue
+      fi
       case "$arg" in
         --no-serve) serve=0; continue ;;
         --trace|--dag-file) path_next=1 ;;
         --trace=-) ;;
         --trace=[!/]*|--dag-file=[!/]*) arg=${arg%%=*}=$CALLER/${arg#*=} ;;
+        --trace=*|--dag-file=*|--json|-h|--help) ;;
+        -*) echo "dev.sh demo: unknown option $arg (it takes --trace FILE, --dag-file FILE, --json, --no-serve)" >&2
+            exit 2 ;;
       esac
       args+=("$arg")
     done
@@ -157,7 +162,7 @@ case "$cmd" in
     echo "== all passed =="
     ;;
   *)
-    echo "usage: ./dev.sh demo [--trace FILE] [--no-serve] | ./dev.sh test [pytest args]" >&2
+    echo "usage: ./dev.sh demo [--trace FILE] [--dag-file FILE] [--json] [--no-serve] | ./dev.sh test [pytest args]" >&2
     exit 2
     ;;
 esac

@@ -108,6 +108,12 @@ def test_the_demos_paths_are_read_from_where_the_user_ran_it(tmp_path: Path) -> 
         f"{tmp_path}/mine.csv",
         f"--dag-file={tmp_path}/dags/d.py",
     ]
+    typo = subprocess.run(["bash", str(ROOT / "dev.sh"), "demo", "--no-serv"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert typo.returncode == 2 and "\ndev.sh demo: unknown option --no-serv (it takes" in typo.stderr
+    dashed = subprocess.run(["bash", str(ROOT / "dev.sh"), "demo", "--trace", "-odd.csv", "--no-serve"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert dashed.returncode == 0 and seen.read_text().split()[-2:] == ["--trace", f"{tmp_path}/-odd.csv"]
     done = subprocess.run(["bash", str(ROOT / "dev.sh"), "demo", "--trace", "/abs/t.csv", "--no-serve"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert seen.read_text().splitlines()[-1] == "demo --trace /abs/t.csv"
