@@ -341,3 +341,24 @@ def test_a_fitted_state_round_trips_through_json_with_non_finite_numbers() -> No
             assert again.dtype == value.dtype and again.shape == value.shape, name
             assert np.array_equal(again, value, equal_nan=True), name
     assert restored.predict(input_size_bytes=200) == fitted.predict(input_size_bytes=200)
+
+
+def test_the_spread_rule_is_the_largest_peak_plus_p90_minus_p50_at_most_plus_the_first_margin() -> None:
+    predictor = AdaptivePredictor()
+    q = np.array([[9.9, 9.8, 9.95, 9.99, 10.0, 9.9, 9.92], [2.0, 1.0, 3.0, 3.9, 4.0, 1.5, 2.5]]) * GIB
+    # columns as QUANTILES: P95, P50, P90, P99, P100, P70, P80
+    tight, wide = predictor._spread_rule(q)
+    assert tight == pytest.approx((10.0 + (9.95 - 9.8)) * GIB)  # 10.15 GiB: 1.5 %, not 5 % above the top
+    assert wide == pytest.approx(4.0 * 1.15 * GIB)  # 4 + (3 - 1) = 6 GiB capped at P100 + 15 %
+
+
+def test_a_pile_of_peaks_under_a_ceiling_is_held_just_above_it() -> None:
+    """bwa's shape: long tasks whose peaks sit within 1 % of each other. The percentage margins'
+    smallest step above the largest peak is 5 %; the family's own spread is a few tenths of one."""
+    rng = np.random.default_rng(5)
+    peaks = (10 * GIB * (1.0 + 0.01 * rng.random(300))).astype(int)
+    predictor = AdaptivePredictor().fit([Sample(int(p), None, 3600.0) for p in peaks])
+    top, p90, p50 = peaks.max(), *np.quantile(peaks, [0.9, 0.5])
+    assert predictor.rule_ == "P100 of peaks + (P90 - P50), at most +15%"
+    assert predictor.predict() == int(top + p90 - p50) and predictor.within_target_
+    assert predictor.predict() < 1.01 * top  # P50 + 5 % or P100 + 5 % would hold 4-5 % more

@@ -1,27 +1,22 @@
 """Our default: P95 of the family's peaks + 15 %, replaced by another rule only when that rule has
 clearly wasted less on the family's own tasks.
 
-Candidate rules are a quantile of the peaks seen so far times a margin and, when input sizes are known
-and vary, a line on input size (or on its log) plus a quantile of its residuals or a one-sided OLS
-prediction interval (wider for inputs far from those seen). Each is scored prequentially, as Sizey does:
-every past task is charged what the rule, fitted on the tasks before it, would have cost under doubling
-retries — ``(a - r) t`` when the allocation covered the peak, plus ``a t ttf`` for every killed attempt.
-Scores decay with age. The first rule (P95 + 15 %, the measured best single rule) stays unless another
-scores below ``switch_ratio`` of it after ``min_scored`` tasks; this keeps small families from chasing
-noise.
+Candidates: a quantile of the peaks seen so far times a margin; the largest peak plus the peaks' upper
+spread; and, when input sizes are known and vary, a line on input size (or its log) plus a quantile of
+its residuals or a one-sided OLS prediction interval. Each is scored prequentially, as Sizey does: every
+past task is charged what the rule, fitted on the tasks before it, would have cost under doubling retries
+(``(a - r) t`` when it covered the peak, plus ``a t ttf`` per kill), decayed with age. The first rule
+stays unless another scores below ``switch_ratio`` of it after ``min_scored`` tasks (no chasing noise).
 
-An OOM-kill budget (``max_oom_rate``, kills per task) bounds the choice. It is a ceiling on the share of
-a run's tasks killed, so the rules aim at ``target_fraction`` of it (half): a rate measured over a few
-hundred tasks scatters around its aim, and tasks that start together share one allocation. Only rules
-whose kills over the same decayed replay stay within that target may be chosen (the first rule too);
-when none does, the cheapest within one target of the fewest kills is used, and the explanation says so.
-Until a family has ``1 / target`` peaks, its allocation is at least their prediction bound, at most the
-user's request (``small_samples.py``), at the level that lets the target through on the store's own
-families (``bound_calibration.py``); a family far steadier than the prior spread is bounded by its own
-spread, at the level of such bounds. A family with no history of its own (nor a similar family to borrow from,
-``similar.py``) starts at the user's request: tasks that start before one finishes share that decision,
-so a guess below it risks a batch of kills. Without a request it starts at other families' peaks at
-``1 - target`` once the store holds the ``1 / target`` peaks that quantile needs, and with no limit before.
+An OOM-kill budget (``max_oom_rate``, a ceiling on the share of a run's tasks killed) bounds the choice:
+the rules aim at ``target_fraction`` of it, as a rate over a few hundred tasks scatters around its aim.
+Only rules whose decayed kill rate stays within that target may be chosen; when none does, the cheapest
+within one target of the fewest kills, and the explanation says so. Until a family has ``1 / target``
+peaks, its allocation is at least their prediction bound (``small_samples.py``), at most the user's
+request, at the level calibrated on the store's families (``bound_calibration.py``). A family with no
+history (nor a similar one to borrow from, ``similar.py``) starts at the user's request, which the tasks
+that start before one finishes share; without a request, at other families' peaks at ``1 - target`` once
+the store holds the ``1 / target`` peaks that needs, with no limit before.
 
 Past the largest input a family has finished, a line's value is capped (a guess there), and a quantile
 of peaks is raised to the family's line when its peaks grow with input (``lines.rises_with_input``).
@@ -201,8 +196,7 @@ class AdaptivePredictor(Predictor):
         self, failed_bytes: int, input_size_bytes: int | None = None, user_request_bytes: int | None = None
     ) -> int:
         if not self.warm and user_request_bytes and failed_bytes < user_request_bytes:
-            # A cold start below the request (a similar family's model)
-            # was too small: the user's own request next, not a chain of doublings.
+            # a cold start below the request (a similar family's model): the request, not doublings
             return int(user_request_bytes)
         return super().retry(failed_bytes, input_size_bytes, user_request_bytes)
 
@@ -216,7 +210,7 @@ class AdaptivePredictor(Predictor):
 
     def _apply(self, q: np.ndarray, lines: list[Line | None] | None, x_next: float | None) -> np.ndarray:
         """Every candidate's allocation for a task of input ``x_next``."""
-        allocations = [np.outer(q, 1.0 + np.asarray(self.margins)).ravel()]
+        allocations = [np.outer(q, 1.0 + np.asarray(self.margins)).ravel(), self._spread_rule(q[None, :])]
         if lines is not None and x_next is not None:
             for line in lines:
                 if line is None:
@@ -230,6 +224,7 @@ class AdaptivePredictor(Predictor):
 
     def _candidate_names(self, sized: bool) -> list[str]:
         names = [f"P{q * 100:g} of peaks +{m:.0%}" for q in self.quantiles for m in self.margins]
+        names.append(f"P100 of peaks + (P90 - P50), at most +{self.margins[0]:.0%}")
         if sized:
             for model, _ in SIZE_MODELS:
                 names += [f"line on {model} + P{q * 100:g} of residuals" for q in self.quantiles]
@@ -301,13 +296,13 @@ class AdaptivePredictor(Predictor):
     def _prequential(
         self, r: np.ndarray, t: np.ndarray, x: np.ndarray | None, first: int
     ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Blocks of tasks from ``first`` on: each candidate's allocation for a task when fitted on
-        the tasks before it (row per task), and the tasks' peaks and runtimes (as columns). Without
-        inputs, one block: every prefix's quantiles come from one sorted matrix."""
+        """Blocks of tasks from ``first`` on: each candidate's allocation fitted on the tasks before
+        (row per task), with their peaks and runtimes (columns); without inputs, one sorted block."""
         if x is None:
             q = prefix_quantiles(r, self.quantiles, first)
             factors = 1.0 + np.asarray(self.margins)
-            alloc = (q[:, :, None] * factors[None, None, :]).reshape(len(q), self._quantile_rules)
+            alloc = (q[:, :, None] * factors[None, None, :]).reshape(len(q), q.shape[1] * factors.size)
+            alloc = np.concatenate([alloc, self._spread_rule(q)[:, None]], axis=1)
             yield alloc, r[first:, None], t[first:, None]
             return
         for i in range(first, r.size):
@@ -321,11 +316,9 @@ class AdaptivePredictor(Predictor):
         return float(self._apply(*self.pieces_, x_next)[self.best_])
 
     def _retry(self, failed_bytes: int, input_size_bytes: int | None) -> float:
-        """After an OOM kill at ``failed_bytes``, the cheapest of doubling, the VPA bump, the largest
-        peak + the first margin and quantiles of the peaks above the killed limit, each charged on
-        the family's peaks above that limit as a first try is (``retry_waste``, same decay): a family
-        whose peaks are bimodal goes to its upper mode instead of doubling twice. Doubling while
-        fewer than ``MIN_PEAKS_ABOVE`` peaks lie above."""
+        """After a kill at ``failed_bytes``, the cheapest of doubling, the VPA bump, the largest peak +
+        the first margin and quantiles of the peaks above the limit, charged on those peaks as a first
+        try is (a bimodal family goes to its upper mode); doubling below ``MIN_PEAKS_ABOVE`` peaks."""
         above = np.flatnonzero(self.peaks_ > failed_bytes)
         if above.size < MIN_PEAKS_ABOVE:
             return float(double(failed_bytes))
@@ -340,7 +333,14 @@ class AdaptivePredictor(Predictor):
     @property
     def _quantile_rules(self) -> int:
         """How many candidates are quantiles of the peaks (they come first; size lines follow)."""
-        return len(self.quantiles) * len(self.margins)
+        return len(self.quantiles) * len(self.margins) + 1  # and the spread rule
+
+    def _spread_rule(self, q: np.ndarray) -> np.ndarray:
+        """Per row of quantiles: the largest peak + the upper spread (P90 - P50), at most + the first
+        margin. Holds a pile under a ceiling (bwa's, within 1 %) just above it: 5 % is many spreads."""
+        at = {level: column for column, level in enumerate(self.quantiles)}
+        top, upper = q[:, at[1.0]], q[:, at[0.9]] - q[:, at[0.5]]
+        return np.minimum(top + upper, top * (1.0 + self.margins[0]))
 
     @property
     def _line_chosen(self) -> bool:

@@ -17,7 +17,7 @@ import numpy as np
 
 from .base import Predictor, Wrapper
 
-STATE_FORMAT = 12  # bump when the encoding or any predictor's learnt attributes change
+STATE_FORMAT = 13  # bump when the encoding or any predictor's learnt attributes change
 
 
 NUMERIC_KINDS = "biuf"  # bool, integer and float arrays: their lists are plain JSON when finite
