@@ -46,11 +46,12 @@ class RecordingAdvice:
         try:
             self.session.store().record([observation])
         except (HistoryRejectedError, ValueError, TypeError) as err:  # bad values: keep it aside, go on
-            try:
-                kept = f"kept in {spool.quarantine(spool.put(observation), str(err)).parent}"
-            except OSError as spool_err:  # the spool folder is a file, full or not writable
-                kept = f"lost (spool: {spool_err})"
-            log.error("airflow-adaptive: attempt %s rejected, %s: %s", observation.key, kept, err)
+            log.error(
+                "airflow-adaptive: attempt %s rejected, %s: %s",
+                observation.key,
+                _set_aside(spool, observation, err),
+                err,
+            )
             return False
         except HistoryUnavailableError as err:
             reason = self.session.unavailable(err)
@@ -59,7 +60,7 @@ class RecordingAdvice:
                 log.warning(
                     "airflow-adaptive: attempt %s spooled to %s: %s", observation.key, spool.folder, reason
                 )
-            except OSError as spool_err:
+            except (OSError, TypeError, ValueError) as spool_err:  # no spool, or values JSON cannot hold
                 log.error("airflow-adaptive: attempt %s lost: %s", observation.key, spool_err)
             return False
         self.drain(spool)
@@ -81,11 +82,25 @@ class RecordingAdvice:
         return written
 
 
+def _set_aside(spool: Spool, observation: Observation, rejected: Exception) -> str:
+    """Quarantine a rejected attempt; where it went, said for the log (never raises)."""
+    try:
+        path = spool.put(observation)
+    except (OSError, TypeError, ValueError) as err:  # no spool to write, or values JSON cannot hold
+        return f"lost (spool: {err})"
+    if _moved(spool.quarantine, path, str(rejected)):
+        return f"kept in {spool.folder / 'quarantine'}"
+    return f"left in {spool.folder}, to be tried again"
+
+
 def _moved(step: Callable[..., object], *args: object) -> bool:
     """Run a spool file's move or removal; a spool that cannot be written is said once, not raised."""
     try:
         step(*args)
     except OSError as err:
-        warn_once(f"spool not writable: {first_line(err)}", "spooled attempts stay where they are")
+        warn_once(
+            f"spool not writable: {err.strerror or type(err).__name__}",
+            "spooled attempts stay where they are",
+        )
         return False
     return True

@@ -66,10 +66,13 @@ class Spool:
         return len(list(folder.glob("*.json"))) if folder.is_dir() else 0
 
     def pending(self) -> list[tuple[Path, Observation]]:
-        if not self.folder.is_dir():
+        try:
+            names = sorted(self.folder.glob("*.json")) if self.folder.is_dir() else []
+        except OSError as err:  # a parent folder this user may not search
+            log.warning("airflow-adaptive: spool %s cannot be read: %s", self.folder, err)
             return []
         found = []
-        for path in sorted(self.folder.glob("*.json")):
+        for path in names:
             try:
                 found.append((path, from_json(path.read_text())))
             except (ValueError, KeyError, TypeError, OSError) as err:  # OSError: a folder, no permission

@@ -358,7 +358,7 @@ def test_a_pile_of_peaks_under_a_ceiling_is_held_just_above_it() -> None:
     rng = np.random.default_rng(5)
     peaks = (10 * GIB * (1.0 + 0.01 * rng.random(300))).astype(int)
     predictor = AdaptivePredictor().fit([Sample(int(p), None, 3600.0) for p in peaks])
-    top, p90, p50 = peaks.max(), *np.quantile(peaks, [0.9, 0.5])
+    top, (p90, p50) = float(peaks.max()), (float(v) for v in np.quantile(peaks, [0.9, 0.5]))
     assert predictor.rule_ == "P100 of peaks + (P90 - P50), at most +15%"
     assert predictor.predict() == int(top + p90 - p50) and predictor.within_target_
     assert predictor.predict() < 1.01 * top  # P50 + 5 % or P100 + 5 % would hold 4-5 % more

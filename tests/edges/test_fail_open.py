@@ -11,6 +11,7 @@ import textwrap
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from airflow_adaptive.core.grouping import NodeProfile, group_nodes
 from airflow_adaptive.core.locality import InputUse
 from airflow_adaptive.core.model import MemoryRequest
 from airflow_adaptive.core.units import GIB
-from airflow_adaptive.exceptions import HistoryUnavailableError, InvalidQuantityError
+from airflow_adaptive.exceptions import HistoryRejectedError, HistoryUnavailableError, InvalidQuantityError
 from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
 from airflow_adaptive.store import access
 from airflow_adaptive.store.access import open_store
@@ -214,6 +215,21 @@ def test_a_spool_that_cannot_be_written_or_read_never_stops_recording(
         assert Advisor(get_settings(), lambda: store).recording.record(attempt(2)) is True
     assert [o.key.run_id for o in store.history("f")] == ["run2"] and (spool / "x.json").is_dir()
     assert any("unreadable spooled attempt" in r.getMessage() for r in caplog.records)
+    # a rejected attempt whose values JSON cannot hold either: said lost, not raised
+    odd = replace(attempt(3), input_size_bytes=Decimal(5))  # type: ignore[arg-type]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert Advisor(get_settings(), down_store).recording.record(odd) is False  # spooled: cannot be
+        assert Advisor(get_settings(), rejecting_store).recording.record(odd) is False
+    assert any("rejected, lost (spool: Object of type Decimal" in r.getMessage() for r in caplog.records)
+
+
+def rejecting_store() -> InMemoryHistoryStore:
+    class Rejecting(InMemoryHistoryStore):
+        def record(self, observations: Any) -> Any:
+            raise HistoryRejectedError("the history store refused the data: bad value")
+
+    return Rejecting()
 
 
 def test_what_no_option_reads_is_said_once_with_what_was_meant(
