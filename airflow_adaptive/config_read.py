@@ -28,13 +28,13 @@ def unknown_options() -> list[str]:
     otherwise leave the provider off without a word."""
     from airflow.configuration import conf
 
-    named = list(conf.options(SECTION)) if conf.has_section(SECTION) else []
-    said = [f"[{SECTION}] {name} is no option{_meant(name)}" for name in named if name not in OPTIONS]
+    named = set(conf.options(SECTION)) - set(conf.defaults()) if conf.has_section(SECTION) else set()
+    said = [f"[{SECTION}] {name} is no option{_meant(name)}" for name in sorted(named) if name not in OPTIONS]
     for var in sorted(os.environ):
         parts = var.split("__", 2)
         if len(parts) < 3 or parts[0] != "AIRFLOW" or parts[1].casefold() != SECTION:
             continue
-        key = parts[2].removesuffix("_CMD").removesuffix("_SECRET")
+        key = parts[2]  # no _CMD or _SECRET form: Airflow reads those for sensitive options, none of these
         if key.casefold() not in OPTIONS:
             said.append(f"{var} names no [{SECTION}] option{_meant(key.casefold())}")
         elif parts[1] != SECTION.upper() or key != key.upper():

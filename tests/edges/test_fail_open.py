@@ -240,7 +240,9 @@ def test_what_no_option_reads_is_said_once_with_what_was_meant(
 
     monkeypatch.setenv("AIRFLOW__ADAPTIVE__MODES", "enforce")
     monkeypatch.setenv("AIRFLOW__adaptive__MODE", "enforce")  # Airflow reads only the upper-case name
-    monkeypatch.setenv("AIRFLOW__ADAPTIVE__SPOOL_DIR_CMD", "echo /tmp")  # a known option's _CMD form
+    monkeypatch.setenv(
+        "AIRFLOW__ADAPTIVE__MODE_CMD", "echo enforce"
+    )  # Airflow runs _CMD for sensitive options only
     conf.set("adaptive", "famliy_modes", "a.*=observe")
     try:
         get_settings.cache_clear()
@@ -253,6 +255,7 @@ def test_what_no_option_reads_is_said_once_with_what_was_meant(
     said = sorted(r.getMessage() for r in caplog.records)
     assert said == [
         "airflow-adaptive: AIRFLOW__ADAPTIVE__MODES names no [adaptive] option (did you mean 'mode'?); ignored",
+        "airflow-adaptive: AIRFLOW__ADAPTIVE__MODE_CMD names no [adaptive] option (did you mean 'mode'?); ignored",
         "airflow-adaptive: AIRFLOW__adaptive__MODE is not read (Airflow reads AIRFLOW__ADAPTIVE__MODE); ignored",
         "airflow-adaptive: [adaptive] famliy_modes is no option (did you mean 'family_modes'?); ignored",
     ]
