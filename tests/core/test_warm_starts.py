@@ -16,6 +16,7 @@ from airflow_adaptive.core.sizing.similar import (
     Identity,
     borrowed_allocation,
     image_name,
+    names_a_tool,
     pick_donor,
     program_of,
     similarity,
@@ -206,6 +207,9 @@ def test_a_wrong_donor_costs_one_killed_try_then_the_users_request() -> None:
         (["bash", "-euo", "pipefail", "-c", "# align\nSTAR --runThreadN 4"], "STAR"),
         (["env", "OMP_NUM_THREADS=2", "python3", "-u", "/app/train.py"], "train.py"),
         (["python", "-c", "print('report')"], "python"),
+        (["python3.11", "-u", "-c", "print(1)"], "python3"),  # inline code: the interpreter, whatever version
+        (["python", "train.py", "-c", "cfg.yaml"], "train.py"),  # the script's own -c is no inline code
+        (["/usr/bin/python3.12", "app.py"], "app.py"),
         (["java", "-Xmx4g", "-jar", "picard.jar", "MarkDuplicates"], "picard.jar MarkDuplicates"),
         (["sh", "-c", "unbalanced 'quote"], "unbalanced"),
         ([], None),
@@ -245,6 +249,7 @@ def test_inline_code_and_airflows_task_runner_name_no_tool() -> None:
     crunch, tiny = (Identity(f, "apache/airflow:3.3.2", runner) for f in ("py_exec.crunch", "small_dag.tiny"))
     assert similarity(crunch, tiny) == 0.0
     assert pick_donor(crunch, [(tiny, 6)], min_similarity=0.5) is None
+    assert names_a_tool(program_of(["airflow", "db", "clean"]))  # maintenance, not the task runner
     legacy = Identity("a.b", "apache/airflow:2.10", program_of(["airflow", "tasks", "run", "a", "b"]))
     assert similarity(legacy, Identity("c.d", "apache/airflow:2.10", "airflow tasks")) == 0.0
     inline = [

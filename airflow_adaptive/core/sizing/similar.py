@@ -52,9 +52,9 @@ SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash"})
 BUILTINS = frozenset(
     {"set", "cd", "export", "source", ".", "umask", "ulimit", "trap", "true", ":", "test", "[", "[["}
 )
-_AIRFLOW_RUNNER = re.compile(
-    r"airflow([. ]|$)"
-)  # ``airflow tasks run``, ``-m airflow.sdk...execute_workload``
+# Airflow's task runners: ``airflow tasks run`` (Airflow 2) and ``python -m airflow.sdk.execution_time...``
+_AIRFLOW_RUNNER = re.compile(r"airflow( tasks$|\.sdk\.execution_time\.)")
+_VERSIONED_PYTHON = re.compile(r"(python3?)\.\d+")
 _SEPARATOR_TOKENS = frozenset({";", "&&", "||", "|", "&"})
 _SUBCOMMAND = re.compile(r"[A-Za-z][\w-]*")  # ``mem`` in ``bwa mem``: a word, not a path, file or number
 
@@ -97,13 +97,34 @@ def program_of(argv: Sequence[str] | None) -> str | None:
             if "-c" in words[:-1]:  # a script given inline
                 return _script_program(words[words.index("-c") + 1])
             return program_of([w for w in words if not w.startswith("-")][:1])  # a script file
-        if name in INTERPRETERS and ({"-c", "-e"} & set(words)):
-            return name
-        if not name or word.startswith("-") or "=" in word or name in WRAPPERS or name in INTERPRETERS:
+        interpreter = _interpreter(name)
+        if interpreter and {"-c", "-e"} & set(
+            _leading_options(words)
+        ):  # ``python -u -c ...``, not ``x.py -c``
+            return interpreter
+        if not name or word.startswith("-") or "=" in word or name in WRAPPERS or interpreter:
             continue
         sub = words[0] if words and _SUBCOMMAND.fullmatch(words[0]) else None
         return f"{name} {sub}" if sub else name
     return None
+
+
+def _interpreter(name: str) -> str | None:
+    """The interpreter a word names (``python3.11`` is ``python3``), or None."""
+    if name in INTERPRETERS:
+        return name
+    found = _VERSIONED_PYTHON.fullmatch(name)
+    return found.group(1) if found else None
+
+
+def _leading_options(words: list[str]) -> list[str]:
+    """The options before an interpreter's first argument that is none (its script or module)."""
+    leading = []
+    for word in words:
+        if not word.startswith("-"):
+            break
+        leading.append(word)
+    return leading
 
 
 def _script_program(script: str) -> str | None:
