@@ -106,14 +106,17 @@ def test_the_shipped_rbac_grants_what_the_profiling_dag_and_pod_builders_call_an
         ("nodes", "list", "patch"),
         ("priorityclasses", "create", "list"),
     }
-    assert rules("ClusterRole", "airflow-adaptive-pod-builder") == {  # classes; live load's two lists
-        ("priorityclasses", "list"),
-        ("nodes", "list"),
-        ("pods", "list"),
-    }
+    assert rules("ClusterRole", "airflow-adaptive-pod-builder") == {("priorityclasses", "list")}
+    assert rules("ClusterRole", "airflow-adaptive-live-load") == {("nodes", "list"), ("pods", "list")}
     assert rules("Role", "airflow-adaptive-metrics-reader") == {("pods", "get")}  # metrics.k8s.io
     bound = {
         (d["roleRef"]["name"], s["name"]) for d in docs.values() if "roleRef" in d for s in d["subjects"]
     }
-    assert ("airflow-adaptive-profiler", "airflow-worker") in bound
-    assert {("airflow-adaptive-pod-builder", sa) for sa in ("airflow-scheduler", "airflow-worker")} <= bound
+    assert bound == {  # node patches for the profiling DAG's own account alone; live load for workers
+        ("airflow-adaptive-profiler", "airflow-adaptive-profiler"),
+        ("airflow-adaptive-pod-builder", "airflow-scheduler"),
+        ("airflow-adaptive-pod-builder", "airflow-worker"),
+        ("airflow-adaptive-live-load", "airflow-worker"),
+        ("airflow-adaptive-metrics-reader", "airflow-worker"),
+        ("airflow-adaptive-metrics-reader", "airflow-triggerer"),
+    }
