@@ -40,6 +40,15 @@ SYSTEM_DIRS = frozenset(
 )  # fmt: skip
 
 
+# ... and the trees inside which none may be: the node's own configuration, devices and the kubelet's pods.
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/root", "/run", "/sbin",
+                "/sys", "/usr", "/var/lib/kubelet", "/var/run")  # fmt: skip
+
+
+def _system_folder(path: str) -> bool:
+    return path in SYSTEM_DIRS or any(path.startswith(tree + "/") for tree in SYSTEM_TREES)
+
+
 @dataclass(frozen=True)
 class StagingSettings:
     """Where and how shared inputs are staged (off while ``cache_root`` is empty)."""
@@ -192,7 +201,7 @@ def _staging() -> StagingSettings:
     # a hostPath must be absolute, and an init container needs an image: the API server refuses both
     if staging.cache_root and not staging.cache_root.startswith("/"):
         raise InvalidConfigError(f"[{SECTION}] cache_root = {staging.cache_root!r} is not an absolute path")
-    if staging.cache_root and posixpath.normpath(staging.cache_root) in SYSTEM_DIRS:
+    if staging.cache_root and _system_folder("/" + posixpath.normpath(staging.cache_root).lstrip("/")):
         raise InvalidConfigError(
             f"[{SECTION}] cache_root = {staging.cache_root!r} is a system folder: staging would write into "
             "it on every node (use one of its own, e.g. /var/cache/airflow-adaptive)"

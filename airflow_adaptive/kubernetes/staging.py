@@ -107,7 +107,8 @@ def _stager(plan: StagePlan, budget_bytes: int, image: str) -> k8s.V1Container:
             k8s.V1VolumeMount(name=CACHE_VOLUME, mount_path=CACHE_MOUNT),
             k8s.V1VolumeMount(name=REPORT_VOLUME, mount_path=REPORT_MOUNT),
         ],
-        # root, as the kubelet that creates the hostPath folder: it owns the cache, so it needs no capability
+        # the image's user (root in python:*-slim), as the kubelet that creates the hostPath folder: it
+        # owns the cache, so it needs no capability; a pod-level runAsUser must be able to write it
         security_context=k8s.V1SecurityContext(
             allow_privilege_escalation=False,
             capabilities=k8s.V1Capabilities(drop=["ALL"]),

@@ -236,6 +236,12 @@ BAD_CONFIG = [
     ("MIN_MEMORY", "100Gi", "[adaptive] min_memory = '100Gi' is above max_allocatable_memory = '64Gi'"),
     ("CACHE_ROOT", "cache/here", "[adaptive] cache_root = 'cache/here' is not an absolute path"),
     ("CACHE_ROOT", "/var/../", "[adaptive] cache_root = '/var/../' is a system folder: staging would write"),
+    ("CACHE_ROOT", "//etc", "[adaptive] cache_root = '//etc' is a system folder"),
+    (
+        "CACHE_ROOT",
+        "/var/lib/kubelet/pods",
+        "[adaptive] cache_root = '/var/lib/kubelet/pods' is a system folder",
+    ),
     ("SMALL_INPUT_BELOW", "2G", "[adaptive] small_input_below = '2G' is above big_input_from = '1G'"),
 ]
 
