@@ -338,9 +338,9 @@ class AdaptivePredictor(Predictor):
     def _spread_rule(self, q: np.ndarray) -> np.ndarray:
         """Per row of quantiles: the largest peak + the upper spread (P90 - P50), at most + the first
         margin. Holds a pile under a ceiling (bwa's, within 1 %) just above it: 5 % is many spreads."""
-        at = {level: column for column, level in enumerate(self.quantiles)}
-        top, upper = q[:, at[1.0]], q[:, at[0.9]] - q[:, at[0.5]]
-        return np.minimum(top + upper, top * (1.0 + self.margins[0]))
+        at = {level: column for column, level in enumerate(self.quantiles)}  # other quantiles: the largest
+        top, mid, p90 = (q[:, at[v]] if v in at else q.max(axis=1) for v in (1.0, 0.5, 0.9))
+        return np.minimum(top + p90 - mid, top * (1.0 + self.margins[0]))
 
     @property
     def _line_chosen(self) -> bool:
