@@ -113,8 +113,15 @@ case "$cmd" in
         --trace=-) ;;
         --trace=[!/]*|--dag-file=[!/]*) arg=${arg%%=*}=$CALLER/${arg#*=} ;;
         --trace=*|--dag-file=*|--json|-h|--help) ;;
-        -*) echo "dev.sh demo: unknown option $arg (it takes --trace FILE, --dag-file FILE, --json, --no-serve)" >&2
-            exit 2 ;;
+        -*) known=""  # argparse takes a prefix of an option: --dag for --dag-file
+            for option in --trace --dag-file --json; do
+              if [[ "$arg" == --?* && "$option" == "${arg%%=*}"* ]]; then known=$option; fi
+            done
+            if [ -z "$known" ]; then
+              echo "dev.sh demo: unknown option $arg (it takes --trace FILE, --dag-file FILE, --json, --no-serve)" >&2
+              exit 2
+            fi
+            if [ "$known" != --json ] && [ "${arg#*=}" = "$arg" ]; then path_next=1; fi ;;
       esac
       args+=("$arg")
     done

@@ -128,21 +128,15 @@ def _failure_mode() -> str:
         raise InvalidConfigError(f"[{SECTION}] lff_failures: {err}") from None
 
 
-def _mode() -> Mode:
+def _mode() -> tuple[Mode, str]:
+    """The mode of pods the operator did not build, and what set it (for their annotation)."""
     try:
         mode = parse_mode(raw("mode"), f"[{SECTION}] mode")
     except ValueError as err:
         raise InvalidConfigError(str(err)) from None
     if mode is Mode.OFF and flag("mutate_all_pods"):  # the option mode replaced
-        return Mode.ENFORCE
-    return mode
-
-
-def mode_source() -> str:
-    """What set the mode of pods the operator did not build, as their annotation says."""
-    if parse_mode(raw("mode"), f"[{SECTION}] mode") is Mode.OFF and flag("mutate_all_pods"):
-        return f"[{SECTION}] mutate_all_pods, deprecated: set mode = enforce"
-    return f"[{SECTION}] mode"
+        return Mode.ENFORCE, f"[{SECTION}] mutate_all_pods, deprecated: set mode = enforce"
+    return mode, f"[{SECTION}] mode"
 
 
 def _family_modes() -> tuple[FamilyRule, ...]:
@@ -218,13 +212,14 @@ def _staging() -> StagingSettings:
 
 def load_settings() -> AdaptiveSettings:
     """Read ``[adaptive]`` once; bad values raise a typed error naming the option."""
+    mode, mode_source = _mode()
     return AdaptiveSettings(
         history_conn_id=raw("history_conn_id"),
         store_timeout_seconds=positive("store_timeout_seconds", "seconds", most=3600.0),
         history_window=at_least_one("history_window", most=1_000_000),
         retention_attempts=_count("retention_attempts"),
         retention_days=_days("retention_days"),
-        mode=_mode(),
+        mode=mode,
         placement_live_load=flag("placement_live_load"),
         lff_failures=_failure_mode(),
         priority_classes=flag("priority_classes"),
@@ -237,7 +232,7 @@ def load_settings() -> AdaptiveSettings:
         grow_in_place=flag("grow_in_place"),
         grow_resize_latency_seconds=growth_latency_s(),
         placement_policy=raw("placement_policy").strip(),
-        mode_source=mode_source(),
+        mode_source=mode_source,
     )
 
 

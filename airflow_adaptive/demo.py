@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.model import ExitReason, Observation, PeakKind, TaskKey, Usage
 from airflow_adaptive.core.sizing.similar import Identity
 from airflow_adaptive.core.units import GIB
@@ -138,16 +139,44 @@ def _first_line(message: str) -> str:
     return next((line for line in message.splitlines() if line.strip()), message)[:300]
 
 
-def _matched(observations: list[Observation], tasks: list[Identity], min_similarity: float) -> bool:
+def _matched(observations: list[Observation], tasks: list[Identity], sizing: SizingSettings) -> bool:
     """Whether the history can size any of the DAG's tasks: the same family, or a donor for a warm
-    start (the same task name, or the same image and program)."""
+    start (the same task name, or the same image and program), as the decision finds one."""
+    from collections import Counter
+
     from airflow_adaptive.core.sizing.similar import pick_donor
 
-    known = [(Identity(o.task_family, o.image, o.program), 1) for o in observations]
-    families = {o.task_family for o in observations}
-    return any(
-        t.family in families or pick_donor(t, known, min_similarity=min_similarity, min_samples=1)
-        for t in tasks
+    families = Counter(Identity(o.task_family, o.image, o.program) for o in observations)
+    if any(t.family in {f.family for f in families} for t in tasks):
+        return True
+    donors = list(families.items())
+    return sizing.warm_starts and any(
+        pick_donor(t, donors, min_similarity=sizing.min_similarity) for t in tasks
+    )
+
+
+def _unmatched_note(observations: list[Observation], kubernetes: list[Any], rows: list[dict[str, Any]],
+                    sizing: SizingSettings, trace: str | None) -> str | None:  # fmt: skip
+    """What the demo says when the history it recorded sizes none of the DAG's tasks (None: it does)."""
+    from airflow_adaptive.kubernetes.pods import tool_of
+
+    tools = [tool_of(t.image, t.cmds, t.arguments) for t in kubernetes]
+    asked = [Identity(row["task_family"], *tool) for row, tool in zip(rows, tools, strict=True)]
+    if _matched(observations, asked, sizing):
+        return None
+    return (
+        f"demo: {trace or 'the generated history'} sizes none of the DAG's tasks (no family matches "
+        "theirs by name, task name or image and program): they are sized from what the history store "
+        "already held"
+    )
+
+
+def _no_pod_task(dag: Any, mapped: list[str]) -> DagFileError:
+    some = f" (mapped: {', '.join(mapped)}; their pods exist per map index at run time)" if mapped else ""
+    first = f"{dag.dag_id}.{dag.tasks[0].task_id}" if dag.tasks else f"{dag.dag_id}.<task>"
+    return DagFileError(
+        f"demo: DAG {dag.dag_id!r} has no KubernetesPodOperator task to show{some}; a KubernetesExecutor "
+        f"task's decision: airflow-adaptive decide --task-family {first} --new-family --request 2Gi"
     )
 
 
@@ -158,7 +187,6 @@ def run_demo(
 
     from airflow_adaptive.config import check_sizing_names, get_settings
     from airflow_adaptive.demo_pods import mapped_kubernetes_tasks, operator_row, plain_row
-    from airflow_adaptive.kubernetes.pods import tool_of
     from airflow_adaptive.operators.pod import AdaptiveKubernetesPodOperator
     from airflow_adaptive.store.access import open_store
 
@@ -168,12 +196,7 @@ def run_demo(
     kubernetes = [t for t in dag.tasks if isinstance(t, KubernetesPodOperator)]
     mapped = mapped_kubernetes_tasks(dag)
     if not kubernetes:
-        some = f" (mapped: {', '.join(mapped)}; their pods exist per map index at run time)" if mapped else ""
-        first = f"{dag.dag_id}.{dag.tasks[0].task_id}" if dag.tasks else f"{dag.dag_id}.<task>"
-        raise DagFileError(
-            f"demo: DAG {dag.dag_id!r} has no KubernetesPodOperator task to show{some}; a KubernetesExecutor "
-            f"task's decision: airflow-adaptive decide --task-family {first} --new-family --request 2Gi"
-        )
+        raise _no_pod_task(dag, mapped)
     repo = open_store(settings)
     if trace:
         from airflow_adaptive.traces.nextflow import read_nextflow
@@ -197,15 +220,9 @@ def run_demo(
             f"demo: mapped tasks not shown ({', '.join(mapped)}): their pods exist per map index",
             file=sys.stderr,
         )
-    tools = [tool_of(t.image, t.cmds, t.arguments) for t in kubernetes]
-    asked = [Identity(row["task_family"], *tool) for row, tool in zip(rows, tools, strict=True)]
-    if not _matched(observations, asked, settings.sizing.min_similarity):
-        print(
-            f"demo: {trace or 'the generated history'} sizes none of the DAG's tasks (no family matches "
-            "theirs by name, task name or image and program): they are sized from what the history store "
-            "already held",
-            file=sys.stderr,
-        )
+    unmatched = _unmatched_note(observations, kubernetes, rows, settings.sizing, trace)
+    if unmatched:
+        print(unmatched, file=sys.stderr)
         source = "the history store"  # what sizes them is whatever it held before
     if as_json:
         json.dump(

@@ -270,21 +270,6 @@ def test_an_unknown_strategy_in_config_is_an_error_in_the_cli(
         assert '"' not in line  # no KeyError quotes around the message
 
 
-def test_names_in_config_are_read_without_surrounding_space(monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_adaptive.config import check_sizing_names, load_settings
-
-    monkeypatch.setenv("AIRFLOW__ADAPTIVE__PLACEMENT_POLICY", " tarema ")
-    monkeypatch.setenv("AIRFLOW__ADAPTIVE__STRATEGY", "adaptive ")
-    monkeypatch.setenv("AIRFLOW__ADAPTIVE__OOM_RETRY_POLICY", "\tdouble")
-    settings = load_settings()
-    check_sizing_names(settings)  # no "did you mean 'adaptive'?" for a trailing space
-    assert (settings.sizing.strategy, settings.sizing.retry_policy, settings.placement_policy) == (
-        "adaptive",
-        "double",
-        "tarema",
-    )
-
-
 def test_an_unknown_strategy_where_a_pod_is_at_stake_fails_open_and_warns_once(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

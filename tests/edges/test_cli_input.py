@@ -331,3 +331,18 @@ def test_an_option_the_command_does_not_take_is_named_by_the_command(
     assert stop.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(says) and len(err.splitlines()) == 1
+
+
+def test_names_in_config_are_read_without_surrounding_space(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_adaptive.config import check_sizing_names, load_settings
+
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__PLACEMENT_POLICY", " tarema ")
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__STRATEGY", "adaptive ")
+    monkeypatch.setenv("AIRFLOW__ADAPTIVE__OOM_RETRY_POLICY", "\tdouble")
+    settings = load_settings()
+    check_sizing_names(settings)  # no "did you mean 'adaptive'?" for a trailing space
+    assert (settings.sizing.strategy, settings.sizing.retry_policy, settings.placement_policy) == (
+        "adaptive",
+        "double",
+        "tarema",
+    )

@@ -114,6 +114,12 @@ def test_the_demos_paths_are_read_from_where_the_user_ran_it(tmp_path: Path) -> 
     dashed = subprocess.run(["bash", str(ROOT / "dev.sh"), "demo", "--trace", "-odd.csv", "--no-serve"],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert dashed.returncode == 0 and seen.read_text().split()[-2:] == ["--trace", f"{tmp_path}/-odd.csv"]
+    short = subprocess.run(["bash", str(ROOT / "dev.sh"), "demo", "--dag", "d.py", "--no-serve"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert short.returncode == 0 and seen.read_text().split()[-2:] == [
+        "--dag",
+        f"{tmp_path}/d.py",
+    ]  # a prefix
     done = subprocess.run(["bash", str(ROOT / "dev.sh"), "demo", "--trace", "/abs/t.csv", "--no-serve"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert seen.read_text().splitlines()[-1] == "demo --trace /abs/t.csv"
