@@ -23,7 +23,9 @@ from airflow_adaptive.core.grouping import BENCHMARK_FEATURES
 QUICK_SYSBENCH = 'echo "events per second: 100.0"; echo "1000.00 MiB transferred (1000.00 MiB/sec)"'
 QUICK_FIO = """echo '{"jobs": [{"read": {"iops": 50.0}, "write": {"iops": 40.0}}]}'"""
 # A tool that starts a process of its own and never ends, as fio does with its jobs.
-HANGING = 'sleep 600 &\necho $! > "$ADAPTIVE_TEST_PIDFILE"\nwait'
+# The pid is written a second after the tool starts: a signal sent before profile-node is back from
+# starting the tool (inside Popen) would find no tool to stop yet, on a busy machine.
+HANGING = 'sleep 600 &\nsleep 1\necho $! > "$ADAPTIVE_TEST_PIDFILE"\nwait'
 
 
 def _tools(folder: Path, monkeypatch: pytest.MonkeyPatch, sysbench: str, fio: str) -> None:
@@ -55,10 +57,19 @@ def _running(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def _state(pid: int) -> str:
+    """The process's state, parent and process group, for a failure's message."""
+    try:
+        state, parent, group = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[:3]
+    except (FileNotFoundError, ProcessLookupError):
+        return "gone"
+    return f"pid {pid} state {state}, parent {parent}, group {group}"
+
+
 def _stopped(pid: int) -> bool:
-    """Whether the process has ended, within 5 s: SIGKILL is delivered at once, and this only waits
-    for the kernel to finish."""
-    for _ in range(100):
+    """Whether the process has ended, within 60 s: SIGKILL is delivered at once, and this only waits
+    for the kernel to finish, which a busy machine can slow (a CI run once saw it still running at 5 s)."""
+    for _ in range(1200):
         if not _running(pid):
             return True
         time.sleep(0.05)
@@ -164,7 +175,8 @@ def test_ctrl_c_stops_the_profile_and_its_tools_with_one_line(
         err = cli.communicate(timeout=60)[1]
     assert cli.returncode == 130 and "Traceback" not in err
     assert err.strip().splitlines()[-1] == "airflow-adaptive: interrupted"
-    assert _stopped(int(pidfile.read_text()))  # its tool's own process stopped with it
+    tool = int(pidfile.read_text())
+    assert _stopped(tool), _state(tool)  # its tool's own process stopped with it
 
 
 def test_sigterm_stops_the_profile_and_removes_its_fio_file(
@@ -181,5 +193,6 @@ def test_sigterm_stops_the_profile_and_removes_its_fio_file(
         err = cli.communicate(timeout=60)[1]
     assert cli.returncode == 128 + signal.SIGTERM and "Traceback" not in err
     assert err.strip().splitlines()[-1] == "airflow-adaptive: stopped (SIGTERM)"
-    assert _stopped(int(pidfile.read_text()))
+    tool = int(pidfile.read_text())
+    assert _stopped(tool), _state(tool)
     assert list(scratch.iterdir()) == []
