@@ -16,12 +16,15 @@ import signal
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from airflow_adaptive.exceptions import AdaptiveError
+
+STOPS = (signal.SIGINT, signal.SIGTERM)  # what stops a profile: Ctrl-C, and timeout or a stopped pod
 
 # CPU flags that become node capabilities (label values), by the flag that proves them.
 CAPABILITY_FLAGS = {
@@ -83,6 +86,30 @@ class Deadline:
         )
 
 
+@contextlib.contextmanager
+def _signals_held() -> Iterator[list[int]]:
+    """Ctrl-C and SIGTERM are noted, not raised, while the block runs: raised inside Popen, after the
+    fork, they would leave the tool running with no one to stop it. Delivered again if it fails."""
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():  # only there can handlers be set
+        yield held
+        return
+    before = {signum: signal.signal(signum, lambda n, _: held.append(n)) for signum in STOPS}
+    try:
+        yield held
+    except BaseException:
+        _restore(before)
+        for signum in held:
+            signal.raise_signal(signum)
+        raise
+    _restore(before)
+
+
+def _restore(handlers: dict[signal.Signals, Any]) -> None:
+    for signum, handler in handlers.items():
+        signal.signal(signum, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
+
+
 def _run(command: list[str], deadline: Deadline, seconds: float, doing: str) -> str:
     remaining = deadline.at - time.monotonic()
     if remaining <= 0:
@@ -90,10 +117,14 @@ def _run(command: list[str], deadline: Deadline, seconds: float, doing: str) -> 
     bound = min(remaining, seconds + 60)
     # Its own process group: at a timeout the tool and everything it started stop (fio forks a
     # process per job, which killing fio alone would leave running).
-    with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    ) as child:
+    with _signals_held() as held:
+        child = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
+    with child:
         try:
+            for signum in held:  # Ctrl-C or SIGTERM while the tool started: stopped here, with it
+                signal.raise_signal(signum)
             stdout, stderr = child.communicate(timeout=bound)
         except BaseException as stop:  # the timeout, or Ctrl-C (which no longer reaches the group)
             with contextlib.suppress(ProcessLookupError):

@@ -196,3 +196,20 @@ def test_sigterm_stops_the_profile_and_removes_its_fio_file(
     tool = int(pidfile.read_text())
     assert _stopped(tool), _state(tool)
     assert list(scratch.iterdir()) == []
+
+
+def test_a_signal_while_a_tool_starts_is_held_and_raised_once_it_can_be_stopped() -> None:
+    """Between the fork and the try that stops the tool, Ctrl-C or SIGTERM would orphan it: inside the
+    hold both are noted, and delivered again when the start failed."""
+    from airflow_adaptive.nodebench.profiler import _signals_held
+
+    before = signal.getsignal(signal.SIGTERM)
+    with _signals_held() as held:
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.1)  # handlers run between bytecodes
+    assert held == [signal.SIGTERM, signal.SIGINT] and signal.getsignal(signal.SIGTERM) is before
+    with pytest.raises(KeyboardInterrupt), _signals_held():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.1)
+        raise FileNotFoundError("no such tool")  # the start failed: the held Ctrl-C is raised instead
