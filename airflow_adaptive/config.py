@@ -130,8 +130,9 @@ def _failure_mode() -> str:
 
 def _mode() -> tuple[Mode, str]:
     """The mode of pods the operator did not build, and what set it (for their annotation)."""
+    text = raw("mode")  # outside the try: importing Airflow to read it may raise ValueError too
     try:
-        mode = parse_mode(raw("mode"), f"[{SECTION}] mode")
+        mode = parse_mode(text, f"[{SECTION}] mode")
     except ValueError as err:
         raise InvalidConfigError(str(err)) from None
     if mode is Mode.OFF and flag("mutate_all_pods"):  # the option mode replaced
