@@ -33,20 +33,15 @@ from airflow_adaptive.core.units import MIB
 from airflow_adaptive.exceptions import InvalidConfigError, UnknownStrategyError
 from airflow_adaptive.options import SECTION
 
-# Node folders a hostPath cache must not be: the stager writes into it, task pods mount it.
-SYSTEM_DIRS = frozenset(
-    {"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/opt", "/proc", "/root", "/run",
-     "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var", "/var/lib", "/var/lib/kubelet", "/var/log", "/var/run"}  # noqa: S108
-)  # fmt: skip
-
-
-# ... and the trees inside which none may be: the node's own configuration, devices and the kubelet's pods.
+# Node folders a hostPath cache must not be (the stager writes into it, task pods mount it), and the
+# trees inside which none may be either: the node's own system, devices and the kubelet's pods.
+SYSTEM_DIRS = frozenset({"/", "/home", "/opt", "/srv", "/tmp", "/var", "/var/lib", "/var/log"})  # noqa: S108
 SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/root", "/run", "/sbin",
                 "/sys", "/usr", "/var/lib/kubelet", "/var/run")  # fmt: skip
 
 
 def _system_folder(path: str) -> bool:
-    return path in SYSTEM_DIRS or any(path.startswith(tree + "/") for tree in SYSTEM_TREES)
+    return path in SYSTEM_DIRS or any(path == tree or path.startswith(tree + "/") for tree in SYSTEM_TREES)
 
 
 @dataclass(frozen=True)
