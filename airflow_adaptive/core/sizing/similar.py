@@ -98,9 +98,7 @@ def program_of(argv: Sequence[str] | None) -> str | None:
                 return _script_program(words[words.index("-c") + 1])
             return program_of([w for w in words if not w.startswith("-")][:1])  # a script file
         interpreter = _interpreter(name)
-        if interpreter and {"-c", "-e"} & set(
-            _leading_options(words)
-        ):  # ``python -u -c ...``, not ``x.py -c``
+        if interpreter and {"-c", "-e"} & set(_leading_options(words)):  # not ``x.py -c``: its own option
             return interpreter
         if not name or word.startswith("-") or "=" in word or name in WRAPPERS or interpreter:
             continue
