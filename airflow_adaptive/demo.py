@@ -146,10 +146,11 @@ def _matched(observations: list[Observation], tasks: list[Identity], sizing: Siz
 
     from airflow_adaptive.core.sizing.similar import pick_donor
 
-    families = Counter(Identity(o.task_family, o.image, o.program) for o in observations)
-    if any(t.family in {f.family for f in families} for t in tasks):
+    samples = Counter(o.task_family for o in observations)
+    if any(t.family in samples for t in tasks):
         return True
-    donors = list(families.items())
+    newest = {o.task_family: Identity(o.task_family, o.image, o.program) for o in observations}  # as stored
+    donors = [(newest[family], n) for family, n in samples.items()]
     return sizing.warm_starts and any(
         pick_donor(t, donors, min_similarity=sizing.min_similarity) for t in tasks
     )
