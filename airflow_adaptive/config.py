@@ -22,7 +22,7 @@ from airflow_adaptive.config_read import (
 from airflow_adaptive.core.decide import SizingSettings
 from airflow_adaptive.core.lff import check_failure_mode
 from airflow_adaptive.core.locality import BIG_FROM_BYTES, SMALL_BELOW_BYTES
-from airflow_adaptive.core.modes import FamilyRule, Mode, parse_family_rules, parse_mode
+from airflow_adaptive.core.modes import FamilyRule, Mode, bare_name_notes, parse_family_rules, parse_mode
 from airflow_adaptive.core.normalise import INT32
 from airflow_adaptive.core.placement import DEFAULT_PLACEMENT, PLACEMENT_POLICIES
 from airflow_adaptive.core.retention import DAYS_RULE, check_keep_days
@@ -241,6 +241,8 @@ def get_settings() -> AdaptiveSettings:
     settings = load_settings()
     for unread in unknown_options():
         warn_once(unread, "ignored")
+    for note in bare_name_notes(settings.family_modes):
+        warn_once(note, "kept as written")
     return settings
 
 

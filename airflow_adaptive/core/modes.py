@@ -70,6 +70,17 @@ def parse_family_rules(text: str, what: str) -> tuple[FamilyRule, ...]:
     return tuple(rules)
 
 
+def bare_name_notes(rules: Iterable[FamilyRule]) -> list[str]:
+    """Rules whose pattern is a bare name (no dot, no wildcard): likely a DAG id meant for its tasks,
+    whose families are ``<dag_id>.<task_id>``; such a rule matches only a family of exactly that name."""
+    return [
+        f"{FAMILY_RULE_SOURCE}: {rule.pattern!r} matches only a task family of exactly that name (a DAG's "
+        f"tasks are families '<dag_id>.<task_id>': '{rule.pattern}.*' matches every task of DAG {rule.pattern!r})"
+        for rule in rules
+        if "." not in rule.pattern and not any(c in rule.pattern for c in "*?[")
+    ]
+
+
 def family_mode(rules: Iterable[FamilyRule], family: str) -> Mode | None:
     for rule in rules:
         if fnmatch.fnmatchcase(family, rule.pattern):
