@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from typing import Any
 
 from airflow_adaptive.core.grouping import Grouping, NodeProfile
@@ -79,8 +80,11 @@ def _noise(raw: dict[str, Any], benchmarks: dict[str, float], where: str) -> dic
 def load_profiles(path: str | os.PathLike[str]) -> list[NodeProfile]:
     name = os.fspath(path)
     try:
-        with open(name, encoding="utf-8") as handle:
-            data = json.load(handle)
+        if name == "-":  # piped: ... | airflow-adaptive groups --profiles -
+            data = json.load(sys.stdin)
+        else:
+            with open(name, encoding="utf-8") as handle:
+                data = json.load(handle)
     except OSError as err:
         raise ProfileFormatError(f"{name}: cannot read node profiles ({err})") from None
     except (ValueError, UnicodeDecodeError) as err:  # a CSV of benchmark results; an int past 4,300 digits

@@ -98,7 +98,8 @@ def test_grouping_is_deterministic_and_rejects_bad_input() -> None:
         )
 
 
-def test_groups_cli_on_a_profile_file(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_groups_cli_on_a_profile_file(tmp_path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import io
     import json
 
     from airflow_adaptive.cli import main
@@ -123,6 +124,9 @@ def test_groups_cli_on_a_profile_file(tmp_path, capsys) -> None:  # type: ignore
         singles.append(tmp_path / f"node{i}.json")
         singles[-1].write_text(json.dumps(profile))
     assert main(["groups", "--profiles", *map(str, singles), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["groups"] == out["groups"]
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(profiles)))  # piped, as history import reads
+    assert main(["groups", "--profiles", "-", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["groups"] == out["groups"]
     assert main(["groups", "--profiles", str(singles[0]), str(singles[0])]) == 2
     assert f"node names must be unique: {profiles[0]['node']!r} profiled twice" in capsys.readouterr().err
