@@ -78,11 +78,18 @@ def _pod(node: str = "node-a", grown: bool = True) -> dict[str, Any]:
     container = k8s.V1Container(
         name="base",
         image="busybox",
-        resources=k8s.V1ResourceRequirements(requests={"memory": "1Gi"}, limits={"memory": "1Gi"}),
+        resources=k8s.V1ResourceRequirements(
+            requests={"cpu": "1", "memory": "1Gi"}, limits={"memory": "1Gi"}
+        ),
+    )
+    sidecar = k8s.V1Container(
+        name="proxy",
+        image="envoy",
+        resources=k8s.V1ResourceRequirements(requests={"cpu": "100m", "memory": "64Mi"}),
     )
     pod = k8s.V1Pod(
         metadata=k8s.V1ObjectMeta(name="task-1", namespace="airflow", annotations={"note": "kept"}),
-        spec=k8s.V1PodSpec(containers=[container], node_name=node),
+        spec=k8s.V1PodSpec(containers=[container, sidecar], node_name=node),
     )
     if grown:
         allow_growth(pod, "base", None)
@@ -94,9 +101,12 @@ def _request(sub_resource: str = "", user: str = AGENT, node: str | None = "node
     return {"subResource": sub_resource, "userInfo": {"username": user, "extra": extra}}
 
 
-def _resized(pod: dict[str, Any], memory: str = "2Gi") -> dict[str, Any]:
+def _resized(pod: dict[str, Any], memory: str = "2Gi", container: int = 0) -> dict[str, Any]:
+    """What the agent's PATCH of pods/resize makes of the pod: one container's memory changed."""
     new = copy.deepcopy(pod)
-    new["spec"]["containers"][0]["resources"] = {"requests": {"memory": memory}, "limits": {"memory": memory}}
+    resources = new["spec"]["containers"][container]["resources"]
+    for kind in ("requests", "limits"):
+        resources.setdefault(kind, {})["memory"] = memory
     return new
 
 
@@ -131,6 +141,13 @@ def test_other_users_are_not_this_policys_business(policy: Policy) -> None:
         ("an added annotation", "only a pod's adaptive.airflow.io/grown annotation"),
         ("a removed annotation", "only a pod's adaptive.airflow.io/grown annotation"),
         ("a finalizer", "only a pod's adaptive.airflow.io/grown annotation"),
+        ("a token without extra claims", "only pods on the node it runs on"),
+        ("a sidecar's memory", "only the memory of the container adaptive.airflow.io/grow-container names"),
+        ("the task's CPU", "only the memory of the container adaptive.airflow.io/grow-container names"),
+        (
+            "a resize policy that restarts",
+            "only the memory of the container adaptive.airflow.io/grow-container",
+        ),
     ],
 )
 def test_what_its_cluster_wide_patch_would_allow_is_refused(policy: Policy, case: str, refused: str) -> None:
@@ -157,5 +174,18 @@ def test_what_its_cluster_wide_patch_would_allow_is_refused(policy: Policy, case
         del new["metadata"]["annotations"]["note"]
     elif case == "a finalizer":
         new["metadata"]["finalizers"] = ["example.com/hold"]
+    elif case == "a token without extra claims":
+        request, new = _request("resize"), _resized(pod)
+        del request["userInfo"]["extra"]
+    elif case == "a sidecar's memory":
+        request, new = _request("resize"), _resized(pod, container=1)
+    elif case == "the task's CPU":
+        request, new = _request("resize"), _resized(pod)
+        new["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "4"
+    elif case == "a resize policy that restarts":
+        request, new = _request("resize"), _resized(pod)
+        new["spec"]["containers"][0]["resizePolicy"] = [
+            {"resourceName": "memory", "restartPolicy": "RestartContainer"}
+        ]
     said = policy.refusals(request, new, pod)
     assert said and any(refused in message for message in said), said
