@@ -200,9 +200,9 @@ def run_demo(
         raise _no_pod_task(dag, mapped)
     repo = open_store(settings)
     if trace:
-        from airflow_adaptive.traces.nextflow import read_nextflow
+        from airflow_adaptive.traces.load import read_trace
 
-        observations = read_nextflow(trace).observations
+        observations = read_trace(trace, "nextflow").observations  # "-": stdin, as history import reads
         source = f"trace {trace}"
     else:
         observations = generated_history()

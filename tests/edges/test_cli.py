@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
@@ -161,7 +162,7 @@ def test_demo_shows_a_valid_adaptive_pod_for_every_task(capsys: pytest.CaptureFi
 
 
 def test_demo_says_what_it_recorded_and_a_trace_that_sizes_nothing(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert main(["demo", "--json"]) == 0
     err = capsys.readouterr().err
@@ -177,6 +178,10 @@ def test_demo_says_what_it_recorded_and_a_trace_that_sizes_nothing(
     assert f"demo: 328 attempts from trace {CHIPSEQ} recorded" in captured.err
     assert f"demo: {CHIPSEQ} sizes none of the DAG's tasks" in captured.err
     assert json.loads(captured.out)["source"] == "the history store"  # not the trace, which sized none
+    with CHIPSEQ.open("rb") as piped:  # ... | airflow-adaptive demo --trace -
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(piped))
+        assert main(["demo", "--trace", "-", "--json"]) == 0
+    assert "demo: 328 attempts from trace - recorded in the history store" in capsys.readouterr().err
 
 
 def test_the_demos_stderr_says_what_it_recorded_and_not_each_pods_log_line() -> None:
