@@ -46,6 +46,7 @@ class Resized(enum.Enum):
 class ResizeAnswer:
     outcome: Resized
     reason: str = ""
+    refused: bool = False  # PENDING because the API server refused this pod's resize (admission)
 
 
 def memory_restart_policy(container: k8s.V1Container | None) -> str | None:
@@ -255,7 +256,7 @@ def resize_memory(core: CoreV1Api, pod: k8s.V1Pod, container: str, limit_bytes: 
         # this pod's own refusal: it ended, its resize policy, an admission plugin (a namespace at
         # its ResourceQuota, a LimitRange's maximum: 403; a webhook: 400)
         if err.status in (400, 403, 409, 422):
-            return ResizeAnswer(Resized.PENDING, f"{err.status} {status.get('message') or err.reason}")
+            return ResizeAnswer(Resized.PENDING, f"{err.status} {status.get('message') or err.reason}", True)
         raise
     pending = _pending_reason(answered)
     return ResizeAnswer(Resized.PENDING, pending) if pending else ResizeAnswer(Resized.APPLIED)

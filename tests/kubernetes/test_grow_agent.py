@@ -87,12 +87,17 @@ def test_a_refusal_or_an_old_cluster_turns_growth_off_with_one_line(
     assert GROWN_ANNOTATION not in (pod.metadata.annotations or {})
 
 
-def test_an_admission_refusal_leaves_that_pod_alone_and_growth_on(api: FakeKubernetesApi) -> None:
+def test_an_admission_refusal_leaves_that_pod_alone_and_growth_on(
+    api: FakeKubernetesApi, caplog: pytest.LogCaptureFixture
+) -> None:
     # a namespace at its ResourceQuota refuses the resize with 403 too: that pod's, not RBAC's
     api.resize_mode = "quota"
     start_pod(api, "quota", headroom=16 * MIB)
     agent = agent_for(api)
-    pod = run(api, agent, "quota")
+    with caplog.at_level(logging.WARNING, logger="airflow_adaptive.kubernetes.grow_agent"):
+        pod = run(api, agent, "quota")
+    said = [r.message for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(said) == 1 and "quota resize refused by the API server (403" in said[0]  # the operator sees it
     assert agent.off_reason is None and len(api.resizes) == 1  # asked once, then left alone
     assert pod.status.container_statuses[0].state.terminated.reason == "OOMKilled"  # as without growth
     assert "not grown (403 pods" in pod.metadata.annotations[GROWN_ANNOTATION]

@@ -67,7 +67,9 @@ def policy() -> Policy:
     binding = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding")["spec"]
     assert spec["failurePolicy"] == "Fail" and binding["validationActions"] == ["Deny"]
     account = next(d for d in docs if d["kind"] == "ServiceAccount")["metadata"]
-    assert f"system:serviceaccount:{account['namespace']}:{account['name']}" == AGENT  # the policy's user
+    assert (
+        f"system:serviceaccount:{account['namespace']}:{account['name']}" == AGENT
+    )  # the account the policy confines
     rules = spec["matchConstraints"]["resourceRules"]
     assert [(r["resources"], r["operations"]) for r in rules] == [(["pods", "pods/resize"], ["UPDATE"])]
     return Policy(spec)
@@ -126,7 +128,18 @@ def test_other_users_are_not_this_policys_business(policy: Policy) -> None:
     pod = _pod(grown=False)
     changed = copy.deepcopy(pod)
     changed["spec"]["containers"][0]["image"] = "evil"
-    assert policy.refusals(_request(user="system:serviceaccount:airflow:worker"), changed, pod) is None
+    for user in ("system:serviceaccount:airflow:worker", "airflow-adaptive-grow-agent", "alice"):
+        assert policy.refusals(_request(user=user), changed, pod) is None
+
+
+def test_the_agent_deployed_in_another_namespace_is_confined_too(policy: Policy) -> None:
+    """An operator who moves the agent's namespace need not edit the policy to keep it in force."""
+    pod = _pod()
+    request = _request(user="system:serviceaccount:data-team:airflow-adaptive-grow-agent")
+    assert policy.refusals(dict(request, subResource="resize"), _resized(pod), pod) == []
+    changed = copy.deepcopy(pod)
+    changed["spec"]["containers"][0]["image"] = "evil"
+    assert policy.refusals(request, changed, pod)
 
 
 @pytest.mark.parametrize(
