@@ -242,7 +242,7 @@ def get_settings() -> AdaptiveSettings:
     for unread in unknown_options():
         warn_once(unread, "ignored")
     for note in bare_name_notes(settings.family_modes):
-        warn_once(note, "kept as written")
+        warn_once(note, "the rule is kept as written")
     return settings
 
 

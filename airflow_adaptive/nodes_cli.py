@@ -135,6 +135,8 @@ def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
 
     stored = open_cli_store().nodes() if args.store or not args.profiles else []
     if args.profiles:
+        if args.profiles.count("-") > 1:  # the second would read an emptied stdin
+            raise AdaptiveError("groups --profiles: - (stdin) may be named once")
         profiles = [p for path in args.profiles for p in load_profiles(path)]
     else:
         profiles = [n.profile for n in stored]

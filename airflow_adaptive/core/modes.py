@@ -12,6 +12,7 @@ then the task's own (the operator's ``mode``), then the default of the pod's kin
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
@@ -19,6 +20,7 @@ from enum import Enum
 TAG_PREFIX = "adaptive:"  # a DAG tag "adaptive:enforce" sets the DAG's mode
 
 
+DAG_ID_ONLY = re.compile(r"[A-Za-z0-9_-]+")  # what a DAG id without a dot may hold
 FAMILY_RULE_SOURCE = "[adaptive] family_modes"  # what set a mode a family rule gave (it outranks a tag)
 
 
@@ -71,13 +73,14 @@ def parse_family_rules(text: str, what: str) -> tuple[FamilyRule, ...]:
 
 
 def bare_name_notes(rules: Iterable[FamilyRule]) -> list[str]:
-    """Rules whose pattern is a bare name (no dot, no wildcard): likely a DAG id meant for its tasks,
-    whose families are ``<dag_id>.<task_id>``; such a rule matches only a family of exactly that name."""
+    """Rules whose pattern reads as a DAG id (letters, digits, ``_`` and ``-``: no dot, no wildcard, no
+    ``:`` as imported Nextflow families have): likely meant for the DAG's tasks, whose families are
+    ``<dag_id>.<task_id>``, while it matches only a family of exactly that name."""
     return [
-        f"{FAMILY_RULE_SOURCE}: {rule.pattern!r} matches only a task family of exactly that name (a DAG's "
-        f"tasks are families '<dag_id>.<task_id>': '{rule.pattern}.*' matches every task of DAG {rule.pattern!r})"
+        f"{FAMILY_RULE_SOURCE}: {rule.pattern!r} matches only a task family of exactly that name; if it is "
+        f"a DAG id, write '{rule.pattern}.*' (a DAG's tasks are families '<dag_id>.<task_id>')"
         for rule in rules
-        if "." not in rule.pattern and not any(c in rule.pattern for c in "*?[")
+        if DAG_ID_ONLY.fullmatch(rule.pattern)
     ]
 
 

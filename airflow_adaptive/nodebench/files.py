@@ -81,6 +81,7 @@ def load_profiles(path: str | os.PathLike[str]) -> list[NodeProfile]:
     name = os.fspath(path)
     try:
         if name == "-":  # piped: ... | airflow-adaptive groups --profiles -
+            name = "stdin"
             data = json.load(sys.stdin)
         else:
             with open(name, encoding="utf-8") as handle:

@@ -128,6 +128,11 @@ def test_groups_cli_on_a_profile_file(tmp_path, capsys, monkeypatch) -> None:  #
     monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(profiles)))  # piped, as history import reads
     assert main(["groups", "--profiles", "-", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["groups"] == out["groups"]
+    assert main(["groups", "--profiles", "-", "-"]) == 2  # the second would read an emptied stdin
+    assert "- (stdin) may be named once" in capsys.readouterr().err
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    assert main(["groups", "--profiles", "-"]) == 2
+    assert "stdin: not JSON node profiles" in capsys.readouterr().err
     assert main(["groups", "--profiles", str(singles[0]), str(singles[0])]) == 2
     assert f"node names must be unique: {profiles[0]['node']!r} profiled twice" in capsys.readouterr().err
     bad = tmp_path / "bad.json"
