@@ -2,7 +2,7 @@
 
     python benchmarks/pareto.py [--data ../shared/data] [--history completed,sequential]
                                 [--min-tasks 100] [--json-out DIR] [--strategies a,b] [TRACE ...]
-    python benchmarks/pareto.py --merge DIR --merge DIR2   # reports replayed apart, joined
+    python benchmarks/pareto.py --merge DIR --merge DIR2   # reports replayed apart, joined (DIR first)
 
 Per history: every strategy and the default's budget sweep replayed on every trace; an anchor's
 point (its GB·h, its kills per 100 tasks) is *beaten* when the default has no more of either,
@@ -114,7 +114,9 @@ def sweep_note(report: dict[str, Any]) -> str:
 
 def merged(reports: list[dict[str, Any]]) -> dict[str, Any]:
     """Reports of the same traces replayed apart (some strategies in each) as one, with each trace's
-    anchor points judged again against the joined strategies and sweep."""
+    anchor points judged again against the joined strategies and sweep. Where several reports hold a
+    strategy or a sweep, the first named supplies it (``--merge CHANGED --merge ANCHORS``: the changed
+    default, its sweep, and the anchors from the other run)."""
     joined = reports[0]
     by_path = {t["trace"]: t for t in joined["traces"]}
     for other in reports[1:]:
@@ -123,7 +125,7 @@ def merged(reports: list[dict[str, Any]]) -> dict[str, Any]:
             if into is trace:
                 joined["traces"].append(trace)
                 continue
-            into["strategies"].update(trace["strategies"])
+            into["strategies"] = {**trace["strategies"], **into["strategies"]}
             if trace.get("budget_sweep") and not into.get("budget_sweep"):
                 into["budget_sweep"] = trace["budget_sweep"]
     for trace in joined["traces"]:
