@@ -356,7 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="show the adaptive pod of every task of the example DAG (records its history in the "
         "configured store: use a throwaway AIRFLOW_HOME)",
     )
-    demo.add_argument("--trace", help="warm the store from this Nextflow trace (-: stdin)")
+    demo.add_argument("--trace", help="warm the store from this Nextflow trace; - reads stdin")
     demo.add_argument("--dag-file", help="DAG file to show (default: the bundled example)")
     demo.add_argument("--json", action="store_true", help="the pods and why as JSON on stdout")
     demo.set_defaults(func=cmd_demo)

@@ -203,6 +203,7 @@ def run_demo(
         from airflow_adaptive.traces.load import read_trace
 
         observations = read_trace(trace, "nextflow").observations  # "-": stdin, as history import reads
+        trace = "stdin" if trace == "-" else trace  # as the demo names it from here on
         source = f"trace {trace}"
     else:
         observations = generated_history()

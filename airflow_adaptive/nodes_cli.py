@@ -197,7 +197,8 @@ def add_node_commands(sub: Any) -> None:
         "--profiles",
         metavar="FILE",
         nargs="+",
-        help="node profiles: JSON lists, or profile-node --json files, one per node; - reads stdin (default: the store's)",
+        help="node profiles: JSON lists, or profile-node --json files, one per node; - reads stdin "
+        "(default: the store's)",
     )
     groups.add_argument("--store", action="store_true", help="save the profiles and groups in the store")
     groups.add_argument("--seed", type=random_seed, default=0, help="k-means seed (default 0)")

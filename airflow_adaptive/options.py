@@ -112,8 +112,8 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "string",
         "",
         "Modes per task family, the most specific setting: ``pattern=mode`` items, comma-separated, with "
-        "shell-style patterns (``etl.*=enforce, genomics.align=observe``); the first match wins. A DAG's tasks "
-        "are families ``<dag_id>.<task_id>`` unless a task sets ``task_family``. It also "
+        "shell-style patterns (``etl.*=enforce, genomics.align=observe``); the first match wins. A DAG's "
+        "tasks are families ``<dag_id>.<task_id>`` unless a task sets ``task_family``. It also "
         "overrides the operator's pods (``*=observe`` rolls every pod back to the user's resources).",
     ),
     "mutate_all_pods": (

@@ -20,7 +20,7 @@ from enum import Enum
 TAG_PREFIX = "adaptive:"  # a DAG tag "adaptive:enforce" sets the DAG's mode
 
 
-DAG_ID_ONLY = re.compile(r"[A-Za-z0-9_-]+")  # what a DAG id without a dot may hold
+DAG_ID_ONLY = re.compile(r"[\w-]+")  # a DAG id without a dot, as Airflow's key rule allows
 FAMILY_RULE_SOURCE = "[adaptive] family_modes"  # what set a mode a family rule gave (it outranks a tag)
 
 
@@ -73,7 +73,7 @@ def parse_family_rules(text: str, what: str) -> tuple[FamilyRule, ...]:
 
 
 def bare_name_notes(rules: Iterable[FamilyRule]) -> list[str]:
-    """Rules whose pattern reads as a DAG id (letters, digits, ``_`` and ``-``: no dot, no wildcard, no
+    """Rules whose pattern reads as a DAG id (word characters and ``-``: no dot, no wildcard, no
     ``:`` as imported Nextflow families have): likely meant for the DAG's tasks, whose families are
     ``<dag_id>.<task_id>``, while it matches only a family of exactly that name."""
     return [

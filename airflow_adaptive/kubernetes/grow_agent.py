@@ -176,9 +176,10 @@ class GrowthAgent:
         if answer.outcome is not Resized.GONE:
             self._note(pod, growth_note(limit, wanted, usage, at_s, answer))
         if answer.outcome is Resized.PENDING:  # a refusal (quota, admission policy) is the operator's to see
+            said = "refused by the API server" if answer.refused else "pending"
             (log.warning if answer.refused else log.info)(
-                "grow-agent: %s/%s resize %s (%s): left to the OOM retry", pod.metadata.namespace,
-                pod.metadata.name, "refused by the API server" if answer.refused else "pending", answer.reason,
+                "grow-agent: %s/%s resize %s (%s): left to the OOM retry",
+                pod.metadata.namespace, pod.metadata.name, said, answer.reason,
             )  # fmt: skip
             self._left_alone.add(pod.metadata.uid)
         return 1

@@ -256,7 +256,8 @@ def resize_memory(core: CoreV1Api, pod: k8s.V1Pod, container: str, limit_bytes: 
         # this pod's own refusal: it ended, its resize policy, an admission plugin (a namespace at
         # its ResourceQuota, a LimitRange's maximum: 403; a webhook: 400)
         if err.status in (400, 403, 409, 422):
-            return ResizeAnswer(Resized.PENDING, f"{err.status} {status.get('message') or err.reason}", True)
+            said = f"{err.status} {status.get('message') or err.reason}"
+            return ResizeAnswer(Resized.PENDING, said, refused=err.status != 409)  # 409: the pod changed
         raise
     pending = _pending_reason(answered)
     return ResizeAnswer(Resized.PENDING, pending) if pending else ResizeAnswer(Resized.APPLIED)

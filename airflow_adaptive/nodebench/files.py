@@ -82,7 +82,7 @@ def load_profiles(path: str | os.PathLike[str]) -> list[NodeProfile]:
     try:
         if name == "-":  # piped: ... | airflow-adaptive groups --profiles -
             name = "stdin"
-            data = json.load(sys.stdin)
+            data = json.load(sys.stdin.buffer)  # bytes: JSON's own UTF-8/16/32, not the locale's
         else:
             with open(name, encoding="utf-8") as handle:
                 data = json.load(handle)

@@ -125,12 +125,13 @@ def test_groups_cli_on_a_profile_file(tmp_path, capsys, monkeypatch) -> None:  #
         singles[-1].write_text(json.dumps(profile))
     assert main(["groups", "--profiles", *map(str, singles), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["groups"] == out["groups"]
-    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(profiles)))  # piped, as history import reads
+    piped = io.TextIOWrapper(io.BytesIO(json.dumps(profiles).encode()))  # as history import reads it
+    monkeypatch.setattr("sys.stdin", piped)
     assert main(["groups", "--profiles", "-", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["groups"] == out["groups"]
     assert main(["groups", "--profiles", "-", "-"]) == 2  # the second would read an emptied stdin
     assert "- (stdin) may be named once" in capsys.readouterr().err
-    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"")))
     assert main(["groups", "--profiles", "-"]) == 2
     assert "stdin: not JSON node profiles" in capsys.readouterr().err
     assert main(["groups", "--profiles", str(singles[0]), str(singles[0])]) == 2

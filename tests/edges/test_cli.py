@@ -181,7 +181,7 @@ def test_demo_says_what_it_recorded_and_a_trace_that_sizes_nothing(
     with CHIPSEQ.open("rb") as piped:  # ... | airflow-adaptive demo --trace -
         monkeypatch.setattr("sys.stdin", io.TextIOWrapper(piped))
         assert main(["demo", "--trace", "-", "--json"]) == 0
-    assert "demo: 328 attempts from trace - recorded in the history store" in capsys.readouterr().err
+    assert "demo: 328 attempts from trace stdin recorded in the history store" in capsys.readouterr().err
 
 
 def test_the_demos_stderr_says_what_it_recorded_and_not_each_pods_log_line() -> None:
