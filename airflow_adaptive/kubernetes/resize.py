@@ -254,7 +254,8 @@ def resize_memory(core: CoreV1Api, pod: k8s.V1Pod, container: str, limit_bytes: 
         if err.status in (404, 405):
             return ResizeAnswer(Resized.UNSUPPORTED, "no pods/resize subresource (Kubernetes < 1.33)")
         # this pod's own refusal: it ended, its resize policy, an admission plugin (a namespace at
-        # its ResourceQuota, a LimitRange's maximum: 403; a webhook: 400)
+        # its ResourceQuota, a LimitRange's maximum: 403; a webhook: 400; the agent's own admission
+        # policy, deploy/grow-agent.yaml: 422)
         if err.status in (400, 403, 409, 422):
             said = f"{err.status} {status.get('message') or err.reason}"
             return ResizeAnswer(Resized.PENDING, said, refused=err.status != 409)  # 409: the pod changed
