@@ -142,25 +142,30 @@ def test_the_agent_deployed_in_another_namespace_is_confined_too(policy: Policy)
     assert policy.refusals(request, changed, pod)
 
 
+ON_ITS_NODE = "only pods on the node it runs on"
+LABELLED = "only pods labelled adaptive.airflow.io/grow=true"
+ANNOTATION_ONLY = "only a pod's adaptive.airflow.io/grown annotation"
+MEMORY_ONLY = "only the memory of the container adaptive.airflow.io/grow-container names"
+
+
 @pytest.mark.parametrize(
     ("case", "refused"),
     [
-        ("a pod on another node", "only pods on the node it runs on"),
-        ("a token naming no node", "only pods on the node it runs on"),
-        ("a pod not labelled for growth", "only pods labelled adaptive.airflow.io/grow=true"),
-        ("labelling a pod for growth itself", "only pods labelled adaptive.airflow.io/grow=true"),
-        ("a new image", "only a pod's adaptive.airflow.io/grown annotation"),
-        ("another annotation", "only a pod's adaptive.airflow.io/grown annotation"),
-        ("an added annotation", "only a pod's adaptive.airflow.io/grown annotation"),
-        ("a removed annotation", "only a pod's adaptive.airflow.io/grown annotation"),
-        ("a finalizer", "only a pod's adaptive.airflow.io/grown annotation"),
-        ("a token without extra claims", "only pods on the node it runs on"),
-        ("a sidecar's memory", "only the memory of the container adaptive.airflow.io/grow-container names"),
-        ("the task's CPU", "only the memory of the container adaptive.airflow.io/grow-container names"),
-        (
-            "a resize policy that restarts",
-            "only the memory of the container adaptive.airflow.io/grow-container",
-        ),
+        ("a pod on another node", ON_ITS_NODE),
+        ("a token naming no node", ON_ITS_NODE),
+        ("a token without extra claims", ON_ITS_NODE),
+        ("a pod not labelled for growth", LABELLED),
+        ("labelling a pod for growth itself", LABELLED),
+        ("a new image", ANNOTATION_ONLY),
+        ("another annotation", ANNOTATION_ONLY),
+        ("an added annotation", ANNOTATION_ONLY),
+        ("a removed annotation", ANNOTATION_ONLY),
+        ("a finalizer", ANNOTATION_ONLY),
+        ("an owner", ANNOTATION_ONLY),
+        ("a sidecar's memory", MEMORY_ONLY),
+        ("the task's CPU", MEMORY_ONLY),
+        ("a resize policy that restarts", MEMORY_ONLY),
+        ("an init container's memory", MEMORY_ONLY),
     ],
 )
 def test_what_its_cluster_wide_patch_would_allow_is_refused(policy: Policy, case: str, refused: str) -> None:
@@ -200,5 +205,11 @@ def test_what_its_cluster_wide_patch_would_allow_is_refused(policy: Policy, case
         new["spec"]["containers"][0]["resizePolicy"] = [
             {"resourceName": "memory", "restartPolicy": "RestartContainer"}
         ]
+    elif case == "an init container's memory":
+        pod["spec"]["initContainers"] = [{"name": "fetch", "image": "busybox", "restartPolicy": "Always"}]
+        request, new = _request("resize"), _resized(pod)
+        new["spec"]["initContainers"][0]["resources"] = {"limits": {"memory": "8Gi"}}
+    elif case == "an owner":
+        new["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "u"}]
     said = policy.refusals(request, new, pod)
     assert said and any(refused in message for message in said), said
