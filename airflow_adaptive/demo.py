@@ -201,9 +201,10 @@ def run_demo(
     repo = open_store(settings)
     if trace:
         from airflow_adaptive.traces.load import read_trace
+        from airflow_adaptive.traces.source import STDIN
 
         observations = read_trace(trace, "nextflow").observations  # "-": stdin, as history import reads
-        trace = "stdin" if trace == "-" else trace  # as the demo names it from here on
+        trace = "stdin" if trace == STDIN else trace  # as the demo names it from here on
         source = f"trace {trace}"
     else:
         observations = generated_history()

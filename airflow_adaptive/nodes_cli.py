@@ -132,10 +132,11 @@ def _check_output(path: str) -> None:
 def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
     from airflow_adaptive.core.grouping import group_nodes
     from airflow_adaptive.nodebench.files import grouping_json, load_profiles
+    from airflow_adaptive.traces.source import STDIN
 
     stored = open_cli_store().nodes() if args.store or not args.profiles else []
     if args.profiles:
-        if args.profiles.count("-") > 1:  # the second would read an emptied stdin
+        if args.profiles.count(STDIN) > 1:  # the second would read an emptied stdin
             raise AdaptiveError("groups --profiles: - (stdin) may be named once")
         profiles = [p for path in args.profiles for p in load_profiles(path)]
     else:

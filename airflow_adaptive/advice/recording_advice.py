@@ -89,7 +89,7 @@ def _set_aside(spool: Spool, observation: Observation, rejected: Exception) -> s
     except (OSError, TypeError, ValueError) as err:  # no spool to write, or values JSON cannot hold
         return f"lost (spool: {err})"
     if _moved(spool.quarantine, path, str(rejected)):
-        return f"kept in {spool.folder / 'quarantine'}"
+        return f"kept in {spool.quarantine_folder}"
     return f"left in {spool.folder}, to be tried again"
 
 

@@ -43,6 +43,7 @@ class Spool:
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(folder)
+        self.quarantine_folder = self.folder / "quarantine"  # attempts refused for good, kept aside
 
     def put(self, obs: Observation) -> Path:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -54,15 +55,14 @@ class Spool:
 
     def quarantine(self, path: Path, reason: str) -> Path:
         """Move an attempt the store refused for good aside, with the reason beside it (kept, not retried)."""
-        folder = self.folder / "quarantine"
-        folder.mkdir(parents=True, exist_ok=True)
-        target = folder / path.name
+        self.quarantine_folder.mkdir(parents=True, exist_ok=True)
+        target = self.quarantine_folder / path.name
         path.replace(target)
         target.with_suffix(".reason").write_text(reason + "\n")
         return target
 
     def quarantined(self) -> int:
-        folder = self.folder / "quarantine"
+        folder = self.quarantine_folder
         return len(list(folder.glob("*.json"))) if folder.is_dir() else 0
 
     def pending(self) -> list[tuple[Path, Observation]]:
